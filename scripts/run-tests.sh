@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds arbor twice (normal and ASan+UBSan) and runs unit tests (ctest) and integration
+# tests (pytest) against each build. Used by `make test` and by CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=${JOBS:-2}
+
+scripts/setup-venv.sh
+
+run_suite() {
+    local dir=$1 label=$2
+    echo "=== [$label] build ($dir)"
+    cmake --build "$dir" -j "$jobs"
+    echo "=== [$label] unit tests"
+    (cd "$dir" && ctest --output-on-failure -j "$jobs")
+    echo "=== [$label] integration tests"
+    ARBOR_BIN="$root/$dir/arbor" ARBOR_BUILD_DIR="$root/$dir" \
+        "$root/.venv/bin/python" -m pytest -q -x --timeout=120 -p no:cacheprovider test/integration
+}
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+run_suite build plain
+
+if [ "${ARBOR_SKIP_SANITIZE:-0}" != 1 ]; then
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DARBOR_SANITIZE=ON >/dev/null
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    run_suite build-asan sanitize
+fi
