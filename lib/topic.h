@@ -1,0 +1,29 @@
+/*
+ * topic.h: topic names and topic filters: validation, matching, and shared-subscription
+ * parsing. Pure functions over byte strings (not NUL-terminated).
+ */
+#ifndef ARBOR_TOPIC_H
+#define ARBOR_TOPIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A topic name for PUBLISH: non-empty, no '+' or '#'. (UTF-8 is checked by the decoder.) */
+bool topic_name_is_valid(const char *topic, size_t len);
+
+/* A topic filter for SUBSCRIBE/UNSUBSCRIBE: non-empty; '#' only as the whole last level;
+ * '+' only as a whole level. Shared filters must be passed through topic_parse_shared first. */
+bool topic_filter_is_valid(const char *filter, size_t len);
+
+/* Does topic (a valid name) match filter (a valid filter)? Names starting with '$' are not
+ * matched by a filter whose first level is '+' or '#'. */
+bool topic_matches(const char *filter, size_t filter_len, const char *topic, size_t topic_len);
+
+/* Shared subscriptions: "$share/<group>/<filter>". Returns:
+ *  0 and sets *is_shared=false if filter does not start with "$share/";
+ *  0 and sets group/inner on a well-formed shared filter (group non-empty, no '+', '#' or '/');
+ * -1 if it starts with "$share/" but is malformed (missing group or filter). */
+int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const char **group,
+                       size_t *group_len, const char **inner, size_t *inner_len);
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * broker_loop.h: the broker's lifetime: set up from a config, run the event loop with its
+ * periodic work (keepalive, session expiry, delayed wills, $SYS), reload, and shut down.
+ */
+#ifndef ARBOR_BROKER_LOOP_H
+#define ARBOR_BROKER_LOOP_H
+
+#include <signal.h>
+
+#include "broker.h"
+
+/* Flags set from signal handlers; the loop acts on them between turns. */
+struct broker_signals {
+    volatile sig_atomic_t stop;
+    volatile sig_atomic_t reload;
+};
+
+/* Takes ownership of config. Returns 0, or -1 after logging why. */
+int broker_init(struct broker *broker, struct arbor_config *config);
+/* Run until signals->stop. reload_config is called on SIGHUP to read the config again; it
+ * returns a new config (owned by the broker from then) or NULL to keep the current one. */
+void broker_run(struct broker *broker, struct broker_signals *signals,
+                struct arbor_config *(*reload_config)(void *ctx), void *ctx);
+/* Publish wills, tell v5 clients the server is shutting down, close and free everything. */
+void broker_shutdown(struct broker *broker);
+
+#endif

@@ -1,0 +1,1360 @@
+/*
+ * config.c: reads mosquitto.conf syntax into a struct arbor_config.
+ *
+ * One directive per line, values separated by blanks, '#' starts a comment line. Every
+ * directive has one handler in the table below; directives that later features will
+ * implement are recognised and refused by name, so an operator never has a setting silently
+ * ignored. Semantics follow mosquitto.conf(5); where Mosquitto is loose (extra words ignored,
+ * "abc" read as 0) arbor refuses the line instead.
+ *
+ * This file must not log, exit, open sockets or look at the running broker: it turns text
+ * into a struct or into one "file:line: directive: reason" message. Everything it allocates
+ * is owned by the struct, so the daemon can load a fresh config on SIGHUP and swap it in.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#define MQTT_MAX_PAYLOAD 268435455
+#define SECONDS_PER_HOUR 3600LL
+#define SECONDS_PER_DAY (24 * SECONDS_PER_HOUR)
+
+/* The listener that settings given outside any listener block apply to, built on the side
+ * while parsing and added to the config at the end only if port or bind_address asked for
+ * it (Mosquitto's "default listener"). */
+struct pending_default_listener {
+    struct arbor_listener listener;
+    bool wanted; /* port or bind_address given */
+    /* first setting that only makes sense for the default listener, reported if none */
+    const char *needs_file;
+    int needs_line;
+    const char *needs_directive;
+};
+
+struct parse_state {
+    struct arbor_config *cfg;
+    char *err;
+    size_t errlen;
+    const char *file; /* owned by cfg->source_files */
+    int line;
+    const char *directive;
+    int include_depth;    /* 0 in the main file */
+    bool main_file_known; /* main_file_dev/ino are valid */
+    dev_t main_file_dev;
+    ino_t main_file_ino;
+    size_t current_listener; /* index into cfg->listeners, valid if in_listener_block */
+    bool in_listener_block;
+    struct pending_default_listener default_listener;
+    /* first security setting, which per_listener_settings must precede */
+    const char *security_file;
+    int security_line;
+    const char *security_directive;
+    bool log_dest_given; /* the first log_dest/log_type replaces the default */
+    bool log_type_given;
+    bool user_given; /* user has a non-NULL default */
+};
+
+/* One directive line: the name, everything after it, and that remainder split in words. */
+struct directive_line {
+    const char *name;
+    const char *rest; /* after the name, trimmed; "" when there is none */
+    char **words;
+    size_t word_count;
+};
+
+/* ------------------------------------------------------------------------------------------
+ * Errors
+ */
+
+static int report_error_at(struct parse_state *st, const char *file, int line,
+                           const char *directive, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int report_error_at(struct parse_state *st, const char *file, int line,
+                           const char *directive, const char *fmt, ...)
+{
+    if (st->err == NULL || st->errlen == 0) return -1;
+    int used;
+    if (line > 0)
+        used = snprintf(st->err, st->errlen, "%s:%d: %s: ", file, line, directive);
+    else
+        used = snprintf(st->err, st->errlen, "%s: %s: ", file, directive);
+    if (used < 0 || (size_t)used >= st->errlen) return -1;
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(st->err + used, st->errlen - (size_t)used, fmt, args);
+    va_end(args);
+    return -1;
+}
+
+/* Report a problem with the directive being parsed. */
+#define report_error(st, ...)                                                                      \
+    report_error_at((st), (st)->file, (st)->line, (st)->directive, __VA_ARGS__)
+
+static int report_out_of_memory(struct parse_state *st)
+{
+    return report_error(st, "out of memory");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Values
+ */
+
+static int expect_word_count(struct parse_state *st, const struct directive_line *dl, size_t min,
+                             size_t max, const char *what)
+{
+    if (dl->word_count < min) return report_error(st, "missing value (%s)", what);
+    if (dl->word_count > max) {
+        const char *extra = dl->words[max];
+        if (extra[0] == '#')
+            return report_error(st, "unexpected extra value \"%s\" (comments must start a line)",
+                                extra);
+        return report_error(st, "unexpected extra value \"%s\"", extra);
+    }
+    return 0;
+}
+
+/* Parse an optionally negative decimal integer with nothing around it. */
+static bool parse_decimal(const char *text, long long *out)
+{
+    const char *p = text;
+    bool negative = false;
+    if (*p == '-') {
+        negative = true;
+        p++;
+    }
+    if (*p == '\0') return false;
+    long long value = 0;
+    for (; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') return false;
+        int digit = *p - '0';
+        if (value > (LLONG_MAX - digit) / 10) return false;
+        value = value * 10 + digit;
+    }
+    *out = negative ? -value : value;
+    return true;
+}
+
+static int parse_integer_value(struct parse_state *st, const struct directive_line *dl,
+                               long long min, long long max, long long *out)
+{
+    char what[80];
+    snprintf(what, sizeof what, "an integer between %lld and %lld", min, max);
+    if (expect_word_count(st, dl, 1, 1, what) != 0) return -1;
+    long long value;
+    if (!parse_decimal(dl->words[0], &value) || value < min || value > max)
+        return report_error(st, "value \"%s\" is not %s", dl->words[0], what);
+    *out = value;
+    return 0;
+}
+
+static int parse_bool_value(struct parse_state *st, const struct directive_line *dl, bool *out)
+{
+    if (expect_word_count(st, dl, 1, 1, "true or false") != 0) return -1;
+    if (strcmp(dl->words[0], "true") == 0)
+        *out = true;
+    else if (strcmp(dl->words[0], "false") == 0)
+        *out = false;
+    else
+        return report_error(st, "value \"%s\" is not true or false", dl->words[0]);
+    return 0;
+}
+
+/* A duration in Mosquitto's syntax: a positive number followed by h, d, w, m (30 days) or
+ * y (365 days). */
+static bool parse_duration(const char *text, int64_t *seconds_out)
+{
+    size_t length = strlen(text);
+    if (length < 2) return false;
+    long long unit;
+    switch (text[length - 1]) {
+    case 'h':
+        unit = SECONDS_PER_HOUR;
+        break;
+    case 'd':
+        unit = SECONDS_PER_DAY;
+        break;
+    case 'w':
+        unit = 7 * SECONDS_PER_DAY;
+        break;
+    case 'm':
+        unit = 30 * SECONDS_PER_DAY;
+        break;
+    case 'y':
+        unit = 365 * SECONDS_PER_DAY;
+        break;
+    default:
+        return false;
+    }
+    long long count = 0;
+    for (size_t i = 0; i + 1 < length; i++) {
+        if (text[i] < '0' || text[i] > '9') return false;
+        count = count * 10 + (text[i] - '0');
+        if (count > INT64_MAX / unit) return false;
+    }
+    if (count == 0) return false;
+    *seconds_out = count * unit;
+    return true;
+}
+
+/* Store the rest of the line (which may contain blanks, as paths and strftime formats do)
+ * into *slot, refusing a second value: Mosquitto treats a repeated string setting as an
+ * error rather than letting the last one win. */
+static int take_text_value(struct parse_state *st, const struct directive_line *dl, char **slot,
+                           bool already_given, const char *what)
+{
+    if (dl->rest[0] == '\0') return report_error(st, "missing value (%s)", what);
+    if (already_given) return report_error(st, "given more than once");
+    char *copy = strdup(dl->rest);
+    if (copy == NULL) return report_out_of_memory(st);
+    free(*slot);
+    *slot = copy;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Listeners and security settings
+ */
+
+static void security_settings_free(struct arbor_security_settings *security)
+{
+    free(security->auto_id_prefix);
+    if (security->clientid_prefixes != NULL) {
+        for (size_t i = 0; i < security->clientid_prefix_count; i++)
+            free(security->clientid_prefixes[i]);
+        free(security->clientid_prefixes);
+    }
+    memset(security, 0, sizeof *security);
+}
+
+static void security_settings_init(struct arbor_security_settings *security)
+{
+    memset(security, 0, sizeof *security);
+    security->allow_anonymous = false; /* Mosquitto 2.0: false once a listener is configured */
+    security->allow_zero_length_clientid = true;
+    security->auto_id_prefix = strdup("auto-");
+}
+
+static void listener_free(struct arbor_listener *listener)
+{
+    free(listener->bind_address);
+    free(listener->bind_interface);
+    free(listener->mount_point);
+    security_settings_free(&listener->security);
+    memset(listener, 0, sizeof *listener);
+}
+
+static int listener_init(struct arbor_listener *listener, struct parse_state *st)
+{
+    memset(listener, 0, sizeof *listener);
+    listener->max_connections = -1;
+    listener->max_topic_alias = st->cfg->max_topic_alias;
+    listener->socket_domain = AF_UNSPEC;
+    listener->file = st->file;
+    listener->line = st->line;
+    security_settings_init(&listener->security);
+    if (listener->security.auto_id_prefix == NULL) return report_out_of_memory(st);
+    return 0;
+}
+
+/* Append a copy of *listener (taking ownership of its strings) to the config. */
+static int append_listener(struct parse_state *st, struct arbor_listener *listener)
+{
+    struct arbor_config *cfg = st->cfg;
+    struct arbor_listener *grown =
+        realloc(cfg->listeners, (cfg->listener_count + 1) * sizeof *cfg->listeners);
+    if (grown == NULL) return report_out_of_memory(st);
+    cfg->listeners = grown;
+    cfg->listeners[cfg->listener_count++] = *listener;
+    memset(listener, 0, sizeof *listener);
+    return 0;
+}
+
+/* The listener a listener-scoped setting applies to: the one opened by the latest listener
+ * line, or the default listener before any (remembering that it must end up existing). */
+static struct arbor_listener *target_listener(struct parse_state *st)
+{
+    if (st->in_listener_block) return &st->cfg->listeners[st->current_listener];
+    struct pending_default_listener *pending = &st->default_listener;
+    if (pending->needs_directive == NULL) {
+        pending->needs_file = st->file;
+        pending->needs_line = st->line;
+        pending->needs_directive = st->directive;
+    }
+    return &pending->listener;
+}
+
+/* Where allow_anonymous and friends go: the global settings, or with per_listener_settings
+ * the current listener's. */
+static struct arbor_security_settings *target_security(struct parse_state *st)
+{
+    if (st->security_directive == NULL) {
+        st->security_file = st->file;
+        st->security_line = st->line;
+        st->security_directive = st->directive;
+    }
+    if (!st->cfg->per_listener_settings) return &st->cfg->security;
+    return &target_listener(st)->security;
+}
+
+static int handle_listener(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 2,
+                          "a port between 1 and 65535, then optionally a bind "
+                          "address or host name") != 0)
+        return -1;
+    long long port;
+    if (!parse_decimal(dl->words[0], &port) || port < 0 || port > 65535)
+        return report_error(st, "value \"%s\" is not an integer between 1 and 65535", dl->words[0]);
+    if (port == 0) {
+        if (dl->word_count == 2)
+            return report_error(st,
+                                "unix socket listeners (port 0 with a path) are not supported yet");
+        return report_error(st,
+                            "port 0 is only for unix sockets, which are not supported yet; give "
+                            "a port between 1 and 65535");
+    }
+    struct arbor_listener listener;
+    if (listener_init(&listener, st) != 0) {
+        listener_free(&listener);
+        return -1;
+    }
+    listener.port = (uint16_t)port;
+    if (dl->word_count == 2) {
+        listener.bind_address = strdup(dl->words[1]);
+        if (listener.bind_address == NULL) {
+            listener_free(&listener);
+            return report_out_of_memory(st);
+        }
+    }
+    if (append_listener(st, &listener) != 0) {
+        listener_free(&listener);
+        return -1;
+    }
+    st->current_listener = st->cfg->listener_count - 1;
+    st->in_listener_block = true;
+    return 0;
+}
+
+static void want_default_listener(struct parse_state *st)
+{
+    struct pending_default_listener *pending = &st->default_listener;
+    if (!pending->wanted) {
+        pending->wanted = true;
+        pending->listener.file = st->file;
+        pending->listener.line = st->line;
+    }
+}
+
+static int handle_port(struct parse_state *st, const struct directive_line *dl)
+{
+    long long port;
+    if (parse_integer_value(st, dl, 1, 65535, &port) != 0) return -1;
+    /* Mosquitto lets a repeated port win (with a warning), so arbor does too. */
+    st->default_listener.listener.port = (uint16_t)port;
+    want_default_listener(st);
+    return 0;
+}
+
+static int handle_bind_address(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "an IP address or host name") != 0) return -1;
+    struct arbor_listener *listener = &st->default_listener.listener;
+    if (listener->bind_address != NULL) return report_error(st, "given more than once");
+    listener->bind_address = strdup(dl->words[0]);
+    if (listener->bind_address == NULL) return report_out_of_memory(st);
+    want_default_listener(st);
+    return 0;
+}
+
+static int handle_bind_interface(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "a network interface name") != 0) return -1;
+    struct arbor_listener *listener = target_listener(st);
+    if (listener->bind_interface != NULL)
+        return report_error(st, "given more than once for this listener");
+    listener->bind_interface = strdup(dl->words[0]);
+    if (listener->bind_interface == NULL) return report_out_of_memory(st);
+    return 0;
+}
+
+static int handle_socket_domain(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "ipv4 or ipv6") != 0) return -1;
+    int domain;
+    if (strcmp(dl->words[0], "ipv4") == 0)
+        domain = AF_INET;
+    else if (strcmp(dl->words[0], "ipv6") == 0)
+        domain = AF_INET6;
+    else
+        return report_error(st, "value \"%s\" is not ipv4 or ipv6", dl->words[0]);
+    target_listener(st)->socket_domain = domain;
+    return 0;
+}
+
+static int handle_protocol(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "mqtt or websockets") != 0) return -1;
+    if (strcmp(dl->words[0], "mqtt") == 0) return 0; /* what every listener speaks already */
+    if (strcmp(dl->words[0], "websockets") == 0)
+        return report_error(st, "websockets: not supported yet (planned)");
+    return report_error(st, "value \"%s\" is not mqtt or websockets", dl->words[0]);
+}
+
+static int handle_mount_point(struct parse_state *st, const struct directive_line *dl)
+{
+    /* Mosquitto refuses a mount point for the default listener; so does arbor. */
+    if (!st->in_listener_block) return report_error(st, "must follow a listener line");
+    struct arbor_listener *listener = &st->cfg->listeners[st->current_listener];
+    if (dl->rest[0] != '\0' && strpbrk(dl->rest, "+#") != NULL)
+        return report_error(st, "value \"%s\" must not contain the wildcards + or #", dl->rest);
+    return take_text_value(st, dl, &listener->mount_point, listener->mount_point != NULL,
+                           "a topic prefix");
+}
+
+static int handle_max_connections(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, -1, INT_MAX, &value) != 0) return -1;
+    if (st->in_listener_block) {
+        struct arbor_listener *listener = &st->cfg->listeners[st->current_listener];
+        listener->max_connections = (int)value;
+        listener->max_connections_set = true;
+    } else {
+        st->cfg->max_connections = (int)value;
+    }
+    return 0;
+}
+
+static int handle_max_topic_alias(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, 65535, &value) != 0) return -1;
+    if (st->in_listener_block) {
+        struct arbor_listener *listener = &st->cfg->listeners[st->current_listener];
+        listener->max_topic_alias = (uint16_t)value;
+        listener->max_topic_alias_set = true;
+    } else {
+        st->cfg->max_topic_alias = (uint16_t)value;
+    }
+    return 0;
+}
+
+static int handle_per_listener_settings(struct parse_state *st, const struct directive_line *dl)
+{
+    bool value;
+    if (parse_bool_value(st, dl, &value) != 0) return -1;
+    if (st->security_directive != NULL)
+        return report_error(st,
+                            "must come before every security setting, but %s was given at %s:%d",
+                            st->security_directive, st->security_file, st->security_line);
+    st->cfg->per_listener_settings = value;
+    return 0;
+}
+
+static int handle_allow_anonymous(struct parse_state *st, const struct directive_line *dl)
+{
+    bool value;
+    if (parse_bool_value(st, dl, &value) != 0) return -1;
+    struct arbor_security_settings *security = target_security(st);
+    security->allow_anonymous = value;
+    security->allow_anonymous_set = true;
+    return 0;
+}
+
+static int handle_allow_zero_length_clientid(struct parse_state *st,
+                                             const struct directive_line *dl)
+{
+    bool value;
+    if (parse_bool_value(st, dl, &value) != 0) return -1;
+    target_security(st)->allow_zero_length_clientid = value;
+    return 0;
+}
+
+static int handle_auto_id_prefix(struct parse_state *st, const struct directive_line *dl)
+{
+    struct arbor_security_settings *security = target_security(st);
+    if (take_text_value(st, dl, &security->auto_id_prefix, security->auto_id_prefix_set,
+                        "a client id prefix") != 0)
+        return -1;
+    security->auto_id_prefix_set = true;
+    return 0;
+}
+
+static char **copy_string_list(char *const *strings, size_t count)
+{
+    char **copy = calloc(count + 1, sizeof *copy);
+    if (copy == NULL) return NULL;
+    for (size_t i = 0; i < count; i++) {
+        copy[i] = strdup(strings[i]);
+        if (copy[i] == NULL) {
+            for (size_t j = 0; j < i; j++)
+                free(copy[j]);
+            free(copy);
+            return NULL;
+        }
+    }
+    return copy;
+}
+
+/* Mosquitto takes one prefix and applies it to all listeners; arbor also accepts several
+ * words on the line, each an allowed prefix. */
+static int handle_clientid_prefixes(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, SIZE_MAX, "one or more client id prefixes") != 0) return -1;
+    struct arbor_security_settings *security = &st->cfg->security;
+    if (security->clientid_prefixes != NULL) return report_error(st, "given more than once");
+    security->clientid_prefixes = copy_string_list(dl->words, dl->word_count);
+    if (security->clientid_prefixes == NULL) return report_out_of_memory(st);
+    security->clientid_prefix_count = dl->word_count;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Limits and behaviour
+ */
+
+static int handle_max_inflight_messages(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, 65535, &value) != 0) return -1;
+    st->cfg->max_inflight_messages = (uint16_t)value;
+    return 0;
+}
+
+static int handle_max_inflight_bytes(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, LLONG_MAX, &value) != 0) return -1;
+    st->cfg->max_inflight_bytes = (uint64_t)value;
+    return 0;
+}
+
+static int handle_max_queued_messages(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, INT_MAX, &value) != 0) return -1;
+    st->cfg->max_queued_messages = (int)value;
+    return 0;
+}
+
+static int handle_max_queued_bytes(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, LLONG_MAX, &value) != 0) return -1;
+    st->cfg->max_queued_bytes = (uint64_t)value;
+    return 0;
+}
+
+static int handle_queue_qos0_messages(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->queue_qos0_messages);
+}
+
+static int handle_message_size_limit(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, MQTT_MAX_PAYLOAD, &value) != 0) return -1;
+    st->cfg->message_size_limit = (uint32_t)value;
+    return 0;
+}
+
+/* Below 20 bytes ordinary packets would not fit, which is why Mosquitto forbids it; the top
+ * is what the MQTT 5 Maximum Packet Size property can express. */
+static int handle_max_packet_size(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 20, UINT32_MAX, &value) != 0) return -1;
+    st->cfg->max_packet_size = (uint32_t)value;
+    return 0;
+}
+
+/* Mosquitto forbids server keepalives under 10 seconds. */
+static int handle_max_keepalive(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 10, 65535, &value) != 0) return -1;
+    st->cfg->max_keepalive = (uint16_t)value;
+    return 0;
+}
+
+static int handle_retain_available(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->retain_available);
+}
+
+static int handle_upgrade_outgoing_qos(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->upgrade_outgoing_qos);
+}
+
+static int handle_persistent_client_expiration(struct parse_state *st,
+                                               const struct directive_line *dl)
+{
+    const char *what = "a positive number followed by h, d, w, m or y";
+    if (expect_word_count(st, dl, 1, 1, what) != 0) return -1;
+    int64_t seconds;
+    if (!parse_duration(dl->words[0], &seconds))
+        return report_error(st, "value \"%s\" is not a duration (%s)", dl->words[0], what);
+    st->cfg->persistent_client_expiry = seconds;
+    return 0;
+}
+
+static int handle_set_tcp_nodelay(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->set_tcp_nodelay);
+}
+
+static int handle_sys_interval(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, 65535, &value) != 0) return -1;
+    st->cfg->sys_interval = (int)value;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Logging and process
+ */
+
+static int handle_log_dest(struct parse_state *st, const struct directive_line *dl)
+{
+    struct arbor_config *cfg = st->cfg;
+    if (dl->word_count == 0)
+        return report_error(st, "missing value (stderr, stdout, syslog, file <path> or none)");
+    const char *dest = dl->words[0];
+    unsigned bit;
+    if (strcmp(dest, "file") == 0) {
+        /* the path is the rest of the line, so it may contain blanks */
+        const char *path = dl->rest + strlen("file");
+        path += strspn(path, " \t");
+        if (*path == '\0') return report_error(st, "missing file path after \"file\"");
+        if (cfg->log_file != NULL)
+            return report_error(st, "only one file destination may be given");
+        cfg->log_file = strdup(path);
+        if (cfg->log_file == NULL) return report_out_of_memory(st);
+        bit = ARBOR_LOG_DEST_FILE;
+    } else {
+        if (strcmp(dest, "topic") == 0)
+            return report_error(st, "destination \"topic\" is not supported yet (planned)");
+        if (strcmp(dest, "dlt") == 0)
+            return report_error(st, "destination \"dlt\" is not supported");
+        if (strcmp(dest, "stderr") == 0)
+            bit = ARBOR_LOG_DEST_STDERR;
+        else if (strcmp(dest, "stdout") == 0)
+            bit = ARBOR_LOG_DEST_STDOUT;
+        else if (strcmp(dest, "syslog") == 0)
+            bit = ARBOR_LOG_DEST_SYSLOG;
+        else if (strcmp(dest, "none") == 0)
+            bit = ARBOR_LOG_DEST_NONE;
+        else
+            return report_error(st, "value \"%s\" is not stderr, stdout, syslog, file or none",
+                                dest);
+        if (expect_word_count(st, dl, 1, 1, "") != 0) return -1;
+    }
+    /* the first log_dest replaces the default; later ones add to it; none clears */
+    if (!st->log_dest_given || bit == ARBOR_LOG_DEST_NONE) cfg->log_dest = 0;
+    st->log_dest_given = true;
+    cfg->log_dest |= bit;
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    unsigned bits;
+} log_type_names[] = {
+    {"debug", ARBOR_LOG_DEBUG},
+    {"error", ARBOR_LOG_ERROR},
+    {"warning", ARBOR_LOG_WARNING},
+    {"notice", ARBOR_LOG_NOTICE},
+    {"information", ARBOR_LOG_INFORMATION},
+    {"subscribe", ARBOR_LOG_SUBSCRIBE},
+    {"unsubscribe", ARBOR_LOG_UNSUBSCRIBE},
+    {"websockets", ARBOR_LOG_WEBSOCKETS},
+    {"all", ARBOR_LOG_ALL},
+    {"none", 0},
+};
+
+static int handle_log_type(struct parse_state *st, const struct directive_line *dl)
+{
+    const char *what = "debug, error, warning, notice, information, subscribe, unsubscribe, "
+                       "websockets, all or none";
+    if (expect_word_count(st, dl, 1, 1, what) != 0) return -1;
+    for (size_t i = 0; i < sizeof log_type_names / sizeof log_type_names[0]; i++) {
+        if (strcmp(dl->words[0], log_type_names[i].name) != 0) continue;
+        /* the first log_type replaces the default; later ones add to it; none clears */
+        if (!st->log_type_given || log_type_names[i].bits == 0) st->cfg->log_type = 0;
+        st->log_type_given = true;
+        st->cfg->log_type |= log_type_names[i].bits;
+        return 0;
+    }
+    return report_error(st, "value \"%s\" is not one of %s", dl->words[0], what);
+}
+
+static int handle_log_timestamp(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->log_timestamp);
+}
+
+static int handle_log_timestamp_format(struct parse_state *st, const struct directive_line *dl)
+{
+    return take_text_value(st, dl, &st->cfg->log_timestamp_format,
+                           st->cfg->log_timestamp_format != NULL, "a strftime format");
+}
+
+static int handle_connection_messages(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->connection_messages);
+}
+
+static int handle_pid_file(struct parse_state *st, const struct directive_line *dl)
+{
+    return take_text_value(st, dl, &st->cfg->pid_file, st->cfg->pid_file != NULL, "a file path");
+}
+
+static int handle_user(struct parse_state *st, const struct directive_line *dl)
+{
+    if (take_text_value(st, dl, &st->cfg->user, st->user_given, "a user name") != 0) return -1;
+    st->user_given = true;
+    return 0;
+}
+
+static int handle_include_dir(struct parse_state *st, const struct directive_line *dl);
+
+/* ------------------------------------------------------------------------------------------
+ * Directive tables
+ */
+
+typedef int (*directive_handler)(struct parse_state *st, const struct directive_line *dl);
+
+static const struct {
+    const char *name;
+    directive_handler handle;
+} supported_directives[] = {
+    {"listener", handle_listener},
+    {"port", handle_port},
+    {"bind_address", handle_bind_address},
+    {"bind_interface", handle_bind_interface},
+    {"socket_domain", handle_socket_domain},
+    {"protocol", handle_protocol},
+    {"max_connections", handle_max_connections},
+    {"mount_point", handle_mount_point},
+    {"max_topic_alias", handle_max_topic_alias},
+    {"per_listener_settings", handle_per_listener_settings},
+    {"allow_anonymous", handle_allow_anonymous},
+    {"allow_zero_length_clientid", handle_allow_zero_length_clientid},
+    {"auto_id_prefix", handle_auto_id_prefix},
+    {"clientid_prefixes", handle_clientid_prefixes},
+    {"max_inflight_messages", handle_max_inflight_messages},
+    {"max_inflight_bytes", handle_max_inflight_bytes},
+    {"max_queued_messages", handle_max_queued_messages},
+    {"max_queued_bytes", handle_max_queued_bytes},
+    {"queue_qos0_messages", handle_queue_qos0_messages},
+    {"message_size_limit", handle_message_size_limit},
+    {"max_packet_size", handle_max_packet_size},
+    {"max_keepalive", handle_max_keepalive},
+    {"retain_available", handle_retain_available},
+    {"upgrade_outgoing_qos", handle_upgrade_outgoing_qos},
+    {"persistent_client_expiration", handle_persistent_client_expiration},
+    {"set_tcp_nodelay", handle_set_tcp_nodelay},
+    {"sys_interval", handle_sys_interval},
+    {"log_dest", handle_log_dest},
+    {"log_type", handle_log_type},
+    {"log_timestamp", handle_log_timestamp},
+    {"log_timestamp_format", handle_log_timestamp_format},
+    {"connection_messages", handle_connection_messages},
+    {"include_dir", handle_include_dir},
+    {"pid_file", handle_pid_file},
+    {"user", handle_user},
+};
+
+/* Mosquitto directives for features on arbor's roadmap (authentication, persistence, TLS,
+ * WebSockets, bridges) and arbor's own MQTT-ST peer line. */
+static const char *const planned_directives[] = {
+    /* authentication and access control */
+    "password_file",
+    "acl_file",
+    "auth_plugin",
+    "auth_plugin_deny_special_chars",
+    "plugin",
+    "check_retain_source",
+    /* persistence */
+    "persistence",
+    "persistence_file",
+    "persistence_location",
+    "autosave_interval",
+    "autosave_on_changes",
+    /* TLS and PSK */
+    "cafile",
+    "capath",
+    "certfile",
+    "keyfile",
+    "ciphers",
+    "ciphers_tls1.3",
+    "tls_version",
+    "require_certificate",
+    "use_identity_as_username",
+    "use_subject_as_username",
+    "crlfile",
+    "dhparamfile",
+    "tls_engine",
+    "tls_engine_kpass_sha1",
+    "tls_keyform",
+    "psk_file",
+    "psk_hint",
+    /* WebSockets */
+    "http_dir",
+    "websockets_log_level",
+    "websockets_headers_size",
+    /* bridges */
+    "connection",
+    "address",
+    "addresses",
+    "topic",
+    "cleansession",
+    "local_cleansession",
+    "keepalive_interval",
+    "idle_timeout",
+    "local_clientid",
+    "local_password",
+    "local_username",
+    "notifications",
+    "notifications_local_only",
+    "notification_topic",
+    "remote_clientid",
+    "remote_password",
+    "remote_username",
+    "clientid",
+    "password",
+    "username",
+    "restart_timeout",
+    "round_robin",
+    "start_type",
+    "threshold",
+    "try_private",
+    /* MQTT-ST spanning tree */
+    "peer",
+};
+
+static const char *const planned_directive_prefixes[] = {"auth_opt_", "plugin_opt_", "bridge_"};
+
+/* Other Mosquitto directives: recognised so the message says what is wrong. */
+static const char *const unsupported_directives[] = {
+    "allow_duplicate_messages", "memory_limit", "log_facility", "max_qos",
+    "use_username_as_clientid",
+};
+
+static bool name_in_list(const char *name, const char *const *list, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(name, list[i]) == 0) return true;
+    return false;
+}
+
+#define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
+
+static int dispatch_directive(struct parse_state *st, const struct directive_line *dl)
+{
+    for (size_t i = 0; i < COUNT_OF(supported_directives); i++) {
+        if (strcmp(dl->name, supported_directives[i].name) == 0) {
+            /* the table's copy of the name outlives the line, for errors reported later */
+            st->directive = supported_directives[i].name;
+            return supported_directives[i].handle(st, dl);
+        }
+    }
+    if (name_in_list(dl->name, planned_directives, COUNT_OF(planned_directives)))
+        return report_error(st, "not supported yet (planned)");
+    for (size_t i = 0; i < COUNT_OF(planned_directive_prefixes); i++) {
+        const char *prefix = planned_directive_prefixes[i];
+        if (strncmp(dl->name, prefix, strlen(prefix)) == 0)
+            return report_error(st, "not supported yet (planned)");
+    }
+    if (name_in_list(dl->name, unsupported_directives, COUNT_OF(unsupported_directives)))
+        return report_error(st, "not supported yet");
+    return report_error(st, "unknown directive");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Lines and files
+ */
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Split a writable copy of text into blank-separated words; *words_out owns nothing beyond
+ * pointers into buffer. */
+static int split_words(char *buffer, char ***words_out, size_t *count_out)
+{
+    size_t capacity = 0;
+    size_t count = 0;
+    char **words = NULL;
+    char *p = buffer;
+    for (;;) {
+        while (is_blank(*p))
+            p++;
+        if (*p == '\0') break;
+        if (count == capacity) {
+            capacity = capacity ? capacity * 2 : 4;
+            char **grown = realloc(words, capacity * sizeof *words);
+            if (grown == NULL) {
+                free(words);
+                return -1;
+            }
+            words = grown;
+        }
+        words[count++] = p;
+        while (*p != '\0' && !is_blank(*p))
+            p++;
+        if (*p != '\0') *p++ = '\0';
+    }
+    *words_out = words;
+    *count_out = count;
+    return 0;
+}
+
+/* Parse one line (without its newline; modified in place). */
+static int parse_line(struct parse_state *st, char *line)
+{
+    size_t length = strlen(line);
+    while (length > 0 && is_blank(line[length - 1]))
+        line[--length] = '\0';
+    char *p = line;
+    while (is_blank(*p))
+        p++;
+    /* Mosquitto only allows '#' in the first column; arbor also accepts indented comments,
+     * which cannot change the meaning of any file Mosquitto accepts. */
+    if (*p == '\0' || *p == '#') return 0;
+
+    struct directive_line dl = {0};
+    dl.name = p;
+    while (*p != '\0' && !is_blank(*p))
+        p++;
+    if (*p != '\0') *p++ = '\0';
+    while (is_blank(*p))
+        p++;
+    dl.rest = p;
+    st->directive = dl.name;
+
+    char *words_buffer = strdup(dl.rest);
+    if (words_buffer == NULL) return report_out_of_memory(st);
+    if (split_words(words_buffer, &dl.words, &dl.word_count) != 0) {
+        free(words_buffer);
+        return report_out_of_memory(st);
+    }
+    int status = dispatch_directive(st, &dl);
+    free(dl.words);
+    free(words_buffer);
+    return status;
+}
+
+/* Parse text (NUL-terminated, length bytes of which are content; modified in place). */
+static int parse_text(struct parse_state *st, char *text, size_t length)
+{
+    char *line = text;
+    char *end = text + length;
+    st->line = 0;
+    while (line < end) {
+        st->line++;
+        char *newline = memchr(line, '\n', (size_t)(end - line));
+        char *line_end = newline ? newline : end;
+        *line_end = '\0';
+        if (strlen(line) != (size_t)(line_end - line)) {
+            st->directive = "(line)";
+            return report_error(st, "contains a NUL byte");
+        }
+        if (parse_line(st, line) != 0) return -1;
+        line = line_end + 1;
+    }
+    return 0;
+}
+
+/* Remember a source name in the config, which owns it for listener->file and messages. */
+static const char *add_source_file(struct arbor_config *cfg, const char *name)
+{
+    char **grown =
+        realloc(cfg->source_files, (cfg->source_file_count + 1) * sizeof *cfg->source_files);
+    if (grown == NULL) return NULL;
+    cfg->source_files = grown;
+    char *copy = strdup(name);
+    if (copy == NULL) return NULL;
+    cfg->source_files[cfg->source_file_count++] = copy;
+    return copy;
+}
+
+/* Read a whole file into a NUL-terminated buffer. */
+static int read_file_contents(FILE *file, char **text_out, size_t *length_out)
+{
+    size_t capacity = 4096;
+    size_t length = 0;
+    char *text = malloc(capacity);
+    if (text == NULL) return ENOMEM;
+    for (;;) {
+        if (capacity - length < 2) {
+            char *grown = realloc(text, capacity * 2);
+            if (grown == NULL) {
+                free(text);
+                return ENOMEM;
+            }
+            text = grown;
+            capacity *= 2;
+        }
+        size_t got = fread(text + length, 1, capacity - length - 1, file);
+        length += got;
+        if (got == 0) break;
+    }
+    if (ferror(file)) {
+        int error = errno ? errno : EIO;
+        free(text);
+        return error;
+    }
+    text[length] = '\0';
+    *text_out = text;
+    *length_out = length;
+    return 0;
+}
+
+/* Parse the file at path with st's position switched to it. For the main file the open
+ * error has no line; for an included one it is reported at the include_dir line. */
+static int parse_file(struct parse_state *st, const char *path)
+{
+    const char *outer_file = st->file;
+    int outer_line = st->line;
+    const char *outer_directive = st->directive;
+
+    FILE *file = fopen(path, "r");
+    if (file == NULL) {
+        int error = errno;
+        if (st->include_depth == 0)
+            return report_error_at(st, path, 0, "cannot open", "%s", strerror(error));
+        return report_error(st, "cannot open \"%s\": %s", path, strerror(error));
+    }
+    char *text;
+    size_t length;
+    int error = read_file_contents(file, &text, &length);
+    fclose(file);
+    if (error != 0) {
+        if (st->include_depth == 0)
+            return report_error_at(st, path, 0, "cannot read", "%s", strerror(error));
+        return report_error(st, "cannot read \"%s\": %s", path, strerror(error));
+    }
+    const char *stored_name = add_source_file(st->cfg, path);
+    if (stored_name == NULL) {
+        free(text);
+        return report_error_at(st, path, 0, "config", "out of memory");
+    }
+    st->file = stored_name;
+    int status = parse_text(st, text, length);
+    free(text);
+    if (status == 0) {
+        st->file = outer_file;
+        st->line = outer_line;
+        st->directive = outer_directive;
+    }
+    return status;
+}
+
+/* Mosquitto's documented include_dir order: byte order, except that each letter's upper
+ * case sorts just before its lower case (A.conf, a.conf, B.conf, b.conf). */
+static unsigned include_sort_key(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z') return (unsigned)(c - 'A' + 'a') * 2;
+    if (c >= 'a' && c <= 'z') return (unsigned)c * 2 + 1;
+    return (unsigned)c * 2;
+}
+
+static int compare_include_names(const void *a, const void *b)
+{
+    const unsigned char *left = *(const unsigned char *const *)a;
+    const unsigned char *right = *(const unsigned char *const *)b;
+    for (;; left++, right++) {
+        unsigned left_key = include_sort_key(*left);
+        unsigned right_key = include_sort_key(*right);
+        if (left_key != right_key) return left_key < right_key ? -1 : 1;
+        if (*left == '\0') return 0;
+    }
+}
+
+static bool has_conf_suffix(const char *name)
+{
+    size_t length = strlen(name);
+    return length >= 5 && strcmp(name + length - 5, ".conf") == 0;
+}
+
+static void free_string_array(char **strings, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(strings[i]);
+    free(strings);
+}
+
+/* The paths of the regular files named *.conf in dir_path, sorted for inclusion. */
+static int list_include_files(struct parse_state *st, const char *dir_path, char ***paths_out,
+                              size_t *count_out)
+{
+    DIR *dir = opendir(dir_path);
+    if (dir == NULL)
+        return report_error(st, "cannot open directory \"%s\": %s", dir_path, strerror(errno));
+    char **paths = NULL;
+    size_t count = 0;
+    size_t capacity = 0;
+    const char *separator = dir_path[strlen(dir_path) - 1] == '/' ? "" : "/";
+    struct dirent *entry;
+    int status = 0;
+    while ((entry = readdir(dir)) != NULL) {
+        if (!has_conf_suffix(entry->d_name)) continue;
+        size_t path_size = strlen(dir_path) + strlen(separator) + strlen(entry->d_name) + 1;
+        char *path = malloc(path_size);
+        if (path == NULL) {
+            status = report_out_of_memory(st);
+            break;
+        }
+        snprintf(path, path_size, "%s%s%s", dir_path, separator, entry->d_name);
+        struct stat info;
+        if (stat(path, &info) != 0 || !S_ISREG(info.st_mode)) {
+            free(path);
+            continue;
+        }
+        if (st->main_file_known && info.st_dev == st->main_file_dev &&
+            info.st_ino == st->main_file_ino) {
+            status =
+                report_error(st, "directory \"%s\" contains the main configuration file", dir_path);
+            free(path);
+            break;
+        }
+        if (count == capacity) {
+            capacity = capacity ? capacity * 2 : 8;
+            char **grown = realloc(paths, capacity * sizeof *paths);
+            if (grown == NULL) {
+                free(path);
+                status = report_out_of_memory(st);
+                break;
+            }
+            paths = grown;
+        }
+        paths[count++] = path;
+    }
+    closedir(dir);
+    if (status != 0) {
+        free_string_array(paths, count);
+        return status;
+    }
+    /* every path shares the directory prefix, so this orders them by file name */
+    if (count > 1) qsort(paths, count, sizeof *paths, compare_include_names);
+    *paths_out = paths;
+    *count_out = count;
+    return 0;
+}
+
+static int handle_include_dir(struct parse_state *st, const struct directive_line *dl)
+{
+    if (dl->rest[0] == '\0') return report_error(st, "missing value (a directory)");
+    if (st->include_depth > 0)
+        return report_error(st, "only allowed in the main configuration file");
+    char **paths = NULL;
+    size_t count = 0;
+    if (list_include_files(st, dl->rest, &paths, &count) != 0) return -1;
+    int status = 0;
+    st->include_depth++;
+    for (size_t i = 0; i < count && status == 0; i++)
+        status = parse_file(st, paths[i]);
+    st->include_depth--;
+    free_string_array(paths, count);
+    return status;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Loading
+ */
+
+static int parse_state_init(struct parse_state *st, struct arbor_config *cfg, char *err,
+                            size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    st->cfg = cfg;
+    st->err = err;
+    st->errlen = errlen;
+    if (err != NULL && errlen > 0) err[0] = '\0';
+    st->file = "config";
+    st->directive = "config";
+    struct arbor_listener *default_listener = &st->default_listener.listener;
+    if (listener_init(default_listener, st) != 0) return -1;
+    default_listener->port = 1883;
+    default_listener->file = NULL;
+    default_listener->line = 0;
+    return 0;
+}
+
+/* Settle what can only be known at the end: whether the default listener exists, and which
+ * listeners inherit the global max_connections, max_topic_alias and clientid_prefixes. */
+static int finish_loading(struct parse_state *st)
+{
+    struct arbor_config *cfg = st->cfg;
+    struct pending_default_listener *pending = &st->default_listener;
+    if (pending->wanted) {
+        pending->listener.is_default_listener = true;
+        if (append_listener(st, &pending->listener) != 0) return -1;
+        /* the default listener comes first, as Mosquitto opens it first */
+        struct arbor_listener added = cfg->listeners[cfg->listener_count - 1];
+        memmove(&cfg->listeners[1], &cfg->listeners[0],
+                (cfg->listener_count - 1) * sizeof *cfg->listeners);
+        cfg->listeners[0] = added;
+    } else if (pending->needs_directive != NULL) {
+        return report_error_at(st, pending->needs_file, pending->needs_line,
+                               pending->needs_directive,
+                               "given outside a listener block, where it configures the default "
+                               "listener, but there is none (no port or bind_address line); "
+                               "put it after a listener line");
+    }
+    for (size_t i = 0; i < cfg->listener_count; i++) {
+        struct arbor_listener *listener = &cfg->listeners[i];
+        if (!listener->max_connections_set) listener->max_connections = cfg->max_connections;
+        if (!listener->max_topic_alias_set) listener->max_topic_alias = cfg->max_topic_alias;
+        struct arbor_security_settings *security = &listener->security;
+        if (cfg->security.clientid_prefixes != NULL && security->clientid_prefixes == NULL) {
+            security->clientid_prefixes = copy_string_list(cfg->security.clientid_prefixes,
+                                                           cfg->security.clientid_prefix_count);
+            if (security->clientid_prefixes == NULL) return report_out_of_memory(st);
+            security->clientid_prefix_count = cfg->security.clientid_prefix_count;
+        }
+    }
+    return 0;
+}
+
+static int finish_parse(struct parse_state *st, int status)
+{
+    if (status == 0) status = finish_loading(st);
+    listener_free(&st->default_listener.listener);
+    return status;
+}
+
+int config_load_file(struct arbor_config *cfg, const char *path, char *err, size_t errlen)
+{
+    struct parse_state st;
+    if (parse_state_init(&st, cfg, err, errlen) != 0) return finish_parse(&st, -1);
+    struct stat info;
+    if (stat(path, &info) == 0) {
+        st.main_file_known = true;
+        st.main_file_dev = info.st_dev;
+        st.main_file_ino = info.st_ino;
+    }
+    if (cfg->config_file == NULL) {
+        cfg->config_file = strdup(path);
+        if (cfg->config_file == NULL)
+            return finish_parse(&st, report_error_at(&st, path, 0, "config", "out of memory"));
+    }
+    return finish_parse(&st, parse_file(&st, path));
+}
+
+int config_load_string(struct arbor_config *cfg, const char *text, const char *name, char *err,
+                       size_t errlen)
+{
+    struct parse_state st;
+    if (parse_state_init(&st, cfg, err, errlen) != 0) return finish_parse(&st, -1);
+    const char *stored_name = add_source_file(cfg, name);
+    char *copy = strdup(text);
+    if (stored_name == NULL || copy == NULL) {
+        free(copy);
+        return finish_parse(&st, report_error_at(&st, name, 0, "config", "out of memory"));
+    }
+    st.file = stored_name;
+    int status = parse_text(&st, copy, strlen(copy));
+    free(copy);
+    return finish_parse(&st, status);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Defaults, validation, queries, freeing
+ */
+
+void config_init_defaults(struct arbor_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->per_listener_settings = false;
+    security_settings_init(&cfg->security);
+    cfg->max_connections = -1;
+    cfg->max_inflight_messages = 20;
+    cfg->max_inflight_bytes = 0;
+    cfg->max_queued_messages = 1000;
+    cfg->max_queued_bytes = 0;
+    cfg->queue_qos0_messages = false;
+    cfg->message_size_limit = 0;
+    cfg->max_packet_size = 0;
+    cfg->max_keepalive = 65535;
+    cfg->max_topic_alias = 10;
+    cfg->retain_available = true;
+    cfg->upgrade_outgoing_qos = false;
+    cfg->persistent_client_expiry = -1;
+    cfg->set_tcp_nodelay = false;
+    cfg->sys_interval = 10;
+    cfg->log_dest = ARBOR_LOG_DEST_STDERR;
+    cfg->log_type = ARBOR_LOG_ERROR | ARBOR_LOG_WARNING | ARBOR_LOG_NOTICE | ARBOR_LOG_INFORMATION;
+    cfg->log_timestamp = true;
+    cfg->connection_messages = true;
+    cfg->user = strdup("arbor");
+}
+
+static bool same_optional_string(const char *a, const char *b)
+{
+    if (a == NULL || b == NULL) return a == b;
+    return strcmp(a, b) == 0;
+}
+
+int config_validate(struct arbor_config *cfg, char *err, size_t errlen)
+{
+    struct parse_state st;
+    memset(&st, 0, sizeof st);
+    st.cfg = cfg;
+    st.err = err;
+    st.errlen = errlen;
+    for (size_t i = 0; i < cfg->listener_count; i++) {
+        const struct arbor_listener *later = &cfg->listeners[i];
+        for (size_t j = 0; j < i; j++) {
+            const struct arbor_listener *earlier = &cfg->listeners[j];
+            if (earlier->port != later->port ||
+                !same_optional_string(earlier->bind_address, later->bind_address) ||
+                !same_optional_string(earlier->bind_interface, later->bind_interface))
+                continue;
+            const char *file = later->file ? later->file : "config";
+            /* the default listener is first, so the later one is always a listener line */
+            return report_error_at(&st, file, later->line, "listener",
+                                   "port %u on %s is already used by the listener at %s:%d",
+                                   (unsigned)later->port,
+                                   later->bind_address ? later->bind_address : "all addresses",
+                                   earlier->file ? earlier->file : "config", earlier->line);
+        }
+    }
+    return 0;
+}
+
+const struct arbor_security_settings *config_security_for(const struct arbor_config *cfg,
+                                                          const struct arbor_listener *listener)
+{
+    if (cfg->per_listener_settings && listener != NULL) return &listener->security;
+    return &cfg->security;
+}
+
+void config_free(struct arbor_config *cfg)
+{
+    if (cfg == NULL) return;
+    free(cfg->config_file);
+    for (size_t i = 0; i < cfg->listener_count; i++)
+        listener_free(&cfg->listeners[i]);
+    free(cfg->listeners);
+    security_settings_free(&cfg->security);
+    free(cfg->log_file);
+    free(cfg->log_timestamp_format);
+    free(cfg->pid_file);
+    free(cfg->user);
+    free_string_array(cfg->source_files, cfg->source_file_count);
+    memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,138 @@
+/*
+ * config.h: the broker's configuration, parsed from mosquitto.conf syntax.
+ *
+ * Parsing is a pure function from text to a struct arbor_config plus an error message with
+ * file:line; it never logs, exits or touches sockets. The daemon decides what to do with
+ * errors (refuse to start, or keep the old config on SIGHUP).
+ */
+#ifndef ARBOR_CONFIG_H
+#define ARBOR_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* log_type bits (mosquitto's names) */
+enum arbor_log_type {
+    ARBOR_LOG_DEBUG = 1 << 0,
+    ARBOR_LOG_ERROR = 1 << 1,
+    ARBOR_LOG_WARNING = 1 << 2,
+    ARBOR_LOG_NOTICE = 1 << 3,
+    ARBOR_LOG_INFORMATION = 1 << 4,
+    ARBOR_LOG_SUBSCRIBE = 1 << 5,
+    ARBOR_LOG_UNSUBSCRIBE = 1 << 6,
+    ARBOR_LOG_WEBSOCKETS = 1 << 7,
+    ARBOR_LOG_ALL = 0xff,
+};
+
+/* log_dest bits */
+enum arbor_log_dest {
+    ARBOR_LOG_DEST_NONE = 0,
+    ARBOR_LOG_DEST_STDERR = 1 << 0,
+    ARBOR_LOG_DEST_STDOUT = 1 << 1,
+    ARBOR_LOG_DEST_FILE = 1 << 2,
+    ARBOR_LOG_DEST_SYSLOG = 1 << 3,
+};
+
+/* Settings that may be given per listener when per_listener_settings is true, and globally
+ * otherwise. */
+struct arbor_security_settings {
+    bool allow_anonymous;
+    bool allow_anonymous_set;  /* given explicitly in the config */
+    bool allow_zero_length_clientid;
+    char *auto_id_prefix;      /* default "auto-" (NULL only if memory ran out: treat as "auto-") */
+    bool auto_id_prefix_set;   /* given explicitly in the config */
+    char **clientid_prefixes;  /* NULL-terminated list, or NULL for no restriction */
+    size_t clientid_prefix_count;
+};
+
+struct arbor_listener {
+    uint16_t port;
+    char *bind_address;       /* NULL: all addresses */
+    char *bind_interface;     /* NULL unless bind_interface given */
+    int max_connections;      /* -1: unlimited */
+    char *mount_point;        /* NULL unless given */
+    struct arbor_security_settings security; /* used when per_listener_settings is true */
+    const char *file;         /* where it was declared, for messages (owned by
+                                 arbor_config.source_files) */
+    int line;
+    /* added by config.c: */
+    bool max_connections_set; /* given in this listener's block; otherwise max_connections was
+                                 copied from the global max_connections when loading ended */
+    uint16_t max_topic_alias; /* same rule: own value, or the global one */
+    bool max_topic_alias_set;
+    int socket_domain;        /* AF_UNSPEC (default: both), AF_INET or AF_INET6 */
+    bool is_default_listener; /* made by the deprecated port/bind_address directives */
+};
+
+struct arbor_config {
+    /* where this config came from (NULL for defaults / command line only) */
+    char *config_file;
+
+    struct arbor_listener *listeners;
+    size_t listener_count;
+
+    bool per_listener_settings;
+    struct arbor_security_settings security; /* global (per_listener_settings false) */
+
+    /* limits */
+    int max_connections;          /* -1 unlimited (default) */
+    uint16_t max_inflight_messages; /* 0 unlimited; default 20 */
+    uint64_t max_inflight_bytes;  /* 0 unlimited */
+    int max_queued_messages;      /* 0 unlimited; default 1000 */
+    uint64_t max_queued_bytes;    /* 0 unlimited */
+    bool queue_qos0_messages;     /* default false */
+    uint32_t message_size_limit;  /* 0 = MQTT maximum (268435455) */
+    uint32_t max_packet_size;     /* 0 = no limit besides protocol */
+    uint16_t max_keepalive;       /* default 65535 */
+    uint16_t max_topic_alias;     /* default 10 */
+    bool retain_available;        /* default true */
+    bool upgrade_outgoing_qos;    /* default false */
+    int64_t persistent_client_expiry; /* seconds; -1 never (default) */
+    bool set_tcp_nodelay;         /* default false */
+    int sys_interval;             /* seconds; 0 disables $SYS; default 10 */
+
+    /* logging */
+    unsigned log_dest;            /* arbor_log_dest bits; default stderr */
+    char *log_file;               /* for ARBOR_LOG_DEST_FILE */
+    unsigned log_type;            /* arbor_log_type bits; default error|warning|notice|information */
+    bool log_timestamp;           /* default true */
+    char *log_timestamp_format;   /* strftime format or NULL for epoch seconds */
+    bool connection_messages;     /* default true */
+
+    /* process */
+    char *pid_file;
+    char *user;                   /* default "mosquitto"-like: "arbor"; only used when root */
+
+    /* every file (or string name) this config was read from, main file first; owns the
+     * strings that arbor_listener.file points to */
+    char **source_files;
+    size_t source_file_count;
+};
+
+/* Fill *cfg with Mosquitto 2.0's defaults (no listeners). */
+void config_init_defaults(struct arbor_config *cfg);
+
+/* Parse a file (following include_dir) into *cfg, which must have been initialised with
+ * config_init_defaults(). Returns 0 on success; on error returns -1 and writes a message of
+ * the form "file:line: directive: what is wrong" into err (size errlen). After an error cfg
+ * still owns what was parsed before it: release it with config_free(). */
+int config_load_file(struct arbor_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Same as config_load_file but from a string; name is used in messages as the file name. */
+int config_load_string(struct arbor_config *cfg, const char *text, const char *name, char *err,
+                       size_t errlen);
+
+/* Checks that span directives (e.g. listener settings consistency); run after loading.
+ * Today: no two listeners with the same port, bind address and interface. */
+int config_validate(struct arbor_config *cfg, char *err, size_t errlen);
+
+/* Return the security settings that apply to a listener (its own with per_listener_settings,
+ * the global ones otherwise). */
+const struct arbor_security_settings *config_security_for(const struct arbor_config *cfg,
+                                                          const struct arbor_listener *listener);
+
+/* Free everything owned by cfg (not cfg itself). */
+void config_free(struct arbor_config *cfg);
+
+#endif

@@ -1,0 +1,401 @@
+/*
+ * connection.c: accepting clients, reading and framing packets, dispatching to the handlers,
+ * output scheduling and closing. Packet meaning lives in handle_*.c; this file only knows the
+ * fixed header, the size limits and which packets are allowed in which state.
+ */
+#include "connection.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "deliver.h"
+#include "handlers.h"
+#include "log.h"
+#include "message.h"
+#include "packet.h"
+#include "session.h"
+
+#define READ_CHUNK 65536
+#define READ_BUDGET (4 * READ_CHUNK) /* per connection per loop turn, for fairness */
+
+static void connection_on_event(struct event_handler *handler, unsigned events);
+
+static void format_peer(const struct sockaddr_storage *addr, char *out, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (addr->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+    } else if (addr->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+    }
+    snprintf(out, len, "%s:%u", host, port);
+}
+
+static bool over_connection_limit(struct listener *listener)
+{
+    struct broker *broker = listener->broker;
+    int global = broker->config->max_connections;
+    int local = listener->config ? listener->config->max_connections : -1;
+    if (global >= 0 && broker->connection_count >= (uint32_t)global) return true;
+    if (local >= 0 && listener->connection_count >= local) return true;
+    return false;
+}
+
+static void accept_one(struct listener *listener, int fd, const struct sockaddr_storage *addr)
+{
+    struct broker *broker = listener->broker;
+    char peer[sizeof ((struct connection *)0)->address];
+    format_peer(addr, peer, sizeof peer);
+    if (over_connection_limit(listener)) {
+        log_notice("Client connection from %s denied: max_connections reached.", peer);
+        close(fd);
+        return;
+    }
+    struct connection *conn = calloc(1, sizeof *conn);
+    if (!conn) {
+        close(fd);
+        return;
+    }
+    conn->handler.fd = fd;
+    conn->handler.on_event = connection_on_event;
+    conn->broker = broker;
+    conn->listener = listener;
+    conn->state = CONNECTION_AWAITING_CONNECT;
+    conn->last_received_ms = broker->now_ms;
+    snprintf(conn->address, sizeof conn->address, "%s", peer);
+    outq_init(&conn->out);
+    if (broker->config->set_tcp_nodelay) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    if (event_loop_add(&broker->loop, &conn->handler, EVENT_READ) != 0) {
+        close(fd);
+        free(conn);
+        return;
+    }
+    conn->next = broker->connections;
+    if (broker->connections) broker->connections->prev = conn;
+    broker->connections = conn;
+    broker->connection_count++;
+    listener->connection_count++;
+    broker->stats.connections_total++;
+    log_info("New connection from %s on port %u.", peer, listener->port);
+}
+
+void connection_accept_all(struct listener *listener)
+{
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_storage addr;
+        socklen_t addrlen = sizeof addr;
+        int fd = accept4(listener->handler.fd, (struct sockaddr *)&addr, &addrlen,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                log_error("Error accepting connection on port %u: %s", listener->port,
+                          strerror(errno));
+            return;
+        }
+        accept_one(listener, fd, &addr);
+    }
+}
+
+/* ---- output ---- */
+
+void connection_schedule_flush(struct connection *conn)
+{
+    if (conn->in_flush_list || conn->state == CONNECTION_CLOSED) return;
+    conn->in_flush_list = true;
+    conn->next_flush = conn->broker->flush_list;
+    conn->broker->flush_list = conn;
+}
+
+int connection_send(struct connection *conn, const void *data, size_t len)
+{
+    if (conn->state == CONNECTION_CLOSED) return 0;
+    if (outq_append_copy(&conn->out, data, len)) return -1;
+    connection_schedule_flush(conn);
+    return 0;
+}
+
+int connection_send_scratch(struct connection *conn)
+{
+    struct abuf *scratch = &conn->broker->scratch;
+    int rc = connection_send(conn, scratch->data, scratch->len);
+    abuf_reset(scratch);
+    return rc;
+}
+
+static void connection_flush(struct connection *conn)
+{
+    if (conn->state == CONNECTION_CLOSED) return;
+    ssize_t n = outq_flush(&conn->out, conn->handler.fd);
+    if (n < 0) {
+        connection_close(conn, 0, strerror(errno));
+        return;
+    }
+    bool pending = conn->out.count > 0;
+    unsigned interest = EVENT_READ | (pending ? EVENT_WRITE : 0);
+    event_loop_modify(&conn->broker->loop, &conn->handler, interest);
+}
+
+void broker_flush_connections(struct broker *broker)
+{
+    while (broker->flush_list) {
+        struct connection *conn = broker->flush_list;
+        broker->flush_list = conn->next_flush;
+        conn->in_flush_list = false;
+        conn->next_flush = NULL;
+        connection_flush(conn);
+    }
+}
+
+/* ---- closing ---- */
+
+static void publish_will(struct connection *conn)
+{
+    struct broker *broker = conn->broker;
+    struct message *will = conn->will;
+    conn->will = NULL;
+    if (!will) return;
+    struct session *session = conn->session;
+    bool session_survives = session && session->expiry_interval > 0;
+    if (conn->will_delay > 0 && session_survives) {
+        uint32_t delay = conn->will_delay;
+        if (session->expiry_interval < delay) delay = session->expiry_interval;
+        if (session->pending_will) message_unref(session->pending_will);
+        session->pending_will = will;
+        session->pending_will_at_ms = broker->now_ms + (int64_t)delay * 1000;
+        return;
+    }
+    broker_publish(broker, will);
+    message_unref(will);
+}
+
+static void send_disconnect(struct connection *conn, uint8_t reason)
+{
+    struct abuf *scratch = &conn->broker->scratch;
+    abuf_reset(scratch);
+    if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
+                               (struct mqtt_props_out){0}) == 0)
+        connection_send_scratch(conn);
+    outq_flush(&conn->out, conn->handler.fd);
+}
+
+static void detach_session(struct connection *conn)
+{
+    struct broker *broker = conn->broker;
+    struct session *session = conn->session;
+    if (!session) return;
+    conn->session = NULL;
+    if (session->connection != conn) return;
+    session->connection = NULL;
+    session->disconnected_at_ms = broker->now_ms;
+    if (session->expiry_interval == 0) session_destroy(broker, session);
+}
+
+void connection_close(struct connection *conn, uint8_t reason, const char *why)
+{
+    if (conn->state == CONNECTION_CLOSED) return;
+    struct broker *broker = conn->broker;
+    bool was_active = conn->state == CONNECTION_ACTIVE;
+    if (was_active && conn->version == MQTT_V5 && reason >= 0x80) send_disconnect(conn, reason);
+    if (was_active) {
+        if (broker->config->connection_messages) {
+            if (conn->disconnect_clean)
+                log_notice("Client %s disconnected.", conn->client_id);
+            else
+                log_notice("Client %s disconnected: %s.", conn->client_id, why ? why : "closed");
+        }
+        broker->client_count--;
+    } else if (why) {
+        log_info("Connection from %s closed: %s.", conn->address, why);
+    }
+    conn->state = CONNECTION_CLOSED;
+    event_loop_remove(&broker->loop, &conn->handler);
+    close(conn->handler.fd);
+    conn->handler.fd = -1;
+    if (was_active && !conn->disconnect_clean) publish_will(conn);
+    detach_session(conn);
+
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        broker->connections = conn->next;
+    if (conn->next) conn->next->prev = conn->prev;
+    broker->connection_count--;
+    conn->listener->connection_count--;
+    conn->next = broker->closed_list;
+    conn->prev = NULL;
+    broker->closed_list = conn;
+}
+
+static void connection_free(struct connection *conn)
+{
+    abuf_free(&conn->in);
+    outq_free(&conn->out);
+    if (conn->will) message_unref(conn->will);
+    if (conn->topic_aliases) {
+        for (uint16_t i = 0; i <= conn->topic_alias_count; i++) free(conn->topic_aliases[i]);
+        free(conn->topic_aliases);
+    }
+    free(conn->client_id);
+    free(conn->username);
+    free(conn);
+}
+
+void broker_reap_connections(struct broker *broker)
+{
+    while (broker->closed_list) {
+        struct connection *conn = broker->closed_list;
+        broker->closed_list = conn->next;
+        connection_free(conn);
+    }
+}
+
+/* ---- input ---- */
+
+static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
+                           const uint8_t *body, size_t len)
+{
+    switch (type) {
+    case MQTT_PUBLISH: return handle_publish(conn, flags, body, len);
+    case MQTT_PUBACK: return handle_puback(conn, body, len);
+    case MQTT_PUBREC: return handle_pubrec(conn, body, len);
+    case MQTT_PUBREL: return handle_pubrel(conn, body, len);
+    case MQTT_PUBCOMP: return handle_pubcomp(conn, body, len);
+    case MQTT_SUBSCRIBE: return handle_subscribe(conn, body, len);
+    case MQTT_UNSUBSCRIBE: return handle_unsubscribe(conn, body, len);
+    case MQTT_PINGREQ: return handle_pingreq(conn, body, len);
+    case MQTT_DISCONNECT: return handle_disconnect(conn, body, len);
+    case MQTT_AUTH:
+        if (conn->version != MQTT_V5) return MQTT_RC_MALFORMED_PACKET;
+        return handle_auth(conn, body, len);
+    case MQTT_CONNECT: return MQTT_RC_PROTOCOL_ERROR; /* second CONNECT */
+    default: return MQTT_RC_PROTOCOL_ERROR;           /* server-to-client packets */
+    }
+}
+
+static const char *reason_text(int rc)
+{
+    switch (rc) {
+    case MQTT_RC_MALFORMED_PACKET: return "malformed packet";
+    case MQTT_RC_PROTOCOL_ERROR: return "protocol error";
+    case MQTT_RC_PACKET_TOO_LARGE: return "packet too large";
+    case MQTT_RC_TOPIC_NAME_INVALID: return "invalid topic name";
+    case MQTT_RC_TOPIC_ALIAS_INVALID: return "invalid topic alias";
+    case MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED: return "receive maximum exceeded";
+    case MQTT_RC_PAYLOAD_FORMAT_INVALID: return "payload format invalid";
+    case MQTT_RC_RETAIN_NOT_SUPPORTED: return "retain not supported";
+    case MQTT_RC_QOS_NOT_SUPPORTED: return "QoS not supported";
+    case MQTT_RC_KEEP_ALIVE_TIMEOUT: return "exceeded timeout";
+    case MQTT_RC_SESSION_TAKEN_OVER: return "session taken over";
+    case MQTT_RC_SERVER_SHUTTING_DOWN: return "server shutting down";
+    default: return "error";
+    }
+}
+
+static void dispatch(struct connection *conn, const struct mqtt_fixed_header *hdr,
+                     const uint8_t *body)
+{
+    int rc;
+    if (hdr->type == 0 || !mqtt_fixed_header_flags_valid(hdr->type, hdr->flags)) {
+        rc = MQTT_RC_MALFORMED_PACKET;
+    } else if (conn->state == CONNECTION_AWAITING_CONNECT) {
+        if (hdr->type != MQTT_CONNECT) {
+            connection_close(conn, 0, "first packet was not CONNECT");
+            return;
+        }
+        rc = handle_connect(conn, body, hdr->remaining_length);
+    } else {
+        rc = dispatch_active(conn, hdr->type, hdr->flags, body, hdr->remaining_length);
+    }
+    if (rc != 0 && rc != HANDLER_CLOSED) {
+        if (conn->state == CONNECTION_ACTIVE)
+            log_notice("Client %s sent a bad packet (type %u): %s.", conn->client_id, hdr->type,
+                       reason_text(rc));
+        connection_close(conn, (uint8_t)rc, reason_text(rc));
+    }
+}
+
+static uint32_t inbound_packet_limit(const struct connection *conn)
+{
+    uint32_t limit = conn->broker->config->max_packet_size;
+    return limit ? limit : MQTT_VARINT_MAX + 5;
+}
+
+/* Handle every complete packet in the input buffer. */
+static void process_input(struct connection *conn)
+{
+    size_t offset = 0;
+    while (conn->state != CONNECTION_CLOSED) {
+        struct mqtt_fixed_header hdr;
+        int st = mqtt_fixed_header_parse(conn->in.data + offset, conn->in.len - offset, &hdr);
+        if (st == WIRE_NEED_MORE) break;
+        if (st == WIRE_MALFORMED) {
+            connection_close(conn, MQTT_RC_MALFORMED_PACKET, "malformed remaining length");
+            return;
+        }
+        size_t total = (size_t)hdr.header_len + hdr.remaining_length;
+        if (total > inbound_packet_limit(conn)) {
+            connection_close(conn, MQTT_RC_PACKET_TOO_LARGE, "packet too large");
+            return;
+        }
+        if (conn->in.len - offset < total) {
+            abuf_reserve(&conn->in, total - (conn->in.len - offset));
+            break;
+        }
+        conn->last_received_ms = conn->broker->now_ms;
+        conn->broker->stats.messages_received++;
+        conn->broker->stats.bytes_received += total;
+        dispatch(conn, &hdr, conn->in.data + offset + hdr.header_len);
+        offset += total;
+    }
+    if (conn->state != CONNECTION_CLOSED) abuf_consume(&conn->in, offset);
+}
+
+static void connection_read(struct connection *conn)
+{
+    size_t budget = READ_BUDGET;
+    while (budget > 0 && conn->state != CONNECTION_CLOSED) {
+        if (abuf_reserve(&conn->in, READ_CHUNK)) {
+            connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+            return;
+        }
+        size_t room = conn->in.cap - conn->in.len;
+        ssize_t n = read(conn->handler.fd, conn->in.data + conn->in.len, room);
+        if (n == 0) {
+            connection_close(conn, 0, "connection closed by client");
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            connection_close(conn, 0, strerror(errno));
+            return;
+        }
+        conn->in.len += (size_t)n;
+        process_input(conn);
+        if ((size_t)n < room) return; /* drained the socket */
+        budget -= (size_t)n < budget ? (size_t)n : budget;
+    }
+}
+
+static void connection_on_event(struct event_handler *handler, unsigned events)
+{
+    struct connection *conn = (struct connection *)handler;
+    if (conn->state == CONNECTION_CLOSED) return;
+    if (events & EVENT_WRITE) connection_flush(conn);
+    if ((events & EVENT_READ) && conn->state != CONNECTION_CLOSED) connection_read(conn);
+}

@@ -1,0 +1,28 @@
+/*
+ * connection.h: one client TCP connection: accepting, reading and framing packets,
+ * dispatching them to the packet handlers, queueing output and closing.
+ */
+#ifndef ARBOR_CONNECTION_H
+#define ARBOR_CONNECTION_H
+
+#include "broker.h"
+
+/* Called when a listener is readable: accept every pending connection. */
+void connection_accept_all(struct listener *listener);
+
+/* Queue bytes (copied) for sending; they are written at the end of the loop turn. */
+int connection_send(struct connection *conn, const void *data, size_t len);
+/* Queue the broker's scratch buffer contents, then empty it. */
+int connection_send_scratch(struct connection *conn);
+void connection_schedule_flush(struct connection *conn);
+/* Write every connection's pending output (end of each loop turn). */
+void broker_flush_connections(struct broker *broker);
+
+/* Close: v5 clients get a DISCONNECT with reason first when reason != 0 (v3 clients just see
+ * the socket close). Publishes the will unless the client disconnected normally. Safe to call
+ * twice; the memory is freed at the end of the loop turn. */
+void connection_close(struct connection *conn, uint8_t reason, const char *why);
+/* Free closed connections (end of each loop turn). */
+void broker_reap_connections(struct broker *broker);
+
+#endif

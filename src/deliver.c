@@ -1,0 +1,239 @@
+/*
+ * deliver.c: the path from a stored message to recipients' sockets. For every matching
+ * session: QoS 0 to a connected client is encoded straight into its output queue; QoS 1/2
+ * goes in flight while the client's receive window has room and is queued otherwise; offline
+ * sessions queue within max_queued_messages / max_queued_bytes. Payloads are referenced, not
+ * copied; the only per-recipient work is a header of a few bytes.
+ */
+#include "deliver.h"
+
+#include <string.h>
+
+#include "connection.h"
+#include "log.h"
+#include "message.h"
+#include "packet.h"
+#include "retain.h"
+#include "session.h"
+#include "subs.h"
+
+size_t broker_publish(struct broker *broker, struct message *msg)
+{
+    if (msg->retain && broker->config->retain_available) {
+        if (retain_set(broker->retained, msg) != 0) log_error("Out of memory storing retained message.");
+    }
+    if (subs_match(broker->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
+                   &broker->match) != 0)
+        log_error("Out of memory matching subscriptions for %s.", msg->topic);
+    size_t count = broker->match.count;
+    for (size_t i = 0; i < count; i++) {
+        struct match_entry *e = &broker->match.entries[i];
+        uint8_t qos = broker->config->upgrade_outgoing_qos ? e->qos
+                                                          : (e->qos < msg->qos ? e->qos : msg->qos);
+        bool retain = e->retain_as_published && msg->retain;
+        session_deliver(broker, e->session, msg, qos, retain, e->sub_ids, e->sub_id_count);
+    }
+    return count;
+}
+
+/* Build the PUBLISH properties for this recipient in broker->scratch_props. */
+static int build_publish_props(struct broker *broker, const struct message *msg,
+                               const uint32_t *sub_ids, uint8_t sub_id_count)
+{
+    struct abuf *props = &broker->scratch_props;
+    abuf_reset(props);
+    if (msg->props_len && abuf_append(props, msg->props, msg->props_len)) return -1;
+    if (msg->expiry_at_ms &&
+        mqtt_property_add_u32(props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL,
+                              message_remaining_expiry(msg, broker->now_ms)))
+        return -1;
+    for (uint8_t i = 0; i < sub_id_count; i++)
+        if (mqtt_property_add_varint(props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, sub_ids[i]))
+            return -1;
+    return 0;
+}
+
+enum send_result { SEND_OK, SEND_TOO_LARGE, SEND_FAILED };
+
+static enum send_result send_publish(struct connection *conn, struct message *msg, uint8_t qos,
+                                     bool retain, bool dup, uint16_t packet_id,
+                                     const uint32_t *sub_ids, uint8_t sub_id_count)
+{
+    struct broker *broker = conn->broker;
+    struct mqtt_publish_out out = {
+        .version = conn->version,
+        .qos = qos,
+        .dup = dup,
+        .retain = retain,
+        .topic = msg->topic,
+        .topic_len = msg->topic_len,
+        .packet_id = packet_id,
+        .payload_len = msg->payload_len,
+    };
+    if (conn->version == MQTT_V5) {
+        if (build_publish_props(broker, msg, sub_ids, sub_id_count)) return SEND_FAILED;
+        out.props.data = broker->scratch_props.data;
+        out.props.len = broker->scratch_props.len;
+    }
+    if (conn->client_max_packet_size && mqtt_publish_packet_size(&out) > conn->client_max_packet_size)
+        return SEND_TOO_LARGE;
+    abuf_reset(&broker->scratch);
+    if (mqtt_encode_publish_header(&broker->scratch, &out)) return SEND_FAILED;
+    if (connection_send_scratch(conn)) return SEND_FAILED;
+    if (outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len)) return SEND_FAILED;
+    broker->stats.publish_sent++;
+    broker->stats.messages_sent++;
+    broker->stats.bytes_sent += out.payload_len;
+    return SEND_OK;
+}
+
+static uint32_t inflight_limit(const struct broker *broker, const struct connection *conn)
+{
+    uint32_t limit = broker->config->max_inflight_messages ? broker->config->max_inflight_messages
+                                                           : 65535;
+    if (conn && conn->client_receive_maximum < limit) limit = conn->client_receive_maximum;
+    return limit;
+}
+
+static bool window_has_room(const struct broker *broker, const struct session *session,
+                            const struct message *msg)
+{
+    const struct connection *conn = session->connection;
+    if (!conn || conn->state != CONNECTION_ACTIVE) return false;
+    if (session->inflight.count >= inflight_limit(broker, conn)) return false;
+    uint64_t max_bytes = broker->config->max_inflight_bytes;
+    if (max_bytes && session->inflight.count > 0 &&
+        session->inflight.bytes + msg->payload_len > max_bytes)
+        return false;
+    return true;
+}
+
+static uint16_t next_packet_id(struct session *session)
+{
+    for (;;) {
+        session->last_packet_id++;
+        if (session->last_packet_id == 0) session->last_packet_id = 1;
+        if (!delivery_list_find(&session->inflight, session->last_packet_id))
+            return session->last_packet_id;
+    }
+}
+
+/* Send d (a QoS 1/2 delivery not yet in flight) and put it in flight. The delivery is released
+ * instead if the message expired or is too large for the client. */
+static void start_flight(struct broker *broker, struct session *session, struct delivery *d)
+{
+    struct connection *conn = session->connection;
+    if (message_expired(d->msg, broker->now_ms)) {
+        delivery_release(broker, d);
+        return;
+    }
+    d->packet_id = next_packet_id(session);
+    enum send_result r = send_publish(conn, d->msg, d->qos, d->retain, false, d->packet_id,
+                                      d->sub_ids, d->sub_id_count);
+    if (r != SEND_OK) {
+        if (r == SEND_FAILED) log_error("Out of memory sending to %s.", session->client_id);
+        broker->stats.publish_dropped++;
+        delivery_release(broker, d);
+        return;
+    }
+    d->state = d->qos == 1 ? DELIVERY_AWAIT_PUBACK : DELIVERY_AWAIT_PUBREC;
+    delivery_list_append(&session->inflight, d);
+}
+
+static bool queue_has_room(const struct broker *broker, const struct session *session,
+                           const struct message *msg)
+{
+    const struct arbor_config *cfg = broker->config;
+    if (cfg->max_queued_messages > 0 && session->queued.count >= (uint32_t)cfg->max_queued_messages)
+        return false;
+    if (cfg->max_queued_bytes && session->queued.bytes + msg->payload_len > cfg->max_queued_bytes)
+        return false;
+    return true;
+}
+
+void session_deliver(struct broker *broker, struct session *session, struct message *msg,
+                     uint8_t qos, bool retain, const uint32_t *sub_ids, uint8_t sub_id_count)
+{
+    struct connection *conn = session->connection;
+    bool online = conn && conn->state == CONNECTION_ACTIVE;
+    if (message_expired(msg, broker->now_ms)) return;
+    if (qos == 0 && online) {
+        if (send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != SEND_OK)
+            broker->stats.publish_dropped++;
+        return;
+    }
+    if (qos == 0 && !broker->config->queue_qos0_messages) return;
+    bool in_flight_now = qos > 0 && session->queued.count == 0 && window_has_room(broker, session, msg);
+    if (!in_flight_now && !queue_has_room(broker, session, msg)) {
+        broker->stats.publish_dropped++;
+        log_debug("Outgoing messages are being dropped for client %s.", session->client_id);
+        return;
+    }
+    struct delivery *d = delivery_alloc(broker);
+    if (!d) {
+        broker->stats.publish_dropped++;
+        return;
+    }
+    d->msg = message_ref(msg);
+    d->qos = qos;
+    d->retain = retain;
+    d->sub_id_count = sub_id_count;
+    memcpy(d->sub_ids, sub_ids, sub_id_count * sizeof *sub_ids);
+    d->state = DELIVERY_QUEUED;
+    if (in_flight_now)
+        start_flight(broker, session, d);
+    else
+        delivery_list_append(&session->queued, d);
+}
+
+void session_pump(struct broker *broker, struct session *session)
+{
+    struct connection *conn = session->connection;
+    if (!conn || conn->state != CONNECTION_ACTIVE) return;
+    while (session->queued.head) {
+        struct delivery *d = session->queued.head;
+        if (d->qos > 0 && !window_has_room(broker, session, d->msg)) break;
+        delivery_list_remove(&session->queued, d);
+        if (d->qos == 0) {
+            if (!message_expired(d->msg, broker->now_ms))
+                send_publish(conn, d->msg, 0, d->retain, false, 0, d->sub_ids, d->sub_id_count);
+            delivery_release(broker, d);
+        } else {
+            start_flight(broker, session, d);
+        }
+    }
+}
+
+void session_resume(struct broker *broker, struct session *session)
+{
+    struct connection *conn = session->connection;
+    struct delivery *d = session->inflight.head;
+    while (d) {
+        struct delivery *next = d->next;
+        if (d->state == DELIVERY_AWAIT_PUBCOMP) {
+            abuf_reset(&broker->scratch);
+            mqtt_encode_ack(&broker->scratch, conn->version, MQTT_PUBREL, d->packet_id, 0,
+                            (struct mqtt_props_out){0});
+            connection_send_scratch(conn);
+        } else if (send_publish(conn, d->msg, d->qos, d->retain, true, d->packet_id, d->sub_ids,
+                                d->sub_id_count) != SEND_OK) {
+            delivery_list_remove(&session->inflight, d);
+            delivery_release(broker, d);
+        }
+        d = next;
+    }
+    session_pump(broker, session);
+}
+
+void session_drop_expired(struct broker *broker, struct session *session)
+{
+    struct delivery *d = session->queued.head;
+    while (d) {
+        struct delivery *next = d->next;
+        if (d->msg && message_expired(d->msg, broker->now_ms)) {
+            delivery_list_remove(&session->queued, d);
+            delivery_release(broker, d);
+        }
+        d = next;
+    }
+}

@@ -1,0 +1,30 @@
+/*
+ * deliver.h: getting a stored message to its recipients: retained store, subscription
+ * matching, per-session QoS handling (send now, put in flight, queue, or drop) and the
+ * encoding of outgoing PUBLISH packets.
+ */
+#ifndef ARBOR_DELIVER_H
+#define ARBOR_DELIVER_H
+
+#include "broker.h"
+
+struct message;
+
+/* Publish a message into the broker: store it if retained, then deliver to every matching
+ * subscription. Returns the number of sessions it was given to. */
+size_t broker_publish(struct broker *broker, struct message *msg);
+
+/* Give msg to one session at the given QoS (already reduced to the subscription's), with the
+ * retain flag as it should appear and the subscription identifiers to attach. */
+void session_deliver(struct broker *broker, struct session *session, struct message *msg,
+                     uint8_t qos, bool retain, const uint32_t *sub_ids, uint8_t sub_id_count);
+
+/* Move queued messages into flight while the client's window allows. */
+void session_pump(struct broker *broker, struct session *session);
+/* On reconnect: resend unacknowledged PUBLISH (DUP set) and PUBREL, then pump. */
+void session_resume(struct broker *broker, struct session *session);
+
+/* Drop expired messages from every offline queue (called periodically). */
+void session_drop_expired(struct broker *broker, struct session *session);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+ * event_loop.h: a small epoll event loop. Each registered file descriptor has a handler
+ * object whose callback is called with the ready events. The loop knows nothing of MQTT;
+ * timers are left to the caller, which passes the longest time it may block.
+ * One loop per thread; nothing here is global, so a later change can run one loop per core.
+ */
+#ifndef ARBOR_EVENT_LOOP_H
+#define ARBOR_EVENT_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum {
+    EVENT_READ = 1,
+    EVENT_WRITE = 2,
+    EVENT_ERROR = 4,
+};
+
+struct event_handler {
+    int fd;
+    unsigned interest;  /* EVENT_READ | EVENT_WRITE currently registered */
+    void (*on_event)(struct event_handler *handler, unsigned events);
+};
+
+struct event_loop {
+    int epoll_fd;
+};
+
+int event_loop_init(struct event_loop *loop);
+void event_loop_free(struct event_loop *loop);
+/* Register, change interest, and remove. Return 0 or -1 (errno set). */
+int event_loop_add(struct event_loop *loop, struct event_handler *handler, unsigned interest);
+int event_loop_modify(struct event_loop *loop, struct event_handler *handler, unsigned interest);
+void event_loop_remove(struct event_loop *loop, struct event_handler *handler);
+/* Wait up to timeout_ms (-1 forever) and dispatch ready handlers. Returns the number of
+ * events dispatched, or -1 on error other than EINTR. */
+int event_loop_run_once(struct event_loop *loop, int timeout_ms);
+
+/* Monotonic clock in milliseconds, and wall clock seconds. */
+int64_t clock_monotonic_ms(void);
+int64_t clock_wall_seconds(void);
+
+#endif

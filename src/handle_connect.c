@@ -1,0 +1,287 @@
+/*
+ * handle_connect.c: CONNECT: protocol version, client identifier rules, authentication
+ * policy, keepalive limits, will, session takeover / resumption, and the CONNACK with the
+ * broker's limits as MQTT 5 properties.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "connection.h"
+#include "deliver.h"
+#include "handlers.h"
+#include "log.h"
+#include "message.h"
+#include "packet.h"
+#include "session.h"
+#include "topic.h"
+
+/* Map an MQTT 5 reason to the v3.x CONNACK return code that means the same. */
+static uint8_t v3_connack_code(uint8_t reason)
+{
+    switch (reason) {
+    case MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION: return MQTT3_CONNACK_BAD_PROTOCOL_VERSION;
+    case MQTT_RC_CLIENT_ID_NOT_VALID: return MQTT3_CONNACK_IDENTIFIER_REJECTED;
+    case MQTT_RC_BAD_USERNAME_OR_PASSWORD: return MQTT3_CONNACK_BAD_USERNAME_PASSWORD;
+    case MQTT_RC_NOT_AUTHORIZED: return MQTT3_CONNACK_NOT_AUTHORIZED;
+    default: return MQTT3_CONNACK_SERVER_UNAVAILABLE;
+    }
+}
+
+/* Send a refusing CONNACK in the client's version and close. */
+static int refuse(struct connection *conn, uint8_t version, uint8_t reason, const char *why)
+{
+    struct abuf *scratch = &conn->broker->scratch;
+    abuf_reset(scratch);
+    uint8_t code = version == MQTT_V5 ? reason : v3_connack_code(reason);
+    uint8_t send_version = version == MQTT_V5 ? MQTT_V5 : MQTT_V311;
+    if (mqtt_encode_connack(scratch, send_version, false, code, (struct mqtt_props_out){0}) == 0) {
+        connection_send_scratch(conn);
+        outq_flush(&conn->out, conn->handler.fd);
+    }
+    log_notice("Client connection from %s refused: %s.", conn->address, why);
+    connection_close(conn, 0, NULL);
+    return HANDLER_CLOSED;
+}
+
+static char *copy_string(struct wire_bytes b)
+{
+    return strndup((const char *)b.data, b.len);
+}
+
+static bool has_allowed_prefix(const struct arbor_security_settings *sec, const char *client_id)
+{
+    if (!sec->clientid_prefixes || sec->clientid_prefix_count == 0) return true;
+    for (size_t i = 0; i < sec->clientid_prefix_count; i++)
+        if (strncmp(client_id, sec->clientid_prefixes[i], strlen(sec->clientid_prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
+static char *generate_client_id(const struct arbor_security_settings *sec)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char random[16];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(random, 1, sizeof random, f) : 0;
+    if (f) fclose(f);
+    for (size_t i = got; i < sizeof random; i++) random[i] = (unsigned char)rand();
+    const char *prefix = sec->auto_id_prefix ? sec->auto_id_prefix : "auto-";
+    size_t plen = strlen(prefix);
+    char *id = malloc(plen + 2 * sizeof random + 1);
+    if (!id) return NULL;
+    memcpy(id, prefix, plen);
+    for (size_t i = 0; i < sizeof random; i++) {
+        id[plen + 2 * i] = hex[random[i] >> 4];
+        id[plen + 2 * i + 1] = hex[random[i] & 15];
+    }
+    id[plen + 2 * sizeof random] = '\0';
+    return id;
+}
+
+static int store_will(struct connection *conn, const struct mqtt_connect *c)
+{
+    struct broker *broker = conn->broker;
+    struct abuf props = {0};
+    uint32_t expiry = 0;
+    conn->will_delay = 0;
+    if (c->version == MQTT_V5) {
+        if (mqtt_properties_copy_forwardable(&c->will_props, &props)) return -1;
+        if (c->will_props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
+            expiry = c->will_props.message_expiry_interval;
+        conn->will_delay = c->will_props.will_delay_interval;
+    }
+    conn->will = message_create((const char *)c->will_topic.data, c->will_topic.len,
+                                c->will_payload.data, c->will_payload.len, props.data, props.len,
+                                c->will_qos, c->will_retain, 0, expiry, broker->now_ms);
+    abuf_free(&props);
+    return conn->will ? 0 : -1;
+}
+
+static int send_connack(struct connection *conn, bool session_present, bool assigned_id,
+                        uint16_t requested_keepalive)
+{
+    struct broker *broker = conn->broker;
+    const struct arbor_config *cfg = broker->config;
+    struct abuf *props = &broker->scratch_props;
+    abuf_reset(props);
+    if (conn->version == MQTT_V5) {
+        int rc = 0;
+        if (cfg->max_inflight_messages && cfg->max_inflight_messages < 65535)
+            rc |= mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, cfg->max_inflight_messages);
+        if (!cfg->retain_available) rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
+        if (cfg->max_packet_size)
+            rc |= mqtt_property_add_u32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, cfg->max_packet_size);
+        if (assigned_id)
+            rc |= mqtt_property_add_bytes(props, MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER,
+                                          conn->client_id, strlen(conn->client_id));
+        rc |= mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM, cfg->max_topic_alias);
+        if (conn->keepalive != requested_keepalive)
+            rc |= mqtt_property_add_u16(props, MQTT_PROP_SERVER_KEEP_ALIVE, conn->keepalive);
+        if (rc) return -1;
+    }
+    abuf_reset(&broker->scratch);
+    if (mqtt_encode_connack(&broker->scratch, conn->version, session_present, 0,
+                            (struct mqtt_props_out){props->data, props->len}))
+        return -1;
+    return connection_send_scratch(conn);
+}
+
+/* Session expiry interval for the new connection, in seconds (UINT32_MAX: never). */
+static uint32_t session_expiry_for(const struct mqtt_connect *c)
+{
+    if (c->version == MQTT_V5) return c->props.session_expiry_interval;
+    return c->clean_start ? 0 : UINT32_MAX;
+}
+
+static void take_over_existing(struct connection *conn, struct session *session)
+{
+    struct connection *old = session->connection;
+    if (!old || old == conn) return;
+    log_notice("Client %s already connected, closing old connection.", session->client_id);
+    connection_close(old, MQTT_RC_SESSION_TAKEN_OVER, "session taken over");
+}
+
+static struct session *attach_session(struct connection *conn, const struct mqtt_connect *c,
+                                      bool *session_present)
+{
+    struct broker *broker = conn->broker;
+    struct session *session = session_find(broker, conn->client_id);
+    if (session) {
+        take_over_existing(conn, session);
+        /* The takeover may have destroyed a session with expiry 0. */
+        session = session_find(broker, conn->client_id);
+    }
+    if (session && c->clean_start) {
+        session_destroy(broker, session);
+        session = NULL;
+    }
+    *session_present = session != NULL;
+    if (!session) session = session_create(broker, conn->client_id, c->version);
+    if (!session) return NULL;
+    if (session->pending_will) {
+        /* Reconnected within the will delay: the will is cancelled. */
+        message_unref(session->pending_will);
+        session->pending_will = NULL;
+    }
+    session->version = c->version;
+    session->expiry_interval = session_expiry_for(c);
+    session->connection = conn;
+    conn->session = session;
+    return session;
+}
+
+static int check_identity(struct connection *conn, const struct mqtt_connect *c,
+                          const struct arbor_security_settings *sec, bool *assigned)
+{
+    *assigned = false;
+    if (c->client_id.len == 0) {
+        bool allowed = sec->allow_zero_length_clientid &&
+                       (c->version == MQTT_V5 || (c->version == MQTT_V311 && c->clean_start));
+        if (!allowed) return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
+                                    "zero length client id not allowed");
+        conn->client_id = generate_client_id(sec);
+        *assigned = true;
+    } else {
+        conn->client_id = copy_string(c->client_id);
+    }
+    if (!conn->client_id) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    if (!*assigned && !has_allowed_prefix(sec, conn->client_id))
+        return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "client id prefix not allowed");
+    if (c->has_username) {
+        conn->username = copy_string(c->username);
+        if (!conn->username) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    } else if (!sec->allow_anonymous) {
+        return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "anonymous clients not allowed");
+    }
+    return 0;
+}
+
+/* Keepalive per max_keepalive: v5 clients are told the server keep alive, v3 clients asking
+ * for more (or for none) are refused. Returns 0 or HANDLER_CLOSED. */
+static int apply_keepalive(struct connection *conn, const struct mqtt_connect *c)
+{
+    uint16_t max = conn->broker->config->max_keepalive;
+    conn->keepalive = c->keepalive;
+    if (max >= 65535) return 0;
+    if (c->keepalive <= max && c->keepalive != 0) return 0;
+    if (c->version == MQTT_V5) {
+        conn->keepalive = max;
+        return 0;
+    }
+    if (c->keepalive > max)
+        return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID, "keepalive too large");
+    return 0;
+}
+
+static void read_client_limits(struct connection *conn, const struct mqtt_connect *c)
+{
+    conn->client_receive_maximum = 65535;
+    conn->request_problem_information = true;
+    if (c->version != MQTT_V5) return;
+    const struct mqtt_properties *p = &c->props;
+    if (p->present & MQTT_PROP_BIT(MQTT_PROP_RECEIVE_MAXIMUM))
+        conn->client_receive_maximum = p->receive_maximum;
+    if (p->present & MQTT_PROP_BIT(MQTT_PROP_MAXIMUM_PACKET_SIZE))
+        conn->client_max_packet_size = p->maximum_packet_size;
+    if (p->present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS_MAXIMUM))
+        conn->client_topic_alias_maximum = p->topic_alias_maximum;
+    if (p->present & MQTT_PROP_BIT(MQTT_PROP_REQUEST_PROBLEM_INFORMATION))
+        conn->request_problem_information = p->request_problem_information;
+}
+
+int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
+{
+    struct broker *broker = conn->broker;
+    struct mqtt_connect c;
+    int rc = mqtt_decode_connect(body, len, &c);
+    if (rc == MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION) {
+        if (c.version == MQTT_V31 || c.version == MQTT_V311 || c.version == MQTT_V5)
+            return refuse(conn, c.version, rc, "unsupported protocol version");
+        connection_close(conn, 0, "unsupported protocol name or version");
+        return HANDLER_CLOSED;
+    }
+    if (rc != 0) {
+        if (c.version == MQTT_V5) return refuse(conn, MQTT_V5, (uint8_t)rc, "malformed CONNECT");
+        connection_close(conn, 0, "malformed CONNECT");
+        return HANDLER_CLOSED;
+    }
+    conn->version = c.version;
+    if (c.is_peer)
+        return refuse(conn, c.version, MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION,
+                      "MQTT-ST peer connections are not supported yet");
+    if (c.version == MQTT_V5 && (c.props.present & MQTT_PROP_BIT(MQTT_PROP_AUTHENTICATION_METHOD)))
+        return refuse(conn, c.version, MQTT_RC_BAD_AUTHENTICATION_METHOD,
+                      "authentication method not supported");
+    const struct arbor_security_settings *sec =
+        conn->listener->config ? config_security_for(broker->config, conn->listener->config)
+                               : &broker->config->security;
+    bool assigned;
+    if ((rc = check_identity(conn, &c, sec, &assigned)) != 0) return rc;
+    if ((rc = apply_keepalive(conn, &c)) != 0) return rc;
+    read_client_limits(conn, &c);
+    if (c.will_flag) {
+        if (c.will_retain && !broker->config->retain_available && c.version == MQTT_V5)
+            return refuse(conn, c.version, MQTT_RC_RETAIN_NOT_SUPPORTED, "retain not available");
+        if (store_will(conn, &c)) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    }
+    bool session_present;
+    struct session *session = attach_session(conn, &c, &session_present);
+    if (!session) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    conn->state = CONNECTION_ACTIVE;
+    broker->client_count++;
+    if (broker->client_count > broker->stats.clients_maximum)
+        broker->stats.clients_maximum = broker->client_count;
+    if (send_connack(conn, session_present, assigned, c.keepalive)) {
+        connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+        return HANDLER_CLOSED;
+    }
+    if (broker->config->connection_messages) {
+        char user[300] = "";
+        if (conn->username) snprintf(user, sizeof user, ", u'%.256s'", conn->username);
+        log_notice("New client connected from %s as %s (p%u, c%u, k%u%s).", conn->address,
+                   conn->client_id, c.version, c.clean_start, conn->keepalive, user);
+    }
+    if (session_present) session_resume(broker, session);
+    return 0;
+}

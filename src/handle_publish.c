@@ -1,0 +1,123 @@
+/*
+ * handle_publish.c: PUBLISH from a client: topic aliases, limits (retain availability,
+ * message_size_limit, receive maximum for QoS 2), storing the message once, handing it to
+ * broker_publish, and the PUBACK / PUBREC that completes the sender's side of the flow.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "connection.h"
+#include "deliver.h"
+#include "handlers.h"
+#include "log.h"
+#include "message.h"
+#include "packet.h"
+#include "session.h"
+
+static int send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason)
+{
+    struct abuf *scratch = &conn->broker->scratch;
+    abuf_reset(scratch);
+    if (mqtt_encode_ack(scratch, conn->version, type, packet_id, reason, (struct mqtt_props_out){0}))
+        return MQTT_RC_UNSPECIFIED;
+    return connection_send_scratch(conn) ? MQTT_RC_UNSPECIFIED : 0;
+}
+
+/* Resolve or record a topic alias. On success p->topic names the topic to use. */
+static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
+{
+    if (!(p->props.present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS))) {
+        return p->topic.len == 0 ? MQTT_RC_PROTOCOL_ERROR : 0;
+    }
+    uint16_t alias = p->props.topic_alias;
+    uint16_t max = conn->broker->config->max_topic_alias;
+    if (alias == 0 || alias > max) return MQTT_RC_TOPIC_ALIAS_INVALID;
+    if (!conn->topic_aliases) {
+        conn->topic_aliases = calloc((size_t)max + 1, sizeof *conn->topic_aliases);
+        if (!conn->topic_aliases) return MQTT_RC_UNSPECIFIED;
+        conn->topic_alias_count = max;
+    }
+    if (p->topic.len == 0) {
+        const char *topic = conn->topic_aliases[alias];
+        if (!topic) return MQTT_RC_PROTOCOL_ERROR;
+        p->topic.data = (const uint8_t *)topic;
+        p->topic.len = (uint16_t)strlen(topic);
+        return 0;
+    }
+    char *copy = strndup((const char *)p->topic.data, p->topic.len);
+    if (!copy) return MQTT_RC_UNSPECIFIED;
+    free(conn->topic_aliases[alias]);
+    conn->topic_aliases[alias] = copy;
+    return 0;
+}
+
+static uint16_t receive_maximum(const struct broker *broker)
+{
+    uint16_t max = broker->config->max_inflight_messages;
+    return max ? max : 65535;
+}
+
+/* Store and route the message; returns the number of matching sessions or -1 on OOM. */
+static long publish_message(struct connection *conn, const struct mqtt_publish *p)
+{
+    struct broker *broker = conn->broker;
+    struct abuf *props = &broker->scratch_props;
+    abuf_reset(props);
+    uint32_t expiry = 0;
+    if (conn->version == MQTT_V5) {
+        if (mqtt_properties_copy_forwardable(&p->props, props)) return -1;
+        if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
+            expiry = p->props.message_expiry_interval;
+    }
+    struct message *msg =
+        message_create((const char *)p->topic.data, p->topic.len, p->payload, p->payload_len,
+                       props->data, props->len, p->qos, p->retain, conn->session->serial, expiry,
+                       broker->now_ms);
+    if (!msg) return -1;
+    size_t matched = broker_publish(broker, msg);
+    message_unref(msg);
+    return (long)matched;
+}
+
+static bool is_sys_topic(const struct mqtt_publish *p)
+{
+    return p->topic.len >= 4 && memcmp(p->topic.data, "$SYS", 4) == 0;
+}
+
+int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, size_t len)
+{
+    struct broker *broker = conn->broker;
+    struct mqtt_publish p;
+    int rc = mqtt_decode_publish(conn->version, flags, body, len, &p);
+    if (rc) return rc;
+    if (conn->version == MQTT_V5 && (rc = resolve_topic_alias(conn, &p)) != 0) return rc;
+    broker->stats.publish_received++;
+    if (p.retain && !broker->config->retain_available) return MQTT_RC_RETAIN_NOT_SUPPORTED;
+
+    struct session *session = conn->session;
+    uint8_t ack_type = p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK;
+    if (p.qos == 2 && session_incoming_qos2_has(session, p.packet_id)) {
+        /* Resent before PUBREL: acknowledge again, deliver once. */
+        return send_ack(conn, MQTT_PUBREC, p.packet_id, 0);
+    }
+    if (p.qos == 2 && session->incoming_qos2_count >= receive_maximum(broker))
+        return MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED;
+
+    uint32_t size_limit = broker->config->message_size_limit;
+    uint8_t reason = 0;
+    if (size_limit && p.payload_len > size_limit) {
+        log_notice("Dropped too large PUBLISH from %s on %.*s (%u bytes).", conn->client_id,
+                   (int)p.topic.len, (const char *)p.topic.data, p.payload_len);
+        reason = MQTT_RC_IMPLEMENTATION_SPECIFIC;
+    } else if (is_sys_topic(&p)) {
+        reason = 0; /* clients may not publish into $SYS: dropped silently like Mosquitto */
+    } else {
+        long matched = publish_message(conn, &p);
+        if (matched < 0) return MQTT_RC_UNSPECIFIED;
+        if (matched == 0) reason = MQTT_RC_NO_MATCHING_SUBSCRIBERS;
+    }
+    if (p.qos == 0) return 0;
+    if (p.qos == 2 && reason < 0x80 && session_incoming_qos2_add(session, p.packet_id))
+        return MQTT_RC_UNSPECIFIED;
+    return send_ack(conn, ack_type, p.packet_id, reason);
+}

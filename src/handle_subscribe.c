@@ -1,0 +1,111 @@
+/*
+ * handle_subscribe.c: SUBSCRIBE: validate each filter, record it in the subscription tree
+ * and the session, answer with SUBACK, then send the retained messages each new
+ * subscription asks for (retain handling 0/1/2; none for shared subscriptions).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "connection.h"
+#include "deliver.h"
+#include "handlers.h"
+#include "log.h"
+#include "message.h"
+#include "packet.h"
+#include "retain.h"
+#include "session.h"
+#include "subs.h"
+#include "topic.h"
+
+#define MAX_FILTERS_PER_SUBSCRIBE 1024
+
+struct retained_send {
+    struct broker *broker;
+    struct session *session;
+    uint8_t qos;
+    uint32_t sub_id;
+};
+
+static void send_retained(struct message *msg, void *ctx)
+{
+    struct retained_send *rs = ctx;
+    uint8_t qos = rs->broker->config->upgrade_outgoing_qos ? rs->qos
+                                                           : (msg->qos < rs->qos ? msg->qos : rs->qos);
+    session_deliver(rs->broker, rs->session, msg, qos, true, &rs->sub_id, rs->sub_id ? 1 : 0);
+}
+
+/* Check one requested filter; returns the SUBACK code for it. */
+static uint8_t validate_request(const struct connection *conn,
+                                const struct mqtt_subscription_request *req, bool *shared)
+{
+    const char *filter = (const char *)req->filter.data;
+    size_t len = req->filter.len;
+    const char *group, *inner;
+    size_t group_len, inner_len;
+    uint8_t invalid = conn->version == MQTT_V5 ? MQTT_RC_TOPIC_FILTER_INVALID : 0x80;
+    if (topic_parse_shared(filter, len, shared, &group, &group_len, &inner, &inner_len))
+        return invalid;
+    if (!*shared) {
+        inner = filter;
+        inner_len = len;
+    }
+    if (!topic_filter_is_valid(inner, inner_len)) return invalid;
+    if (memchr(filter, '\0', len)) return invalid;
+    return req->qos;
+}
+
+int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
+{
+    struct broker *broker = conn->broker;
+    struct session *session = conn->session;
+    struct mqtt_subscribe sub;
+    int rc = mqtt_decode_subscribe(conn->version, body, len, &sub);
+    if (rc) return rc;
+    if (sub.count > MAX_FILTERS_PER_SUBSCRIBE) return MQTT_RC_QUOTA_EXCEEDED;
+    uint32_t sub_id = 0;
+    if (sub.props.present & MQTT_PROP_BIT(MQTT_PROP_SUBSCRIPTION_IDENTIFIER))
+        sub_id = sub.props.subscription_identifier;
+
+    uint8_t codes[MAX_FILTERS_PER_SUBSCRIBE];
+    struct mqtt_subscription_request reqs[MAX_FILTERS_PER_SUBSCRIBE];
+    bool send_retained_for[MAX_FILTERS_PER_SUBSCRIBE];
+    size_t pos = 0, n = 0;
+    while (mqtt_subscribe_next(&sub, &pos, &reqs[n])) {
+        struct mqtt_subscription_request *req = &reqs[n];
+        bool shared = false;
+        codes[n] = validate_request(conn, req, &shared);
+        send_retained_for[n] = false;
+        if (shared && req->no_local && conn->version == MQTT_V5) return MQTT_RC_PROTOCOL_ERROR;
+        if (codes[n] <= 2) {
+            char filter[65536];
+            memcpy(filter, req->filter.data, req->filter.len);
+            filter[req->filter.len] = '\0';
+            uint8_t options = (uint8_t)(req->qos | (req->no_local ? SUB_OPT_NO_LOCAL : 0) |
+                                        (req->retain_as_published ? SUB_OPT_RETAIN_AS_PUBLISHED : 0) |
+                                        (req->retain_handling << 4));
+            bool replaced = false;
+            if (subs_add(broker->subscriptions, filter, session, options, sub_id, &replaced) ||
+                session_remember_subscription(session, filter, options, sub_id)) {
+                codes[n] = conn->version == MQTT_V5 ? MQTT_RC_UNSPECIFIED : 0x80;
+            } else {
+                if (!replaced) broker->stats.subscriptions++;
+                send_retained_for[n] = !shared && (req->retain_handling == 0 ||
+                                                   (req->retain_handling == 1 && !replaced));
+                log_printf(ARBOR_LOG_SUBSCRIBE, "%s %u %s", conn->client_id, req->qos, filter);
+            }
+        }
+        n++;
+    }
+    abuf_reset(&broker->scratch);
+    if (mqtt_encode_suback(&broker->scratch, conn->version, MQTT_SUBACK, sub.packet_id,
+                           (struct mqtt_props_out){0}, codes, n) ||
+        connection_send_scratch(conn))
+        return MQTT_RC_UNSPECIFIED;
+    for (size_t i = 0; i < n; i++) {
+        if (!send_retained_for[i]) continue;
+        struct retained_send rs = {broker, session, reqs[i].qos, sub_id};
+        retain_for_each_match(broker->retained, (const char *)reqs[i].filter.data,
+                              reqs[i].filter.len, send_retained, &rs);
+    }
+    return 0;
+}

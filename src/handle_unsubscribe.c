@@ -1,0 +1,45 @@
+/*
+ * handle_unsubscribe.c: UNSUBSCRIBE: remove each filter from the tree and the session and
+ * answer UNSUBACK (per-filter reason codes for v5).
+ */
+#include <string.h>
+
+#include "connection.h"
+#include "handlers.h"
+#include "log.h"
+#include "packet.h"
+#include "session.h"
+#include "subs.h"
+
+#define MAX_FILTERS_PER_UNSUBSCRIBE 1024
+
+int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
+{
+    struct broker *broker = conn->broker;
+    struct mqtt_unsubscribe unsub;
+    int rc = mqtt_decode_unsubscribe(conn->version, body, len, &unsub);
+    if (rc) return rc;
+    if (unsub.count > MAX_FILTERS_PER_UNSUBSCRIBE) return MQTT_RC_QUOTA_EXCEEDED;
+    uint8_t codes[MAX_FILTERS_PER_UNSUBSCRIBE];
+    size_t pos = 0, n = 0;
+    struct wire_bytes f;
+    while (mqtt_unsubscribe_next(&unsub, &pos, &f)) {
+        char filter[65536];
+        memcpy(filter, f.data, f.len);
+        filter[f.len] = '\0';
+        codes[n] = MQTT_RC_NO_SUBSCRIPTION_EXISTED;
+        if (session_forget_subscription(conn->session, filter)) {
+            subs_remove(broker->subscriptions, filter, conn->session);
+            broker->stats.subscriptions--;
+            codes[n] = MQTT_RC_SUCCESS;
+        }
+        log_printf(ARBOR_LOG_UNSUBSCRIBE, "%s %s", conn->client_id, filter);
+        n++;
+    }
+    abuf_reset(&broker->scratch);
+    if (mqtt_encode_suback(&broker->scratch, conn->version, MQTT_UNSUBACK, unsub.packet_id,
+                           (struct mqtt_props_out){0}, codes, n) ||
+        connection_send_scratch(conn))
+        return MQTT_RC_UNSPECIFIED;
+    return 0;
+}

@@ -1,0 +1,29 @@
+/*
+ * handlers.h: one function per MQTT control packet the broker receives, each in its own
+ * handle_*.c file. Each returns 0, or a reason code (MQTT 5 numbering) that closes the
+ * connection: the caller sends DISCONNECT with it to v5 clients and logs it.
+ * HANDLER_CLOSED means the handler already closed the connection itself.
+ */
+#ifndef ARBOR_HANDLERS_H
+#define ARBOR_HANDLERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker.h"
+
+#define HANDLER_CLOSED 0x100
+
+int handle_connect(struct connection *conn, const uint8_t *body, size_t len);
+int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, size_t len);
+int handle_puback(struct connection *conn, const uint8_t *body, size_t len);
+int handle_pubrec(struct connection *conn, const uint8_t *body, size_t len);
+int handle_pubrel(struct connection *conn, const uint8_t *body, size_t len);
+int handle_pubcomp(struct connection *conn, const uint8_t *body, size_t len);
+int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len);
+int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len);
+int handle_pingreq(struct connection *conn, const uint8_t *body, size_t len);
+int handle_disconnect(struct connection *conn, const uint8_t *body, size_t len);
+int handle_auth(struct connection *conn, const uint8_t *body, size_t len);
+
+#endif

@@ -1,0 +1,137 @@
+/*
+ * listener.c: listening sockets. Each configured listener binds its address and port, or
+ * every local address (IPv6 and IPv4) when no address is given.
+ */
+#include "listener.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "connection.h"
+#include "log.h"
+
+static void listener_on_event(struct event_handler *handler, unsigned events)
+{
+    (void)events;
+    connection_accept_all((struct listener *)handler);
+}
+
+static int open_socket(const struct addrinfo *ai)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+static int add_listener(struct broker *broker, const struct arbor_listener *cfg, int fd)
+{
+    struct listener *l = calloc(1, sizeof *l);
+    if (!l) {
+        close(fd);
+        return -1;
+    }
+    l->handler.fd = fd;
+    l->handler.on_event = listener_on_event;
+    l->broker = broker;
+    l->config = cfg;
+    l->port = cfg->port;
+    l->bind_address = cfg->bind_address ? strdup(cfg->bind_address) : NULL;
+    if (event_loop_add(&broker->loop, &l->handler, EVENT_READ) != 0) {
+        close(fd);
+        free(l->bind_address);
+        free(l);
+        return -1;
+    }
+    l->next = broker->listeners;
+    broker->listeners = l;
+    return 0;
+}
+
+static int open_listener(struct broker *broker, const struct arbor_listener *cfg)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    char port[8];
+    snprintf(port, sizeof port, "%u", cfg->port);
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(cfg->bind_address, port, &hints, &res);
+    if (gai != 0) {
+        log_error("Error: unable to resolve listener address %s: %s",
+                  cfg->bind_address ? cfg->bind_address : "*", gai_strerror(gai));
+        return -1;
+    }
+    int opened = 0, last_errno = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = open_socket(ai);
+        if (fd < 0) {
+            last_errno = errno;
+            continue;
+        }
+        if (add_listener(broker, cfg, fd) == 0) opened++;
+    }
+    freeaddrinfo(res);
+    if (opened == 0) {
+        log_error("Error: unable to open listener on %s port %u: %s",
+                  cfg->bind_address ? cfg->bind_address : "*", cfg->port, strerror(last_errno));
+        return -1;
+    }
+    log_notice("Opening listener on %s port %u.", cfg->bind_address ? cfg->bind_address : "*",
+               cfg->port);
+    return 0;
+}
+
+int listeners_open(struct broker *broker)
+{
+    for (size_t i = 0; i < broker->config->listener_count; i++)
+        if (open_listener(broker, &broker->config->listeners[i]) != 0) return -1;
+    return 0;
+}
+
+void listeners_close(struct broker *broker)
+{
+    while (broker->listeners) {
+        struct listener *l = broker->listeners;
+        broker->listeners = l->next;
+        event_loop_remove(&broker->loop, &l->handler);
+        close(l->handler.fd);
+        free(l->bind_address);
+        free(l);
+    }
+}
+
+static bool same_address(const char *a, const char *b)
+{
+    if (!a || !b) return a == b;
+    return strcmp(a, b) == 0;
+}
+
+void listeners_refresh_config(struct broker *broker)
+{
+    for (struct listener *l = broker->listeners; l; l = l->next) {
+        l->config = NULL;
+        for (size_t i = 0; i < broker->config->listener_count; i++) {
+            const struct arbor_listener *cfg = &broker->config->listeners[i];
+            if (cfg->port == l->port && same_address(cfg->bind_address, l->bind_address)) {
+                l->config = cfg;
+                break;
+            }
+        }
+        if (!l->config)
+            log_warning("Listener on port %u was removed from the config; it stays open until "
+                        "restart.", l->port);
+    }
+}

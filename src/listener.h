@@ -1,0 +1,16 @@
+/*
+ * listener.h: opening, and closing, the listening sockets named by the configuration.
+ */
+#ifndef ARBOR_LISTENER_H
+#define ARBOR_LISTENER_H
+
+#include "broker.h"
+
+/* Open one socket per configured listener (both IPv4 and IPv6 when no bind address is
+ * given). Returns 0, or -1 after logging which listener failed. */
+int listeners_open(struct broker *broker);
+void listeners_close(struct broker *broker);
+/* After a reload: point listeners at the new config's entries with the same port/address. */
+void listeners_refresh_config(struct broker *broker);
+
+#endif

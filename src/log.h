@@ -1,0 +1,26 @@
+/*
+ * log.h: the broker's log: destinations (stderr, stdout, file, syslog), types and timestamps
+ * as configured by log_dest, log_type, log_timestamp and log_timestamp_format.
+ * One process-wide logger, set up by main and reopened on SIGHUP.
+ */
+#ifndef ARBOR_LOG_H
+#define ARBOR_LOG_H
+
+#include "config.h"
+
+/* Apply logging settings from cfg (opens the log file if any). Returns 0 or -1 (errno set). */
+int log_configure(const struct arbor_config *cfg);
+/* Reopen the log file (after rotation); called on SIGHUP. */
+void log_reopen(void);
+void log_close(void);
+
+/* type is one arbor_log_type bit */
+void log_printf(unsigned type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_printf(ARBOR_LOG_ERROR, __VA_ARGS__)
+#define log_warning(...) log_printf(ARBOR_LOG_WARNING, __VA_ARGS__)
+#define log_notice(...) log_printf(ARBOR_LOG_NOTICE, __VA_ARGS__)
+#define log_info(...) log_printf(ARBOR_LOG_INFORMATION, __VA_ARGS__)
+#define log_debug(...) log_printf(ARBOR_LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * message.c: creation and reference counting of stored messages.
+ */
+#include "message.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t message_live_count;
+uint64_t message_live_bytes;
+
+struct message *message_create(const char *topic, size_t topic_len, const void *payload,
+                               size_t payload_len, const void *props, size_t props_len,
+                               uint8_t qos, bool retain, uint64_t origin_session,
+                               uint32_t expiry_interval_s, int64_t now_ms)
+{
+    struct message *msg = malloc(sizeof *msg + topic_len + 1 + payload_len + props_len);
+    if (!msg) return NULL;
+    msg->refcount = 1;
+    msg->qos = qos;
+    msg->retain = retain;
+    msg->topic_len = (uint16_t)topic_len;
+    msg->payload_len = (uint32_t)payload_len;
+    msg->props_len = (uint32_t)props_len;
+    msg->origin_session = origin_session;
+    msg->expiry_at_ms = expiry_interval_s ? now_ms + (int64_t)expiry_interval_s * 1000 : 0;
+    uint8_t *p = msg->data;
+    memcpy(p, topic, topic_len);
+    p[topic_len] = '\0';
+    msg->topic = (const char *)p;
+    p += topic_len + 1;
+    if (payload_len) memcpy(p, payload, payload_len);
+    msg->payload = p;
+    p += payload_len;
+    if (props_len) memcpy(p, props, props_len);
+    msg->props = p;
+    message_live_count++;
+    message_live_bytes += payload_len;
+    return msg;
+}
+
+void message_unref(struct message *msg)
+{
+    if (!msg || --msg->refcount > 0) return;
+    message_live_count--;
+    message_live_bytes -= msg->payload_len;
+    free(msg);
+}
+
+bool message_expired(const struct message *msg, int64_t now_ms)
+{
+    return msg->expiry_at_ms != 0 && now_ms >= msg->expiry_at_ms;
+}
+
+uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms)
+{
+    int64_t left = msg->expiry_at_ms - now_ms;
+    if (left <= 0) return 1;
+    return (uint32_t)((left + 999) / 1000);
+}

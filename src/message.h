@@ -1,0 +1,48 @@
+/*
+ * message.h: a stored application message, kept once and shared by reference among every
+ * recipient, the retained store and session queues. Topic, payload and forwardable MQTT 5
+ * properties live in the same allocation as the header. Immutable after creation.
+ */
+#ifndef ARBOR_MESSAGE_H
+#define ARBOR_MESSAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct message {
+    uint32_t refcount;
+    uint8_t qos;               /* QoS it was published with */
+    bool retain;               /* published with the retain flag */
+    uint16_t topic_len;
+    uint32_t payload_len;
+    uint32_t props_len;        /* forwardable properties, encoded, no length prefix */
+    uint64_t origin_session;   /* serial of the publishing session (no local), 0 for broker */
+    int64_t expiry_at_ms;      /* monotonic ms when it expires, 0 for never */
+    const char *topic;         /* points into data[] */
+    const uint8_t *payload;
+    const uint8_t *props;
+    uint8_t data[];
+};
+
+/* Create with refcount 1. expiry_interval_s 0 means no expiry. Returns NULL on OOM. */
+struct message *message_create(const char *topic, size_t topic_len, const void *payload,
+                               size_t payload_len, const void *props, size_t props_len,
+                               uint8_t qos, bool retain, uint64_t origin_session,
+                               uint32_t expiry_interval_s, int64_t now_ms);
+static inline struct message *message_ref(struct message *msg)
+{
+    msg->refcount++;
+    return msg;
+}
+void message_unref(struct message *msg);
+
+bool message_expired(const struct message *msg, int64_t now_ms);
+/* Seconds left before expiry, rounded up (at least 1), for the outgoing expiry property. */
+uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms);
+
+/* Live count and total payload bytes of stored messages, for $SYS. */
+extern uint64_t message_live_count;
+extern uint64_t message_live_bytes;
+
+#endif

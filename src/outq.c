@@ -1,0 +1,182 @@
+/*
+ * outq.c: segments, blocks and writev for outq.h. Blocks are reference-counted by the
+ * segments that point into them; a drained block is kept for reuse as the tail, so a busy
+ * connection stops allocating once warmed up.
+ */
+#include "outq.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "message.h"
+
+#define OUTQ_BLOCK_SIZE 8192
+#define OUTQ_MAX_IOV 256
+
+struct outq_block {
+    size_t used;
+    size_t refs;
+    uint8_t data[OUTQ_BLOCK_SIZE];
+};
+
+void outq_init(struct outq *q)
+{
+    memset(q, 0, sizeof *q);
+}
+
+static void release_segment(struct outq *q, struct outq_segment *seg)
+{
+    if (seg->msg) message_unref(seg->msg);
+    if (seg->block && --seg->block->refs == 0) {
+        if (seg->block == q->tail)
+            seg->block->used = 0; /* keep it for reuse */
+        else
+            free(seg->block);
+    }
+}
+
+void outq_free(struct outq *q)
+{
+    for (size_t i = 0; i < q->count; i++) release_segment(q, &q->segments[q->head + i]);
+    if (q->tail && q->tail->refs == 0) free(q->tail);
+    free(q->segments);
+    memset(q, 0, sizeof *q);
+}
+
+static struct outq_segment *new_segment(struct outq *q)
+{
+    if (q->head + q->count == q->cap) {
+        if (q->head > 0) {
+            memmove(q->segments, q->segments + q->head, q->count * sizeof *q->segments);
+            q->head = 0;
+        }
+        if (q->count == q->cap) {
+            size_t cap = q->cap ? q->cap * 2 : 64;
+            struct outq_segment *segs = realloc(q->segments, cap * sizeof *segs);
+            if (!segs) return NULL;
+            q->segments = segs;
+            q->cap = cap;
+        }
+    }
+    struct outq_segment *seg = &q->segments[q->head + q->count];
+    q->count++;
+    memset(seg, 0, sizeof *seg);
+    return seg;
+}
+
+static int append_large_copy(struct outq *q, const void *data, size_t len)
+{
+    /* Bigger than a block: a private block sized to fit. */
+    struct outq_block *block = malloc(sizeof *block - OUTQ_BLOCK_SIZE + len);
+    if (!block) return -1;
+    struct outq_segment *seg = new_segment(q);
+    if (!seg) {
+        free(block);
+        return -1;
+    }
+    memcpy(block->data, data, len);
+    block->used = len;
+    block->refs = 1;
+    seg->data = block->data;
+    seg->len = len;
+    seg->block = block;
+    q->bytes += len;
+    return 0;
+}
+
+int outq_append_copy(struct outq *q, const void *data, size_t len)
+{
+    if (len == 0) return 0;
+    if (len > OUTQ_BLOCK_SIZE / 2) return append_large_copy(q, data, len);
+    if (!q->tail || OUTQ_BLOCK_SIZE - q->tail->used < len) {
+        if (q->tail && q->tail->refs == 0) {
+            q->tail->used = 0;
+        } else {
+            struct outq_block *block = malloc(sizeof *block);
+            if (!block) return -1;
+            block->used = 0;
+            block->refs = 0;
+            q->tail = block; /* the old tail is freed when its last segment drains */
+        }
+    }
+    struct outq_block *block = q->tail;
+    uint8_t *dst = block->data + block->used;
+    memcpy(dst, data, len);
+    block->used += len;
+    q->bytes += len;
+    /* Extend the previous segment when the bytes are contiguous with it. */
+    if (q->count > 0) {
+        struct outq_segment *last = &q->segments[q->head + q->count - 1];
+        if (last->block == block && last->data + last->len == dst) {
+            last->len += len;
+            return 0;
+        }
+    }
+    struct outq_segment *seg = new_segment(q);
+    if (!seg) {
+        block->used -= len;
+        q->bytes -= len;
+        return -1;
+    }
+    seg->data = dst;
+    seg->len = len;
+    seg->block = block;
+    block->refs++;
+    return 0;
+}
+
+int outq_append_ref(struct outq *q, struct message *msg, const void *data, size_t len)
+{
+    if (len == 0) return 0;
+    struct outq_segment *seg = new_segment(q);
+    if (!seg) return -1;
+    seg->data = data;
+    seg->len = len;
+    seg->msg = message_ref(msg);
+    q->bytes += len;
+    return 0;
+}
+
+/* Drop n written bytes from the front. */
+static void advance(struct outq *q, size_t n)
+{
+    q->bytes -= n;
+    while (n > 0 && q->count > 0) {
+        struct outq_segment *seg = &q->segments[q->head];
+        if (n < seg->len) {
+            seg->data += n;
+            seg->len -= n;
+            return;
+        }
+        n -= seg->len;
+        release_segment(q, seg);
+        q->head++;
+        q->count--;
+    }
+    if (q->count == 0) q->head = 0;
+}
+
+ssize_t outq_flush(struct outq *q, int fd)
+{
+    ssize_t total = 0;
+    while (q->count > 0) {
+        struct iovec iov[OUTQ_MAX_IOV];
+        size_t n = q->count < OUTQ_MAX_IOV ? q->count : OUTQ_MAX_IOV;
+        for (size_t i = 0; i < n; i++) {
+            iov[i].iov_base = (void *)q->segments[q->head + i].data;
+            iov[i].iov_len = q->segments[q->head + i].len;
+        }
+        ssize_t written = writev(fd, iov, (int)n);
+        if (written < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return total;
+            return -1;
+        }
+        advance(q, (size_t)written);
+        total += written;
+    }
+    return total;
+}

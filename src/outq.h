@@ -1,0 +1,43 @@
+/*
+ * outq.h: a connection's output queue. Small bytes (packet headers) are copied into blocks
+ * the queue owns; payloads of stored messages are referenced, not copied, so one message
+ * sent to many clients exists once in memory. Flushed with writev in large batches.
+ * Knows nothing of MQTT.
+ */
+#ifndef ARBOR_OUTQ_H
+#define ARBOR_OUTQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct message;
+struct outq_block;
+
+struct outq_segment {
+    const uint8_t *data;
+    size_t len;
+    struct message *msg;       /* reference held while queued, or NULL */
+    struct outq_block *block;  /* block holding data, or NULL */
+};
+
+struct outq {
+    struct outq_segment *segments;
+    size_t head;               /* first unsent segment */
+    size_t count;              /* segments in use from head */
+    size_t cap;
+    struct outq_block *tail;   /* block small bytes are appended to */
+    size_t bytes;              /* total bytes queued */
+};
+
+void outq_init(struct outq *q);
+void outq_free(struct outq *q);
+/* Copy len bytes into the queue. Returns 0 or -1 on OOM. */
+int outq_append_copy(struct outq *q, const void *data, size_t len);
+/* Queue a reference to len bytes inside msg (taking a reference). Returns 0 or -1. */
+int outq_append_ref(struct outq *q, struct message *msg, const void *data, size_t len);
+/* Write as much as the socket takes. Returns bytes written (>= 0), or -1 on a socket error
+ * (errno set; EAGAIN is not an error and returns what was written). */
+ssize_t outq_flush(struct outq *q, int fd);
+
+#endif

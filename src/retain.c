@@ -1,0 +1,104 @@
+/*
+ * retain.c: retained messages in a uthash table keyed by topic.
+ */
+#include "retain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <uthash.h>
+
+#include "message.h"
+#include "topic.h"
+
+struct retained_entry {
+    UT_hash_handle hh;
+    struct message *msg;
+};
+
+struct retained_store {
+    struct retained_entry *entries;
+};
+
+struct retained_store *retain_create(void)
+{
+    return calloc(1, sizeof(struct retained_store));
+}
+
+static void remove_entry(struct retained_store *store, struct retained_entry *entry)
+{
+    HASH_DEL(store->entries, entry);
+    message_unref(entry->msg);
+    free(entry);
+}
+
+void retain_free(struct retained_store *store)
+{
+    if (!store) return;
+    struct retained_entry *entry, *tmp;
+    HASH_ITER(hh, store->entries, entry, tmp) remove_entry(store, entry);
+    free(store);
+}
+
+int retain_set(struct retained_store *store, struct message *msg)
+{
+    struct retained_entry *entry;
+    HASH_FIND(hh, store->entries, msg->topic, msg->topic_len, entry);
+    if (msg->payload_len == 0) {
+        if (entry) remove_entry(store, entry);
+        return 0;
+    }
+    if (entry) {
+        /* The key points into the old message: re-insert under the new one. */
+        remove_entry(store, entry);
+    }
+    entry = malloc(sizeof *entry);
+    if (!entry) return -1;
+    entry->msg = message_ref(msg);
+    HASH_ADD_KEYPTR(hh, store->entries, msg->topic, msg->topic_len, entry);
+    return 0;
+}
+
+static bool has_wildcard(const char *filter, size_t len)
+{
+    return memchr(filter, '+', len) || memchr(filter, '#', len);
+}
+
+void retain_for_each_match(struct retained_store *store, const char *filter, size_t filter_len,
+                           void (*fn)(struct message *msg, void *ctx), void *ctx)
+{
+    if (!has_wildcard(filter, filter_len)) {
+        struct retained_entry *entry;
+        HASH_FIND(hh, store->entries, filter, filter_len, entry);
+        if (entry) fn(entry->msg, ctx);
+        return;
+    }
+    struct retained_entry *entry, *tmp;
+    HASH_ITER(hh, store->entries, entry, tmp)
+    {
+        if (topic_matches(filter, filter_len, entry->msg->topic, entry->msg->topic_len))
+            fn(entry->msg, ctx);
+    }
+}
+
+void retain_for_each(struct retained_store *store, void (*fn)(struct message *msg, void *ctx),
+                     void *ctx)
+{
+    struct retained_entry *entry, *tmp;
+    HASH_ITER(hh, store->entries, entry, tmp) fn(entry->msg, ctx);
+}
+
+void retain_remove_if(struct retained_store *store, int (*fn)(struct message *msg, void *ctx),
+                      void *ctx)
+{
+    struct retained_entry *entry, *tmp;
+    HASH_ITER(hh, store->entries, entry, tmp)
+    {
+        if (fn(entry->msg, ctx)) remove_entry(store, entry);
+    }
+}
+
+size_t retain_count(const struct retained_store *store)
+{
+    return HASH_COUNT(store->entries);
+}

@@ -1,0 +1,216 @@
+/*
+ * session.c: session lifecycle, the session's own record of its subscriptions, the QoS 2
+ * receive bitmap, delivery record pooling, and the periodic expiry of sessions and delayed
+ * wills. Sending is left to deliver.c.
+ */
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "deliver.h"
+#include "log.h"
+#include "message.h"
+#include "subs.h"
+
+struct session *session_find(struct broker *broker, const char *client_id)
+{
+    struct session *session = NULL;
+    HASH_FIND_STR(broker->sessions, client_id, session);
+    return session;
+}
+
+struct session *session_create(struct broker *broker, const char *client_id, uint8_t version)
+{
+    struct session *session = calloc(1, sizeof *session);
+    if (!session) return NULL;
+    session->client_id = strdup(client_id);
+    if (!session->client_id) {
+        free(session);
+        return NULL;
+    }
+    session->serial = ++broker->next_session_serial;
+    session->version = version;
+    HASH_ADD_KEYPTR(hh, broker->sessions, session->client_id, strlen(session->client_id),
+                    session);
+    return session;
+}
+
+static void release_list(struct broker *broker, struct delivery_list *list)
+{
+    while (list->head) {
+        struct delivery *d = list->head;
+        delivery_list_remove(list, d);
+        delivery_release(broker, d);
+    }
+}
+
+void session_destroy(struct broker *broker, struct session *session)
+{
+    struct session_subscription *sub, *tmp;
+    HASH_ITER(hh, session->subscriptions, sub, tmp)
+    {
+        subs_remove(broker->subscriptions, sub->filter, session);
+        HASH_DEL(session->subscriptions, sub);
+        free(sub->filter);
+        free(sub);
+        broker->stats.subscriptions--;
+    }
+    release_list(broker, &session->inflight);
+    release_list(broker, &session->queued);
+    HASH_DEL(broker->sessions, session);
+    struct message *will = session->pending_will;
+    session->pending_will = NULL;
+    free(session->incoming_qos2);
+    free(session->client_id);
+    free(session);
+    if (will) {
+        broker_publish(broker, will);
+        message_unref(will);
+    }
+}
+
+int session_remember_subscription(struct session *session, const char *filter, uint8_t options,
+                                  uint32_t identifier)
+{
+    struct session_subscription *sub;
+    HASH_FIND_STR(session->subscriptions, filter, sub);
+    if (!sub) {
+        sub = calloc(1, sizeof *sub);
+        if (!sub || !(sub->filter = strdup(filter))) {
+            free(sub);
+            return -1;
+        }
+        HASH_ADD_KEYPTR(hh, session->subscriptions, sub->filter, strlen(sub->filter), sub);
+    }
+    sub->options = options;
+    sub->identifier = identifier;
+    return 0;
+}
+
+bool session_forget_subscription(struct session *session, const char *filter)
+{
+    struct session_subscription *sub;
+    HASH_FIND_STR(session->subscriptions, filter, sub);
+    if (!sub) return false;
+    HASH_DEL(session->subscriptions, sub);
+    free(sub->filter);
+    free(sub);
+    return true;
+}
+
+bool session_incoming_qos2_has(const struct session *session, uint16_t packet_id)
+{
+    return session->incoming_qos2 &&
+           (session->incoming_qos2[packet_id >> 3] & (1u << (packet_id & 7)));
+}
+
+int session_incoming_qos2_add(struct session *session, uint16_t packet_id)
+{
+    if (!session->incoming_qos2) {
+        session->incoming_qos2 = calloc(65536 / 8, 1);
+        if (!session->incoming_qos2) return -1;
+    }
+    if (!session_incoming_qos2_has(session, packet_id)) {
+        session->incoming_qos2[packet_id >> 3] |= (uint8_t)(1u << (packet_id & 7));
+        session->incoming_qos2_count++;
+    }
+    return 0;
+}
+
+void session_incoming_qos2_remove(struct session *session, uint16_t packet_id)
+{
+    if (!session_incoming_qos2_has(session, packet_id)) return;
+    session->incoming_qos2[packet_id >> 3] &= (uint8_t)~(1u << (packet_id & 7));
+    session->incoming_qos2_count--;
+}
+
+struct delivery *delivery_alloc(struct broker *broker)
+{
+    struct delivery *d = broker->delivery_pool;
+    if (d)
+        broker->delivery_pool = d->next;
+    else
+        d = malloc(sizeof *d);
+    if (d) memset(d, 0, sizeof *d);
+    return d;
+}
+
+void delivery_release(struct broker *broker, struct delivery *delivery)
+{
+    if (delivery->msg) message_unref(delivery->msg);
+    delivery->msg = NULL;
+    delivery->next = broker->delivery_pool;
+    broker->delivery_pool = delivery;
+}
+
+static uint64_t delivery_bytes(const struct delivery *d)
+{
+    return d->msg ? d->msg->payload_len : 0;
+}
+
+void delivery_list_append(struct delivery_list *list, struct delivery *delivery)
+{
+    delivery->next = NULL;
+    delivery->prev = list->tail;
+    if (list->tail)
+        list->tail->next = delivery;
+    else
+        list->head = delivery;
+    list->tail = delivery;
+    list->count++;
+    list->bytes += delivery_bytes(delivery);
+}
+
+void delivery_list_remove(struct delivery_list *list, struct delivery *delivery)
+{
+    if (delivery->prev)
+        delivery->prev->next = delivery->next;
+    else
+        list->head = delivery->next;
+    if (delivery->next)
+        delivery->next->prev = delivery->prev;
+    else
+        list->tail = delivery->prev;
+    delivery->prev = delivery->next = NULL;
+    list->count--;
+    list->bytes -= delivery_bytes(delivery);
+}
+
+struct delivery *delivery_list_find(struct delivery_list *list, uint16_t packet_id)
+{
+    for (struct delivery *d = list->head; d; d = d->next)
+        if (d->packet_id == packet_id) return d;
+    return NULL;
+}
+
+static bool session_expired(const struct broker *broker, const struct session *session)
+{
+    if (session->connection) return false;
+    uint32_t expiry = session->expiry_interval;
+    int64_t limit = broker->config->persistent_client_expiry;
+    if (limit >= 0 && (uint64_t)limit < expiry) expiry = (uint32_t)limit;
+    if (expiry == UINT32_MAX) return false;
+    return broker->now_ms - session->disconnected_at_ms >= (int64_t)expiry * 1000;
+}
+
+void sessions_tick(struct broker *broker)
+{
+    struct session *session, *tmp;
+    HASH_ITER(hh, broker->sessions, session, tmp)
+    {
+        if (session->pending_will && broker->now_ms >= session->pending_will_at_ms) {
+            struct message *will = session->pending_will;
+            session->pending_will = NULL;
+            broker_publish(broker, will);
+            message_unref(will);
+        }
+        if (session_expired(broker, session)) {
+            log_info("Expiring client %s.", session->client_id);
+            broker->stats.clients_expired++;
+            session_destroy(broker, session);
+            continue;
+        }
+        if (!session->connection && session->queued.count) session_drop_expired(broker, session);
+    }
+}

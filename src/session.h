@@ -1,0 +1,36 @@
+/*
+ * session.h: MQTT sessions: lookup by client id, creation and destruction, subscriptions the
+ * session holds, and the pool of delivery records its queues are built from.
+ */
+#ifndef ARBOR_SESSION_H
+#define ARBOR_SESSION_H
+
+#include "broker.h"
+
+struct session *session_find(struct broker *broker, const char *client_id);
+struct session *session_create(struct broker *broker, const char *client_id, uint8_t version);
+/* Remove the session: its subscriptions, queued and inflight messages; publishes its pending
+ * will, if any. The session must have no connection. */
+void session_destroy(struct broker *broker, struct session *session);
+
+/* Record/forget a subscription in the session (the tree is updated by the caller). */
+int session_remember_subscription(struct session *session, const char *filter, uint8_t options,
+                                  uint32_t identifier);
+bool session_forget_subscription(struct session *session, const char *filter);
+
+/* Incoming QoS 2 packet ids awaiting PUBREL */
+bool session_incoming_qos2_has(const struct session *session, uint16_t packet_id);
+int session_incoming_qos2_add(struct session *session, uint16_t packet_id);
+void session_incoming_qos2_remove(struct session *session, uint16_t packet_id);
+
+/* Delivery records */
+struct delivery *delivery_alloc(struct broker *broker);
+void delivery_release(struct broker *broker, struct delivery *delivery);
+void delivery_list_append(struct delivery_list *list, struct delivery *delivery);
+void delivery_list_remove(struct delivery_list *list, struct delivery *delivery);
+struct delivery *delivery_list_find(struct delivery_list *list, uint16_t packet_id);
+
+/* Called once a second: expire sessions and publish delayed wills that are due. */
+void sessions_tick(struct broker *broker);
+
+#endif

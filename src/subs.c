@@ -1,0 +1,375 @@
+/*
+ * subs.c: the subscription tree of subs.h. Each node is one topic level; children are in a
+ * uthash table, with '+' and '#' children kept aside so matching never hashes them.
+ * Matching walks only the branches the topic can reach. De-duplication per session uses a
+ * stamp stored in the session, so it costs no allocation and no extra lookup.
+ * Must not touch connections or send anything.
+ */
+#include "subs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "topic.h"
+
+struct subscriber {
+    struct session *session;
+    uint8_t options;
+    uint32_t identifier;
+};
+
+struct subscriber_list {
+    struct subscriber *items;
+    size_t count;
+    size_t cap;
+};
+
+struct shared_group {
+    UT_hash_handle hh;
+    char *name;
+    struct subscriber_list members;
+    size_t next;               /* round-robin position */
+};
+
+struct subs_node {
+    UT_hash_handle hh;
+    char *level;
+    struct subs_node *parent;
+    struct subs_node *children; /* hash of ordinary levels */
+    struct subs_node *plus;     /* '+' child */
+    struct subs_node *hash;     /* '#' child */
+    struct subscriber_list subscribers;
+    struct shared_group *groups;
+};
+
+struct subscription_tree {
+    struct subs_node root;
+    uint64_t stamp;
+};
+
+struct subscription_tree *subs_create(void)
+{
+    return calloc(1, sizeof(struct subscription_tree));
+}
+
+static void free_node_contents(struct subs_node *node)
+{
+    struct subs_node *child, *tmp;
+    HASH_ITER(hh, node->children, child, tmp)
+    {
+        HASH_DEL(node->children, child);
+        free_node_contents(child);
+        free(child);
+    }
+    if (node->plus) {
+        free_node_contents(node->plus);
+        free(node->plus);
+    }
+    if (node->hash) {
+        free_node_contents(node->hash);
+        free(node->hash);
+    }
+    struct shared_group *group, *gtmp;
+    HASH_ITER(hh, node->groups, group, gtmp)
+    {
+        HASH_DEL(node->groups, group);
+        free(group->members.items);
+        free(group->name);
+        free(group);
+    }
+    free(node->subscribers.items);
+    free(node->level);
+}
+
+void subs_free(struct subscription_tree *tree)
+{
+    if (!tree) return;
+    free_node_contents(&tree->root);
+    free(tree);
+}
+
+/* ---- building ---- */
+
+static struct subs_node *child_get(struct subs_node *node, const char *level, size_t len,
+                                   bool create)
+{
+    struct subs_node **slot = NULL;
+    if (len == 1 && level[0] == '+') slot = &node->plus;
+    if (len == 1 && level[0] == '#') slot = &node->hash;
+    if (slot && *slot) return *slot;
+    struct subs_node *child = NULL;
+    if (!slot) HASH_FIND(hh, node->children, level, len, child);
+    if (child || !create) return child;
+    child = calloc(1, sizeof *child);
+    if (!child) return NULL;
+    child->level = strndup(level, len);
+    if (!child->level) {
+        free(child);
+        return NULL;
+    }
+    child->parent = node;
+    if (slot)
+        *slot = child;
+    else
+        HASH_ADD_KEYPTR(hh, node->children, child->level, len, child);
+    return child;
+}
+
+static struct subs_node *node_for_filter(struct subscription_tree *tree, const char *filter,
+                                         size_t len, bool create)
+{
+    struct subs_node *node = &tree->root;
+    const char *p = filter, *end = filter + len;
+    for (;;) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *level_end = slash ? slash : end;
+        node = child_get(node, p, (size_t)(level_end - p), create);
+        if (!node || !slash) return node;
+        p = slash + 1;
+    }
+}
+
+static int list_put(struct subscriber_list *list, struct session *session, uint8_t options,
+                    uint32_t identifier, bool *replaced)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        if (list->items[i].session == session) {
+            list->items[i].options = options;
+            list->items[i].identifier = identifier;
+            *replaced = true;
+            return 0;
+        }
+    }
+    if (list->count == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 4;
+        struct subscriber *items = realloc(list->items, cap * sizeof *items);
+        if (!items) return -1;
+        list->items = items;
+        list->cap = cap;
+    }
+    list->items[list->count++] = (struct subscriber){session, options, identifier};
+    *replaced = false;
+    return 0;
+}
+
+static bool list_remove(struct subscriber_list *list, struct session *session)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        if (list->items[i].session == session) {
+            list->items[i] = list->items[--list->count];
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool node_is_empty(const struct subs_node *node)
+{
+    return node->subscribers.count == 0 && !node->groups && !node->children && !node->plus &&
+           !node->hash;
+}
+
+static void prune(struct subs_node *node)
+{
+    while (node->parent && node_is_empty(node)) {
+        struct subs_node *parent = node->parent;
+        if (parent->plus == node)
+            parent->plus = NULL;
+        else if (parent->hash == node)
+            parent->hash = NULL;
+        else
+            HASH_DEL(parent->children, node);
+        free(node->subscribers.items);
+        free(node->level);
+        free(node);
+        node = parent;
+    }
+}
+
+int subs_add(struct subscription_tree *tree, const char *filter, struct session *session,
+             uint8_t options, uint32_t identifier, bool *replaced)
+{
+    bool shared;
+    const char *group_name, *inner;
+    size_t group_len, inner_len;
+    size_t len = strlen(filter);
+    if (topic_parse_shared(filter, len, &shared, &group_name, &group_len, &inner, &inner_len))
+        return -1;
+    if (!shared) {
+        inner = filter;
+        inner_len = len;
+    }
+    struct subs_node *node = node_for_filter(tree, inner, inner_len, true);
+    if (!node) return -1;
+    if (!shared) return list_put(&node->subscribers, session, options, identifier, replaced);
+    struct shared_group *group;
+    HASH_FIND(hh, node->groups, group_name, group_len, group);
+    if (!group) {
+        group = calloc(1, sizeof *group);
+        if (!group || !(group->name = strndup(group_name, group_len))) {
+            free(group);
+            prune(node);
+            return -1;
+        }
+        HASH_ADD_KEYPTR(hh, node->groups, group->name, group_len, group);
+    }
+    return list_put(&group->members, session, options, identifier, replaced);
+}
+
+int subs_remove(struct subscription_tree *tree, const char *filter, struct session *session)
+{
+    bool shared;
+    const char *group_name, *inner;
+    size_t group_len, inner_len;
+    size_t len = strlen(filter);
+    if (topic_parse_shared(filter, len, &shared, &group_name, &group_len, &inner, &inner_len))
+        return 1;
+    if (!shared) {
+        inner = filter;
+        inner_len = len;
+    }
+    struct subs_node *node = node_for_filter(tree, inner, inner_len, false);
+    if (!node) return 1;
+    bool removed;
+    if (!shared) {
+        removed = list_remove(&node->subscribers, session);
+    } else {
+        struct shared_group *group;
+        HASH_FIND(hh, node->groups, group_name, group_len, group);
+        removed = group && list_remove(&group->members, session);
+        if (group && group->members.count == 0) {
+            HASH_DEL(node->groups, group);
+            free(group->members.items);
+            free(group->name);
+            free(group);
+        }
+    }
+    prune(node);
+    return removed ? 0 : 1;
+}
+
+/* ---- matching ---- */
+
+struct match_context {
+    struct subscription_tree *tree;
+    uint64_t origin;
+    struct match_result *result;
+    bool oom;
+};
+
+static struct match_entry *result_push(struct match_context *ctx)
+{
+    struct match_result *r = ctx->result;
+    if (r->count == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        struct match_entry *entries = realloc(r->entries, cap * sizeof *entries);
+        if (!entries) {
+            ctx->oom = true;
+            return NULL;
+        }
+        r->entries = entries;
+        r->cap = cap;
+    }
+    return &r->entries[r->count++];
+}
+
+static void entry_add_id(struct match_entry *entry, uint32_t identifier)
+{
+    if (identifier && entry->sub_id_count < DELIVERY_MAX_SUB_IDS)
+        entry->sub_ids[entry->sub_id_count++] = identifier;
+}
+
+static void add_subscriber(struct match_context *ctx, const struct subscriber *sub)
+{
+    struct session *session = sub->session;
+    if ((sub->options & SUB_OPT_NO_LOCAL) && session->serial == ctx->origin) return;
+    uint8_t qos = SUB_OPT_QOS(sub->options);
+    bool rap = (sub->options & SUB_OPT_RETAIN_AS_PUBLISHED) != 0;
+    if (session->match_stamp == ctx->tree->stamp) {
+        struct match_entry *entry = &ctx->result->entries[session->match_index];
+        if (qos > entry->qos) entry->qos = qos;
+        entry->retain_as_published |= rap;
+        entry_add_id(entry, sub->identifier);
+        return;
+    }
+    struct match_entry *entry = result_push(ctx);
+    if (!entry) return;
+    session->match_stamp = ctx->tree->stamp;
+    session->match_index = (uint32_t)(ctx->result->count - 1);
+    *entry = (struct match_entry){.session = session, .qos = qos, .retain_as_published = rap};
+    entry_add_id(entry, sub->identifier);
+}
+
+static void add_shared_group(struct match_context *ctx, struct shared_group *group)
+{
+    size_t n = group->members.count;
+    if (n == 0) return;
+    /* Next member in turn, preferring one that is connected. */
+    size_t pick = group->next % n;
+    for (size_t i = 0; i < n; i++) {
+        size_t candidate = (group->next + i) % n;
+        if (group->members.items[candidate].session->connection) {
+            pick = candidate;
+            break;
+        }
+    }
+    group->next = pick + 1;
+    const struct subscriber *sub = &group->members.items[pick];
+    struct match_entry *entry = result_push(ctx);
+    if (!entry) return;
+    *entry = (struct match_entry){.session = sub->session,
+                                  .qos = SUB_OPT_QOS(sub->options),
+                                  .retain_as_published =
+                                      (sub->options & SUB_OPT_RETAIN_AS_PUBLISHED) != 0};
+    entry_add_id(entry, sub->identifier);
+}
+
+static void add_node(struct match_context *ctx, struct subs_node *node)
+{
+    for (size_t i = 0; i < node->subscribers.count; i++)
+        add_subscriber(ctx, &node->subscribers.items[i]);
+    struct shared_group *group, *tmp;
+    HASH_ITER(hh, node->groups, group, tmp) add_shared_group(ctx, group);
+}
+
+/* level points at the start of the current topic level; end is the end of the topic. */
+static void match_walk(struct match_context *ctx, struct subs_node *node, const char *level,
+                       const char *end, bool first_level, bool dollar)
+{
+    const char *slash = memchr(level, '/', (size_t)(end - level));
+    const char *level_end = slash ? slash : end;
+    bool wildcards_allowed = !(first_level && dollar);
+
+    if (wildcards_allowed && node->hash) add_node(ctx, node->hash);
+
+    struct subs_node *exact = NULL;
+    HASH_FIND(hh, node->children, level, (size_t)(level_end - level), exact);
+    struct subs_node *next_nodes[2] = {exact, wildcards_allowed ? node->plus : NULL};
+    for (int i = 0; i < 2; i++) {
+        struct subs_node *child = next_nodes[i];
+        if (!child) continue;
+        if (slash) {
+            match_walk(ctx, child, slash + 1, end, false, dollar);
+        } else {
+            add_node(ctx, child);
+            /* "a/#" also matches "a" */
+            if (child->hash) add_node(ctx, child->hash);
+        }
+    }
+}
+
+int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_len,
+               uint64_t origin_session, struct match_result *result)
+{
+    result->count = 0;
+    tree->stamp++;
+    struct match_context ctx = {.tree = tree, .origin = origin_session, .result = result};
+    match_walk(&ctx, &tree->root, topic, topic + topic_len, true, topic_len > 0 && topic[0] == '$');
+    return ctx.oom ? -1 : 0;
+}
+
+void match_result_free(struct match_result *result)
+{
+    free(result->entries);
+    memset(result, 0, sizeof *result);
+}

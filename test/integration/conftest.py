@@ -1,0 +1,301 @@
+"""Fixtures for arbor's integration tests.
+
+Every test gets its own broker process on a free loopback port (see `broker`), so tests are
+independent and can run in any order. The binary under test is $ARBOR_BIN; the suite is
+validated against Debian's Mosquitto 2.0 with ARBOR_BIN=/usr/sbin/mosquitto.
+
+Fixtures:
+  broker        factory: broker(*config_lines, ...) -> Broker (started, port accepting)
+  raw           factory: raw(b, version=4) -> mqttproto.RawClient connected by TCP only
+  mqtt          factory: mqtt(b, client_id=..., version=4, ...) -> PahoClient, connected
+  run_broker    run the binary with arguments to completion -> (returncode, output)
+Markers:
+  arbor_only             arbor-specific behaviour (skipped when ARBOR_BIN is mosquitto)
+  mosquitto_deviates     spec behaviour Mosquitto gets wrong (skipped for mosquitto); the
+                         reason string documents the deviation
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+import mqttproto
+from mqttproto import RawClient
+
+from helpers import ARBOR_BIN, HOST, IS_MOSQUITTO, PahoClient, free_port
+SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
+                     "UndefinedBehaviorSanitizer", "ThreadSanitizer")
+START_TIMEOUT = float(os.environ.get("ARBOR_START_TIMEOUT", "15"))
+STOP_TIMEOUT = float(os.environ.get("ARBOR_STOP_TIMEOUT", "15"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "arbor_only: arbor-specific behaviour; skipped when ARBOR_BIN is mosquitto")
+    config.addinivalue_line(
+        "markers", "mosquitto_deviates(reason): the spec requires behaviour Mosquitto 2.0 "
+        "does not have; arbor follows the spec; skipped when ARBOR_BIN is mosquitto")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not ARBOR_BIN or not os.access(ARBOR_BIN, os.X_OK):
+        skip = pytest.mark.skip(reason="ARBOR_BIN is not set to an executable broker")
+        for item in items:
+            item.add_marker(skip)
+        return
+    if not IS_MOSQUITTO:
+        return
+    for item in items:
+        if item.get_closest_marker("arbor_only"):
+            item.add_marker(pytest.mark.skip(reason="arbor-specific behaviour"))
+        m = item.get_closest_marker("mosquitto_deviates")
+        if m:
+            why = m.args[0] if m.args else m.kwargs.get("reason", "")
+            item.add_marker(pytest.mark.skip(reason="Mosquitto deviates from spec: " + why))
+
+
+# ---------------------------------------------------------------- ports and processes
+
+def port_accepts(host, port, timeout=0.2):
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def sanitizer_findings(text):
+    return [m for m in SANITIZER_MARKERS if m in text]
+
+
+class BrokerError(Exception):
+    pass
+
+
+class Broker:
+    """One broker process. Created by the `broker` fixture; use its attributes:
+
+    host, port     where the first listener is
+    conf_path      the config file written for it
+    proc           the subprocess.Popen
+    log_text()     everything the process wrote to stdout/stderr so far (all runs)
+    stop(sig)      send `sig` (default SIGTERM), wait, return the exit code
+    restart()      stop with SIGTERM (must exit 0) and start again with the same config
+    wait_log(s)    wait until `s` appears in the log
+    """
+
+    def __init__(self, tmp_dir, lines, port=None, defaults=True, args=None, name="broker"):
+        self.host = HOST
+        self.port = port or free_port()
+        self.tmp_dir = tmp_dir
+        self.name = name
+        self.extra_args = list(args or [])
+        self.conf_path = os.path.join(tmp_dir, name + ".conf")
+        self.log_path = os.path.join(tmp_dir, name + ".log")
+        self.proc = None
+        self.exit_codes = []
+        self._write_conf(lines, defaults)
+
+    def _write_conf(self, lines, defaults):
+        conf = ["listener %d %s" % (self.port, HOST)]
+        if defaults:
+            conf += ["allow_anonymous true", "log_dest stderr", "log_type all"]
+        conf += list(lines)
+        with open(self.conf_path, "w") as f:
+            f.write("\n".join(conf) + "\n")
+
+    def start(self):
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([ARBOR_BIN, "-c", self.conf_path] + self.extra_args,
+                                     stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.tmp_dir)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError("broker exited with %s during start-up:\n%s"
+                                  % (self.proc.returncode, self.log_text()))
+            if port_accepts(self.host, self.port):
+                return self
+            time.sleep(0.01)
+        raise BrokerError("broker did not accept connections on %d within %.0fs:\n%s"
+                          % (self.port, START_TIMEOUT, self.log_text()))
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def wait_log(self, text, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log_text():
+                return True
+            time.sleep(0.02)
+        raise AssertionError("%r not in broker log within %.1fs" % (text, timeout))
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Signal the process and wait for it; returns the exit code (negative: signal)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                self.exit_codes.append("hung")
+                self._log.close()
+                return "hung"
+        self._log.close()
+        self.exit_codes.append(self.proc.returncode)
+        return self.proc.returncode
+
+    def restart(self):
+        rc = self.stop()
+        if rc != 0:
+            raise BrokerError("broker exited with %s on SIGTERM:\n%s" % (rc, self.log_text()))
+        return self.start()
+
+    def problems(self):
+        """Reasons this broker's run counts as a failure (checked at teardown)."""
+        out = []
+        for rc in self.exit_codes:
+            if rc != 0:
+                out.append("exit status %s" % rc)
+        found = sanitizer_findings(self.log_text())
+        if found:
+            out.append("sanitizer reports %s" % ", ".join(found))
+        return out
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """Factory: broker(*lines, defaults=True, port=None, args=None, start=True) -> Broker.
+
+    Writes `listener <free port> 127.0.0.1`, then (unless defaults=False) `allow_anonymous
+    true`, `log_dest stderr`, `log_type all`, then `lines`, and starts $ARBOR_BIN -c on it.
+    At teardown each broker gets SIGTERM; the test fails if any run of it exited non-zero,
+    died by a signal, hung, or printed a sanitizer report.
+    """
+    started = []
+
+    def make(*lines, defaults=True, port=None, args=None, start=True):
+        name = "broker%d" % len(started)
+        for attempt in range(3):
+            b = Broker(str(tmp_path), lines, port=port, defaults=defaults, args=args,
+                       name=name if attempt == 0 else "%s-%d" % (name, attempt))
+            started.append(b)
+            if not start:
+                return b
+            try:
+                return b.start()
+            except BrokerError:
+                # A failed start is reported by the exception itself, not again at teardown.
+                b.stop()
+                started.remove(b)
+                if port is None and "in use" in b.log_text() and attempt < 2:
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    yield make
+
+    failures = []
+    for b in started:
+        if b.proc is None:
+            continue
+        if b.proc.poll() is not None and b.proc.returncode not in (None,) and \
+                len(b.exit_codes) == 0:
+            b.exit_codes.append(b.proc.returncode)   # died during the test
+            b._log.close()
+        else:
+            b.stop()
+        problems = b.problems()
+        if problems:
+            failures.append("%s (port %d): %s\n--- log tail ---\n%s" % (
+                b.name, b.port, "; ".join(problems), b.log_text()[-4000:]))
+    if failures:
+        pytest.fail("broker teardown check failed:\n" + "\n".join(failures), pytrace=False)
+
+
+@pytest.fixture
+def run_broker(tmp_path):
+    """run_broker(args, conf_lines=None, timeout=5) -> (returncode, output).
+
+    Runs the binary to completion (for config errors, -h ...). When conf_lines is given it
+    is written to tmp_path/run.conf and `-c <that file>` is prepended to args; the path is
+    available as run_broker.conf_path. A process still running at the timeout is killed
+    and reported as returncode None."""
+
+    class Runner:
+        conf_path = str(tmp_path / "run.conf")
+
+        def __call__(self, args=(), conf_lines=None, timeout=5.0):
+            argv = [ARBOR_BIN]
+            if conf_lines is not None:
+                with open(self.conf_path, "w") as f:
+                    f.write("\n".join(conf_lines) + "\n")
+                argv += ["-c", self.conf_path]
+            argv += list(args)
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, cwd=str(tmp_path))
+            try:
+                out, _ = p.communicate(timeout=timeout)
+                rc = p.returncode
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    out, _ = p.communicate(timeout=STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    out, _ = p.communicate()
+                rc = None
+            text = out.decode("utf-8", "replace")
+            found = sanitizer_findings(text)
+            assert not found, "sanitizer report: %s\n%s" % (found, text)
+            return rc, text
+
+    return Runner()
+
+
+# ---------------------------------------------------------------- raw sockets
+
+@pytest.fixture
+def raw():
+    """Factory: raw(broker, version=4, timeout=5) -> RawClient (TCP connected, nothing sent)."""
+    clients = []
+
+    def make(b, version=mqttproto.MQTT311, timeout=5.0):
+        c = RawClient(b.host, b.port, version=version, timeout=timeout)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+@pytest.fixture
+def mqtt():
+    """Factory: mqtt(broker, client_id="", version=4, clean=True, keepalive=30, will=None,
+    username=None, password=None, properties=None, connect=True) -> PahoClient."""
+    clients = []
+
+    def make(b, **kw):
+        c = PahoClient(b, **kw)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()

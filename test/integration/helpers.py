@@ -1,0 +1,224 @@
+"""Helpers shared by the integration tests: paho-mqtt client wrapper and small utilities.
+
+Import from test files as `from helpers import ...`.
+"""
+
+import os
+import queue
+import socket
+import shutil
+import threading
+import time
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+ARBOR_BIN = os.environ.get("ARBOR_BIN") or shutil.which("arbor") or ""
+IS_MOSQUITTO = os.path.basename(ARBOR_BIN).startswith("mosquitto")
+HOST = "127.0.0.1"
+
+
+# ---------------------------------------------------------------- paho clients
+
+PAHO_VERSIONS = {3: paho.MQTTv31, 4: paho.MQTTv311, 5: paho.MQTTv5}
+
+
+class Message:
+    def __init__(self, msg):
+        self.topic = msg.topic
+        self.payload = bytes(msg.payload)
+        self.qos = msg.qos
+        self.retain = bool(msg.retain)
+        self.props = getattr(msg, "properties", None)
+
+    def __repr__(self):
+        return "Message(%r, %r, qos=%d, retain=%s)" % (self.topic, self.payload, self.qos,
+                                                        self.retain)
+
+
+class PahoClient:
+    """A paho-mqtt client running its network loop in a thread; every wait has a timeout.
+
+    messages   queue.Queue of Message (decoded copies)
+    connack    (reason_code, flags, properties) of the last CONNACK
+    """
+
+    def __init__(self, b, client_id="", version=4, clean=True, keepalive=30,
+                 will=None, username=None, password=None, properties=None,
+                 connect=True, timeout=5.0):
+        self.broker = b
+        self.version = version
+        self.timeout = timeout
+        kwargs = dict(callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id,
+                      protocol=PAHO_VERSIONS[version])
+        if version != 5:
+            kwargs["clean_session"] = clean
+        self.client = paho.Client(**kwargs)
+        self.clean = clean
+        self.keepalive = keepalive
+        self.connect_properties = properties
+        self.messages = queue.Queue()
+        self.connected = threading.Event()
+        self.disconnected = threading.Event()
+        self.disconnect_reason = None
+        self.connack = None
+        self._acks = {}
+        self._lock = threading.Lock()
+        c = self.client
+        c.on_connect = self._on_connect
+        c.on_disconnect = self._on_disconnect
+        c.on_message = self._on_message
+        c.on_subscribe = self._on_subscribe
+        c.on_unsubscribe = self._on_unsubscribe
+        c.on_publish = self._on_publish
+        if will is not None:
+            c.will_set(will["topic"], will.get("payload"), will.get("qos", 0),
+                       will.get("retain", False), properties=will.get("props"))
+        if username is not None:
+            c.username_pw_set(username, password)
+        if connect:
+            self.connect()
+
+    # callbacks (network thread)
+    def _on_connect(self, client, userdata, flags, reason_code, properties):
+        self.connack = (reason_code, flags, properties)
+        self.connected.set()
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties):
+        self.disconnect_reason = reason_code
+        self.disconnected.set()
+
+    def _on_message(self, client, userdata, msg):
+        self.messages.put(Message(msg))
+
+    def _ack_event(self, mid):
+        with self._lock:
+            return self._acks.setdefault(mid, [threading.Event(), None])
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
+        e = self._ack_event(mid)
+        e[1] = reason_codes
+        e[0].set()
+
+    def _on_unsubscribe(self, client, userdata, mid, reason_codes, properties):
+        e = self._ack_event(mid)
+        e[1] = reason_codes
+        e[0].set()
+
+    def _on_publish(self, client, userdata, mid, reason_code, properties):
+        e = self._ack_event(mid)
+        e[1] = reason_code
+        e[0].set()
+
+    def _wait_ack(self, mid, what):
+        e = self._ack_event(mid)
+        assert e[0].wait(self.timeout), "no %s for mid %d within %.1fs" % (what, mid,
+                                                                            self.timeout)
+        return e[1]
+
+    # API
+    def connect(self, expect_success=True):
+        self.connected.clear()
+        self.disconnected.clear()
+        kw = {}
+        if self.version == 5:
+            kw["clean_start"] = self.clean
+            kw["properties"] = self.connect_properties
+        self.client.connect(self.broker.host, self.broker.port, self.keepalive, **kw)
+        self.client.loop_start()
+        assert self.connected.wait(self.timeout), "no CONNACK within %.1fs" % self.timeout
+        if expect_success:
+            rc = self.connack[0]
+            assert not rc.is_failure, "connect refused: %s" % rc
+        return self.connack
+
+    @property
+    def session_present(self):
+        return bool(self.connack[1].session_present)
+
+    def subscribe(self, topic, qos=0, options=None, properties=None):
+        """Subscribe and wait for SUBACK; returns the list of reason codes (ints)."""
+        if options is not None:
+            result, mid = self.client.subscribe(topic, options=options, properties=properties)
+        else:
+            result, mid = self.client.subscribe(topic, qos, properties=properties)
+        assert result == paho.MQTT_ERR_SUCCESS, result
+        codes = self._wait_ack(mid, "SUBACK")
+        return [c.value if hasattr(c, "value") else int(c) for c in codes]
+
+    def unsubscribe(self, topic):
+        result, mid = self.client.unsubscribe(topic)
+        assert result == paho.MQTT_ERR_SUCCESS, result
+        return self._wait_ack(mid, "UNSUBACK")
+
+    def publish(self, topic, payload=b"", qos=0, retain=False, properties=None, wait=True):
+        """Publish; for QoS>0 waits for the handshake to finish (PUBACK / PUBCOMP)."""
+        info = self.client.publish(topic, payload, qos, retain, properties=properties)
+        assert info.rc == paho.MQTT_ERR_SUCCESS, info.rc
+        if wait and qos > 0:
+            self._wait_ack(info.mid, "PUBACK/PUBCOMP")
+        return info
+
+    def get_message(self, timeout=None):
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            return self.messages.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("no message within %.1fs" % timeout) from None
+
+    def get_messages(self, n, timeout=None):
+        return [self.get_message(timeout) for _ in range(n)]
+
+    def expect_no_message(self, timeout=0.5):
+        try:
+            m = self.messages.get(timeout=timeout)
+        except queue.Empty:
+            return
+        raise AssertionError("unexpected message %r" % (m,))
+
+    def wait_disconnected(self, timeout=None):
+        timeout = self.timeout if timeout is None else timeout
+        assert self.disconnected.wait(timeout), "still connected after %.1fs" % timeout
+        return self.disconnect_reason
+
+    def disconnect(self, properties=None, reasoncode=None):
+        if self.client.is_connected():
+            if self.version == 5:
+                self.client.disconnect(reasoncode=reasoncode, properties=properties)
+            else:
+                self.client.disconnect()
+            self.disconnected.wait(self.timeout)
+        self.client.loop_stop()
+
+    def close(self):
+        try:
+            self.disconnect()
+        except Exception:
+            pass
+
+
+def props(packet_type, **values):
+    """Build paho Properties: props(PacketTypes.PUBLISH, MessageExpiryInterval=5)."""
+    p = Properties(packet_type)
+    for k, v in values.items():
+        setattr(p, k, v)
+    return p
+
+
+def wait_until(predicate, timeout=5.0, interval=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    raise AssertionError("%s not met within %.1fs" % (what, timeout))
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]

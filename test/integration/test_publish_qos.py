@@ -1,0 +1,386 @@
+"""PUBLISH at QoS 0/1/2 in both directions, byte-exact state machines, redelivery,
+inflight/queue limits and QoS downgrade/upgrade."""
+
+import pytest
+
+import mqttproto as mp
+from mqttproto import MQTT311, MQTT5
+
+
+def pair(b, raw, version=MQTT311, sub_qos=2, topic="t/q", sub_id="sub", **sub_kw):
+    """A connected subscriber (on `topic` at `sub_qos`) and a connected publisher."""
+    sub = raw(b, version)
+    sub.connect(sub_id, **sub_kw)
+    assert sub.subscribe(topic, sub_qos).codes == [sub_qos]
+    pub = raw(b, version)
+    pub.connect("pub")
+    return sub, pub
+
+
+# ---------------------------------------------------------------- QoS 0
+
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+def test_qos0_delivery(broker, raw, version):
+    b = broker()
+    sub, pub = pair(b, raw, version)
+    pub.publish("t/q", b"zero", qos=0)
+    pkt = sub.recv_type(mp.PUBLISH)
+    assert pkt.flags == 0
+    m = mp.Publish(pkt, version)
+    assert (m.topic, m.payload, m.pid) == ("t/q", b"zero", None)
+    pub.expect_no_packet(0.2)   # nothing acknowledges QoS 0
+
+
+def test_qos0_exact_bytes_v311(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=0, topic="a/b")
+    pub.send(mp.publish("a/b", b"xyz"))
+    pkt = sub.recv()
+    assert pkt.raw == b"\x30\x08\x00\x03a/bxyz"
+
+
+# ---------------------------------------------------------------- QoS 1
+
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+def test_qos1_inbound_puback(broker, raw, version):
+    b = broker()
+    sub, pub = pair(b, raw, version, sub_qos=1)
+    pub.send(mp.publish("t/q", b"one", qos=1, pid=0x1234, version=version))
+    ack = pub.recv_type(mp.PUBACK)
+    assert ack.flags == 0
+    assert mp.Ack(ack, version).pid == 0x1234
+    assert mp.Ack(ack, version).reason == 0
+    if version == MQTT311:
+        assert ack.raw == b"\x40\x02\x12\x34"
+    m = sub.recv_publish()
+    assert (m.qos, m.payload, m.dup, m.retain) == (1, b"one", False, False)
+    assert m.pid != 0
+
+
+def test_qos1_outbound_not_resent_after_puback(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=1)
+    for i in range(3):
+        pub.publish("t/q", b"m%d" % i, qos=1)
+    pids = []
+    for i in range(3):
+        m = sub.recv_publish()
+        assert m.payload == b"m%d" % i and m.qos == 1
+        pids.append(m.pid)
+    assert len(set(pids)) == 3 and 0 not in pids
+    sub.expect_no_packet(0.5)
+
+
+def test_qos1_order_preserved(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=1)
+    for i in range(50):
+        pub.send(mp.publish("t/q", b"%d" % i, qos=1, pid=i + 1))
+    for i in range(50):
+        assert mp.Ack(pub.recv_type(mp.PUBACK), MQTT311).pid == i + 1
+    got = [sub.recv_publish().payload for _ in range(50)]
+    assert got == [b"%d" % i for i in range(50)]
+
+
+# ---------------------------------------------------------------- QoS 2
+
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+def test_qos2_inbound_flow(broker, raw, version):
+    b = broker()
+    sub, pub = pair(b, raw, version, sub_qos=2)
+    pub.send(mp.publish("t/q", b"two", qos=2, pid=77, version=version))
+    rec = pub.recv_type(mp.PUBREC)
+    assert rec.flags == 0 and mp.Ack(rec, version).pid == 77
+    pub.send(mp.pubrel(77))
+    comp = pub.recv_type(mp.PUBCOMP)
+    assert comp.flags == 0 and mp.Ack(comp, version).pid == 77
+    if version == MQTT311:
+        assert rec.raw == b"\x50\x02\x00\x4d" and comp.raw == b"\x70\x02\x00\x4d"
+    m = sub.recv_publish()
+    assert (m.qos, m.payload) == (2, b"two")
+    sub.expect_no_packet(0.3)
+
+
+def test_qos2_outbound_flow(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=2)
+    pub.publish("t/q", b"two", qos=2)
+    pkt = sub.recv_type(mp.PUBLISH)
+    assert pkt.flags == 0x04   # QoS 2, no dup, no retain
+    m = mp.Publish(pkt, MQTT311)
+    assert m.pid != 0
+    sub.send(mp.pubrec(m.pid))
+    rel = sub.recv_type(mp.PUBREL)
+    assert rel.flags == 0x02, "PUBREL fixed header flags must be 0010"
+    assert rel.body == m.pid.to_bytes(2, "big")
+    sub.send(mp.pubcomp(m.pid))
+    sub.expect_no_packet(0.5)
+
+
+def test_qos2_duplicate_publish_before_pubrel_delivered_once(broker, raw):
+    # [MQTT-4.3.3-9/10]: until PUBREL, a PUBLISH with the same packet id is the same
+    # message: answer PUBREC again, do not deliver it twice.
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=2)
+    pub.send(mp.publish("t/q", b"once", qos=2, pid=9))
+    assert mp.Ack(pub.recv_type(mp.PUBREC), MQTT311).pid == 9
+    pub.send(mp.publish("t/q", b"once", qos=2, pid=9, dup=True))
+    assert mp.Ack(pub.recv_type(mp.PUBREC), MQTT311).pid == 9
+    pub.send(mp.pubrel(9))
+    assert mp.Ack(pub.recv_type(mp.PUBCOMP), MQTT311).pid == 9
+    m = sub.recv_publish()
+    assert m.payload == b"once"
+    sub.expect_no_packet(0.5)
+
+
+def test_qos2_same_pid_after_pubcomp_is_new_message(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=2)
+    for payload in (b"first", b"second"):
+        pub.send(mp.publish("t/q", payload, qos=2, pid=5))
+        pub.recv_type(mp.PUBREC)
+        pub.send(mp.pubrel(5))
+        pub.recv_type(mp.PUBCOMP)
+        assert sub.recv_publish().payload == payload
+    sub.expect_no_packet(0.3)
+
+
+def test_pubrel_for_unknown_pid_gets_pubcomp(broker, raw):
+    # [MQTT-4.3.3-11]: PUBREL must be answered with PUBCOMP with the same id (v5: reason
+    # 0x92 Packet Identifier not found is allowed; v3.1.1 has no reason code).
+    b = broker()
+    c = raw(b)
+    c.connect("c")
+    c.send(mp.pubrel(4242))
+    comp = c.recv_type(mp.PUBCOMP)
+    assert comp.body[:2] == b"\x10\x92"
+
+
+# ---------------------------------------------------------------- redelivery and DUP
+
+def test_qos1_redelivered_with_dup_on_reconnect(broker, raw):
+    # [MQTT-4.4.0-1] / [MQTT-3.3.1-1]: unacknowledged messages are resent on reconnect of a
+    # persistent session, with DUP set and the original packet identifier.
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=1, clean=False)
+    pub.publish("t/q", b"unacked", qos=1)
+    first = sub.recv_publish(ack=False)
+    assert not first.dup
+    sub.close()
+    sub2 = raw(b)
+    assert sub2.connect("sub", clean=False).session_present
+    again = sub2.recv_publish(ack=False)
+    assert (again.payload, again.qos, again.dup, again.pid) == (b"unacked", 1, True,
+                                                                first.pid)
+    sub2.send(mp.puback(again.pid))
+    sub2.expect_no_packet(0.5)
+
+
+def test_qos2_publish_redelivered_with_dup(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=2, clean=False)
+    pub.publish("t/q", b"q2", qos=2)
+    first = sub.recv_publish(ack=False)
+    sub.close()
+    sub2 = raw(b)
+    assert sub2.connect("sub", clean=False).session_present
+    pkt = sub2.recv_type(mp.PUBLISH)
+    again = mp.Publish(pkt, MQTT311)
+    assert (again.payload, again.qos, again.dup, again.pid) == (b"q2", 2, True, first.pid)
+    sub2.ack_publish(again)
+    sub2.expect_no_packet(0.5)
+
+
+def test_qos2_pubrel_resent_after_pubrec(broker, raw):
+    # After PUBREC the broker owes a PUBREL; on reconnect it resends PUBREL, not PUBLISH.
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=2, clean=False)
+    pub.publish("t/q", b"q2", qos=2)
+    first = sub.recv_publish(ack=False)
+    sub.send(mp.pubrec(first.pid))
+    rel = sub.recv_type(mp.PUBREL)
+    sub.close()
+    sub2 = raw(b)
+    assert sub2.connect("sub", clean=False).session_present
+    rel2 = sub2.recv_type(mp.PUBREL)
+    assert rel2.flags == 0x02 and rel2.body == rel.body
+    sub2.send(mp.pubcomp(first.pid))
+    sub2.expect_no_packet(0.5)
+
+
+def test_clean_session_discards_unacked(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=1, clean=False)
+    pub.publish("t/q", b"unacked", qos=1)
+    sub.recv_publish(ack=False)
+    sub.close()
+    sub2 = raw(b)
+    assert not sub2.connect("sub", clean=True).session_present
+    sub2.expect_no_packet(0.5)
+
+
+# ---------------------------------------------------------------- inflight / queue limits
+
+def drain(c, timeout=0.4, ack=False):
+    """All PUBLISHes that arrive until `timeout` passes without one."""
+    out = []
+    try:
+        while True:
+            out.append(c.recv_publish(timeout=timeout, ack=ack))
+    except mp.PacketTimeout:
+        return out
+
+
+def test_max_inflight_messages_limits_unacked(broker, raw):
+    b = broker("max_inflight_messages 2")
+    sub, pub = pair(b, raw, sub_qos=1)
+    for i in range(6):
+        pub.publish("t/q", b"%d" % i, qos=1)
+    first = drain(sub)
+    assert [m.payload for m in first] == [b"0", b"1"]
+    got = list(first)
+    for _ in range(6):
+        for m in first:
+            sub.send(mp.puback(m.pid))
+        first = drain(sub)
+        got += first
+        if not first:
+            break
+    assert [m.payload for m in got] == [b"%d" % i for i in range(6)]
+
+
+@pytest.mark.mosquitto_deviates("Mosquitto 2.0.11 releases two queued messages per PUBACK "
+                                "once the window is full, exceeding max_inflight_messages")
+def test_max_inflight_messages_one_ack_releases_one(broker, raw):
+    b = broker("max_inflight_messages 2")
+    sub, pub = pair(b, raw, sub_qos=1)
+    for i in range(5):
+        pub.publish("t/q", b"%d" % i, qos=1)
+    first = drain(sub)
+    assert [m.payload for m in first] == [b"0", b"1"]
+    sub.send(mp.puback(first[0].pid))
+    assert [m.payload for m in drain(sub)] == [b"2"]
+
+
+def test_max_queued_messages_drops_excess_while_offline(broker, raw):
+    # mosquitto.conf(5) max_queued_messages: "the maximum number of QoS 1 and 2 messages to
+    # hold in a queue per client above those that are currently in-flight"; newer messages
+    # beyond that are dropped, the oldest are kept and arrive in order.
+    b = broker("max_inflight_messages 1", "max_queued_messages 3")
+    sub, pub = pair(b, raw, sub_qos=1, clean=False)
+    sub.disconnect()
+    for i in range(10):
+        pub.publish("t/q", b"%d" % i, qos=1)
+    sub2 = raw(b)
+    assert sub2.connect("sub", clean=False).session_present
+    got = []
+    try:
+        while True:
+            got.append(sub2.recv_publish(timeout=0.7).payload)
+    except mp.PacketTimeout:
+        pass
+    # Nothing is in flight to an offline client, so exactly max_queued_messages are kept.
+    assert got == [b"0", b"1", b"2"], got
+
+
+def test_max_queued_messages_drops_excess_while_online(broker, raw):
+    b = broker("max_inflight_messages 1", "max_queued_messages 2")
+    sub, pub = pair(b, raw, sub_qos=1)
+    for i in range(8):
+        pub.publish("t/q", b"%d" % i, qos=1)
+    got = []
+    try:
+        while True:
+            got.append(sub.recv_publish(timeout=0.7).payload)
+    except mp.PacketTimeout:
+        pass
+    assert got == [b"0", b"1", b"2"], got
+
+
+def test_qos0_not_queued_for_offline_session(broker, raw):
+    # mosquitto.conf(5) queue_qos0_messages defaults to false.
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=1, clean=False)
+    sub.disconnect()
+    pub.publish("t/q", b"q0", qos=0)
+    pub.publish("t/q", b"q1", qos=1)
+    sub2 = raw(b)
+    sub2.connect("sub", clean=False)
+    assert sub2.recv_publish().payload == b"q1"
+    sub2.expect_no_packet(0.4)
+
+
+def test_queue_qos0_messages_true(broker, raw):
+    b = broker("queue_qos0_messages true")
+    sub, pub = pair(b, raw, sub_qos=1, clean=False)
+    sub.disconnect()
+    pub.publish("t/q", b"q0", qos=0)
+    sub2 = raw(b)
+    sub2.connect("sub", clean=False)
+    m = sub2.recv_publish()
+    assert (m.payload, m.qos) == (b"q0", 0)
+
+
+# ---------------------------------------------------------------- QoS downgrade / upgrade
+
+@pytest.mark.parametrize("sub_qos,pub_qos", [(0, 1), (0, 2), (1, 2), (2, 1), (1, 0)])
+def test_delivered_at_min_of_pub_and_sub_qos(broker, raw, sub_qos, pub_qos):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=sub_qos)
+    pub.publish("t/q", b"x", qos=pub_qos)
+    m = sub.recv_publish()
+    assert m.qos == min(sub_qos, pub_qos)
+    assert (m.pid is None) == (m.qos == 0)
+
+
+def test_upgrade_outgoing_qos(broker, raw):
+    # mosquitto.conf(5) upgrade_outgoing_qos: deliver at the subscription QoS even when the
+    # message was published at a lower QoS (non-standard, off by default).
+    b = broker("upgrade_outgoing_qos true")
+    sub, pub = pair(b, raw, sub_qos=2)
+    pub.publish("t/q", b"up", qos=0)
+    m = sub.recv_publish()
+    assert (m.payload, m.qos) == (b"up", 2)
+    sub2, pub2 = pair(b, raw, sub_qos=1, topic="t/q1", sub_id="sub1")
+    pub2.publish("t/q1", b"up1", qos=0)
+    assert sub2.recv_publish().qos == 1
+
+
+def test_no_upgrade_by_default(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=2)
+    pub.publish("t/q", b"x", qos=0)
+    assert sub.recv_publish().qos == 0
+
+
+def test_publisher_receives_own_message(broker, raw):
+    # MQTT 3.1.1 has no "no local": a client subscribed to its own topic gets its messages.
+    b = broker()
+    c = raw(b)
+    c.connect("self")
+    c.subscribe("me", 1)
+    c.send(mp.publish("me", b"echo", qos=1, pid=3))
+    got = {}
+    for _ in range(2):
+        pkt = c.recv()
+        got[pkt.type] = pkt
+    assert mp.Ack(got[mp.PUBACK], MQTT311).pid == 3
+    m = mp.Publish(got[mp.PUBLISH], MQTT311)
+    assert (m.payload, m.qos) == (b"echo", 1)
+
+
+def test_large_payload_roundtrip(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=1)
+    payload = bytes(range(256)) * 4096   # 1 MiB, remaining length needs 3 bytes
+    pub.publish("t/q", payload, qos=1)
+    m = sub.recv_publish(timeout=10)
+    assert m.payload == payload
+
+
+def test_empty_payload_delivered(broker, raw):
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=1)
+    pub.publish("t/q", b"", qos=1)
+    m = sub.recv_publish()
+    assert m.payload == b""

@@ -1,0 +1,1257 @@
+/*
+ * test_config.c: unit tests for the mosquitto.conf parser (src/config.c).
+ *
+ * Each test loads text or files into a fresh struct and checks either the parsed values or
+ * the exact "file:line: directive: reason" message. Every test frees what it loaded, so that
+ * LeakSanitizer also checks the error paths. Tests must not depend on the network or on
+ * anything outside test/unit/data and the temporary directories they make themselves.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#ifndef ARBOR_TEST_DATA_DIR
+#define ARBOR_TEST_DATA_DIR "test/unit/data"
+#endif
+
+#define TEST_NAME "test.conf"
+
+/* ------------------------------------------------------------------------------------------
+ * Helpers
+ */
+
+static char error_text[1024];
+
+/* Load text into cfg (initialised here); the caller frees cfg whatever the result. */
+static int load_text(struct arbor_config *cfg, const char *text)
+{
+    config_init_defaults(cfg);
+    error_text[0] = '\0';
+    return config_load_string(cfg, text, TEST_NAME, error_text, sizeof error_text);
+}
+
+/* Load text that must parse, with the error printed if it does not. */
+static void load_ok(struct arbor_config *cfg, const char *text)
+{
+    int status = load_text(cfg, text);
+    if (status != 0) print_error("unexpected error: %s\n", error_text);
+    assert_int_equal(status, 0);
+}
+
+/* Load text that must fail with exactly the given message. */
+static void expect_error(const char *text, const char *expected)
+{
+    struct arbor_config cfg;
+    int status = load_text(&cfg, text);
+    config_free(&cfg);
+    if (status == 0) print_error("expected error \"%s\" for:\n%s\n", expected, text);
+    assert_int_equal(status, -1);
+    assert_string_equal(error_text, expected);
+}
+
+/* Same as expect_error, with the text built by printf. */
+static void expect_errorf(const char *expected, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void expect_errorf(const char *expected, const char *format, ...)
+{
+    char text[512];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    expect_error(text, expected);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    assert_int_equal(fputs(text, file) >= 0, 1);
+    assert_int_equal(fclose(file), 0);
+}
+
+/* A temporary directory removed (with its plain files and empty subdirectories) at the end. */
+static void make_temp_dir(char *path, size_t size)
+{
+    snprintf(path, size, "/tmp/arbor_test_config_XXXXXX");
+    assert_non_null(mkdtemp(path));
+}
+
+static void remove_temp_dir(const char *path)
+{
+    DIR *dir = opendir(path);
+    assert_non_null(dir);
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL) {
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+        char child[PATH_MAX];
+        snprintf(child, sizeof child, "%s/%s", path, entry->d_name);
+        if (unlink(child) != 0) rmdir(child);
+    }
+    closedir(dir);
+    assert_int_equal(rmdir(path), 0);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Defaults and syntax
+ */
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    assert_null(cfg.config_file);
+    assert_int_equal(cfg.listener_count, 0);
+    assert_false(cfg.per_listener_settings);
+    assert_false(cfg.security.allow_anonymous);
+    assert_false(cfg.security.allow_anonymous_set);
+    assert_true(cfg.security.allow_zero_length_clientid);
+    assert_string_equal(cfg.security.auto_id_prefix, "auto-");
+    assert_false(cfg.security.auto_id_prefix_set);
+    assert_null(cfg.security.clientid_prefixes);
+    assert_int_equal(cfg.max_connections, -1);
+    assert_int_equal(cfg.max_inflight_messages, 20);
+    assert_int_equal(cfg.max_inflight_bytes, 0);
+    assert_int_equal(cfg.max_queued_messages, 1000);
+    assert_int_equal(cfg.max_queued_bytes, 0);
+    assert_false(cfg.queue_qos0_messages);
+    assert_int_equal(cfg.message_size_limit, 0);
+    assert_int_equal(cfg.max_packet_size, 0);
+    assert_int_equal(cfg.max_keepalive, 65535);
+    assert_int_equal(cfg.max_topic_alias, 10);
+    assert_true(cfg.retain_available);
+    assert_false(cfg.upgrade_outgoing_qos);
+    assert_true(cfg.persistent_client_expiry == -1);
+    assert_false(cfg.set_tcp_nodelay);
+    assert_int_equal(cfg.sys_interval, 10);
+    assert_int_equal(cfg.log_dest, ARBOR_LOG_DEST_STDERR);
+    assert_null(cfg.log_file);
+    assert_int_equal(cfg.log_type, ARBOR_LOG_ERROR | ARBOR_LOG_WARNING | ARBOR_LOG_NOTICE |
+                                       ARBOR_LOG_INFORMATION);
+    assert_true(cfg.log_timestamp);
+    assert_null(cfg.log_timestamp_format);
+    assert_true(cfg.connection_messages);
+    assert_null(cfg.pid_file);
+    assert_string_equal(cfg.user, "arbor");
+    assert_int_equal(cfg.source_file_count, 0);
+    assert_ptr_equal(config_security_for(&cfg, NULL), &cfg.security);
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), 0);
+    config_free(&cfg);
+    /* config_free leaves a struct that can be freed again */
+    config_free(&cfg);
+}
+
+static void test_empty_comments_blank_lines(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "");
+    assert_int_equal(cfg.listener_count, 0);
+    assert_int_equal(cfg.source_file_count, 1);
+    assert_string_equal(cfg.source_files[0], TEST_NAME);
+    config_free(&cfg);
+
+    load_ok(&cfg, "# comment\n\n   \n\t# indented comment\r\n"
+                  "max_inflight_messages 5\r\n"
+                  "  sys_interval   7  \n"
+                  "# max_queued_messages abc\n"
+                  "max_queued_messages\t9"); /* no final newline */
+    assert_int_equal(cfg.max_inflight_messages, 5);
+    assert_int_equal(cfg.sys_interval, 7);
+    assert_int_equal(cfg.max_queued_messages, 9);
+    assert_int_equal(cfg.listener_count, 0);
+    config_free(&cfg);
+}
+
+static void test_error_line_numbers_count_every_line(void **state)
+{
+    (void)state;
+    expect_error("# one\n\n# three\nsys_interval 1\n\nsys_interval x\n",
+                 TEST_NAME ":6: sys_interval: value \"x\" is not an integer between 0 and 65535");
+    expect_error("sys_interval 1\r\nsys_interval x\r\n",
+                 TEST_NAME ":2: sys_interval: value \"x\" is not an integer between 0 and 65535");
+}
+
+static void test_unknown_directive(void **state)
+{
+    (void)state;
+    expect_error("listener 1883\nfrobnicate 3\n", TEST_NAME ":2: frobnicate: unknown directive");
+    /* names are case sensitive, as in Mosquitto */
+    expect_error("Listener 1883\n", TEST_NAME ":1: Listener: unknown directive");
+    /* removed Mosquitto 1.x options are unknown too */
+    expect_error("retry_interval 20\n", TEST_NAME ":1: retry_interval: unknown directive");
+}
+
+static void test_extra_value_and_trailing_comment(void **state)
+{
+    (void)state;
+    expect_error("max_queued_messages 1 2\n",
+                 TEST_NAME ":1: max_queued_messages: unexpected extra value \"2\"");
+    expect_error("max_queued_messages 1 # the limit\n",
+                 TEST_NAME ":1: max_queued_messages: unexpected extra value \"#\" (comments "
+                           "must start a line)");
+}
+
+static void test_nul_byte_in_file(void **state)
+{
+    (void)state;
+    char dir[64];
+    make_temp_dir(dir, sizeof dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/nul.conf", dir);
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    fwrite("sys_interval 5\nsys_\0interval 6\n", 1, 31, file);
+    fclose(file);
+
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    assert_int_equal(config_load_file(&cfg, path, error_text, sizeof error_text), -1);
+    char expected[1024];
+    snprintf(expected, sizeof expected, "%s:2: (line): contains a NUL byte", path);
+    assert_string_equal(error_text, expected);
+    config_free(&cfg);
+    remove_temp_dir(dir);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Value kinds: every boolean and integer directive, through tables
+ */
+
+typedef long long (*config_getter)(const struct arbor_config *cfg);
+
+#define DEFINE_GETTER(field)                                                                       \
+    static long long get_##field(const struct arbor_config *cfg)                                   \
+    {                                                                                              \
+        return (long long)cfg->field;                                                              \
+    }
+
+DEFINE_GETTER(per_listener_settings)
+DEFINE_GETTER(queue_qos0_messages)
+DEFINE_GETTER(retain_available)
+DEFINE_GETTER(upgrade_outgoing_qos)
+DEFINE_GETTER(set_tcp_nodelay)
+DEFINE_GETTER(log_timestamp)
+DEFINE_GETTER(connection_messages)
+DEFINE_GETTER(max_connections)
+DEFINE_GETTER(max_inflight_messages)
+DEFINE_GETTER(max_inflight_bytes)
+DEFINE_GETTER(max_queued_messages)
+DEFINE_GETTER(max_queued_bytes)
+DEFINE_GETTER(message_size_limit)
+DEFINE_GETTER(max_packet_size)
+DEFINE_GETTER(max_keepalive)
+DEFINE_GETTER(max_topic_alias)
+DEFINE_GETTER(sys_interval)
+
+static long long get_allow_anonymous(const struct arbor_config *cfg)
+{
+    return cfg->security.allow_anonymous;
+}
+
+static long long get_allow_zero_length_clientid(const struct arbor_config *cfg)
+{
+    return cfg->security.allow_zero_length_clientid;
+}
+
+static const struct {
+    const char *directive;
+    config_getter get;
+    bool default_value;
+} bool_directives[] = {
+    {"per_listener_settings", get_per_listener_settings, false},
+    {"allow_anonymous", get_allow_anonymous, false},
+    {"allow_zero_length_clientid", get_allow_zero_length_clientid, true},
+    {"queue_qos0_messages", get_queue_qos0_messages, false},
+    {"retain_available", get_retain_available, true},
+    {"upgrade_outgoing_qos", get_upgrade_outgoing_qos, false},
+    {"set_tcp_nodelay", get_set_tcp_nodelay, false},
+    {"log_timestamp", get_log_timestamp, true},
+    {"connection_messages", get_connection_messages, true},
+};
+
+static void test_boolean_directives(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bool_directives / sizeof bool_directives[0]; i++) {
+        const char *name = bool_directives[i].directive;
+        config_getter get = bool_directives[i].get;
+        char text[512];
+        char expected[1024];
+        struct arbor_config cfg;
+
+        load_ok(&cfg, "");
+        assert_int_equal(get(&cfg), bool_directives[i].default_value);
+        config_free(&cfg);
+
+        snprintf(text, sizeof text, "%s true\n", name);
+        load_ok(&cfg, text);
+        assert_int_equal(get(&cfg), 1);
+        config_free(&cfg);
+
+        snprintf(text, sizeof text, "%s false\n", name);
+        load_ok(&cfg, text);
+        assert_int_equal(get(&cfg), 0);
+        config_free(&cfg);
+
+        /* Mosquitto accepts only the exact words */
+        const char *bad_values[] = {"yes", "1", "TRUE", "False", "on"};
+        for (size_t j = 0; j < sizeof bad_values / sizeof bad_values[0]; j++) {
+            snprintf(expected, sizeof expected,
+                     TEST_NAME ":2: %s: value \"%s\" is not true or false", name, bad_values[j]);
+            expect_errorf(expected, "\n%s %s\n", name, bad_values[j]);
+        }
+        snprintf(expected, sizeof expected, TEST_NAME ":1: %s: missing value (true or false)",
+                 name);
+        expect_errorf(expected, "%s\n", name);
+        snprintf(expected, sizeof expected, TEST_NAME ":1: %s: unexpected extra value \"false\"",
+                 name);
+        expect_errorf(expected, "%s true false\n", name);
+    }
+}
+
+static const struct {
+    const char *directive;
+    config_getter get;
+    long long default_value;
+    long long min;
+    long long max;
+    const char *below_min; /* NULL when min is the smallest representable value */
+    const char *above_max;
+} integer_directives[] = {
+    {"max_connections", get_max_connections, -1, -1, INT_MAX, "-2", "2147483648"},
+    {"max_inflight_messages", get_max_inflight_messages, 20, 0, 65535, "-1", "65536"},
+    {"max_inflight_bytes", get_max_inflight_bytes, 0, 0, LLONG_MAX, "-1", "9223372036854775808"},
+    {"max_queued_messages", get_max_queued_messages, 1000, 0, INT_MAX, "-1", "2147483648"},
+    {"max_queued_bytes", get_max_queued_bytes, 0, 0, LLONG_MAX, "-1", "99999999999999999999"},
+    {"message_size_limit", get_message_size_limit, 0, 0, 268435455, "-1", "268435456"},
+    {"max_packet_size", get_max_packet_size, 0, 20, 4294967295LL, "19", "4294967296"},
+    {"max_keepalive", get_max_keepalive, 65535, 10, 65535, "9", "65536"},
+    {"max_topic_alias", get_max_topic_alias, 10, 0, 65535, "-1", "65536"},
+    {"sys_interval", get_sys_interval, 10, 0, 65535, "-1", "65536"},
+};
+
+static void test_integer_directives(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof integer_directives / sizeof integer_directives[0]; i++) {
+        const char *name = integer_directives[i].directive;
+        config_getter get = integer_directives[i].get;
+        long long min = integer_directives[i].min;
+        long long max = integer_directives[i].max;
+        char text[512];
+        char expected[1024];
+        struct arbor_config cfg;
+
+        load_ok(&cfg, "");
+        assert_true(get(&cfg) == integer_directives[i].default_value);
+        config_free(&cfg);
+
+        snprintf(text, sizeof text, "%s %lld\n", name, min);
+        load_ok(&cfg, text);
+        assert_true(get(&cfg) == min);
+        config_free(&cfg);
+
+        snprintf(text, sizeof text, "%s %lld\n", name, max);
+        load_ok(&cfg, text);
+        assert_true(get(&cfg) == max);
+        config_free(&cfg);
+
+        const char *bad_values[] = {integer_directives[i].below_min,
+                                    integer_directives[i].above_max,
+                                    "abc",
+                                    "12x",
+                                    "+5",
+                                    "0x10",
+                                    "1.5",
+                                    "-"};
+        for (size_t j = 0; j < sizeof bad_values / sizeof bad_values[0]; j++) {
+            snprintf(expected, sizeof expected,
+                     TEST_NAME ":3: %s: value \"%s\" is not an integer between %lld and %lld", name,
+                     bad_values[j], min, max);
+            expect_errorf(expected, "# c\n\n%s %s\n", name, bad_values[j]);
+        }
+        snprintf(expected, sizeof expected,
+                 TEST_NAME ":1: %s: missing value (an integer between %lld and %lld)", name, min,
+                 max);
+        expect_errorf(expected, "%s\n", name);
+        snprintf(expected, sizeof expected, TEST_NAME ":1: %s: unexpected extra value \"3\"", name);
+        expect_errorf(expected, "%s %lld 3\n", name, max);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Listeners
+ */
+
+static void test_several_listeners(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "max_connections 50\n"
+                  "listener 1883 127.0.0.1\n"
+                  "listener 1884\n"
+                  "max_connections 5\n"
+                  "bind_interface eth0\n"
+                  "mount_point tenant/a/\n"
+                  "listener 65535 ::1\n"
+                  "socket_domain ipv6\n"
+                  "protocol mqtt\n"
+                  "listener 1\n"
+                  "socket_domain ipv4\n");
+    assert_int_equal(cfg.listener_count, 4);
+    struct arbor_listener *first = &cfg.listeners[0];
+    assert_int_equal(first->port, 1883);
+    assert_string_equal(first->bind_address, "127.0.0.1");
+    assert_null(first->bind_interface);
+    assert_null(first->mount_point);
+    assert_int_equal(first->max_connections, 50); /* inherited from the global setting */
+    assert_false(first->max_connections_set);
+    assert_int_equal(first->socket_domain, AF_UNSPEC);
+    assert_false(first->is_default_listener);
+    assert_string_equal(first->file, TEST_NAME);
+    assert_int_equal(first->line, 2);
+
+    struct arbor_listener *second = &cfg.listeners[1];
+    assert_int_equal(second->port, 1884);
+    assert_null(second->bind_address);
+    assert_string_equal(second->bind_interface, "eth0");
+    assert_string_equal(second->mount_point, "tenant/a/");
+    assert_int_equal(second->max_connections, 5);
+    assert_true(second->max_connections_set);
+    assert_int_equal(second->line, 3);
+
+    assert_int_equal(cfg.listeners[2].port, 65535);
+    assert_string_equal(cfg.listeners[2].bind_address, "::1");
+    assert_int_equal(cfg.listeners[2].socket_domain, AF_INET6);
+    assert_int_equal(cfg.listeners[3].port, 1);
+    assert_int_equal(cfg.listeners[3].socket_domain, AF_INET);
+    assert_int_equal(cfg.max_connections, 50);
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), 0);
+    config_free(&cfg);
+}
+
+static void test_listener_errors(void **state)
+{
+    (void)state;
+    expect_error("listener\n",
+                 TEST_NAME ":1: listener: missing value (a port between 1 and 65535, then "
+                           "optionally a bind address or host name)");
+    expect_error("listener 70000\n",
+                 TEST_NAME ":1: listener: value \"70000\" is not an integer between 1 and 65535");
+    expect_error("listener http\n",
+                 TEST_NAME ":1: listener: value \"http\" is not an integer between 1 and 65535");
+    expect_error("listener -1\n",
+                 TEST_NAME ":1: listener: value \"-1\" is not an integer between 1 and 65535");
+    expect_error("listener 1883 127.0.0.1 extra\n",
+                 TEST_NAME ":1: listener: unexpected extra value \"extra\"");
+    expect_error("listener 0\n", TEST_NAME ":1: listener: port 0 is only for unix sockets, "
+                                           "which are not supported yet; give a port between 1 "
+                                           "and 65535");
+    expect_error("listener 0 /run/arbor.sock\n",
+                 TEST_NAME ":1: listener: unix socket listeners (port 0 with a path) are not "
+                           "supported yet");
+}
+
+static void test_listener_scoped_settings_errors(void **state)
+{
+    (void)state;
+    expect_error("mount_point a/\n", TEST_NAME ":1: mount_point: must follow a listener line");
+    expect_error("port 1883\nmount_point a/\n",
+                 TEST_NAME ":2: mount_point: must follow a listener line");
+    expect_error("listener 1883\nmount_point\n",
+                 TEST_NAME ":2: mount_point: missing value (a topic prefix)");
+    expect_error("listener 1883\nmount_point a/#\n",
+                 TEST_NAME ":2: mount_point: value \"a/#\" must not contain the wildcards + or #");
+    expect_error("listener 1883\nmount_point a/+/b\n",
+                 TEST_NAME ":2: mount_point: value \"a/+/b\" must not contain the wildcards + "
+                           "or #");
+    expect_error("listener 1883\nmount_point a/\nmount_point b/\n",
+                 TEST_NAME ":3: mount_point: given more than once");
+    expect_error("listener 1883\nbind_interface eth0\nbind_interface eth1\n",
+                 TEST_NAME ":3: bind_interface: given more than once for this listener");
+    expect_error("listener 1883\nbind_interface\n",
+                 TEST_NAME ":2: bind_interface: missing value (a network interface name)");
+    expect_error("listener 1883\nsocket_domain ipv5\n",
+                 TEST_NAME ":2: socket_domain: value \"ipv5\" is not ipv4 or ipv6");
+    expect_error("listener 1883\nprotocol websockets\n",
+                 TEST_NAME ":2: protocol: websockets: not supported yet (planned)");
+    expect_error("listener 1883\nprotocol mqtts\n",
+                 TEST_NAME ":2: protocol: value \"mqtts\" is not mqtt or websockets");
+    expect_error("listener 1883\nmax_connections -2\n",
+                 TEST_NAME ":2: max_connections: value \"-2\" is not an integer between -1 and "
+                           "2147483647");
+    expect_error("listener 1883\nmax_topic_alias 65536\n",
+                 TEST_NAME ":2: max_topic_alias: value \"65536\" is not an integer between 0 and "
+                           "65535");
+    /* outside a listener block these configure the default listener, which needs port */
+    expect_error("bind_interface eth0\nlistener 1883\n",
+                 TEST_NAME ":1: bind_interface: given outside a listener block, where it "
+                           "configures the default listener, but there is none (no port or "
+                           "bind_address line); put it after a listener line");
+    expect_error("# c\nsocket_domain ipv4\nlistener 1883\n",
+                 TEST_NAME ":2: socket_domain: given outside a listener block, where it "
+                           "configures the default listener, but there is none (no port or "
+                           "bind_address line); put it after a listener line");
+}
+
+static void test_mount_point_keeps_blanks(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\nmount_point my site/  \n");
+    assert_string_equal(cfg.listeners[0].mount_point, "my site/");
+    config_free(&cfg);
+}
+
+static void test_per_listener_max_settings_inherit_global(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    /* a global value given after the listeners still applies to those without their own */
+    load_ok(&cfg, "listener 1883\n"
+                  "max_topic_alias 3\n"
+                  "listener 1884\n"
+                  "listener 1885\n"
+                  "max_connections 7\n");
+    assert_int_equal(cfg.max_topic_alias, 10);
+    assert_int_equal(cfg.max_connections, -1);
+    assert_int_equal(cfg.listeners[0].max_topic_alias, 3);
+    assert_true(cfg.listeners[0].max_topic_alias_set);
+    assert_int_equal(cfg.listeners[0].max_connections, -1);
+    assert_int_equal(cfg.listeners[1].max_topic_alias, 10);
+    assert_false(cfg.listeners[1].max_topic_alias_set);
+    assert_int_equal(cfg.listeners[2].max_connections, 7);
+    config_free(&cfg);
+
+    load_ok(&cfg, "max_topic_alias 0\nmax_connections 1000\nlisten"
+                  "er 1883\nlistener 1884\nmax_connections -1\n");
+    assert_int_equal(cfg.max_topic_alias, 0);
+    assert_int_equal(cfg.listeners[0].max_topic_alias, 0);
+    assert_int_equal(cfg.listeners[0].max_connections, 1000);
+    assert_int_equal(cfg.listeners[1].max_connections, -1);
+    assert_true(cfg.listeners[1].max_connections_set);
+    config_free(&cfg);
+}
+
+static void test_default_listener_from_port_and_bind_address(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "port 1884\n");
+    assert_int_equal(cfg.listener_count, 1);
+    assert_true(cfg.listeners[0].is_default_listener);
+    assert_int_equal(cfg.listeners[0].port, 1884);
+    assert_null(cfg.listeners[0].bind_address);
+    assert_int_equal(cfg.listeners[0].line, 1);
+    config_free(&cfg);
+
+    /* bind_address alone: the default port 1883 */
+    load_ok(&cfg, "# c\nbind_address 127.0.0.1\n");
+    assert_int_equal(cfg.listener_count, 1);
+    assert_int_equal(cfg.listeners[0].port, 1883);
+    assert_string_equal(cfg.listeners[0].bind_address, "127.0.0.1");
+    assert_int_equal(cfg.listeners[0].line, 2);
+    config_free(&cfg);
+
+    /* the default listener comes first even when given last, with settings given outside
+     * listener blocks; port may be repeated (the last wins, as in Mosquitto) */
+    load_ok(&cfg, "bind_interface lo\n"
+                  "socket_domain ipv4\n"
+                  "listener 8883\n"
+                  "max_connections 3\n"
+                  "port 1000\n"
+                  "bind_address localhost\n"
+                  "port 2000\n");
+    assert_int_equal(cfg.listener_count, 2);
+    struct arbor_listener *def = &cfg.listeners[0];
+    assert_true(def->is_default_listener);
+    assert_int_equal(def->port, 2000);
+    assert_string_equal(def->bind_address, "localhost");
+    assert_string_equal(def->bind_interface, "lo");
+    assert_int_equal(def->socket_domain, AF_INET);
+    assert_int_equal(def->max_connections, -1);
+    assert_int_equal(def->line, 5);
+    assert_int_equal(cfg.listeners[1].port, 8883);
+    assert_int_equal(cfg.listeners[1].max_connections, 3);
+    assert_false(cfg.listeners[1].is_default_listener);
+    config_free(&cfg);
+
+    expect_error("port 0\n", TEST_NAME ":1: port: value \"0\" is not an integer between 1 and "
+                                       "65535");
+    expect_error("bind_address a\nbind_address b\n",
+                 TEST_NAME ":2: bind_address: given more than once");
+    expect_error("bind_address\n",
+                 TEST_NAME ":1: bind_address: missing value (an IP address or host name)");
+    expect_error("bind_address a b\n", TEST_NAME ":1: bind_address: unexpected extra value \"b\"");
+}
+
+static void test_validate_duplicate_listeners(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\nlistener 1883 127.0.0.1\nlistener 1884\n"
+                  "listener 1884\nbind_interface eth0\n");
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), 0);
+    config_free(&cfg);
+
+    load_ok(&cfg, "listener 1883 127.0.0.1\nlistener 1884\n\nlistener 1883 127.0.0.1\n");
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), -1);
+    assert_string_equal(error_text, TEST_NAME ":4: listener: port 1883 on 127.0.0.1 is already "
+                                              "used by the listener at " TEST_NAME ":1");
+    config_free(&cfg);
+
+    load_ok(&cfg, "listener 1883\nport 1883\n");
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), -1);
+    assert_string_equal(error_text, TEST_NAME ":1: listener: port 1883 on all addresses is "
+                                              "already used by the listener at " TEST_NAME ":2");
+    config_free(&cfg);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Security settings
+ */
+
+static void test_global_security_settings(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    /* without per_listener_settings, settings inside a listener block are still global */
+    load_ok(&cfg, "listener 1883\n"
+                  "allow_anonymous true\n"
+                  "allow_zero_length_clientid false\n"
+                  "listener 1884\n"
+                  "auto_id_prefix gen-\n"
+                  "clientid_prefixes sensor- admin-\n");
+    assert_false(cfg.per_listener_settings);
+    assert_true(cfg.security.allow_anonymous);
+    assert_true(cfg.security.allow_anonymous_set);
+    assert_false(cfg.security.allow_zero_length_clientid);
+    assert_string_equal(cfg.security.auto_id_prefix, "gen-");
+    assert_true(cfg.security.auto_id_prefix_set);
+    assert_int_equal(cfg.security.clientid_prefix_count, 2);
+    assert_string_equal(cfg.security.clientid_prefixes[0], "sensor-");
+    assert_string_equal(cfg.security.clientid_prefixes[1], "admin-");
+    assert_null(cfg.security.clientid_prefixes[2]);
+    for (size_t i = 0; i < cfg.listener_count; i++) {
+        const struct arbor_security_settings *security =
+            config_security_for(&cfg, &cfg.listeners[i]);
+        assert_ptr_equal(security, &cfg.security);
+        /* the listeners' own copies keep their defaults */
+        assert_false(cfg.listeners[i].security.allow_anonymous_set);
+        assert_string_equal(cfg.listeners[i].security.auto_id_prefix, "auto-");
+    }
+    config_free(&cfg);
+
+    expect_error("auto_id_prefix\n", TEST_NAME ":1: auto_id_prefix: missing value (a client id "
+                                               "prefix)");
+    expect_error("auto_id_prefix a-\nauto_id_prefix b-\n",
+                 TEST_NAME ":2: auto_id_prefix: given more than once");
+    expect_error("clientid_prefixes\n",
+                 TEST_NAME ":1: clientid_prefixes: missing value (one or more client id "
+                           "prefixes)");
+    expect_error("clientid_prefixes a\nclientid_prefixes b\n",
+                 TEST_NAME ":2: clientid_prefixes: given more than once");
+}
+
+static void test_per_listener_settings(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "per_listener_settings true\n"
+                  "clientid_prefixes dev-\n"
+                  "listener 1883 127.0.0.1\n"
+                  "allow_anonymous true\n"
+                  "auto_id_prefix local-\n"
+                  "listener 8883\n"
+                  "allow_anonymous false\n"
+                  "allow_zero_length_clientid false\n"
+                  "listener 9000\n");
+    assert_true(cfg.per_listener_settings);
+    assert_int_equal(cfg.listener_count, 3);
+
+    const struct arbor_security_settings *local = config_security_for(&cfg, &cfg.listeners[0]);
+    assert_ptr_equal(local, &cfg.listeners[0].security);
+    assert_true(local->allow_anonymous);
+    assert_true(local->allow_anonymous_set);
+    assert_true(local->allow_zero_length_clientid);
+    assert_string_equal(local->auto_id_prefix, "local-");
+
+    const struct arbor_security_settings *public = config_security_for(&cfg, &cfg.listeners[1]);
+    assert_false(public->allow_anonymous);
+    assert_true(public->allow_anonymous_set);
+    assert_false(public->allow_zero_length_clientid);
+    assert_string_equal(public->auto_id_prefix, "auto-");
+
+    const struct arbor_security_settings *plain = config_security_for(&cfg, &cfg.listeners[2]);
+    assert_false(plain->allow_anonymous);
+    assert_false(plain->allow_anonymous_set);
+    assert_true(plain->allow_zero_length_clientid);
+
+    /* clientid_prefixes applies to every listener, so each gets a copy */
+    for (size_t i = 0; i < cfg.listener_count; i++) {
+        const struct arbor_security_settings *security =
+            config_security_for(&cfg, &cfg.listeners[i]);
+        assert_int_equal(security->clientid_prefix_count, 1);
+        assert_string_equal(security->clientid_prefixes[0], "dev-");
+    }
+    /* the global settings were not touched */
+    assert_false(cfg.security.allow_anonymous_set);
+    assert_ptr_equal(config_security_for(&cfg, NULL), &cfg.security);
+    config_free(&cfg);
+
+    /* settings outside listener blocks go to the default listener */
+    load_ok(&cfg, "per_listener_settings true\n"
+                  "allow_anonymous true\n"
+                  "listener 1884\n"
+                  "port 1883\n");
+    assert_int_equal(cfg.listener_count, 2);
+    assert_true(cfg.listeners[0].is_default_listener);
+    assert_true(config_security_for(&cfg, &cfg.listeners[0])->allow_anonymous);
+    assert_false(config_security_for(&cfg, &cfg.listeners[1])->allow_anonymous);
+    assert_false(config_security_for(&cfg, &cfg.listeners[1])->allow_anonymous_set);
+    config_free(&cfg);
+
+    /* duplicates are per listener */
+    load_ok(&cfg, "per_listener_settings true\nlistener 1\nauto_id_prefix a-\n"
+                  "listener 2\nauto_id_prefix b-\n");
+    assert_string_equal(cfg.listeners[0].security.auto_id_prefix, "a-");
+    assert_string_equal(cfg.listeners[1].security.auto_id_prefix, "b-");
+    config_free(&cfg);
+    expect_error("per_listener_settings true\nlistener 1\nauto_id_prefix a-\nauto_id_prefix b-\n",
+                 TEST_NAME ":4: auto_id_prefix: given more than once");
+}
+
+static void test_per_listener_settings_errors(void **state)
+{
+    (void)state;
+    expect_error("listener 1883\nallow_anonymous true\n\nper_listener_settings true\n",
+                 TEST_NAME ":4: per_listener_settings: must come before every security setting, "
+                           "but allow_anonymous was given at " TEST_NAME ":2");
+    expect_error("auto_id_prefix x\nper_listener_settings false\n",
+                 TEST_NAME ":2: per_listener_settings: must come before every security setting, "
+                           "but auto_id_prefix was given at " TEST_NAME ":1");
+    /* with per_listener_settings, a security setting outside a listener block needs the
+     * default listener */
+    expect_error("per_listener_settings true\nallow_zero_length_clientid false\nlistener 1883\n",
+                 TEST_NAME ":2: allow_zero_length_clientid: given outside a listener block, where "
+                           "it configures the default listener, but there is none (no port or "
+                           "bind_address line); put it after a listener line");
+
+    /* Mosquitto accepts it after a listener line (only security settings must follow it) */
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\nmax_connections 4\nper_listener_settings true\n"
+                  "allow_anonymous true\n");
+    assert_true(cfg.listeners[0].security.allow_anonymous);
+    config_free(&cfg);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Durations
+ */
+
+static void test_persistent_client_expiration(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int64_t seconds;
+    } good[] = {
+        {"1h", 3600},
+        {"2h", 7200},
+        {"14d", 14 * 86400},
+        {"1w", 7 * 86400},
+        {"2m", 60 * 86400},
+        {"1y", 365 * 86400},
+        {"10000y", 10000LL * 365 * 86400},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "persistent_client_expiration %s\n", good[i].text);
+        struct arbor_config cfg;
+        load_ok(&cfg, text);
+        assert_true(cfg.persistent_client_expiry == good[i].seconds);
+        config_free(&cfg);
+    }
+    const char *bad[] = {"5", "5s", "0d", "-1d", "d", "1.5d", "1dd", "1D", "99999999999999999y",
+                         "h1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char expected[1024];
+        snprintf(expected, sizeof expected,
+                 TEST_NAME ":1: persistent_client_expiration: value \"%s\" is not a duration (a "
+                           "positive number followed by h, d, w, m or y)",
+                 bad[i]);
+        expect_errorf(expected, "persistent_client_expiration %s\n", bad[i]);
+    }
+    expect_error("persistent_client_expiration\n",
+                 TEST_NAME ":1: persistent_client_expiration: missing value (a positive number "
+                           "followed by h, d, w, m or y)");
+    expect_error("persistent_client_expiration 1d 2d\n",
+                 TEST_NAME ":1: persistent_client_expiration: unexpected extra value \"2d\"");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Logging and process
+ */
+
+static void test_log_dest(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    /* the first log_dest replaces the default stderr */
+    load_ok(&cfg, "log_dest stdout\n");
+    assert_int_equal(cfg.log_dest, ARBOR_LOG_DEST_STDOUT);
+    config_free(&cfg);
+
+    load_ok(&cfg, "log_dest syslog\nlog_dest stderr\nlog_dest file /var/log/arbor log.txt\n");
+    assert_int_equal(cfg.log_dest,
+                     ARBOR_LOG_DEST_SYSLOG | ARBOR_LOG_DEST_STDERR | ARBOR_LOG_DEST_FILE);
+    assert_string_equal(cfg.log_file, "/var/log/arbor log.txt");
+    config_free(&cfg);
+
+    load_ok(&cfg, "log_dest stdout\nlog_dest none\n");
+    assert_int_equal(cfg.log_dest, ARBOR_LOG_DEST_NONE);
+    config_free(&cfg);
+
+    load_ok(&cfg, "log_dest none\nlog_dest stdout\n");
+    assert_int_equal(cfg.log_dest, ARBOR_LOG_DEST_STDOUT);
+    config_free(&cfg);
+
+    expect_error("log_dest\n", TEST_NAME ":1: log_dest: missing value (stderr, stdout, syslog, "
+                                         "file <path> or none)");
+    expect_error("log_dest file\n", TEST_NAME ":1: log_dest: missing file path after \"file\"");
+    expect_error("log_dest file a\nlog_dest file b\n",
+                 TEST_NAME ":2: log_dest: only one file destination may be given");
+    expect_error("log_dest topic\n",
+                 TEST_NAME ":1: log_dest: destination \"topic\" is not supported yet (planned)");
+    expect_error("log_dest dlt\n", TEST_NAME ":1: log_dest: destination \"dlt\" is not supported");
+    expect_error("log_dest console\n", TEST_NAME ":1: log_dest: value \"console\" is not stderr, "
+                                                 "stdout, syslog, file or none");
+    expect_error("log_dest stdout stderr\n",
+                 TEST_NAME ":1: log_dest: unexpected extra value \"stderr\"");
+}
+
+static void test_log_type(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        unsigned bits;
+    } types[] = {
+        {"debug", ARBOR_LOG_DEBUG},
+        {"error", ARBOR_LOG_ERROR},
+        {"warning", ARBOR_LOG_WARNING},
+        {"notice", ARBOR_LOG_NOTICE},
+        {"information", ARBOR_LOG_INFORMATION},
+        {"subscribe", ARBOR_LOG_SUBSCRIBE},
+        {"unsubscribe", ARBOR_LOG_UNSUBSCRIBE},
+        {"websockets", ARBOR_LOG_WEBSOCKETS},
+        {"all", ARBOR_LOG_ALL},
+        {"none", 0},
+    };
+    struct arbor_config cfg;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "log_type %s\n", types[i].name);
+        load_ok(&cfg, text);
+        assert_int_equal(cfg.log_type, types[i].bits);
+        config_free(&cfg);
+    }
+    load_ok(&cfg, "log_type error\nlog_type subscribe\nlog_type debug\n");
+    assert_int_equal(cfg.log_type, ARBOR_LOG_ERROR | ARBOR_LOG_SUBSCRIBE | ARBOR_LOG_DEBUG);
+    config_free(&cfg);
+    load_ok(&cfg, "log_type all\nlog_type none\nlog_type warning\n");
+    assert_int_equal(cfg.log_type, ARBOR_LOG_WARNING);
+    config_free(&cfg);
+
+    expect_error("log_type\n", TEST_NAME ":1: log_type: missing value (debug, error, warning, "
+                                         "notice, information, subscribe, unsubscribe, "
+                                         "websockets, all or none)");
+    expect_error("log_type info\n", TEST_NAME ":1: log_type: value \"info\" is not one of debug, "
+                                              "error, warning, notice, information, subscribe, "
+                                              "unsubscribe, websockets, all or none");
+    expect_error("log_type error warning\n",
+                 TEST_NAME ":1: log_type: unexpected extra value \"warning\"");
+}
+
+static void test_text_directives(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "log_timestamp_format %Y-%m-%d %H:%M:%S\n"
+                  "pid_file /run/arbor/arbor.pid\n"
+                  "user mosquitto\n");
+    assert_string_equal(cfg.log_timestamp_format, "%Y-%m-%d %H:%M:%S");
+    assert_string_equal(cfg.pid_file, "/run/arbor/arbor.pid");
+    assert_string_equal(cfg.user, "mosquitto");
+    config_free(&cfg);
+
+    expect_error("log_timestamp_format\n",
+                 TEST_NAME ":1: log_timestamp_format: missing value (a strftime format)");
+    expect_error("log_timestamp_format %s\nlog_timestamp_format %s\n",
+                 TEST_NAME ":2: log_timestamp_format: given more than once");
+    expect_error("pid_file\n", TEST_NAME ":1: pid_file: missing value (a file path)");
+    expect_error("pid_file a\npid_file b\n", TEST_NAME ":2: pid_file: given more than once");
+    expect_error("user \n", TEST_NAME ":1: user: missing value (a user name)");
+    expect_error("user a\nuser b\n", TEST_NAME ":2: user: given more than once");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Refused directives
+ */
+
+static void test_planned_directives_are_refused(void **state)
+{
+    (void)state;
+    const char *planned[] = {
+        "password_file",
+        "acl_file",
+        "auth_plugin",
+        "plugin",
+        "persistence",
+        "persistence_file",
+        "persistence_location",
+        "autosave_interval",
+        "autosave_on_changes",
+        "cafile",
+        "capath",
+        "certfile",
+        "keyfile",
+        "ciphers",
+        "ciphers_tls1.3",
+        "tls_version",
+        "require_certificate",
+        "use_identity_as_username",
+        "use_subject_as_username",
+        "crlfile",
+        "psk_file",
+        "psk_hint",
+        "dhparamfile",
+        "http_dir",
+        "websockets_log_level",
+        "websockets_headers_size",
+        "connection",
+        "address",
+        "addresses",
+        "topic",
+        "bridge_cafile",
+        "bridge_future_option",
+        "remote_clientid",
+        "start_type",
+        "peer",
+        "auth_opt_db_host",
+        "plugin_opt_config_file",
+        "check_retain_source",
+    };
+    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
+        char expected[1024];
+        snprintf(expected, sizeof expected, TEST_NAME ":2: %s: not supported yet (planned)",
+                 planned[i]);
+        expect_errorf(expected, "listener 1883\n%s some value\n", planned[i]);
+    }
+    const char *unsupported[] = {"memory_limit", "allow_duplicate_messages", "log_facility",
+                                 "max_qos", "use_username_as_clientid"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
+        char expected[1024];
+        snprintf(expected, sizeof expected, TEST_NAME ":1: %s: not supported yet", unsupported[i]);
+        expect_errorf(expected, "%s 1\n", unsupported[i]);
+    }
+}
+
+static void test_error_after_allocations_frees_everything(void **state)
+{
+    (void)state;
+    /* LeakSanitizer checks that the partial config is released by config_free */
+    expect_error("per_listener_settings true\n"
+                 "listener 1883 127.0.0.1\n"
+                 "mount_point a/\n"
+                 "bind_interface lo\n"
+                 "auto_id_prefix x-\n"
+                 "clientid_prefixes p-\n"
+                 "pid_file /tmp/p\n"
+                 "user u\n"
+                 "log_dest file /tmp/log\n"
+                 "log_timestamp_format %s\n"
+                 "bind_address 127.0.0.1\n"
+                 "port 1884\n"
+                 "bogus\n",
+                 TEST_NAME ":13: bogus: unknown directive");
+    /* and when the error comes at the end, from the pending default listener */
+    expect_error("bind_address 127.0.0.1\nbind_interface lo\nlistener 1\nmount_point m/\n"
+                 "socket_domain ipv4\nlistener 0\n",
+                 TEST_NAME ":6: listener: port 0 is only for unix sockets, which are not "
+                           "supported yet; give a port between 1 and 65535");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Files and include_dir
+ */
+
+static void test_load_file(void **state)
+{
+    (void)state;
+    const char *path = ARBOR_TEST_DATA_DIR "/config_main.conf";
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    int status = config_load_file(&cfg, path, error_text, sizeof error_text);
+    if (status != 0) print_error("%s\n", error_text);
+    assert_int_equal(status, 0);
+    assert_string_equal(cfg.config_file, path);
+    assert_int_equal(cfg.source_file_count, 1);
+    assert_string_equal(cfg.source_files[0], path);
+    assert_int_equal(cfg.listener_count, 2);
+    assert_string_equal(cfg.listeners[0].file, path);
+    assert_int_equal(cfg.listeners[0].line, 4);
+    assert_true(config_security_for(&cfg, &cfg.listeners[0])->allow_anonymous);
+    assert_int_equal(cfg.listeners[0].max_connections, 100);
+    assert_false(config_security_for(&cfg, &cfg.listeners[1])->allow_anonymous);
+    assert_int_equal(cfg.listeners[1].line, 8);
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), 0);
+    config_free(&cfg);
+}
+
+static void test_load_missing_file(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    assert_int_equal(
+        config_load_file(&cfg, "/nonexistent/arbor.conf", error_text, sizeof error_text), -1);
+    assert_string_equal(error_text,
+                        "/nonexistent/arbor.conf: cannot open: No such file or directory");
+    config_free(&cfg);
+}
+
+static void test_small_error_buffer(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    char small[12];
+    config_init_defaults(&cfg);
+    assert_int_equal(config_load_string(&cfg, "bogus\n", TEST_NAME, small, sizeof small), -1);
+    assert_string_equal(small, "test.conf:1");
+    config_free(&cfg);
+    config_init_defaults(&cfg);
+    assert_int_equal(config_load_string(&cfg, "bogus\n", TEST_NAME, NULL, 0), -1);
+    config_free(&cfg);
+}
+
+static void test_include_dir_order(void **state)
+{
+    (void)state;
+    char dir[64];
+    make_temp_dir(dir, sizeof dir);
+    /* Mosquitto's documented example order: 00, 01, A, a, B, b */
+    static const char *const names[] = {"b.conf", "A.conf", "01.conf",
+                                        "a.conf", "B.conf", "00.conf"};
+    static const char *const expected_order[] = {"00.conf", "01.conf", "A.conf",
+                                                 "a.conf",  "B.conf",  "b.conf"};
+    char path[512];
+    char text[512];
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        snprintf(text, sizeof text, "# %s\nlistener %zu\n", names[i], 2000 + i);
+        write_file(path, text);
+    }
+    snprintf(path, sizeof path, "%s/README", dir);
+    write_file(path, "not a .conf file: skipped\n");
+    snprintf(path, sizeof path, "%s/notes.conf.bak", dir);
+    write_file(path, "skipped too\n");
+    snprintf(path, sizeof path, "%s/subdir.conf", dir);
+    assert_int_equal(mkdir(path, 0700), 0); /* not a regular file: skipped */
+
+    char main_dir[64];
+    make_temp_dir(main_dir, sizeof main_dir);
+    char main_path[512];
+    snprintf(main_path, sizeof main_path, "%s/main.conf", main_dir);
+    snprintf(text, sizeof text, "listener 1000\ninclude_dir %s\nlistener 3000\n", dir);
+    write_file(main_path, text);
+
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    int status = config_load_file(&cfg, main_path, error_text, sizeof error_text);
+    if (status != 0) print_error("%s\n", error_text);
+    assert_int_equal(status, 0);
+    assert_int_equal(cfg.listener_count, 8);
+    assert_int_equal(cfg.listeners[0].port, 1000);
+    assert_int_equal(cfg.source_file_count, 7);
+    assert_string_equal(cfg.source_files[0], main_path);
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, expected_order[i]);
+        struct arbor_listener *listener = &cfg.listeners[1 + i];
+        assert_string_equal(listener->file, path);
+        assert_int_equal(listener->line, 2);
+        assert_string_equal(cfg.source_files[1 + i], path);
+    }
+    assert_int_equal(cfg.listeners[7].port, 3000);
+    assert_string_equal(cfg.listeners[7].file, main_path);
+    assert_int_equal(cfg.listeners[7].line, 3);
+    config_free(&cfg);
+
+    /* a trailing slash on the directory gives the same paths */
+    snprintf(text, sizeof text, "include_dir %s/\n", dir);
+    load_ok(&cfg, text);
+    snprintf(path, sizeof path, "%s/00.conf", dir);
+    assert_string_equal(cfg.listeners[0].file, path);
+    config_free(&cfg);
+
+    remove_temp_dir(dir);
+    remove_temp_dir(main_dir);
+}
+
+static void test_include_dir_error_location(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    const char *dir = ARBOR_TEST_DATA_DIR "/config_include_error";
+    char text[512];
+    snprintf(text, sizeof text, "listener 1883\n\ninclude_dir %s\nlistener 1887\n", dir);
+    assert_int_equal(load_text(&cfg, text), -1);
+    char expected[1024];
+    snprintf(expected, sizeof expected,
+             "%s/20-second.conf:4: max_keepalive: value \"5\" is not an integer between 10 and "
+             "65535",
+             dir);
+    assert_string_equal(error_text, expected);
+    /* the files before the error were parsed, the one after was not */
+    assert_int_equal(cfg.listener_count, 2);
+    assert_int_equal(cfg.listeners[1].port, 1884);
+    assert_int_equal(cfg.max_inflight_messages, 10);
+    config_free(&cfg);
+
+    /* an error in the main file after an include_dir names the main file again */
+    snprintf(text, sizeof text, "include_dir %s/config_include_nested\n", ARBOR_TEST_DATA_DIR);
+    assert_int_equal(load_text(&cfg, text), -1);
+    snprintf(expected, sizeof expected,
+             "%s/config_include_nested/nested.conf:2: include_dir: only allowed in the main "
+             "configuration file",
+             ARBOR_TEST_DATA_DIR);
+    assert_string_equal(error_text, expected);
+    config_free(&cfg);
+}
+
+static void test_include_dir_errors(void **state)
+{
+    (void)state;
+    expect_error("\ninclude_dir /nonexistent/arbor.d\n",
+                 TEST_NAME ":2: include_dir: cannot open directory \"/nonexistent/arbor.d\": No "
+                           "such file or directory");
+    expect_error("include_dir\n", TEST_NAME ":1: include_dir: missing value (a directory)");
+
+    /* errors after the included files are reported in the main file */
+    char dir[64];
+    make_temp_dir(dir, sizeof dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/ok.conf", dir);
+    write_file(path, "sys_interval 3\n");
+    char text[512];
+    snprintf(text, sizeof text, "include_dir %s\nsys_interval x\n", dir);
+    expect_error(text,
+                 TEST_NAME ":2: sys_interval: value \"x\" is not an integer between 0 and 65535");
+
+    /* the main file must not be in the included directory */
+    snprintf(path, sizeof path, "%s/main.conf", dir);
+    snprintf(text, sizeof text, "include_dir %s\n", dir);
+    write_file(path, text);
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    assert_int_equal(config_load_file(&cfg, path, error_text, sizeof error_text), -1);
+    char expected[1024];
+    snprintf(expected, sizeof expected,
+             "%s:1: include_dir: directory \"%s\" contains the main configuration file", path, dir);
+    assert_string_equal(error_text, expected);
+    config_free(&cfg);
+    remove_temp_dir(dir);
+}
+
+static void test_empty_include_dir(void **state)
+{
+    (void)state;
+    char dir[64];
+    make_temp_dir(dir, sizeof dir);
+    char text[512];
+    snprintf(text, sizeof text, "include_dir %s\nlistener 1883\n", dir);
+    struct arbor_config cfg;
+    load_ok(&cfg, text);
+    assert_int_equal(cfg.listener_count, 1);
+    assert_int_equal(cfg.listeners[0].line, 2);
+    config_free(&cfg);
+    remove_temp_dir(dir);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The shipped default config must load
+ */
+
+static void test_shipped_default_config_loads(void **state)
+{
+    (void)state;
+    const char *path = ARBOR_TEST_DATA_DIR "/../../../config/arbor.conf";
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    int status = config_load_file(&cfg, path, error_text, sizeof error_text);
+    if (status != 0) print_error("%s\n", error_text);
+    assert_int_equal(status, 0);
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), 0);
+    assert_int_equal(cfg.listener_count, 1);
+    assert_int_equal(cfg.listeners[0].port, 1883);
+    assert_string_equal(cfg.listeners[0].bind_address, "127.0.0.1");
+    assert_true(cfg.security.allow_anonymous);
+    config_free(&cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_empty_comments_blank_lines),
+        cmocka_unit_test(test_error_line_numbers_count_every_line),
+        cmocka_unit_test(test_unknown_directive),
+        cmocka_unit_test(test_extra_value_and_trailing_comment),
+        cmocka_unit_test(test_nul_byte_in_file),
+        cmocka_unit_test(test_boolean_directives),
+        cmocka_unit_test(test_integer_directives),
+        cmocka_unit_test(test_several_listeners),
+        cmocka_unit_test(test_listener_errors),
+        cmocka_unit_test(test_listener_scoped_settings_errors),
+        cmocka_unit_test(test_mount_point_keeps_blanks),
+        cmocka_unit_test(test_per_listener_max_settings_inherit_global),
+        cmocka_unit_test(test_default_listener_from_port_and_bind_address),
+        cmocka_unit_test(test_validate_duplicate_listeners),
+        cmocka_unit_test(test_global_security_settings),
+        cmocka_unit_test(test_per_listener_settings),
+        cmocka_unit_test(test_per_listener_settings_errors),
+        cmocka_unit_test(test_persistent_client_expiration),
+        cmocka_unit_test(test_log_dest),
+        cmocka_unit_test(test_log_type),
+        cmocka_unit_test(test_text_directives),
+        cmocka_unit_test(test_planned_directives_are_refused),
+        cmocka_unit_test(test_error_after_allocations_frees_everything),
+        cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_load_missing_file),
+        cmocka_unit_test(test_small_error_buffer),
+        cmocka_unit_test(test_include_dir_order),
+        cmocka_unit_test(test_include_dir_error_location),
+        cmocka_unit_test(test_include_dir_errors),
+        cmocka_unit_test(test_empty_include_dir),
+        cmocka_unit_test(test_shipped_default_config_loads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
