@@ -586,6 +586,14 @@ static int handle_max_keepalive(struct parse_state *st, const struct directive_l
     return 0;
 }
 
+static int handle_max_qos(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, 2, &value) != 0) return -1;
+    st->cfg->max_qos = (uint8_t)value;
+    return 0;
+}
+
 static int handle_retain_available(struct parse_state *st, const struct directive_line *dl)
 {
     return parse_bool_value(st, dl, &st->cfg->retain_available);
@@ -762,6 +770,7 @@ static const struct {
     {"max_packet_size", handle_max_packet_size},
     {"max_keepalive", handle_max_keepalive},
     {"retain_available", handle_retain_available},
+    {"max_qos", handle_max_qos},
     {"upgrade_outgoing_qos", handle_upgrade_outgoing_qos},
     {"persistent_client_expiration", handle_persistent_client_expiration},
     {"set_tcp_nodelay", handle_set_tcp_nodelay},
@@ -848,7 +857,7 @@ static const char *const planned_directive_prefixes[] = {"auth_opt_", "plugin_op
 
 /* Other Mosquitto directives: recognised so the message says what is wrong. */
 static const char *const unsupported_directives[] = {
-    "allow_duplicate_messages", "memory_limit", "log_facility", "max_qos",
+    "allow_duplicate_messages", "memory_limit", "log_facility",
     "use_username_as_clientid",
 };
 
@@ -1292,6 +1301,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->max_keepalive = 65535;
     cfg->max_topic_alias = 10;
     cfg->retain_available = true;
+    cfg->max_qos = 2;
     cfg->upgrade_outgoing_qos = false;
     cfg->persistent_client_expiry = -1;
     cfg->set_tcp_nodelay = false;
@@ -1301,6 +1311,50 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->log_timestamp = true;
     cfg->connection_messages = true;
     cfg->user = strdup("arbor");
+}
+
+static const char *find_or_add_source_file(struct arbor_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->source_file_count; i++)
+        if (strcmp(cfg->source_files[i], name) == 0) return cfg->source_files[i];
+    return add_source_file(cfg, name);
+}
+
+int config_add_listener(struct arbor_config *cfg, uint16_t port, const char *bind_address,
+                        const char *origin)
+{
+    struct parse_state st;
+    memset(&st, 0, sizeof st);
+    st.cfg = cfg;
+    st.file = find_or_add_source_file(cfg, origin);
+    if (st.file == NULL) return -1;
+    struct arbor_listener listener;
+    int status = listener_init(&listener, &st);
+    listener.port = port;
+    listener.max_connections = cfg->max_connections;
+    listener.max_topic_alias = cfg->max_topic_alias;
+    listener.security.allow_anonymous = cfg->security.allow_anonymous;
+    listener.security.allow_anonymous_set = cfg->security.allow_anonymous_set;
+    listener.security.allow_zero_length_clientid = cfg->security.allow_zero_length_clientid;
+    if (status == 0 && cfg->security.auto_id_prefix != NULL) {
+        free(listener.security.auto_id_prefix);
+        listener.security.auto_id_prefix = strdup(cfg->security.auto_id_prefix);
+        listener.security.auto_id_prefix_set = cfg->security.auto_id_prefix_set;
+        if (listener.security.auto_id_prefix == NULL) status = -1;
+    }
+    if (status == 0 && cfg->security.clientid_prefixes != NULL) {
+        listener.security.clientid_prefixes =
+            copy_string_list(cfg->security.clientid_prefixes, cfg->security.clientid_prefix_count);
+        listener.security.clientid_prefix_count = cfg->security.clientid_prefix_count;
+        if (listener.security.clientid_prefixes == NULL) status = -1;
+    }
+    if (status == 0 && bind_address != NULL) {
+        listener.bind_address = strdup(bind_address);
+        if (listener.bind_address == NULL) status = -1;
+    }
+    if (status == 0) status = append_listener(&st, &listener);
+    if (status != 0) listener_free(&listener);
+    return status;
 }
 
 static bool same_optional_string(const char *a, const char *b)

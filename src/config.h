@@ -87,6 +87,7 @@ struct arbor_config {
     uint16_t max_keepalive;       /* default 65535 */
     uint16_t max_topic_alias;     /* default 10 */
     bool retain_available;        /* default true */
+    uint8_t max_qos;              /* highest QoS clients may use; default 2 */
     bool upgrade_outgoing_qos;    /* default false */
     int64_t persistent_client_expiry; /* seconds; -1 never (default) */
     bool set_tcp_nodelay;         /* default false */
@@ -122,6 +123,14 @@ int config_load_file(struct arbor_config *cfg, const char *path, char *err, size
 /* Same as config_load_file but from a string; name is used in messages as the file name. */
 int config_load_string(struct arbor_config *cfg, const char *text, const char *name, char *err,
                        size_t errlen);
+
+/* Append a listener that did not come from a file (the command line's -p, Mosquitto 2.0's
+ * local-only mode) on port, bound to bind_address (NULL: all addresses). It gets what a listener
+ * line followed by nothing would get: the global max_connections, max_topic_alias and
+ * clientid_prefixes, and a copy of the global security settings. origin names it in messages
+ * (e.g. "command line"); cfg keeps a copy. Returns 0, or -1 when out of memory. */
+int config_add_listener(struct arbor_config *cfg, uint16_t port, const char *bind_address,
+                        const char *origin);
 
 /* Checks that span directives (e.g. listener settings consistency); run after loading.
  * Today: no two listeners with the same port, bind address and interface. */

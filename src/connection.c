@@ -44,12 +44,10 @@ static void format_peer(const struct sockaddr_storage *addr, char *out, size_t l
 
 static bool over_connection_limit(struct listener *listener)
 {
-    struct broker *broker = listener->broker;
-    int global = broker->config->max_connections;
-    int local = listener->config ? listener->config->max_connections : -1;
-    if (global >= 0 && broker->connection_count >= (uint32_t)global) return true;
-    if (local >= 0 && listener->connection_count >= local) return true;
-    return false;
+    /* Per listener, as in Mosquitto; a global max_connections is inherited by listeners. */
+    int limit = listener->config ? listener->config->max_connections
+                                 : listener->broker->config->max_connections;
+    return limit >= 0 && listener->connection_count >= limit;
 }
 
 static void accept_one(struct listener *listener, int fd, const struct sockaddr_storage *addr)
@@ -398,4 +396,10 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
     if (conn->state == CONNECTION_CLOSED) return;
     if (events & EVENT_WRITE) connection_flush(conn);
     if ((events & EVENT_READ) && conn->state != CONNECTION_CLOSED) connection_read(conn);
+}
+
+uint16_t connection_max_topic_alias(const struct connection *conn)
+{
+    const struct arbor_listener *cfg = conn->listener->config;
+    return cfg ? cfg->max_topic_alias : conn->broker->config->max_topic_alias;
 }

@@ -110,12 +110,14 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
         if (cfg->max_inflight_messages && cfg->max_inflight_messages < 65535)
             rc |= mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, cfg->max_inflight_messages);
         if (!cfg->retain_available) rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
+        if (cfg->max_qos < 2) rc |= mqtt_property_add_u8(props, MQTT_PROP_MAXIMUM_QOS, cfg->max_qos);
         if (cfg->max_packet_size)
             rc |= mqtt_property_add_u32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, cfg->max_packet_size);
         if (assigned_id)
             rc |= mqtt_property_add_bytes(props, MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER,
                                           conn->client_id, strlen(conn->client_id));
-        rc |= mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM, cfg->max_topic_alias);
+        rc |= mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM,
+                                    connection_max_topic_alias(conn));
         if (conn->keepalive != requested_keepalive)
             rc |= mqtt_property_add_u16(props, MQTT_PROP_SERVER_KEEP_ALIVE, conn->keepalive);
         if (rc) return -1;
@@ -197,20 +199,16 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
     return 0;
 }
 
-/* Keepalive per max_keepalive: v5 clients are told the server keep alive, v3 clients asking
- * for more (or for none) are refused. Returns 0 or HANDLER_CLOSED. */
+/* Keepalive per max_keepalive: v5 clients asking for more (or for none) are told the server
+ * keep alive. Returns 0. */
 static int apply_keepalive(struct connection *conn, const struct mqtt_connect *c)
 {
     uint16_t max = conn->broker->config->max_keepalive;
     conn->keepalive = c->keepalive;
-    if (max >= 65535) return 0;
-    if (c->keepalive <= max && c->keepalive != 0) return 0;
-    if (c->version == MQTT_V5) {
-        conn->keepalive = max;
-        return 0;
-    }
-    if (c->keepalive > max)
-        return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID, "keepalive too large");
+    /* Only v5 has a way to tell the client; v3.x clients keep what they asked for, as with
+     * Mosquitto 2.0.11. */
+    if (max >= 65535 || c->version != MQTT_V5) return 0;
+    if (c->keepalive > max || c->keepalive == 0) conn->keepalive = max;
     return 0;
 }
 
@@ -236,9 +234,12 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     struct mqtt_connect c;
     int rc = mqtt_decode_connect(body, len, &c);
     if (rc == MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION) {
-        if (c.version == MQTT_V31 || c.version == MQTT_V311 || c.version == MQTT_V5)
-            return refuse(conn, c.version, rc, "unsupported protocol version");
-        connection_close(conn, 0, "unsupported protocol name or version");
+        bool known_name = (c.protocol_name.len == 4 && !memcmp(c.protocol_name.data, "MQTT", 4)) ||
+                          (c.protocol_name.len == 6 && !memcmp(c.protocol_name.data, "MQIsdp", 6));
+        if (known_name)
+            return refuse(conn, c.version == MQTT_V5 ? MQTT_V5 : MQTT_V311, (uint8_t)rc,
+                          "unsupported protocol version");
+        connection_close(conn, 0, "unsupported protocol name");
         return HANDLER_CLOSED;
     }
     if (rc != 0) {
@@ -261,6 +262,8 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     if ((rc = apply_keepalive(conn, &c)) != 0) return rc;
     read_client_limits(conn, &c);
     if (c.will_flag) {
+        if (c.will_qos > broker->config->max_qos)
+            return refuse(conn, c.version, MQTT_RC_QOS_NOT_SUPPORTED, "will QoS not supported");
         if (c.will_retain && !broker->config->retain_available && c.version == MQTT_V5)
             return refuse(conn, c.version, MQTT_RC_RETAIN_NOT_SUPPORTED, "retain not available");
         if (store_will(conn, &c)) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");

@@ -30,7 +30,7 @@ static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
         return p->topic.len == 0 ? MQTT_RC_PROTOCOL_ERROR : 0;
     }
     uint16_t alias = p->props.topic_alias;
-    uint16_t max = conn->broker->config->max_topic_alias;
+    uint16_t max = connection_max_topic_alias(conn);
     if (alias == 0 || alias > max) return MQTT_RC_TOPIC_ALIAS_INVALID;
     if (!conn->topic_aliases) {
         conn->topic_aliases = calloc((size_t)max + 1, sizeof *conn->topic_aliases);
@@ -93,6 +93,7 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
     if (conn->version == MQTT_V5 && (rc = resolve_topic_alias(conn, &p)) != 0) return rc;
     broker->stats.publish_received++;
     if (p.retain && !broker->config->retain_available) return MQTT_RC_RETAIN_NOT_SUPPORTED;
+    if (p.qos > broker->config->max_qos) return MQTT_RC_QOS_NOT_SUPPORTED;
 
     struct session *session = conn->session;
     uint8_t ack_type = p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK;

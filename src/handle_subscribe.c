@@ -51,7 +51,8 @@ static uint8_t validate_request(const struct connection *conn,
     }
     if (!topic_filter_is_valid(inner, inner_len)) return invalid;
     if (memchr(filter, '\0', len)) return invalid;
-    return req->qos;
+    uint8_t max_qos = conn->broker->config->max_qos;
+    return req->qos < max_qos ? req->qos : max_qos;
 }
 
 int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
@@ -76,11 +77,13 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
         codes[n] = validate_request(conn, req, &shared);
         send_retained_for[n] = false;
         if (shared && req->no_local && conn->version == MQTT_V5) return MQTT_RC_PROTOCOL_ERROR;
+        /* Like Mosquitto, an invalid filter ends the connection rather than failing alone. */
+        if (codes[n] > 2) return MQTT_RC_TOPIC_FILTER_INVALID;
         if (codes[n] <= 2) {
             char filter[65536];
             memcpy(filter, req->filter.data, req->filter.len);
             filter[req->filter.len] = '\0';
-            uint8_t options = (uint8_t)(req->qos | (req->no_local ? SUB_OPT_NO_LOCAL : 0) |
+            uint8_t options = (uint8_t)(codes[n] | (req->no_local ? SUB_OPT_NO_LOCAL : 0) |
                                         (req->retain_as_published ? SUB_OPT_RETAIN_AS_PUBLISHED : 0) |
                                         (req->retain_handling << 4));
             bool replaced = false;
@@ -91,7 +94,7 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                 if (!replaced) broker->stats.subscriptions++;
                 send_retained_for[n] = !shared && (req->retain_handling == 0 ||
                                                    (req->retain_handling == 1 && !replaced));
-                log_printf(ARBOR_LOG_SUBSCRIBE, "%s %u %s", conn->client_id, req->qos, filter);
+                log_printf(ARBOR_LOG_SUBSCRIBE, "%s %u %s", conn->client_id, codes[n], filter);
             }
         }
         n++;
@@ -103,7 +106,7 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
         return MQTT_RC_UNSPECIFIED;
     for (size_t i = 0; i < n; i++) {
         if (!send_retained_for[i]) continue;
-        struct retained_send rs = {broker, session, reqs[i].qos, sub_id};
+        struct retained_send rs = {broker, session, codes[i], sub_id};
         retain_for_each_match(broker->retained, (const char *)reqs[i].filter.data,
                               reqs[i].filter.len, send_retained, &rs);
     }

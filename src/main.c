@@ -105,26 +105,8 @@ static int parse_args(int argc, char **argv, struct options *opt)
 /* Add loopback listeners (IPv4 and IPv6) on port: the local-only mode of Mosquitto 2.0. */
 static int add_local_listeners(struct arbor_config *cfg, uint16_t port)
 {
-    const char *addresses[] = {"127.0.0.1", "::1"};
-    for (size_t i = 0; i < 2; i++) {
-        struct arbor_listener *ls =
-            realloc(cfg->listeners, (cfg->listener_count + 1) * sizeof *cfg->listeners);
-        if (!ls) return -1;
-        cfg->listeners = ls;
-        struct arbor_listener *l = &cfg->listeners[cfg->listener_count];
-        memset(l, 0, sizeof *l);
-        l->port = port;
-        l->bind_address = strdup(addresses[i]);
-        l->max_connections = -1;
-        l->file = "command line";
-        l->security = cfg->security;
-        l->security.auto_id_prefix = NULL;
-        l->security.clientid_prefixes = NULL;
-        l->security.clientid_prefix_count = 0;
-        if (!l->bind_address) return -1;
-        cfg->listener_count++;
-    }
-    return 0;
+    if (config_add_listener(cfg, port, "127.0.0.1", "command line")) return -1;
+    return config_add_listener(cfg, port, "::1", "command line");
 }
 
 static struct arbor_config *load_config(const struct options *opt)
@@ -137,14 +119,14 @@ static struct arbor_config *load_config(const struct options *opt)
         fprintf(stderr, "Error: %s\n", err);
         goto fail;
     }
-    if (!opt->config_file) {
-        /* No config: local-only mode, anonymous clients allowed. */
-        cfg->security.allow_anonymous = true;
+    if (cfg->listener_count == 0) {
+        /* No listener configured: Mosquitto 2.0's local-only mode, which lets anonymous
+         * clients in unless the config says otherwise. */
+        if (!cfg->security.allow_anonymous_set) cfg->security.allow_anonymous = true;
         if (opt->port_count == 0 && add_local_listeners(cfg, 1883)) goto oom;
     }
     for (size_t i = 0; i < opt->port_count; i++)
         if (add_local_listeners(cfg, opt->ports[i])) goto oom;
-    if (cfg->listener_count == 0 && add_local_listeners(cfg, 1883)) goto oom;
     if (config_validate(cfg, err, sizeof err) != 0) {
         fprintf(stderr, "Error: %s\n", err);
         goto fail;

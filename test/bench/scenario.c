@@ -317,7 +317,7 @@ static int json_number(const cJSON *item, double min, double max, double *out, c
 static int json_uint(const cJSON *item, double min, double max, uint32_t *out, char *err,
                      size_t errlen)
 {
-    double v;
+    double v = 0;
     if (json_number(item, min, max, &v, err, errlen) != 0)
         return -1;
     if (v != floor(v))
@@ -495,7 +495,7 @@ static int json_key(struct bench_scenario *sc, const cJSON *k, char *err, size_t
     if (!strcmp(key, "interval_ms"))
         return json_number(k, 0, 3600000, &sc->interval_ms, err, errlen);
     if (!strcmp(key, "rate")) {
-        double rate;
+        double rate = 0;
         if (json_number(k, 0, 1e9, &rate, err, errlen) != 0)
             return -1;
         sc->interval_ms = rate > 0 ? 1000.0 / rate : 0;

@@ -100,7 +100,8 @@ struct bench_worker {
     size_t ready;
     size_t next_second;        /* next per-second housekeeping */
     bool fast_qos0;            /* has full-speed QoS 0 publishers to pump */
-    char error[256];
+    uint64_t done_ns;          /* when this worker's drain ended */
+    char error[512];
 };
 
 struct bench_engine {
@@ -130,7 +131,6 @@ struct bench_engine {
     double cpu_last_sample;
     double broker_cpu_start, broker_cpu_end, bench_cpu_start, bench_cpu_end;
     bool cpu_start_done, cpu_end_done, cpu_ok;
-    uint64_t drain_ns;
 };
 
 /* worker.c */

@@ -470,6 +470,7 @@ class RawClient:
         self.buf = bytearray()
         self.closed = False
         self._next_pid = 0
+        self.awaiting_pubrel = set()
 
     # -- transport
     def send(self, data):
@@ -512,11 +513,18 @@ class RawClient:
         return pkt
 
     def recv(self, timeout=None):
-        """Next whole packet. Raises PacketTimeout or ConnectionClosed."""
+        """Next whole packet. Raises PacketTimeout or ConnectionClosed. PUBRELs for QoS 2
+        messages acknowledged through ack_publish() are answered here and skipped."""
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
             pkt = self._parse_buffered()
+            if pkt is not None and pkt.type == PUBREL and len(pkt.body) >= 2:
+                pid = struct.unpack("!H", pkt.body[:2])[0]
+                if pid in self.awaiting_pubrel:
+                    self.awaiting_pubrel.discard(pid)
+                    self.try_send(pubcomp(pid))
+                    continue
             if pkt is not None:
                 return pkt
             if self.closed:
@@ -642,13 +650,13 @@ class RawClient:
         return msg
 
     def ack_publish(self, msg):
+        """QoS 1: PUBACK. QoS 2: PUBREC now; the PUBREL that follows is answered with
+        PUBCOMP by recv() whenever it arrives (and not returned to the caller)."""
         if msg.qos == 1:
             self.send(puback(msg.pid))
         elif msg.qos == 2:
             self.send(pubrec(msg.pid))
-            rel = Ack(self.recv_type(PUBREL), self.version)
-            assert rel.pid == msg.pid
-            self.send(pubcomp(msg.pid))
+            self.awaiting_pubrel.add(msg.pid)
 
     def disconnect(self, reason=None, props=None):
         self.try_send(disconnect(reason, props))

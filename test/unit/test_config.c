@@ -258,6 +258,7 @@ DEFINE_GETTER(max_queued_bytes)
 DEFINE_GETTER(message_size_limit)
 DEFINE_GETTER(max_packet_size)
 DEFINE_GETTER(max_keepalive)
+DEFINE_GETTER(max_qos)
 DEFINE_GETTER(max_topic_alias)
 DEFINE_GETTER(sys_interval)
 
@@ -344,6 +345,7 @@ static const struct {
     {"message_size_limit", get_message_size_limit, 0, 0, 268435455, "-1", "268435456"},
     {"max_packet_size", get_max_packet_size, 0, 20, 4294967295LL, "19", "4294967296"},
     {"max_keepalive", get_max_keepalive, 65535, 10, 65535, "9", "65536"},
+    {"max_qos", get_max_qos, 2, 0, 2, "-1", "3"},
     {"max_topic_alias", get_max_topic_alias, 10, 0, 65535, "-1", "65536"},
     {"sys_interval", get_sys_interval, 10, 0, 65535, "-1", "65536"},
 };
@@ -967,7 +969,7 @@ static void test_planned_directives_are_refused(void **state)
         expect_errorf(expected, "listener 1883\n%s some value\n", planned[i]);
     }
     const char *unsupported[] = {"memory_limit", "allow_duplicate_messages", "log_facility",
-                                 "max_qos", "use_username_as_clientid"};
+                                 "use_username_as_clientid"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         char expected[1024];
         snprintf(expected, sizeof expected, TEST_NAME ":1: %s: not supported yet", unsupported[i]);
@@ -1197,6 +1199,57 @@ static void test_empty_include_dir(void **state)
 }
 
 /* ------------------------------------------------------------------------------------------
+ * Listeners added by the daemon (command line, local-only mode)
+ */
+
+static void test_add_listener(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    assert_int_equal(config_add_listener(&cfg, 1883, "127.0.0.1", "command line"), 0);
+    assert_int_equal(cfg.listener_count, 1);
+    struct arbor_listener *listener = &cfg.listeners[0];
+    assert_int_equal(listener->port, 1883);
+    assert_string_equal(listener->bind_address, "127.0.0.1");
+    assert_string_equal(listener->file, "command line");
+    assert_int_equal(listener->line, 0);
+    assert_int_equal(listener->max_connections, -1);
+    assert_int_equal(listener->max_topic_alias, 10);
+    assert_int_equal(listener->socket_domain, AF_UNSPEC);
+    assert_false(listener->is_default_listener);
+    assert_string_equal(listener->security.auto_id_prefix, "auto-");
+    assert_true(listener->security.allow_zero_length_clientid);
+    config_free(&cfg);
+
+    /* after a file: the global settings, and a copy of the global security settings */
+    load_ok(&cfg, "listener 1884\nmax_connections 9\nmax_topic_alias 4\nallow_anonymous true\n"
+                  "auto_id_prefix gen-\nclientid_prefixes a- b-\n");
+    assert_int_equal(config_add_listener(&cfg, 1885, NULL, "command line"), 0);
+    assert_int_equal(config_add_listener(&cfg, 1886, "::1", "command line"), 0);
+    assert_int_equal(cfg.listener_count, 3);
+    assert_int_equal(cfg.source_file_count, 2); /* "command line" stored once */
+    for (size_t i = 1; i < 3; i++) {
+        listener = &cfg.listeners[i];
+        assert_int_equal(listener->max_connections, -1);
+        assert_int_equal(listener->max_topic_alias, 10);
+        assert_true(listener->security.allow_anonymous);
+        assert_true(listener->security.allow_anonymous_set);
+        assert_string_equal(listener->security.auto_id_prefix, "gen-");
+        assert_int_equal(listener->security.clientid_prefix_count, 2);
+        assert_string_equal(listener->security.clientid_prefixes[1], "b-");
+    }
+    assert_null(cfg.listeners[1].bind_address);
+    assert_string_equal(cfg.listeners[2].bind_address, "::1");
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), 0);
+    assert_int_equal(config_add_listener(&cfg, 1884, NULL, "command line"), 0);
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), -1);
+    assert_string_equal(error_text, "command line: listener: port 1884 on all addresses is "
+                                    "already used by the listener at " TEST_NAME ":1");
+    config_free(&cfg);
+}
+
+/* ------------------------------------------------------------------------------------------
  * The shipped default config must load
  */
 
@@ -1251,6 +1304,7 @@ int main(void)
         cmocka_unit_test(test_include_dir_error_location),
         cmocka_unit_test(test_include_dir_errors),
         cmocka_unit_test(test_empty_include_dir),
+        cmocka_unit_test(test_add_listener),
         cmocka_unit_test(test_shipped_default_config_loads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

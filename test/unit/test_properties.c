@@ -275,15 +275,6 @@ static void test_many_properties_one_block(void **state)
 
 /* ---- duplicates ---- */
 
-static enum mqtt_property_context first_allowed(const struct prop_case *c)
-{
-    for (int ctx = 0; ctx < NUM_CONTEXTS; ctx++)
-        if (c->allowed & C(ctx))
-            return (enum mqtt_property_context)ctx;
-    fail();
-    return MQTT_PROPS_CONNECT;
-}
-
 static void test_duplicates(void **state)
 {
     (void)state;
@@ -304,7 +295,6 @@ static void test_duplicates(void **state)
             if (rc != (may_repeat ? 0 : MQTT_RC_PROTOCOL_ERROR))
                 fail_msg("property 0x%02X twice, context %d: rc 0x%02X", c->id, ctx, rc);
         }
-        (void)first_allowed(c);
     }
     abuf_free(&list);
 }
