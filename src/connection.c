@@ -130,6 +130,7 @@ int connection_send(struct connection *conn, const void *data, size_t len)
 int connection_send_scratch(struct connection *conn)
 {
     struct abuf *scratch = &conn->broker->scratch;
+    conn->broker->stats.messages_sent++; /* the scratch buffer holds one packet */
     int rc = connection_send(conn, scratch->data, scratch->len);
     abuf_reset(scratch);
     return rc;
@@ -143,6 +144,7 @@ static void connection_flush(struct connection *conn)
         connection_close(conn, 0, strerror(errno));
         return;
     }
+    conn->broker->stats.bytes_sent += (uint64_t)n;
     bool pending = conn->out.count > 0;
     unsigned interest = EVENT_READ | (pending ? EVENT_WRITE : 0);
     event_loop_modify(&conn->broker->loop, &conn->handler, interest);

@@ -1,0 +1,172 @@
+/*
+ * test_subs.c: the subscription tree: matching with wildcards, '$' topics, per-session
+ * de-duplication (highest QoS, all identifiers), no local, shared-group round robin,
+ * removal and pruning.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "subs.h"
+
+static struct session *new_session(uint64_t serial, bool online)
+{
+    struct session *s = calloc(1, sizeof *s);
+    s->serial = serial;
+    s->connection = online ? (struct connection *)(uintptr_t)1 : NULL; /* only tested for NULL */
+    return s;
+}
+
+static size_t match(struct subscription_tree *tree, const char *topic, uint64_t origin,
+                    struct match_result *r)
+{
+    assert_int_equal(subs_match(tree, topic, strlen(topic), origin, r), 0);
+    return r->count;
+}
+
+static void add(struct subscription_tree *tree, const char *filter, struct session *s,
+                uint8_t options, uint32_t id)
+{
+    bool replaced;
+    assert_int_equal(subs_add(tree, filter, s, options, id, &replaced), 0);
+}
+
+static void test_wildcards(void **state)
+{
+    (void)state;
+    struct subscription_tree *tree = subs_create();
+    struct session *a = new_session(1, true), *b = new_session(2, true), *c = new_session(3, true);
+    add(tree, "sport/#", a, 0, 0);
+    add(tree, "sport/+/player1", b, 1, 0);
+    add(tree, "#", c, 2, 0);
+    struct match_result r = {0};
+    assert_int_equal(match(tree, "sport/tennis/player1", 0, &r), 3);
+    assert_int_equal(match(tree, "sport", 0, &r), 2); /* "sport/#" matches the parent level */
+    assert_int_equal(match(tree, "sport/tennis", 0, &r), 2);
+    assert_int_equal(match(tree, "other", 0, &r), 1);
+    assert_ptr_equal(r.entries[0].session, c);
+    assert_int_equal(match(tree, "$SYS/broker/uptime", 0, &r), 0); /* '$' not matched by '#' */
+    add(tree, "$SYS/#", a, 0, 0);
+    assert_int_equal(match(tree, "$SYS/broker/uptime", 0, &r), 1);
+    add(tree, "+/+", b, 0, 0);
+    assert_int_equal(match(tree, "$SYS/x", 0, &r), 1); /* only "$SYS/#", not "+/+" */
+    assert_int_equal(match(tree, "a//b", 0, &r), 1);   /* empty level: only "#" */
+    add(tree, "a/+/b", b, 0, 0);
+    assert_int_equal(match(tree, "a//b", 0, &r), 2);
+    match_result_free(&r);
+    subs_free(tree);
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_overlap_gives_one_entry_with_max_qos_and_all_ids(void **state)
+{
+    (void)state;
+    struct subscription_tree *tree = subs_create();
+    struct session *a = new_session(1, true);
+    add(tree, "a/+", a, 0, 7);
+    add(tree, "a/#", a, 2, 9);
+    add(tree, "a/b", a, 1, 0);
+    struct match_result r = {0};
+    assert_int_equal(match(tree, "a/b", 0, &r), 1);
+    assert_int_equal(r.entries[0].qos, 2);
+    assert_int_equal(r.entries[0].sub_id_count, 2);
+    uint32_t ids = r.entries[0].sub_ids[0] + r.entries[0].sub_ids[1];
+    assert_int_equal(ids, 16);
+    /* A second publish starts fresh (stamp changes). */
+    assert_int_equal(match(tree, "a/c", 0, &r), 1);
+    assert_int_equal(r.entries[0].qos, 2);
+    match_result_free(&r);
+    subs_free(tree);
+    free(a);
+}
+
+static void test_no_local(void **state)
+{
+    (void)state;
+    struct subscription_tree *tree = subs_create();
+    struct session *a = new_session(1, true), *b = new_session(2, true);
+    add(tree, "t", a, SUB_OPT_NO_LOCAL | 1, 0);
+    add(tree, "t", b, 1, 0);
+    struct match_result r = {0};
+    assert_int_equal(match(tree, "t", 1, &r), 1);
+    assert_ptr_equal(r.entries[0].session, b);
+    assert_int_equal(match(tree, "t", 2, &r), 2);
+    match_result_free(&r);
+    subs_free(tree);
+    free(a);
+    free(b);
+}
+
+static void test_shared_round_robin_prefers_connected(void **state)
+{
+    (void)state;
+    struct subscription_tree *tree = subs_create();
+    struct session *a = new_session(1, true), *b = new_session(2, true), *c = new_session(3, false);
+    struct session *d = new_session(4, true);
+    add(tree, "$share/g/t/#", a, 1, 0);
+    add(tree, "$share/g/t/#", b, 1, 0);
+    add(tree, "$share/g/t/#", c, 1, 0);
+    add(tree, "$share/h/t/#", d, 0, 0);
+    struct match_result r = {0};
+    int counts[5] = {0};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(match(tree, "t/x", 0, &r), 2); /* one per group */
+        for (size_t k = 0; k < r.count; k++) counts[r.entries[k].session->serial]++;
+    }
+    assert_int_equal(counts[1], 3);
+    assert_int_equal(counts[2], 3);
+    assert_int_equal(counts[3], 0); /* offline member skipped while others are connected */
+    assert_int_equal(counts[4], 6);
+    match_result_free(&r);
+    subs_free(tree);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+}
+
+static void test_remove_and_prune(void **state)
+{
+    (void)state;
+    struct subscription_tree *tree = subs_create();
+    struct session *a = new_session(1, true);
+    add(tree, "x/y/z", a, 0, 0);
+    add(tree, "$share/g/x/#", a, 0, 0);
+    struct match_result r = {0};
+    assert_int_equal(match(tree, "x/y/z", 0, &r), 2);
+    assert_int_equal(subs_remove(tree, "x/y/z", a), 0);
+    assert_int_equal(subs_remove(tree, "x/y/z", a), 1);
+    assert_int_equal(subs_remove(tree, "nothing/here", a), 1);
+    assert_int_equal(match(tree, "x/y/z", 0, &r), 1);
+    assert_int_equal(subs_remove(tree, "$share/g/x/#", a), 0);
+    assert_int_equal(subs_remove(tree, "$share/other/x/#", a), 1);
+    assert_int_equal(match(tree, "x/y/z", 0, &r), 0);
+    bool replaced;
+    assert_int_equal(subs_add(tree, "q", a, 0, 0, &replaced), 0);
+    assert_false(replaced);
+    assert_int_equal(subs_add(tree, "q", a, 1, 0, &replaced), 0);
+    assert_true(replaced);
+    assert_int_equal(subs_add(tree, "$share//bad", a, 1, 0, &replaced), -1);
+    match_result_free(&r);
+    subs_free(tree);
+    free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wildcards),
+        cmocka_unit_test(test_overlap_gives_one_entry_with_max_qos_and_all_ids),
+        cmocka_unit_test(test_no_local),
+        cmocka_unit_test(test_shared_round_robin_prefers_connected),
+        cmocka_unit_test(test_remove_and_prune),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
