@@ -136,6 +136,15 @@ int connection_send_scratch(struct connection *conn)
     return rc;
 }
 
+int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason)
+{
+    struct abuf *scratch = &conn->broker->scratch;
+    abuf_reset(scratch);
+    if (mqtt_encode_ack(scratch, conn->version, type, packet_id, reason, (struct mqtt_props_out){0}))
+        return MQTT_RC_UNSPECIFIED;
+    return connection_send_scratch(conn) ? MQTT_RC_UNSPECIFIED : 0;
+}
+
 static void connection_flush(struct connection *conn)
 {
     if (conn->state == CONNECTION_CLOSED) return;

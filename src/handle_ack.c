@@ -10,15 +10,6 @@
 #include "packet.h"
 #include "session.h"
 
-static int send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason)
-{
-    struct abuf *scratch = &conn->broker->scratch;
-    abuf_reset(scratch);
-    if (mqtt_encode_ack(scratch, conn->version, type, packet_id, reason, (struct mqtt_props_out){0}))
-        return MQTT_RC_UNSPECIFIED;
-    return connection_send_scratch(conn) ? MQTT_RC_UNSPECIFIED : 0;
-}
-
 static int decode(struct connection *conn, uint8_t type, const uint8_t *body, size_t len,
                   struct mqtt_ack *ack)
 {
@@ -53,8 +44,8 @@ int handle_pubrec(struct connection *conn, const uint8_t *body, size_t len)
     struct session *session = conn->session;
     struct delivery *d = delivery_list_find(&session->inflight, ack.packet_id);
     if (!d || d->state != DELIVERY_AWAIT_PUBREC) {
-        if (d && d->state == DELIVERY_AWAIT_PUBCOMP) return send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
-        return send_ack(conn, MQTT_PUBREL, ack.packet_id,
+        if (d && d->state == DELIVERY_AWAIT_PUBCOMP) return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
+        return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id,
                         conn->version == MQTT_V5 ? MQTT_RC_PACKET_ID_NOT_FOUND : 0);
     }
     if (ack.reason >= 0x80) {
@@ -65,7 +56,7 @@ int handle_pubrec(struct connection *conn, const uint8_t *body, size_t len)
     message_unref(d->msg);
     d->msg = NULL;
     d->state = DELIVERY_AWAIT_PUBCOMP;
-    return send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
+    return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
 }
 
 int handle_pubrel(struct connection *conn, const uint8_t *body, size_t len)
@@ -79,7 +70,7 @@ int handle_pubrel(struct connection *conn, const uint8_t *body, size_t len)
         session_incoming_qos2_remove(session, ack.packet_id);
     else if (conn->version == MQTT_V5)
         reason = MQTT_RC_PACKET_ID_NOT_FOUND;
-    return send_ack(conn, MQTT_PUBCOMP, ack.packet_id, reason);
+    return connection_send_ack(conn, MQTT_PUBCOMP, ack.packet_id, reason);
 }
 
 int handle_pubcomp(struct connection *conn, const uint8_t *body, size_t len)

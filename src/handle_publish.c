@@ -14,15 +14,6 @@
 #include "packet.h"
 #include "session.h"
 
-static int send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason)
-{
-    struct abuf *scratch = &conn->broker->scratch;
-    abuf_reset(scratch);
-    if (mqtt_encode_ack(scratch, conn->version, type, packet_id, reason, (struct mqtt_props_out){0}))
-        return MQTT_RC_UNSPECIFIED;
-    return connection_send_scratch(conn) ? MQTT_RC_UNSPECIFIED : 0;
-}
-
 /* Resolve or record a topic alias. On success p->topic names the topic to use. */
 static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
 {
@@ -99,7 +90,7 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
     uint8_t ack_type = p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK;
     if (p.qos == 2 && session_incoming_qos2_has(session, p.packet_id)) {
         /* Resent before PUBREL: acknowledge again, deliver once. */
-        return send_ack(conn, MQTT_PUBREC, p.packet_id, 0);
+        return connection_send_ack(conn, MQTT_PUBREC, p.packet_id, 0);
     }
     if (p.qos == 2 && session->incoming_qos2_count >= receive_maximum(broker))
         return MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED;
@@ -120,5 +111,5 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
     if (p.qos == 0) return 0;
     if (p.qos == 2 && reason < 0x80 && session_incoming_qos2_add(session, p.packet_id))
         return MQTT_RC_UNSPECIFIED;
-    return send_ack(conn, ack_type, p.packet_id, reason);
+    return connection_send_ack(conn, ack_type, p.packet_id, reason);
 }

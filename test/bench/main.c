@@ -84,7 +84,7 @@ static int limit_search(const struct bench_options *o, const struct bench_scenar
     limit_search_init(&r->search, p->start_interval_ms, p->splits, p->max_steps,
                       MIN_SEARCH_INTERVAL_MS);
     if (!o->quiet) {
-        fprintf(stdout, "\n");
+        report_print_search_criteria(stdout, sc);
         report_print_run_header(stdout);
     }
     while (limit_search_next(&r->search, &interval)) {
@@ -119,7 +119,7 @@ static int write_outputs(const struct bench_options *o, const struct bench_repor
 {
     if (!o->quiet) {
         bool per_second = o->per_second_set ? o->per_second : !r->searched;
-        report_print_table(stdout, r, per_second);
+        report_print_table(stdout, r, per_second, false);
     }
     if (o->json_path && report_write_json(o->json_path, r) != 0) {
         perror(o->json_path);

@@ -142,13 +142,18 @@ static void print_topics(FILE *f, const struct bench_scenario *sc, const struct 
                 (unsigned long long)t->topics[i].duplicates);
 }
 
-void report_print_table(FILE *f, const struct bench_report *r, bool per_second)
+void report_print_search_criteria(FILE *f, const struct bench_scenario *sc)
+{
+    fprintf(f, "\nlimit search: a run passes if egress/(ingress*sp) >= %.2f and ingress >= %.0f%% "
+               "of target\n",
+            sc->search.threshold, 100 * sc->search.min_offered);
+}
+
+void report_print_table(FILE *f, const struct bench_report *r, bool per_second, bool show_runs)
 {
     const struct bench_scenario *sc = r->scenario;
-    if (r->searched) {
-        fprintf(f, "\nlimit search (egress/(ingress*sp) >= %.2f and ingress >= %.0f%% of target)"
-                   "\n",
-                sc->search.threshold, 100 * sc->search.min_offered);
+    if (r->searched && show_runs) {
+        report_print_search_criteria(f, sc);
         report_print_run_header(f);
         for (size_t i = 0; i < r->run_count; i++)
             report_print_run_line(f, i, &r->runs[i]);

@@ -39,7 +39,10 @@ void report_print_scenario(FILE *f, const struct bench_scenario *sc);
 /* One line per run, for progress during a search, and the header above those lines. */
 void report_print_run_header(FILE *f);
 void report_print_run_line(FILE *f, size_t index, const struct run_record *run);
-void report_print_table(FILE *f, const struct bench_report *r, bool per_second);
+/* The result block; with show_runs also every run of a search (skip it when the run lines
+ * were already printed as progress). */
+void report_print_search_criteria(FILE *f, const struct bench_scenario *sc);
+void report_print_table(FILE *f, const struct bench_report *r, bool per_second, bool show_runs);
 /* path "-" writes to stdout. Return 0 or -1 (errno set). */
 int report_write_json(const char *path, const struct bench_report *r);
 int report_write_csv(const char *path, const struct bench_report *r);
