@@ -149,6 +149,17 @@ static bool queue_has_room(const struct broker *broker, const struct session *se
     return true;
 }
 
+/* A connected client that does not read its socket: QoS 0 messages beyond the queue limits
+ * are dropped instead of growing its output buffer without bound. A PUBLISH is about two
+ * output segments (header, payload). */
+static bool socket_backlog_full(const struct broker *broker, const struct connection *conn)
+{
+    const struct arbor_config *cfg = broker->config;
+    if (cfg->max_queued_messages > 0 && conn->out.count / 2 >= (size_t)cfg->max_queued_messages)
+        return true;
+    return cfg->max_queued_bytes && conn->out.bytes >= cfg->max_queued_bytes;
+}
+
 void session_deliver(struct broker *broker, struct session *session, struct message *msg,
                      uint8_t qos, bool retain, const uint32_t *sub_ids, uint8_t sub_id_count)
 {
@@ -156,7 +167,8 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
     bool online = conn && conn->state == CONNECTION_ACTIVE;
     if (message_expired(msg, broker->now_ms)) return;
     if (qos == 0 && online) {
-        if (send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != SEND_OK)
+        if (socket_backlog_full(broker, conn) ||
+            send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != SEND_OK)
             broker->stats.publish_dropped++;
         return;
     }
