@@ -15,10 +15,8 @@
 
 int abuf_reserve(struct abuf *buf, size_t extra)
 {
-    if (extra <= buf->cap - buf->len)
-        return 0;
-    if (extra > SIZE_MAX - buf->len)
-        return -1;
+    if (extra <= buf->cap - buf->len) return 0;
+    if (extra > SIZE_MAX - buf->len) return -1;
     size_t needed = buf->len + extra;
     size_t cap = buf->cap ? buf->cap : ABUF_MIN_CAPACITY;
     while (cap < needed) {
@@ -29,8 +27,7 @@ int abuf_reserve(struct abuf *buf, size_t extra)
         cap *= 2;
     }
     uint8_t *data = realloc(buf->data, cap);
-    if (!data)
-        return -1;
+    if (!data) return -1;
     buf->data = data;
     buf->cap = cap;
     return 0;
@@ -38,10 +35,8 @@ int abuf_reserve(struct abuf *buf, size_t extra)
 
 int abuf_append(struct abuf *buf, const void *data, size_t len)
 {
-    if (len == 0)
-        return 0;
-    if (abuf_reserve(buf, len) != 0)
-        return -1;
+    if (len == 0) return 0;
+    if (abuf_reserve(buf, len) != 0) return -1;
     memcpy(buf->data + buf->len, data, len);
     buf->len += len;
     return 0;
@@ -49,16 +44,14 @@ int abuf_append(struct abuf *buf, const void *data, size_t len)
 
 int abuf_append_u8(struct abuf *buf, uint8_t value)
 {
-    if (abuf_reserve(buf, 1) != 0)
-        return -1;
+    if (abuf_reserve(buf, 1) != 0) return -1;
     buf->data[buf->len++] = value;
     return 0;
 }
 
 int abuf_append_u16(struct abuf *buf, uint16_t value)
 {
-    if (abuf_reserve(buf, 2) != 0)
-        return -1;
+    if (abuf_reserve(buf, 2) != 0) return -1;
     buf->data[buf->len++] = (uint8_t)(value >> 8);
     buf->data[buf->len++] = (uint8_t)value;
     return 0;
@@ -66,8 +59,7 @@ int abuf_append_u16(struct abuf *buf, uint16_t value)
 
 int abuf_append_u32(struct abuf *buf, uint32_t value)
 {
-    if (abuf_reserve(buf, 4) != 0)
-        return -1;
+    if (abuf_reserve(buf, 4) != 0) return -1;
     buf->data[buf->len++] = (uint8_t)(value >> 24);
     buf->data[buf->len++] = (uint8_t)(value >> 16);
     buf->data[buf->len++] = (uint8_t)(value >> 8);
@@ -77,8 +69,7 @@ int abuf_append_u32(struct abuf *buf, uint32_t value)
 
 int abuf_append_varint(struct abuf *buf, uint32_t value)
 {
-    if (value > MQTT_VARINT_MAX)
-        return -1;
+    if (value > MQTT_VARINT_MAX) return -1;
     uint8_t bytes[4];
     size_t n = wire_varint_encode(bytes, value);
     return abuf_append(buf, bytes, n);
@@ -86,10 +77,8 @@ int abuf_append_varint(struct abuf *buf, uint32_t value)
 
 int abuf_append_prefixed(struct abuf *buf, const void *data, size_t len)
 {
-    if (len > UINT16_MAX)
-        return -1;
-    if (abuf_reserve(buf, 2 + len) != 0)
-        return -1;
+    if (len > UINT16_MAX) return -1;
+    if (abuf_reserve(buf, 2 + len) != 0) return -1;
     abuf_append_u16(buf, (uint16_t)len);
     return abuf_append(buf, data, len);
 }

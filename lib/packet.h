@@ -205,7 +205,8 @@ struct mqtt_publish_out {
 /* Fixed header and variable header of a PUBLISH whose payload (payload_len bytes) the caller
  * sends right after it; lets a broker share one payload among many recipients. */
 int mqtt_encode_publish_header(struct abuf *out, const struct mqtt_publish_out *p);
-/* Size in bytes of the whole packet (headers + payload) that the above would produce. */
+/* Size in bytes of the whole packet (headers + payload) that the above would produce, or 0 if
+ * it cannot be encoded (topic over 65535 bytes, QoS 3, remaining length over MQTT_VARINT_MAX). */
 size_t mqtt_publish_packet_size(const struct mqtt_publish_out *p);
 /* Whole PUBLISH including payload. */
 int mqtt_encode_publish(struct abuf *out, const struct mqtt_publish_out *p, const void *payload);

@@ -15,13 +15,11 @@
 
 int mqtt_fixed_header_parse(const uint8_t *data, size_t len, struct mqtt_fixed_header *out)
 {
-    if (len < 2)
-        return WIRE_NEED_MORE;
+    if (len < 2) return WIRE_NEED_MORE;
     uint32_t remaining;
     size_t consumed;
     int rc = wire_varint_decode(data + 1, len - 1, &remaining, &consumed);
-    if (rc != WIRE_OK)
-        return rc;
+    if (rc != WIRE_OK) return rc;
     out->type = data[0] >> 4;
     out->flags = data[0] & 0x0F;
     out->remaining_length = remaining;
@@ -76,8 +74,7 @@ static int read_props(struct wire_reader *r, uint8_t version, enum mqtt_property
 /* 2.2.1: packets that carry a packet identifier must not use 0. */
 static int read_packet_id(struct wire_reader *r, uint16_t *out)
 {
-    if (!wire_read_u16(r, out))
-        return MQTT_RC_MALFORMED_PACKET;
+    if (!wire_read_u16(r, out)) return MQTT_RC_MALFORMED_PACKET;
     return *out == 0 ? MQTT_RC_PROTOCOL_ERROR : 0;
 }
 
@@ -99,8 +96,8 @@ static const uint8_t suback_codes[] = {0x00, 0x01, 0x02, 0x80, 0x83, 0x87,
                                        0x8F, 0x91, 0x97, 0x9E, 0xA1, 0xA2};
 static const uint8_t unsuback_codes[] = {0x00, 0x11, 0x80, 0x83, 0x87, 0x8F, 0x91};
 static const uint8_t disconnect_codes[] = {
-    0x00, 0x04, 0x80, 0x81, 0x82, 0x83, 0x87, 0x89, 0x8B, 0x8D, 0x8E, 0x8F, 0x90, 0x93,
-    0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9E, 0x9F, 0xA0, 0xA1, 0xA2,
+    0x00, 0x04, 0x80, 0x81, 0x82, 0x83, 0x87, 0x89, 0x8B, 0x8D, 0x8E, 0x8F, 0x90, 0x93, 0x94,
+    0x95, 0x96, 0x97, 0x98, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9E, 0x9F, 0xA0, 0xA1, 0xA2,
 };
 static const uint8_t auth_codes[] = {0x00, 0x18, 0x19};
 static const uint8_t v3_suback_codes[] = {0x00, 0x01, 0x02, 0x80};
@@ -123,25 +120,21 @@ static bool bytes_equal(struct wire_bytes b, const char *s)
 
 static bool protocol_supported(struct wire_bytes name, uint8_t version)
 {
-    if (version == MQTT_V311 || version == MQTT_V5)
-        return bytes_equal(name, "MQTT");
-    if (version == MQTT_V31)
-        return bytes_equal(name, "MQIsdp");
+    if (version == MQTT_V311 || version == MQTT_V5) return bytes_equal(name, "MQTT");
+    if (version == MQTT_V31) return bytes_equal(name, "MQIsdp");
     return false;
 }
 
 static int decode_connect_flags(uint8_t flags, struct mqtt_connect *out)
 {
-    if (flags & CONNECT_FLAG_RESERVED)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (flags & CONNECT_FLAG_RESERVED) return MQTT_RC_MALFORMED_PACKET;
     out->clean_start = flags & CONNECT_FLAG_CLEAN;
     out->will_flag = flags & CONNECT_FLAG_WILL;
     out->will_qos = (flags >> CONNECT_FLAG_WILL_QOS_SHIFT) & 0x03;
     out->will_retain = flags & CONNECT_FLAG_WILL_RETAIN;
     out->has_password = flags & CONNECT_FLAG_PASSWORD;
     out->has_username = flags & CONNECT_FLAG_USERNAME;
-    if (out->will_qos == 3)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (out->will_qos == 3) return MQTT_RC_MALFORMED_PACKET;
     if (!out->will_flag && (out->will_qos != 0 || out->will_retain))
         return MQTT_RC_MALFORMED_PACKET;
     /* [MQTT-3.1.2-22] in 3.1.1; MQTT 5 dropped the rule. */
@@ -153,8 +146,7 @@ static int decode_connect_flags(uint8_t flags, struct mqtt_connect *out)
 static int decode_connect_will(struct wire_reader *r, struct mqtt_connect *out)
 {
     int rc = read_props(r, out->version, MQTT_PROPS_WILL, &out->will_props);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     if (!wire_read_utf8(r, &out->will_topic) || !wire_read_binary(r, &out->will_payload))
         return MQTT_RC_MALFORMED_PACKET;
     if (!topic_name_is_valid((const char *)out->will_topic.data, out->will_topic.len))
@@ -164,19 +156,14 @@ static int decode_connect_will(struct wire_reader *r, struct mqtt_connect *out)
 
 static int decode_connect_payload(struct wire_reader *r, struct mqtt_connect *out)
 {
-    if (!wire_read_utf8(r, &out->client_id))
-        return MQTT_RC_MALFORMED_PACKET;
+    if (!wire_read_utf8(r, &out->client_id)) return MQTT_RC_MALFORMED_PACKET;
     if (out->will_flag) {
         int rc = decode_connect_will(r, out);
-        if (rc != 0)
-            return rc;
+        if (rc != 0) return rc;
     }
-    if (out->has_username && !wire_read_utf8(r, &out->username))
-        return MQTT_RC_MALFORMED_PACKET;
-    if (out->has_password && !wire_read_binary(r, &out->password))
-        return MQTT_RC_MALFORMED_PACKET;
-    if (wire_reader_remaining(r) != 0)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (out->has_username && !wire_read_utf8(r, &out->username)) return MQTT_RC_MALFORMED_PACKET;
+    if (out->has_password && !wire_read_binary(r, &out->password)) return MQTT_RC_MALFORMED_PACKET;
+    if (wire_reader_remaining(r) != 0) return MQTT_RC_MALFORMED_PACKET;
     return 0;
 }
 
@@ -195,17 +182,14 @@ int mqtt_decode_connect(const uint8_t *body, size_t len, struct mqtt_connect *ou
     if (!wire_read_u8(&r, &flags) || !wire_read_u16(&r, &out->keepalive))
         return MQTT_RC_MALFORMED_PACKET;
     int rc = decode_connect_flags(flags, out);
-    if (rc == 0)
-        rc = read_props(&r, out->version, MQTT_PROPS_CONNECT, &out->props);
-    if (rc == 0)
-        rc = decode_connect_payload(&r, out);
+    if (rc == 0) rc = read_props(&r, out->version, MQTT_PROPS_CONNECT, &out->props);
+    if (rc == 0) rc = decode_connect_payload(&r, out);
     return rc;
 }
 
 /* ---- CONNACK ---- */
 
-int mqtt_decode_connack(uint8_t version, const uint8_t *body, size_t len,
-                        struct mqtt_connack *out)
+int mqtt_decode_connack(uint8_t version, const uint8_t *body, size_t len, struct mqtt_connack *out)
 {
     memset(out, 0, sizeof(*out));
     struct wire_reader r;
@@ -213,14 +197,11 @@ int mqtt_decode_connack(uint8_t version, const uint8_t *body, size_t len,
     uint8_t ack_flags;
     if (!wire_read_u8(&r, &ack_flags) || !wire_read_u8(&r, &out->reason))
         return MQTT_RC_MALFORMED_PACKET;
-    if (ack_flags & 0xFE)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (ack_flags & 0xFE) return MQTT_RC_MALFORMED_PACKET;
     out->session_present = ack_flags & 0x01;
     int rc = read_props(&r, version, MQTT_PROPS_CONNACK, &out->props);
-    if (rc != 0)
-        return rc;
-    if (wire_reader_remaining(&r) != 0)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (rc != 0) return rc;
+    if (wire_reader_remaining(&r) != 0) return MQTT_RC_MALFORMED_PACKET;
     bool known = version == MQTT_V5 ? CODE_IN(out->reason, connack_codes)
                                     : out->reason <= MQTT3_CONNACK_NOT_AUTHORIZED;
     return known ? 0 : MQTT_RC_PROTOCOL_ERROR;
@@ -232,21 +213,17 @@ int mqtt_decode_connack(uint8_t version, const uint8_t *body, size_t len,
 static int check_publish(uint8_t version, bool from_server, const struct mqtt_publish *p)
 {
     if (!topic_name_is_valid((const char *)p->topic.data, p->topic.len)) {
-        if (p->topic.len != 0)
-            return MQTT_RC_TOPIC_NAME_INVALID;
-        if (version != MQTT_V5)
-            return MQTT_RC_TOPIC_NAME_INVALID;
+        if (p->topic.len != 0) return MQTT_RC_TOPIC_NAME_INVALID;
+        if (version != MQTT_V5) return MQTT_RC_TOPIC_NAME_INVALID;
         if (!(p->props.present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS)))
             return MQTT_RC_PROTOCOL_ERROR; /* 3.3.2.3.4 */
     }
-    if (version != MQTT_V5)
-        return 0;
+    if (version != MQTT_V5) return 0;
     if (!from_server && p->props.subscription_identifier_count != 0)
         return MQTT_RC_PROTOCOL_ERROR; /* 3.3.4: only a server sends them */
     if ((p->props.present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS)) && p->props.topic_alias == 0)
         return MQTT_RC_TOPIC_ALIAS_INVALID;
-    if (p->props.payload_format_indicator == 1 &&
-        !utf8_is_valid_mqtt(p->payload, p->payload_len))
+    if (p->props.payload_format_indicator == 1 && !utf8_is_valid_mqtt(p->payload, p->payload_len))
         return MQTT_RC_PAYLOAD_FORMAT_INVALID;
     return 0;
 }
@@ -254,28 +231,32 @@ static int check_publish(uint8_t version, bool from_server, const struct mqtt_pu
 static int decode_publish(uint8_t version, uint8_t flags, const uint8_t *body, size_t len,
                           bool from_server, struct mqtt_publish *out)
 {
-    memset(out, 0, sizeof(*out));
+    /* Field by field rather than one memset of the whole struct: this runs for every PUBLISH
+     * and the property block is cleared once, by whoever reads it. */
     out->qos = (flags >> 1) & 0x03;
     out->dup = flags & 0x08;
     out->retain = flags & 0x01;
+    out->topic = (struct wire_bytes){NULL, 0};
+    out->packet_id = 0;
+    out->payload = NULL;
+    out->payload_len = 0;
+    out->props.present = 0;
+    out->props.raw = NULL;
+    out->props.raw_len = 0;
     if (out->qos == 3 || (out->dup && out->qos == 0))
         return MQTT_RC_MALFORMED_PACKET; /* [MQTT-3.3.1-4], [MQTT-3.3.1-2] */
 
     struct wire_reader r;
     wire_reader_init(&r, body, len);
-    if (!wire_read_utf8(&r, &out->topic))
-        return MQTT_RC_MALFORMED_PACKET;
+    if (!wire_read_utf8(&r, &out->topic)) return MQTT_RC_MALFORMED_PACKET;
     if (out->qos > 0) {
         int rc = read_packet_id(&r, &out->packet_id);
-        if (rc != 0)
-            return rc;
+        if (rc != 0) return rc;
     }
     int rc = read_props(&r, version, MQTT_PROPS_PUBLISH, &out->props);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     size_t payload_len = wire_reader_remaining(&r);
-    if (payload_len > MQTT_VARINT_MAX)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (payload_len > MQTT_VARINT_MAX) return MQTT_RC_MALFORMED_PACKET;
     wire_read_raw(&r, payload_len, &out->payload);
     out->payload_len = (uint32_t)payload_len;
     return check_publish(version, from_server, out);
@@ -287,8 +268,8 @@ int mqtt_decode_publish(uint8_t version, uint8_t flags, const uint8_t *body, siz
     return decode_publish(version, flags, body, len, false, out);
 }
 
-int mqtt_decode_publish_from_server(uint8_t version, uint8_t flags, const uint8_t *body,
-                                    size_t len, struct mqtt_publish *out)
+int mqtt_decode_publish_from_server(uint8_t version, uint8_t flags, const uint8_t *body, size_t len,
+                                    struct mqtt_publish *out)
 {
     return decode_publish(version, flags, body, len, true, out);
 }
@@ -297,8 +278,7 @@ int mqtt_decode_publish_from_server(uint8_t version, uint8_t flags, const uint8_
 
 static bool ack_reason_known(uint8_t type, uint8_t reason)
 {
-    if (type == MQTT_PUBREL || type == MQTT_PUBCOMP)
-        return CODE_IN(reason, pubrel_codes);
+    if (type == MQTT_PUBREL || type == MQTT_PUBCOMP) return CODE_IN(reason, pubrel_codes);
     return CODE_IN(reason, puback_codes);
 }
 
@@ -306,24 +286,20 @@ int mqtt_decode_ack(uint8_t version, uint8_t type, const uint8_t *body, size_t l
                     struct mqtt_ack *out)
 {
     memset(out, 0, sizeof(*out));
-    if (type < MQTT_PUBACK || type > MQTT_PUBCOMP)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (type < MQTT_PUBACK || type > MQTT_PUBCOMP) return MQTT_RC_MALFORMED_PACKET;
     struct wire_reader r;
     wire_reader_init(&r, body, len);
     int rc = read_packet_id(&r, &out->packet_id);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     /* 3.4.2.1: a v5 ack may stop after the packet id, or after the reason code. */
     if (version == MQTT_V5 && wire_reader_remaining(&r) > 0) {
         wire_read_u8(&r, &out->reason);
         if (wire_reader_remaining(&r) > 0) {
             rc = mqtt_properties_read(&r, MQTT_PROPS_PUBACK, &out->props);
-            if (rc != 0)
-                return rc;
+            if (rc != 0) return rc;
         }
     }
-    if (wire_reader_remaining(&r) != 0)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (wire_reader_remaining(&r) != 0) return MQTT_RC_MALFORMED_PACKET;
     return ack_reason_known(type, out->reason) ? 0 : MQTT_RC_PROTOCOL_ERROR;
 }
 
@@ -338,23 +314,18 @@ int mqtt_decode_ack(uint8_t version, uint8_t type, const uint8_t *body, size_t l
 
 static bool subscription_options_valid(uint8_t version, uint8_t options)
 {
-    if ((options & SUB_OPT_QOS_MASK) == 3)
-        return false;
-    if (version != MQTT_V5)
-        return (options & SUB_OPT_V3_RESERVED) == 0;
-    if (options & SUB_OPT_V5_RESERVED)
-        return false;
+    if ((options & SUB_OPT_QOS_MASK) == 3) return false;
+    if (version != MQTT_V5) return (options & SUB_OPT_V3_RESERVED) == 0;
+    if (options & SUB_OPT_V5_RESERVED) return false;
     return ((options >> SUB_OPT_RETAIN_HANDLING_SHIFT) & 0x03) != 3;
 }
 
 /* Reads the packet id and properties shared by SUBSCRIBE and UNSUBSCRIBE. */
-static int read_sub_header(struct wire_reader *r, uint8_t version,
-                           enum mqtt_property_context ctx, uint16_t *packet_id,
-                           struct mqtt_properties *props)
+static int read_sub_header(struct wire_reader *r, uint8_t version, enum mqtt_property_context ctx,
+                           uint16_t *packet_id, struct mqtt_properties *props)
 {
     int rc = read_packet_id(r, packet_id);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     return read_props(r, version, ctx, props);
 }
 
@@ -365,8 +336,7 @@ int mqtt_decode_subscribe(uint8_t version, const uint8_t *body, size_t len,
     struct wire_reader r;
     wire_reader_init(&r, body, len);
     int rc = read_sub_header(&r, version, MQTT_PROPS_SUBSCRIBE, &out->packet_id, &out->props);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     out->entries = r.data + r.pos;
     out->entries_len = wire_reader_remaining(&r);
     while (wire_reader_remaining(&r) > 0) {
@@ -374,8 +344,7 @@ int mqtt_decode_subscribe(uint8_t version, const uint8_t *body, size_t len,
         uint8_t options;
         if (!wire_read_utf8(&r, &filter) || !wire_read_u8(&r, &options))
             return MQTT_RC_MALFORMED_PACKET;
-        if (!subscription_options_valid(version, options))
-            return MQTT_RC_MALFORMED_PACKET;
+        if (!subscription_options_valid(version, options)) return MQTT_RC_MALFORMED_PACKET;
         out->count++;
     }
     return out->count == 0 ? MQTT_RC_PROTOCOL_ERROR : 0; /* [MQTT-3.8.3-2] */
@@ -384,14 +353,12 @@ int mqtt_decode_subscribe(uint8_t version, const uint8_t *body, size_t len,
 bool mqtt_subscribe_next(const struct mqtt_subscribe *sub, size_t *pos,
                          struct mqtt_subscription_request *out)
 {
-    if (!sub->entries || *pos >= sub->entries_len)
-        return false;
+    if (!sub->entries || *pos >= sub->entries_len) return false;
     struct wire_reader r;
     wire_reader_init(&r, sub->entries, sub->entries_len);
     r.pos = *pos;
     uint8_t options;
-    if (!wire_read_binary(&r, &out->filter) || !wire_read_u8(&r, &options))
-        return false;
+    if (!wire_read_binary(&r, &out->filter) || !wire_read_u8(&r, &options)) return false;
     out->qos = options & SUB_OPT_QOS_MASK;
     out->no_local = options & SUB_OPT_NO_LOCAL;
     out->retain_as_published = options & SUB_OPT_RETAIN_AS_PUBLISHED;
@@ -407,14 +374,12 @@ int mqtt_decode_unsubscribe(uint8_t version, const uint8_t *body, size_t len,
     struct wire_reader r;
     wire_reader_init(&r, body, len);
     int rc = read_sub_header(&r, version, MQTT_PROPS_UNSUBSCRIBE, &out->packet_id, &out->props);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     out->entries = r.data + r.pos;
     out->entries_len = wire_reader_remaining(&r);
     while (wire_reader_remaining(&r) > 0) {
         struct wire_bytes filter;
-        if (!wire_read_utf8(&r, &filter))
-            return MQTT_RC_MALFORMED_PACKET;
+        if (!wire_read_utf8(&r, &filter)) return MQTT_RC_MALFORMED_PACKET;
         out->count++;
     }
     return out->count == 0 ? MQTT_RC_PROTOCOL_ERROR : 0; /* [MQTT-3.10.3-2] */
@@ -423,21 +388,18 @@ int mqtt_decode_unsubscribe(uint8_t version, const uint8_t *body, size_t len,
 bool mqtt_unsubscribe_next(const struct mqtt_unsubscribe *unsub, size_t *pos,
                            struct wire_bytes *filter)
 {
-    if (!unsub->entries || *pos >= unsub->entries_len)
-        return false;
+    if (!unsub->entries || *pos >= unsub->entries_len) return false;
     struct wire_reader r;
     wire_reader_init(&r, unsub->entries, unsub->entries_len);
     r.pos = *pos;
-    if (!wire_read_binary(&r, filter))
-        return false;
+    if (!wire_read_binary(&r, filter)) return false;
     *pos = r.pos;
     return true;
 }
 
 /* ---- SUBACK and UNSUBACK ---- */
 
-static bool suback_codes_known(uint8_t version, uint8_t type, const uint8_t *codes,
-                               size_t count)
+static bool suback_codes_known(uint8_t version, uint8_t type, const uint8_t *codes, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
         bool known;
@@ -447,8 +409,7 @@ static bool suback_codes_known(uint8_t version, uint8_t type, const uint8_t *cod
             known = CODE_IN(codes[i], suback_codes);
         else
             known = CODE_IN(codes[i], unsuback_codes);
-        if (!known)
-            return false;
+        if (!known) return false;
     }
     return true;
 }
@@ -457,22 +418,18 @@ int mqtt_decode_suback(uint8_t version, uint8_t type, const uint8_t *body, size_
                        struct mqtt_suback *out)
 {
     memset(out, 0, sizeof(*out));
-    if (type != MQTT_SUBACK && type != MQTT_UNSUBACK)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (type != MQTT_SUBACK && type != MQTT_UNSUBACK) return MQTT_RC_MALFORMED_PACKET;
     struct wire_reader r;
     wire_reader_init(&r, body, len);
     int rc = read_packet_id(&r, &out->packet_id);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     enum mqtt_property_context ctx = type == MQTT_SUBACK ? MQTT_PROPS_SUBACK : MQTT_PROPS_UNSUBACK;
     rc = read_props(&r, version, ctx, &out->props);
-    if (rc != 0)
-        return rc;
+    if (rc != 0) return rc;
     size_t count = wire_reader_remaining(&r);
     if (version != MQTT_V5 && type == MQTT_UNSUBACK)
         return count == 0 ? 0 : MQTT_RC_MALFORMED_PACKET; /* 3.1.1: packet id only */
-    if (count == 0)
-        return MQTT_RC_PROTOCOL_ERROR; /* one code per requested filter, at least one */
+    if (count == 0) return MQTT_RC_PROTOCOL_ERROR; /* one code per requested filter, at least one */
     wire_read_raw(&r, count, &out->codes);
     out->count = (uint32_t)count;
     return suback_codes_known(version, type, out->codes, count) ? 0 : MQTT_RC_PROTOCOL_ERROR;
@@ -484,8 +441,7 @@ int mqtt_decode_disconnect(uint8_t version, uint8_t type, const uint8_t *body, s
                            struct mqtt_disconnect *out)
 {
     memset(out, 0, sizeof(*out));
-    if (type != MQTT_DISCONNECT && type != MQTT_AUTH)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (type != MQTT_DISCONNECT && type != MQTT_AUTH) return MQTT_RC_MALFORMED_PACKET;
     if (version != MQTT_V5) {
         if (type == MQTT_AUTH)
             return MQTT_RC_PROTOCOL_ERROR; /* AUTH does not exist before MQTT 5 */
@@ -500,12 +456,10 @@ int mqtt_decode_disconnect(uint8_t version, uint8_t type, const uint8_t *body, s
             enum mqtt_property_context ctx =
                 type == MQTT_AUTH ? MQTT_PROPS_AUTH : MQTT_PROPS_DISCONNECT;
             int rc = mqtt_properties_read(&r, ctx, &out->props);
-            if (rc != 0)
-                return rc;
+            if (rc != 0) return rc;
         }
     }
-    if (wire_reader_remaining(&r) != 0)
-        return MQTT_RC_MALFORMED_PACKET;
+    if (wire_reader_remaining(&r) != 0) return MQTT_RC_MALFORMED_PACKET;
     bool known = type == MQTT_AUTH ? CODE_IN(out->reason, auth_codes)
                                    : CODE_IN(out->reason, disconnect_codes);
     return known ? 0 : MQTT_RC_PROTOCOL_ERROR;

@@ -7,6 +7,7 @@
  */
 #include "properties.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "arbor/protocol.h"
@@ -26,52 +27,65 @@ enum prop_type {
 #define CTX(c) (1u << (c))
 #define CTX_ALL 0x7FFu /* every enum mqtt_property_context value */
 #define CTX_PUB_WILL (CTX(MQTT_PROPS_PUBLISH) | CTX(MQTT_PROPS_WILL))
-#define CTX_REASON_STRING                                                                         \
-    (CTX(MQTT_PROPS_CONNACK) | CTX(MQTT_PROPS_PUBACK) | CTX(MQTT_PROPS_SUBACK) |                  \
+#define CTX_REASON_STRING                                                                          \
+    (CTX(MQTT_PROPS_CONNACK) | CTX(MQTT_PROPS_PUBACK) | CTX(MQTT_PROPS_SUBACK) |                   \
      CTX(MQTT_PROPS_UNSUBACK) | CTX(MQTT_PROPS_DISCONNECT) | CTX(MQTT_PROPS_AUTH))
 
 struct prop_rule {
     uint8_t type;      /* enum prop_type */
     uint16_t contexts; /* CTX() bits of the contexts that may carry it */
+    uint16_t field;    /* offsetof the struct mqtt_properties member that holds the value */
 };
+
+#define FIELD(member) offsetof(struct mqtt_properties, member)
+#define CTX_CONNECT_CONNACK (CTX(MQTT_PROPS_CONNECT) | CTX(MQTT_PROPS_CONNACK))
+#define CTX_AUTH_EXCHANGE (CTX_CONNECT_CONNACK | CTX(MQTT_PROPS_AUTH))
 
 #define PROP_ID_LIMIT (MQTT_PROP_SHARED_SUBSCRIPTION_AVAILABLE + 1)
 
+/* MQTT 5.0 section 2.2.2.2: each identifier's type and the packets that may carry it. */
 static const struct prop_rule prop_rules[PROP_ID_LIMIT] = {
-    [MQTT_PROP_PAYLOAD_FORMAT_INDICATOR] = {PROP_BYTE, CTX_PUB_WILL},
-    [MQTT_PROP_MESSAGE_EXPIRY_INTERVAL] = {PROP_U32, CTX_PUB_WILL},
-    [MQTT_PROP_CONTENT_TYPE] = {PROP_UTF8, CTX_PUB_WILL},
-    [MQTT_PROP_RESPONSE_TOPIC] = {PROP_UTF8, CTX_PUB_WILL},
-    [MQTT_PROP_CORRELATION_DATA] = {PROP_BINARY, CTX_PUB_WILL},
-    [MQTT_PROP_SUBSCRIPTION_IDENTIFIER] =
-        {PROP_VARINT, CTX(MQTT_PROPS_PUBLISH) | CTX(MQTT_PROPS_SUBSCRIBE)},
-    [MQTT_PROP_SESSION_EXPIRY_INTERVAL] =
-        {PROP_U32, CTX(MQTT_PROPS_CONNECT) | CTX(MQTT_PROPS_CONNACK) | CTX(MQTT_PROPS_DISCONNECT)},
-    [MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER] = {PROP_UTF8, CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_SERVER_KEEP_ALIVE] = {PROP_U16, CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_AUTHENTICATION_METHOD] =
-        {PROP_UTF8, CTX(MQTT_PROPS_CONNECT) | CTX(MQTT_PROPS_CONNACK) | CTX(MQTT_PROPS_AUTH)},
-    [MQTT_PROP_AUTHENTICATION_DATA] =
-        {PROP_BINARY, CTX(MQTT_PROPS_CONNECT) | CTX(MQTT_PROPS_CONNACK) | CTX(MQTT_PROPS_AUTH)},
-    [MQTT_PROP_REQUEST_PROBLEM_INFORMATION] = {PROP_BYTE, CTX(MQTT_PROPS_CONNECT)},
-    [MQTT_PROP_WILL_DELAY_INTERVAL] = {PROP_U32, CTX(MQTT_PROPS_WILL)},
-    [MQTT_PROP_REQUEST_RESPONSE_INFORMATION] = {PROP_BYTE, CTX(MQTT_PROPS_CONNECT)},
-    [MQTT_PROP_RESPONSE_INFORMATION] = {PROP_UTF8, CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_SERVER_REFERENCE] =
-        {PROP_UTF8, CTX(MQTT_PROPS_CONNACK) | CTX(MQTT_PROPS_DISCONNECT)},
-    [MQTT_PROP_REASON_STRING] = {PROP_UTF8, CTX_REASON_STRING},
-    [MQTT_PROP_RECEIVE_MAXIMUM] = {PROP_U16, CTX(MQTT_PROPS_CONNECT) | CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_TOPIC_ALIAS_MAXIMUM] =
-        {PROP_U16, CTX(MQTT_PROPS_CONNECT) | CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_TOPIC_ALIAS] = {PROP_U16, CTX(MQTT_PROPS_PUBLISH)},
-    [MQTT_PROP_MAXIMUM_QOS] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_RETAIN_AVAILABLE] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_USER_PROPERTY] = {PROP_PAIR, CTX_ALL},
-    [MQTT_PROP_MAXIMUM_PACKET_SIZE] =
-        {PROP_U32, CTX(MQTT_PROPS_CONNECT) | CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_WILDCARD_SUBSCRIPTION_AVAILABLE] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_SUBSCRIPTION_IDENTIFIER_AVAILABLE] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK)},
-    [MQTT_PROP_SHARED_SUBSCRIPTION_AVAILABLE] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK)},
+    [MQTT_PROP_PAYLOAD_FORMAT_INDICATOR] = {PROP_BYTE, CTX_PUB_WILL,
+                                            FIELD(payload_format_indicator)},
+    [MQTT_PROP_MESSAGE_EXPIRY_INTERVAL] = {PROP_U32, CTX_PUB_WILL, FIELD(message_expiry_interval)},
+    [MQTT_PROP_CONTENT_TYPE] = {PROP_UTF8, CTX_PUB_WILL, FIELD(content_type)},
+    [MQTT_PROP_RESPONSE_TOPIC] = {PROP_UTF8, CTX_PUB_WILL, FIELD(response_topic)},
+    [MQTT_PROP_CORRELATION_DATA] = {PROP_BINARY, CTX_PUB_WILL, FIELD(correlation_data)},
+    [MQTT_PROP_SUBSCRIPTION_IDENTIFIER] = {PROP_VARINT,
+                                           CTX(MQTT_PROPS_PUBLISH) | CTX(MQTT_PROPS_SUBSCRIBE),
+                                           FIELD(subscription_identifier)},
+    [MQTT_PROP_SESSION_EXPIRY_INTERVAL] = {PROP_U32,
+                                           CTX_CONNECT_CONNACK | CTX(MQTT_PROPS_DISCONNECT),
+                                           FIELD(session_expiry_interval)},
+    [MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER] = {PROP_UTF8, CTX(MQTT_PROPS_CONNACK),
+                                              FIELD(assigned_client_identifier)},
+    [MQTT_PROP_SERVER_KEEP_ALIVE] = {PROP_U16, CTX(MQTT_PROPS_CONNACK), FIELD(server_keep_alive)},
+    [MQTT_PROP_AUTHENTICATION_METHOD] = {PROP_UTF8, CTX_AUTH_EXCHANGE,
+                                         FIELD(authentication_method)},
+    [MQTT_PROP_AUTHENTICATION_DATA] = {PROP_BINARY, CTX_AUTH_EXCHANGE, FIELD(authentication_data)},
+    [MQTT_PROP_REQUEST_PROBLEM_INFORMATION] = {PROP_BYTE, CTX(MQTT_PROPS_CONNECT),
+                                               FIELD(request_problem_information)},
+    [MQTT_PROP_WILL_DELAY_INTERVAL] = {PROP_U32, CTX(MQTT_PROPS_WILL), FIELD(will_delay_interval)},
+    [MQTT_PROP_REQUEST_RESPONSE_INFORMATION] = {PROP_BYTE, CTX(MQTT_PROPS_CONNECT),
+                                                FIELD(request_response_information)},
+    [MQTT_PROP_RESPONSE_INFORMATION] = {PROP_UTF8, CTX(MQTT_PROPS_CONNACK),
+                                        FIELD(response_information)},
+    [MQTT_PROP_SERVER_REFERENCE] = {PROP_UTF8, CTX(MQTT_PROPS_CONNACK) | CTX(MQTT_PROPS_DISCONNECT),
+                                    FIELD(server_reference)},
+    [MQTT_PROP_REASON_STRING] = {PROP_UTF8, CTX_REASON_STRING, FIELD(reason_string)},
+    [MQTT_PROP_RECEIVE_MAXIMUM] = {PROP_U16, CTX_CONNECT_CONNACK, FIELD(receive_maximum)},
+    [MQTT_PROP_TOPIC_ALIAS_MAXIMUM] = {PROP_U16, CTX_CONNECT_CONNACK, FIELD(topic_alias_maximum)},
+    [MQTT_PROP_TOPIC_ALIAS] = {PROP_U16, CTX(MQTT_PROPS_PUBLISH), FIELD(topic_alias)},
+    [MQTT_PROP_MAXIMUM_QOS] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK), FIELD(maximum_qos)},
+    [MQTT_PROP_RETAIN_AVAILABLE] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK), FIELD(retain_available)},
+    [MQTT_PROP_USER_PROPERTY] = {PROP_PAIR, CTX_ALL, FIELD(user_property_count)},
+    [MQTT_PROP_MAXIMUM_PACKET_SIZE] = {PROP_U32, CTX_CONNECT_CONNACK, FIELD(maximum_packet_size)},
+    [MQTT_PROP_WILDCARD_SUBSCRIPTION_AVAILABLE] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK),
+                                                   FIELD(wildcard_subscription_available)},
+    [MQTT_PROP_SUBSCRIPTION_IDENTIFIER_AVAILABLE] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK),
+                                                     FIELD(subscription_identifier_available)},
+    [MQTT_PROP_SHARED_SUBSCRIPTION_AVAILABLE] = {PROP_BYTE, CTX(MQTT_PROPS_CONNACK),
+                                                 FIELD(shared_subscription_available)},
 };
 
 /* One property's value as read off the wire, before it is stored by id. */
@@ -93,13 +107,11 @@ static bool read_value(struct wire_reader *r, enum prop_type type, struct prop_v
     uint16_t u16;
     switch (type) {
     case PROP_BYTE:
-        if (!wire_read_u8(r, &u8))
-            return false;
+        if (!wire_read_u8(r, &u8)) return false;
         v->number = u8;
         return true;
     case PROP_U16:
-        if (!wire_read_u16(r, &u16))
-            return false;
+        if (!wire_read_u16(r, &u16)) return false;
         v->number = u16;
         return true;
     case PROP_U32:
@@ -140,50 +152,34 @@ static bool value_in_range(uint8_t id, uint32_t number)
     }
 }
 
+/* Writes the value into the member the rule names; repeatable properties are counted. */
 static void store_value(struct mqtt_properties *p, uint8_t id, const struct prop_value *v)
 {
-    switch (id) {
-    case MQTT_PROP_PAYLOAD_FORMAT_INDICATOR: p->payload_format_indicator = (uint8_t)v->number; break;
-    case MQTT_PROP_MESSAGE_EXPIRY_INTERVAL: p->message_expiry_interval = v->number; break;
-    case MQTT_PROP_CONTENT_TYPE: p->content_type = v->bytes; break;
-    case MQTT_PROP_RESPONSE_TOPIC: p->response_topic = v->bytes; break;
-    case MQTT_PROP_CORRELATION_DATA: p->correlation_data = v->bytes; break;
-    case MQTT_PROP_SUBSCRIPTION_IDENTIFIER:
-        if (p->subscription_identifier_count++ == 0)
-            p->subscription_identifier = v->number;
+    if (id == MQTT_PROP_USER_PROPERTY) {
+        p->user_property_count++;
+        return;
+    }
+    if (id == MQTT_PROP_SUBSCRIPTION_IDENTIFIER && p->subscription_identifier_count++ > 0)
+        return; /* the struct keeps the first; the rest are read with ..._next_subscription_id */
+    uint8_t *field = (uint8_t *)p + prop_rules[id].field;
+    switch ((enum prop_type)prop_rules[id].type) {
+    case PROP_BYTE:
+        *field = (uint8_t)v->number;
         break;
-    case MQTT_PROP_SESSION_EXPIRY_INTERVAL: p->session_expiry_interval = v->number; break;
-    case MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER: p->assigned_client_identifier = v->bytes; break;
-    case MQTT_PROP_SERVER_KEEP_ALIVE: p->server_keep_alive = (uint16_t)v->number; break;
-    case MQTT_PROP_AUTHENTICATION_METHOD: p->authentication_method = v->bytes; break;
-    case MQTT_PROP_AUTHENTICATION_DATA: p->authentication_data = v->bytes; break;
-    case MQTT_PROP_REQUEST_PROBLEM_INFORMATION:
-        p->request_problem_information = (uint8_t)v->number;
+    case PROP_U16:
+        *(uint16_t *)(void *)field = (uint16_t)v->number;
         break;
-    case MQTT_PROP_WILL_DELAY_INTERVAL: p->will_delay_interval = v->number; break;
-    case MQTT_PROP_REQUEST_RESPONSE_INFORMATION:
-        p->request_response_information = (uint8_t)v->number;
+    case PROP_U32:
+    case PROP_VARINT:
+        *(uint32_t *)(void *)field = v->number;
         break;
-    case MQTT_PROP_RESPONSE_INFORMATION: p->response_information = v->bytes; break;
-    case MQTT_PROP_SERVER_REFERENCE: p->server_reference = v->bytes; break;
-    case MQTT_PROP_REASON_STRING: p->reason_string = v->bytes; break;
-    case MQTT_PROP_RECEIVE_MAXIMUM: p->receive_maximum = (uint16_t)v->number; break;
-    case MQTT_PROP_TOPIC_ALIAS_MAXIMUM: p->topic_alias_maximum = (uint16_t)v->number; break;
-    case MQTT_PROP_TOPIC_ALIAS: p->topic_alias = (uint16_t)v->number; break;
-    case MQTT_PROP_MAXIMUM_QOS: p->maximum_qos = (uint8_t)v->number; break;
-    case MQTT_PROP_RETAIN_AVAILABLE: p->retain_available = (uint8_t)v->number; break;
-    case MQTT_PROP_USER_PROPERTY: p->user_property_count++; break;
-    case MQTT_PROP_MAXIMUM_PACKET_SIZE: p->maximum_packet_size = v->number; break;
-    case MQTT_PROP_WILDCARD_SUBSCRIPTION_AVAILABLE:
-        p->wildcard_subscription_available = (uint8_t)v->number;
+    case PROP_UTF8:
+    case PROP_BINARY:
+        *(struct wire_bytes *)(void *)field = v->bytes;
         break;
-    case MQTT_PROP_SUBSCRIPTION_IDENTIFIER_AVAILABLE:
-        p->subscription_identifier_available = (uint8_t)v->number;
+    case PROP_PAIR:
+    case PROP_NONE:
         break;
-    case MQTT_PROP_SHARED_SUBSCRIPTION_AVAILABLE:
-        p->shared_subscription_available = (uint8_t)v->number;
-        break;
-    default: break;
     }
 }
 
@@ -199,23 +195,17 @@ static int read_one(struct wire_reader *r, enum mqtt_property_context ctx,
                     struct mqtt_properties *out)
 {
     uint32_t id;
-    if (!wire_read_varint(r, &id))
-        return MQTT_RC_MALFORMED_PACKET;
+    if (!wire_read_varint(r, &id)) return MQTT_RC_MALFORMED_PACKET;
     enum prop_type type = prop_type_of(id);
     if (type == PROP_NONE)
         return MQTT_RC_MALFORMED_PACKET; /* unknown identifier: the value cannot be parsed */
     struct prop_value v = {0};
-    if (!read_value(r, type, &v))
-        return MQTT_RC_MALFORMED_PACKET;
+    if (!read_value(r, type, &v)) return MQTT_RC_MALFORMED_PACKET;
     uint8_t pid = (uint8_t)id;
-    if ((prop_rules[pid].contexts & CTX(ctx)) == 0)
-        return MQTT_RC_PROTOCOL_ERROR;
-    if ((out->present & MQTT_PROP_BIT(pid)) && !may_repeat(pid, ctx))
-        return MQTT_RC_PROTOCOL_ERROR;
-    if (!value_in_range(pid, v.number))
-        return MQTT_RC_PROTOCOL_ERROR;
-    if (pid != MQTT_PROP_USER_PROPERTY)
-        out->present |= MQTT_PROP_BIT(pid);
+    if ((prop_rules[pid].contexts & CTX(ctx)) == 0) return MQTT_RC_PROTOCOL_ERROR;
+    if ((out->present & MQTT_PROP_BIT(pid)) && !may_repeat(pid, ctx)) return MQTT_RC_PROTOCOL_ERROR;
+    if (!value_in_range(pid, v.number)) return MQTT_RC_PROTOCOL_ERROR;
+    if (pid != MQTT_PROP_USER_PROPERTY) out->present |= MQTT_PROP_BIT(pid);
     store_value(out, pid, &v);
     return 0;
 }
@@ -228,8 +218,7 @@ int mqtt_properties_read(struct wire_reader *r, enum mqtt_property_context ctx,
     const uint8_t *block;
     if (!wire_read_varint(r, &block_len) || !wire_read_raw(r, block_len, &block))
         return MQTT_RC_MALFORMED_PACKET;
-    if (block_len == 0)
-        return 0;
+    if (block_len == 0) return 0;
     out->raw = block;
     out->raw_len = block_len;
 
@@ -237,8 +226,7 @@ int mqtt_properties_read(struct wire_reader *r, enum mqtt_property_context ctx,
     wire_reader_init(&props, block, block_len);
     while (wire_reader_remaining(&props) > 0) {
         int rc = read_one(&props, ctx, out);
-        if (rc != 0)
-            return rc;
+        if (rc != 0) return rc;
     }
     /* 3.1.2.11.10 and 3.2.2.3.17: authentication data means nothing without a method. */
     if ((out->present & MQTT_PROP_BIT(MQTT_PROP_AUTHENTICATION_DATA)) &&
@@ -249,20 +237,17 @@ int mqtt_properties_read(struct wire_reader *r, enum mqtt_property_context ctx,
 
 /* Steps over the raw block of an already validated property set. On return *start is where
  * the property began, and v holds its value. False at the end (or on damage). */
-static bool next_raw(const struct mqtt_properties *props, size_t *pos, uint8_t *id,
-                     size_t *start, struct prop_value *v)
+static bool next_raw(const struct mqtt_properties *props, size_t *pos, uint8_t *id, size_t *start,
+                     struct prop_value *v)
 {
-    if (!props->raw || *pos >= props->raw_len)
-        return false;
+    if (!props->raw || *pos >= props->raw_len) return false;
     struct wire_reader r;
     wire_reader_init(&r, props->raw, props->raw_len);
     r.pos = *pos;
     uint32_t raw_id;
-    if (!wire_read_varint(&r, &raw_id))
-        return false;
+    if (!wire_read_varint(&r, &raw_id)) return false;
     enum prop_type type = prop_type_of(raw_id);
-    if (type == PROP_NONE || !read_value(&r, type, v))
-        return false;
+    if (type == PROP_NONE || !read_value(&r, type, v)) return false;
     *id = (uint8_t)raw_id;
     *start = *pos;
     *pos = r.pos;
@@ -309,54 +294,47 @@ static bool is_forwardable(uint8_t id)
 
 int mqtt_properties_copy_forwardable(const struct mqtt_properties *props, struct abuf *out)
 {
-    if (abuf_reserve(out, props->raw_len) != 0)
-        return -1;
+    if (abuf_reserve(out, props->raw_len) != 0) return -1;
     size_t pos = 0, start;
     uint8_t id;
     struct prop_value v;
     while (next_raw(props, &pos, &id, &start, &v)) {
-        if (is_forwardable(id) && abuf_append(out, props->raw + start, pos - start) != 0)
-            return -1;
+        if (is_forwardable(id) && abuf_append(out, props->raw + start, pos - start) != 0) return -1;
     }
     return 0;
 }
 
 int mqtt_property_add_u8(struct abuf *out, uint8_t id, uint8_t value)
 {
-    if (abuf_reserve(out, 2) != 0)
-        return -1;
+    if (abuf_reserve(out, 2) != 0) return -1;
     abuf_append_u8(out, id);
     return abuf_append_u8(out, value);
 }
 
 int mqtt_property_add_u16(struct abuf *out, uint8_t id, uint16_t value)
 {
-    if (abuf_reserve(out, 3) != 0)
-        return -1;
+    if (abuf_reserve(out, 3) != 0) return -1;
     abuf_append_u8(out, id);
     return abuf_append_u16(out, value);
 }
 
 int mqtt_property_add_u32(struct abuf *out, uint8_t id, uint32_t value)
 {
-    if (abuf_reserve(out, 5) != 0)
-        return -1;
+    if (abuf_reserve(out, 5) != 0) return -1;
     abuf_append_u8(out, id);
     return abuf_append_u32(out, value);
 }
 
 int mqtt_property_add_varint(struct abuf *out, uint8_t id, uint32_t value)
 {
-    if (value > MQTT_VARINT_MAX || abuf_reserve(out, 5) != 0)
-        return -1;
+    if (value > MQTT_VARINT_MAX || abuf_reserve(out, 5) != 0) return -1;
     abuf_append_u8(out, id);
     return abuf_append_varint(out, value);
 }
 
 int mqtt_property_add_bytes(struct abuf *out, uint8_t id, const void *data, size_t len)
 {
-    if (len > UINT16_MAX || abuf_reserve(out, 3 + len) != 0)
-        return -1;
+    if (len > UINT16_MAX || abuf_reserve(out, 3 + len) != 0) return -1;
     abuf_append_u8(out, id);
     return abuf_append_prefixed(out, data, len);
 }

@@ -67,9 +67,10 @@ enum mqtt_property_context {
 };
 
 /* Read a property block (varint length, then properties) from r. Returns 0 or an MQTT 5
- * reason code: MQTT_RC_MALFORMED_PACKET (bad length, truncated, bad UTF-8, a property given
- * twice that may appear once, a value out of range such as receive maximum 0) or
- * MQTT_RC_PROTOCOL_ERROR (a property not allowed in this context). */
+ * reason code: MQTT_RC_MALFORMED_PACKET (bad length, truncated, bad UTF-8, unknown property
+ * identifier) or MQTT_RC_PROTOCOL_ERROR (a property not allowed in this context, a property
+ * given twice that may appear once, a value the spec calls a Protocol Error such as receive
+ * maximum 0, authentication data without a method). */
 int mqtt_properties_read(struct wire_reader *r, enum mqtt_property_context ctx,
                          struct mqtt_properties *out);
 

@@ -14,29 +14,21 @@
 
 bool topic_name_is_valid(const char *topic, size_t len)
 {
-    if (len == 0 || len > TOPIC_MAX_LEN)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        if (topic[i] == '+' || topic[i] == '#')
-            return false;
-    }
-    return true;
+    if (len == 0 || len > TOPIC_MAX_LEN) return false;
+    /* memchr is vectorised in libc; this runs for every PUBLISH. */
+    return !memchr(topic, '+', len) && !memchr(topic, '#', len);
 }
 
 bool topic_filter_is_valid(const char *filter, size_t len)
 {
-    if (len == 0 || len > TOPIC_MAX_LEN)
-        return false;
+    if (len == 0 || len > TOPIC_MAX_LEN) return false;
     for (size_t i = 0; i < len; i++) {
         char c = filter[i];
-        if (c != '+' && c != '#')
-            continue;
+        if (c != '+' && c != '#') continue;
         bool starts_level = i == 0 || filter[i - 1] == '/';
         bool ends_level = i + 1 == len || filter[i + 1] == '/';
-        if (!starts_level || !ends_level)
-            return false;
-        if (c == '#' && i + 1 != len)
-            return false;
+        if (!starts_level || !ends_level) return false;
+        if (c == '#' && i + 1 != len) return false;
     }
     return true;
 }
@@ -55,11 +47,9 @@ static bool is_single_char_level(const char *s, size_t start, size_t end, char c
 
 bool topic_matches(const char *filter, size_t filter_len, const char *topic, size_t topic_len)
 {
-    if (filter_len == 0 || topic_len == 0)
-        return false;
+    if (filter_len == 0 || topic_len == 0) return false;
     /* [MQTT-4.7.2-1]: wildcards in the first level never match topics starting with '$'. */
-    if (topic[0] == '$' && (filter[0] == '+' || filter[0] == '#'))
-        return false;
+    if (topic[0] == '$' && (filter[0] == '+' || filter[0] == '#')) return false;
 
     size_t f = 0, t = 0;
     bool topic_exhausted = false;
@@ -67,8 +57,7 @@ bool topic_matches(const char *filter, size_t filter_len, const char *topic, siz
         size_t f_end = level_end(filter, filter_len, f);
         if (is_single_char_level(filter, f, f_end, '#'))
             return true; /* matches the parent level too: "a/#" matches "a" */
-        if (topic_exhausted)
-            return false;
+        if (topic_exhausted) return false;
         size_t t_end = level_end(topic, topic_len, t);
         if (!is_single_char_level(filter, f, f_end, '+')) {
             if (f_end - f != t_end - t || memcmp(filter + f, topic + t, f_end - f) != 0)
@@ -76,8 +65,7 @@ bool topic_matches(const char *filter, size_t filter_len, const char *topic, siz
         }
         bool filter_last = f_end == filter_len;
         bool topic_last = t_end == topic_len;
-        if (filter_last)
-            return topic_last;
+        if (filter_last) return topic_last;
         f = f_end + 1;
         if (topic_last)
             topic_exhausted = true;
@@ -102,14 +90,11 @@ int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const ch
     const char *group_start = filter + SHARE_PREFIX_LEN;
     size_t rest = len - SHARE_PREFIX_LEN;
     const char *slash = memchr(group_start, '/', rest);
-    if (!slash || slash == group_start)
-        return -1;
+    if (!slash || slash == group_start) return -1;
     size_t glen = (size_t)(slash - group_start);
-    if (memchr(group_start, '+', glen) || memchr(group_start, '#', glen))
-        return -1;
+    if (memchr(group_start, '+', glen) || memchr(group_start, '#', glen)) return -1;
     size_t ilen = rest - glen - 1;
-    if (ilen == 0)
-        return -1;
+    if (ilen == 0) return -1;
     *group = group_start;
     *group_len = glen;
     *inner = slash + 1;

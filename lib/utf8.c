@@ -5,6 +5,8 @@
  */
 #include "utf8.h"
 
+#include <string.h>
+
 /* Length of the sequence a lead byte starts (0 for a byte that cannot lead one), and the
  * range the first continuation byte must fall in so that the sequence is neither overlong,
  * a surrogate, nor beyond U+10FFFF (RFC 3629 section 4). */
@@ -12,8 +14,7 @@ static size_t sequence_length(uint8_t lead, uint8_t *second_min, uint8_t *second
 {
     *second_min = 0x80;
     *second_max = 0xBF;
-    if (lead >= 0xC2 && lead <= 0xDF)
-        return 2;
+    if (lead >= 0xC2 && lead <= 0xDF) return 2;
     if (lead >= 0xE0 && lead <= 0xEF) {
         if (lead == 0xE0)
             *second_min = 0xA0; /* below: overlong */
@@ -31,26 +32,38 @@ static size_t sequence_length(uint8_t lead, uint8_t *second_min, uint8_t *second
     return 0; /* 0x80..0xC1 (continuation or overlong lead) and 0xF5..0xFF */
 }
 
+/* True if the 8 bytes at p are all ASCII and none is zero: the common case, checked a word
+ * at a time (the classic "has zero byte" test, see Hacker's Delight 6-1). */
+static bool is_plain_ascii_word(const uint8_t *p)
+{
+    const uint64_t high_bits = UINT64_C(0x8080808080808080);
+    const uint64_t low_bits = UINT64_C(0x0101010101010101);
+    uint64_t word;
+    memcpy(&word, p, sizeof(word));
+    bool has_zero_byte = ((word - low_bits) & ~word & high_bits) != 0;
+    return (word & high_bits) == 0 && !has_zero_byte;
+}
+
 bool utf8_is_valid_mqtt(const uint8_t *data, size_t len)
 {
     size_t i = 0;
     while (i < len) {
+        if (len - i >= 8 && is_plain_ascii_word(data + i)) {
+            i += 8;
+            continue;
+        }
         uint8_t lead = data[i];
         if (lead < 0x80) {
-            if (lead == 0)
-                return false;
+            if (lead == 0) return false;
             i++;
             continue;
         }
         uint8_t second_min, second_max;
         size_t n = sequence_length(lead, &second_min, &second_max);
-        if (n == 0 || n > len - i)
-            return false;
-        if (data[i + 1] < second_min || data[i + 1] > second_max)
-            return false;
+        if (n == 0 || n > len - i) return false;
+        if (data[i + 1] < second_min || data[i + 1] > second_max) return false;
         for (size_t k = 2; k < n; k++) {
-            if ((data[i + k] & 0xC0) != 0x80)
-                return false;
+            if ((data[i + k] & 0xC0) != 0x80) return false;
         }
         i += n;
     }

@@ -162,7 +162,10 @@ struct broker_stats {
     uint64_t bytes_sent;
     uint64_t clients_maximum;
     uint64_t connections_total;
+    uint64_t publish_bytes_received; /* PUBLISH payload bytes */
+    uint64_t publish_bytes_sent;
     uint64_t subscriptions;
+    uint64_t shared_subscriptions;
     uint64_t clients_expired;
 };
 

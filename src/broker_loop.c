@@ -41,7 +41,9 @@ int broker_init(struct broker *broker, struct arbor_config *config)
     }
     if (listeners_open(broker) != 0) return -1;
     broker->next_tick_ms = broker->now_ms + TICK_MS;
-    broker->next_sys_ms = broker->now_ms;
+    broker->next_sys_ms = broker->now_ms + (int64_t)config->sys_interval * 1000;
+    /* Publish the $SYS tree at once, so early subscribers find it retained. */
+    if (config->sys_interval > 0) sys_tree_publish(broker);
     return 0;
 }
 

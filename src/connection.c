@@ -315,17 +315,37 @@ static const char *reason_text(int rc)
     }
 }
 
+static uint32_t inbound_packet_limit(const struct connection *conn)
+{
+    uint32_t limit = conn->broker->config->max_packet_size;
+    return limit ? limit : MQTT_VARINT_MAX + 5;
+}
+
+/* Checks that need only the fixed header, done before waiting for the body, so that garbage
+ * (say, an HTTP request) is refused at once. Returns false after closing the connection. */
+static bool fixed_header_acceptable(struct connection *conn, const struct mqtt_fixed_header *hdr)
+{
+    if (conn->state == CONNECTION_AWAITING_CONNECT && hdr->type != MQTT_CONNECT) {
+        connection_close(conn, 0, "first packet was not CONNECT");
+        return false;
+    }
+    if (hdr->type == 0 || !mqtt_fixed_header_flags_valid(hdr->type, hdr->flags)) {
+        connection_close(conn, MQTT_RC_MALFORMED_PACKET, "malformed packet");
+        return false;
+    }
+    size_t total = (size_t)hdr->header_len + hdr->remaining_length;
+    if (total > inbound_packet_limit(conn)) {
+        connection_close(conn, MQTT_RC_PACKET_TOO_LARGE, "packet too large");
+        return false;
+    }
+    return true;
+}
+
 static void dispatch(struct connection *conn, const struct mqtt_fixed_header *hdr,
                      const uint8_t *body)
 {
     int rc;
-    if (hdr->type == 0 || !mqtt_fixed_header_flags_valid(hdr->type, hdr->flags)) {
-        rc = MQTT_RC_MALFORMED_PACKET;
-    } else if (conn->state == CONNECTION_AWAITING_CONNECT) {
-        if (hdr->type != MQTT_CONNECT) {
-            connection_close(conn, 0, "first packet was not CONNECT");
-            return;
-        }
+    if (conn->state == CONNECTION_AWAITING_CONNECT) {
         rc = handle_connect(conn, body, hdr->remaining_length);
     } else {
         rc = dispatch_active(conn, hdr->type, hdr->flags, body, hdr->remaining_length);
@@ -336,12 +356,6 @@ static void dispatch(struct connection *conn, const struct mqtt_fixed_header *hd
                        reason_text(rc));
         connection_close(conn, (uint8_t)rc, reason_text(rc));
     }
-}
-
-static uint32_t inbound_packet_limit(const struct connection *conn)
-{
-    uint32_t limit = conn->broker->config->max_packet_size;
-    return limit ? limit : MQTT_VARINT_MAX + 5;
 }
 
 /* Handle every complete packet in the input buffer. */
@@ -356,11 +370,8 @@ static void process_input(struct connection *conn)
             connection_close(conn, MQTT_RC_MALFORMED_PACKET, "malformed remaining length");
             return;
         }
+        if (!fixed_header_acceptable(conn, &hdr)) return;
         size_t total = (size_t)hdr.header_len + hdr.remaining_length;
-        if (total > inbound_packet_limit(conn)) {
-            connection_close(conn, MQTT_RC_PACKET_TOO_LARGE, "packet too large");
-            return;
-        }
         if (conn->in.len - offset < total) {
             abuf_reserve(&conn->in, total - (conn->in.len - offset));
             break;

@@ -82,6 +82,7 @@ static enum send_result send_publish(struct connection *conn, struct message *ms
     if (connection_send_scratch(conn)) return SEND_FAILED;
     if (outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len)) return SEND_FAILED;
     broker->stats.publish_sent++;
+    broker->stats.publish_bytes_sent += msg->payload_len;
     return SEND_OK;
 }
 

@@ -83,6 +83,7 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
     if (rc) return rc;
     if (conn->version == MQTT_V5 && (rc = resolve_topic_alias(conn, &p)) != 0) return rc;
     broker->stats.publish_received++;
+    broker->stats.publish_bytes_received += p.payload_len;
     if (p.retain && !broker->config->retain_available) return MQTT_RC_RETAIN_NOT_SUPPORTED;
     if (p.qos > broker->config->max_qos) return MQTT_RC_QOS_NOT_SUPPORTED;
 

@@ -92,6 +92,7 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                 codes[n] = conn->version == MQTT_V5 ? MQTT_RC_UNSPECIFIED : 0x80;
             } else {
                 if (!replaced) broker->stats.subscriptions++;
+                if (!replaced && shared) broker->stats.shared_subscriptions++;
                 send_retained_for[n] = !shared && (req->retain_handling == 0 ||
                                                    (req->retain_handling == 1 && !replaced));
                 log_printf(ARBOR_LOG_SUBSCRIBE, "%s %u %s", conn->client_id, codes[n], filter);

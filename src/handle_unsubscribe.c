@@ -31,6 +31,7 @@ int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
         if (session_forget_subscription(conn->session, filter)) {
             subs_remove(broker->subscriptions, filter, conn->session);
             broker->stats.subscriptions--;
+            if (is_shared_filter(filter)) broker->stats.shared_subscriptions--;
             codes[n] = MQTT_RC_SUCCESS;
         }
         log_printf(ARBOR_LOG_UNSUBSCRIBE, "%s %s", conn->client_id, filter);

@@ -36,6 +36,11 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
     return session;
 }
 
+bool is_shared_filter(const char *filter)
+{
+    return strncmp(filter, "$share/", 7) == 0;
+}
+
 static void release_list(struct broker *broker, struct delivery_list *list)
 {
     while (list->head) {
@@ -51,10 +56,11 @@ void session_destroy(struct broker *broker, struct session *session)
     HASH_ITER(hh, session->subscriptions, sub, tmp)
     {
         subs_remove(broker->subscriptions, sub->filter, session);
+        broker->stats.subscriptions--;
+        if (is_shared_filter(sub->filter)) broker->stats.shared_subscriptions--;
         HASH_DEL(session->subscriptions, sub);
         free(sub->filter);
         free(sub);
-        broker->stats.subscriptions--;
     }
     release_list(broker, &session->inflight);
     release_list(broker, &session->queued);

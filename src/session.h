@@ -18,6 +18,9 @@ int session_remember_subscription(struct session *session, const char *filter, u
                                   uint32_t identifier);
 bool session_forget_subscription(struct session *session, const char *filter);
 
+/* Does the filter name a shared subscription ("$share/...")? */
+bool is_shared_filter(const char *filter);
+
 /* Incoming QoS 2 packet ids awaiting PUBREL */
 bool session_incoming_qos2_has(const struct session *session, uint16_t packet_id);
 int session_incoming_qos2_add(struct session *session, uint16_t packet_id);

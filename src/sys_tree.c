@@ -126,6 +126,12 @@ void sys_tree_publish(struct broker *broker)
                   (unsigned long long)s->publish_sent);
     publish_value(broker, "$SYS/broker/publish/messages/dropped", "%llu",
                   (unsigned long long)s->publish_dropped);
+    publish_value(broker, "$SYS/broker/publish/bytes/received", "%llu",
+                  (unsigned long long)s->publish_bytes_received);
+    publish_value(broker, "$SYS/broker/publish/bytes/sent", "%llu",
+                  (unsigned long long)s->publish_bytes_sent);
+    publish_value(broker, "$SYS/broker/shared_subscriptions/count", "%llu",
+                  (unsigned long long)s->shared_subscriptions);
     publish_value(broker, "$SYS/broker/bytes/received", "%llu", (unsigned long long)s->bytes_received);
     publish_value(broker, "$SYS/broker/bytes/sent", "%llu", (unsigned long long)s->bytes_sent);
     publish_value(broker, "$SYS/broker/subscriptions/count", "%llu",

@@ -15,6 +15,7 @@ void stp_rtt_init(struct stp_rtt *rtt, const struct stp_rtt_params *params, uint
     rtt->cost_us = 0;
     rtt->samples = 0;
     rtt->outside_band = 0;
+    rtt->outside_sum = 0;
     if (first_us != 0) stp_rtt_add_sample(rtt, params, first_us);
 }
 
@@ -30,6 +31,19 @@ bool stp_rtt_beyond_threshold(uint32_t from_us, uint32_t to_us, uint32_t percent
     uint64_t difference = from_us > to_us ? from_us - to_us : to_us - from_us;
     uint64_t relative_band = (uint64_t)from_us * percent / 100;
     return difference > relative_band && difference > min_us;
+}
+
+/* Both the smoothed value and the raw sample sit outside the band, on the same side: the
+ * smoothed value alone would stay out for a while after a short spike has already ended. */
+static bool sustained_departure(const struct stp_rtt *rtt, const struct stp_rtt_params *params,
+                                uint32_t smoothed, uint32_t sample)
+{
+    uint32_t cost = rtt->cost_us;
+    return stp_rtt_beyond_threshold(cost, smoothed, params->threshold_percent,
+                                    params->threshold_min_us) &&
+           stp_rtt_beyond_threshold(cost, sample, params->threshold_percent,
+                                    params->threshold_min_us) &&
+           (smoothed > cost) == (sample > cost);
 }
 
 bool stp_rtt_add_sample(struct stp_rtt *rtt, const struct stp_rtt_params *params,
@@ -50,13 +64,21 @@ bool stp_rtt_add_sample(struct stp_rtt *rtt, const struct stp_rtt_params *params
         rtt->cost_us = smoothed;
         return true;
     }
-    if (!stp_rtt_beyond_threshold(rtt->cost_us, smoothed, params->threshold_percent,
-                                  params->threshold_min_us)) {
+    if (!sustained_departure(rtt, params, smoothed, (uint32_t)sample)) {
         rtt->outside_band = 0;
+        rtt->outside_sum = 0;
         return false;
     }
-    if (++rtt->outside_band < params->confirm_samples) return false;
+    rtt->outside_band++;
+    rtt->outside_sum += sample;
+    uint32_t needed = params->confirm_samples > 0 ? params->confirm_samples : 1;
+    if (rtt->outside_band < needed) return false;
+    uint64_t level = rtt->outside_sum / rtt->outside_band;
+    if (level > UINT32_MAX) level = UINT32_MAX;
     rtt->outside_band = 0;
-    rtt->cost_us = smoothed;
-    return true;
+    rtt->outside_sum = 0;
+    rtt->srtt_scaled = level << shift;
+    bool changed = rtt->cost_us != (uint32_t)level;
+    rtt->cost_us = (uint32_t)level;
+    return changed;
 }

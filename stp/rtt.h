@@ -1,10 +1,12 @@
 /*
  * rtt.h: the RTT estimator of one peer link. Samples are smoothed with an exponentially
  * weighted moving average (gain 2^-shift, as TCP does), and the cost the spanning tree uses
- * only moves when the smoothed value has stayed outside a hysteresis band around it for
- * `confirm_samples` samples in a row; it then jumps to the smoothed value. Jitter and short
- * spikes therefore move nothing, while a real, lasting change of latency is adopted in one
- * step (not in a staircase of small steps that would each ripple through the tree).
+ * only moves when the smoothed value and the raw samples have stayed outside a hysteresis
+ * band around it, on the same side, for `confirm_samples` samples in a row; it then jumps to the mean of those raw samples (and the
+ * smoothed value restarts there). Jitter and short spikes therefore move nothing, while a
+ * real, lasting change of latency is adopted in one step at its new level, not in a staircase
+ * of small steps that would each ripple through the tree, nor at a value the lagging average
+ * has not reached yet.
  * Pure arithmetic: no clock, no state beyond the struct the caller owns.
  */
 #ifndef ARBOR_STP_RTT_H
@@ -24,7 +26,8 @@ struct stp_rtt {
     uint64_t srtt_scaled; /* smoothed RTT times 2^shift, in microseconds */
     uint32_t cost_us;     /* the path cost the tree uses; 0 while no sample has been seen */
     uint32_t samples;
-    uint32_t outside_band; /* consecutive samples with the smoothed value outside the band */
+    uint32_t outside_band; /* consecutive samples outside the band (see rtt.c) */
+    uint64_t outside_sum;  /* sum of the raw samples of that run */
 };
 
 /* Starts with no estimate; a first sample of 0 means "none". */

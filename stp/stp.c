@@ -5,7 +5,8 @@
  *  1. choose_root_path: the best usable neighbour vector (root, then cost = neighbour's cost +
  *     our link cost, then neighbour capability and identity, then link id) against ourselves
  *     as root. Hysteresis keeps the current root link unless another is cheaper by more than
- *     the switch threshold. A feasibility test guards against loops: a neighbour may become
+ *     the switch threshold (or exactly as cheap and ahead in the tie-break order). A
+ *     feasibility test guards against loops: a neighbour may become
  *     the new root link only if its own cost is below the lowest cost we have advertised for
  *     this root in this epoch (nobody downstream of us can satisfy that). When the best path
  *     fails the test, the stale part of the network cannot be told apart from the rest, so we
@@ -229,6 +230,17 @@ static bool cheaper_beyond_hysteresis(const struct stp *stp, uint32_t current_us
                                     stp->config.switch_threshold_min_us);
 }
 
+/* Hysteresis: a path replaces the current root link when it is cheaper beyond the switch
+ * threshold, or exactly as cheap and ahead in the tie-break order (so ties still resolve the
+ * same way everywhere, while near-ties keep what is in place). */
+static bool better_enough(const struct stp *stp, const struct candidate *best,
+                          const struct candidate *current)
+{
+    uint32_t best_cost = best->vector.root_cost_us, current_cost = current->vector.root_cost_us;
+    if (best_cost == current_cost) return compare_candidates(best, current) < 0;
+    return cheaper_beyond_hysteresis(stp, current_cost, best_cost);
+}
+
 static void take_path(struct stp *stp, const struct candidate *chosen, bool new_root)
 {
     stp->root = chosen->vector;
@@ -260,16 +272,20 @@ static enum path_decision refine_path(struct stp *stp, const struct candidate *b
 {
     bool current_usable =
         have_current && stp_compare_root(&current->vector, &stp->root) == 0;
-    bool switch_wanted =
-        !current_usable || (best->link != current->link &&
-                            cheaper_beyond_hysteresis(stp, current->vector.root_cost_us,
-                                                      best->vector.root_cost_us));
+    bool switch_wanted = !current_usable || (best->link != current->link &&
+                                             better_enough(stp, best, current));
     if (!switch_wanted) {
         take_path(stp, current, false);
         return PATH_SETTLED;
     }
-    if (best->neighbour_cost_us >= stp->feasible_cost_us) return PATH_UNFEASIBLE;
-    take_path(stp, best, false);
+    if (best->neighbour_cost_us < stp->feasible_cost_us) {
+        take_path(stp, best, false);
+        return PATH_SETTLED;
+    }
+    /* Not provably loop-free. Only a real gain justifies a new epoch, not a tie-break. */
+    if (!current_usable || best->vector.root_cost_us != current->vector.root_cost_us)
+        return PATH_UNFEASIBLE;
+    take_path(stp, current, false);
     return PATH_SETTLED;
 }
 
@@ -492,9 +508,11 @@ int stp_link_up(struct stp *stp, stp_link_id id, uint32_t initial_rtt_us, uint64
     return STP_OK;
 }
 
-/* A link whose loss changes somebody's path to the root. */
-static bool link_carries_tree(const struct stp *stp, const struct stp_link *link)
+/* A link whose loss changes somebody's path to the root. With local repair, the decision
+ * pass handles such a loss itself (it starts a new epoch only when it must). */
+static bool loss_needs_new_epoch(const struct stp *stp, const struct stp_link *link)
 {
+    if (stp->config.local_repair) return false;
     return link->id == stp->root_link || link->forwarding;
 }
 
@@ -503,7 +521,7 @@ int stp_link_down(struct stp *stp, stp_link_id id, uint64_t now_ms)
     if (stp == NULL) return STP_ERR_INVALID;
     struct stp_link *link = find_link(stp, id);
     if (link == NULL) return STP_ERR_UNKNOWN_LINK;
-    bool carried = link_carries_tree(stp, link);
+    bool carried = loss_needs_new_epoch(stp, link);
     HASH_DEL(stp->links, link);
     free(link);
     stp->link_count--;
@@ -577,7 +595,7 @@ int stp_rtt_sample(struct stp *stp, stp_link_id id, uint32_t rtt_us, uint64_t no
     return STP_OK;
 }
 
-/* Forgets neighbours silent for max_age; true when one of them carried the tree. */
+/* Forgets neighbours silent for max_age; true when that calls for a new epoch. */
 static bool expire_silent_neighbours(struct stp *stp, uint64_t now_ms)
 {
     bool carried = false;
@@ -587,7 +605,7 @@ static bool expire_silent_neighbours(struct stp *stp, uint64_t now_ms)
         if (!link->peer.known || now_ms < link->peer.expires_ms) continue;
         struct stp_event event = {
             .type = STP_EVENT_INFO_EXPIRED, .link = link->id, .epoch = stp->epoch};
-        carried = carried || link_carries_tree(stp, link);
+        carried = carried || loss_needs_new_epoch(stp, link);
         memset(&link->peer, 0, sizeof link->peer);
         emit(stp, &event);
     }

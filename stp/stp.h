@@ -97,6 +97,12 @@ struct stp_config {
     uint32_t switch_threshold_percent; /* keep the root link unless another path is cheaper */
     uint32_t switch_threshold_min_us;  /* by more than both of these (default 5 %, 200 us) */
 
+    /* false (default, as in the MQTT-ST paper): losing a link that carries the tree, or its
+     * information expiring, starts a new epoch network-wide. true: first try to repair
+     * locally by switching to a feasible alternative root link (one whose neighbour is
+     * provably not downstream of us); a new epoch starts only when none exists. */
+    bool local_repair;
+
     /* Required. Sends bytes[0..len) as the payload of a PINGREQ on link. */
     void (*send_bpdu)(void *context, stp_link_id link, const uint8_t *bytes, size_t len,
                       enum stp_send_reason reason);

@@ -43,8 +43,7 @@ static int epoll_interest(struct bench_worker *w, struct bench_client *c, uint32
 
 static void close_socket(struct bench_worker *w, struct bench_client *c)
 {
-    if (c->fd < 0)
-        return;
+    if (c->fd < 0) return;
     epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -52,8 +51,7 @@ static void close_socket(struct bench_worker *w, struct bench_client *c)
 
 static void fail(struct bench_worker *w, struct bench_client *c, const char *why)
 {
-    if (c->state == CLIENT_CLOSED)
-        return;
+    if (c->state == CLIENT_CLOSED) return;
     close_socket(w, c);
     worker_client_failed(w, c, why);
     c->state = CLIENT_CLOSED;
@@ -135,8 +133,7 @@ static int append_payload(struct bench_worker *w, struct bench_client *c, uint64
     memcpy(header, &send_ns, 8);
     memcpy(header + 8, &c->id, 4);
     memcpy(header + 12, &seq, 4);
-    if (abuf_append(&c->out, header, sizeof(header)) != 0)
-        return -1;
+    if (abuf_append(&c->out, header, sizeof(header)) != 0) return -1;
     size_t rest = w->engine->sc->payload_size - BENCH_PAYLOAD_HEADER;
     return rest ? abuf_append(&c->out, w->engine->filler, rest) : 0;
 }
@@ -154,31 +151,26 @@ int client_send_publish(struct bench_worker *w, struct bench_client *c, uint64_t
     };
     if (p.qos > 0) {
         uint32_t slot = take_slot(c);
-        if (slot == UINT32_MAX)
-            return -1;
+        if (slot == UINT32_MAX) return -1;
         p.packet_id = (uint16_t)(slot + 1);
     }
     int rc = mqtt_encode_publish_header(&c->out, &p);
-    if (rc == 0)
-        rc = append_payload(w, c, send_ns, c->next_seq);
+    if (rc == 0) rc = append_payload(w, c, send_ns, c->next_seq);
     queued(w, c, rc);
-    if (rc == 0)
-        c->next_seq++;
+    if (rc == 0) c->next_seq++;
     return rc;
 }
 
 void client_flush(struct bench_worker *w, struct bench_client *c)
 {
     while (c->fd >= 0 && c->out_sent < c->out.len) {
-        ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent,
-                         MSG_NOSIGNAL);
+        ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent, MSG_NOSIGNAL);
         if (n > 0) {
             c->out_sent += (size_t)n;
             c->last_write_ns = w->now;
             continue;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
+        if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             abuf_consume(&c->out, c->out_sent);
             c->out_sent = 0;
@@ -191,8 +183,7 @@ void client_flush(struct bench_worker *w, struct bench_client *c)
     }
     c->out.len = 0;
     c->out_sent = 0;
-    if (c->want_write && c->fd >= 0 && epoll_interest(w, c, EPOLLIN) == 0)
-        c->want_write = false;
+    if (c->want_write && c->fd >= 0 && epoll_interest(w, c, EPOLLIN) == 0) c->want_write = false;
 }
 
 /* ---- receiving ---- */
@@ -229,8 +220,7 @@ static void on_suback(struct bench_worker *w, struct bench_client *c, const uint
 {
     struct mqtt_suback ack;
     if (c->state != CLIENT_WAIT_SUBACK ||
-        mqtt_decode_suback(version_of(w), MQTT_SUBACK, body, len, &ack) != 0 ||
-        ack.count < 1) {
+        mqtt_decode_suback(version_of(w), MQTT_SUBACK, body, len, &ack) != 0 || ack.count < 1) {
         fail(w, c, "bad SUBACK");
         return;
     }
@@ -256,8 +246,7 @@ static void on_publish(struct bench_worker *w, struct bench_client *c, uint8_t f
         send_ack(w, c, MQTT_PUBACK, p.packet_id);
     else if (p.qos == 2)
         send_ack(w, c, MQTT_PUBREC, p.packet_id);
-    if (c->role == CLIENT_SUBSCRIBER)
-        worker_count_received(w, c, p.payload, p.payload_len);
+    if (c->role == CLIENT_SUBSCRIBER) worker_count_received(w, c, p.payload, p.payload_len);
 }
 
 /* PUBACK, PUBREC, PUBCOMP for a publisher; PUBREL for a subscriber. */
@@ -283,8 +272,7 @@ static void on_ack(struct bench_worker *w, struct bench_client *c, uint8_t type,
         w->tally.unexpected++;
         return;
     }
-    if (type != MQTT_PUBCOMP && ack.reason < 0x80)
-        worker_count_accepted(w, c);
+    if (type != MQTT_PUBCOMP && ack.reason < 0x80) worker_count_accepted(w, c);
     if (type == MQTT_PUBREC && ack.reason < 0x80) {
         c->slots[slot] = SLOT_WAIT_COMP;
         send_ack(w, c, MQTT_PUBREL, ack.packet_id);
@@ -342,20 +330,17 @@ static void process_input(struct bench_worker *w, struct bench_client *c)
     while (c->state != CLIENT_CLOSED && pos < c->in.len) {
         struct mqtt_fixed_header fh;
         int rc = mqtt_fixed_header_parse(c->in.data + pos, c->in.len - pos, &fh);
-        if (rc == WIRE_NEED_MORE)
-            break;
+        if (rc == WIRE_NEED_MORE) break;
         if (rc != WIRE_OK) {
             fail(w, c, "malformed packet header from broker");
             return;
         }
         size_t total = (size_t)fh.header_len + fh.remaining_length;
-        if (c->in.len - pos < total)
-            break;
+        if (c->in.len - pos < total) break;
         handle_packet(w, c, &fh, c->in.data + pos + fh.header_len);
         pos += total;
     }
-    if (c->state != CLIENT_CLOSED)
-        abuf_consume(&c->in, pos);
+    if (c->state != CLIENT_CLOSED) abuf_consume(&c->in, pos);
 }
 
 static void client_read(struct bench_worker *w, struct bench_client *c)
@@ -370,8 +355,7 @@ static void client_read(struct bench_worker *w, struct bench_client *c)
         return;
     }
     if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            fail(w, c, strerror(errno));
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail(w, c, strerror(errno));
         return;
     }
     c->in.len += (size_t)n;
@@ -385,8 +369,7 @@ static void connect_finished(struct bench_worker *w, struct bench_client *c)
 {
     int err = 0;
     socklen_t len = sizeof(err);
-    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-        err = errno;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     if (err != 0) {
         fail(w, c, strerror(err));
         return;
@@ -427,26 +410,21 @@ int client_start_connect(struct bench_worker *w, struct bench_client *c)
 
 void client_on_event(struct bench_worker *w, struct bench_client *c, uint32_t events)
 {
-    if (c->state == CLIENT_CLOSED)
-        return;
+    if (c->state == CLIENT_CLOSED) return;
     if (c->state == CLIENT_TCP_CONNECTING) {
-        if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
-            connect_finished(w, c);
+        if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) connect_finished(w, c);
         return;
     }
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-        client_read(w, c);
+    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) client_read(w, c);
     if ((events & EPOLLOUT) && c->state != CLIENT_CLOSED) {
         client_flush(w, c);
-        if (client_pending_out(c) == 0 && c->role == CLIENT_PUBLISHER)
-            worker_publisher_fill(w, c);
+        if (client_pending_out(c) == 0 && c->role == CLIENT_PUBLISHER) worker_publisher_fill(w, c);
     }
 }
 
 void client_disconnect(struct bench_worker *w, struct bench_client *c)
 {
-    if (c->fd < 0)
-        return;
+    if (c->fd < 0) return;
     if (c->state == CLIENT_READY &&
         mqtt_encode_disconnect(&c->out, version_of(w), MQTT_DISCONNECT, 0, no_props) == 0)
         client_flush(w, c);
@@ -467,7 +445,6 @@ void client_free(struct bench_client *c)
             seq_tracker_free(&c->seen[i]);
         free(c->seen);
     }
-    if (c->fd >= 0)
-        close(c->fd);
+    if (c->fd >= 0) close(c->fd);
     c->fd = -1;
 }

@@ -13,8 +13,8 @@
 
 #include "worker.h"
 
-#define MIN_TICK_NS 100000ull    /* 100 us */
-#define MAX_TICK_NS 5000000ull   /* 5 ms */
+#define MIN_TICK_NS 100000ull  /* 100 us */
+#define MAX_TICK_NS 5000000ull /* 5 ms */
 
 static int fail(char *err, size_t errlen, const char *msg, const char *detail)
 {
@@ -27,13 +27,11 @@ static int resolve_brokers(struct bench_engine *e, char *err, size_t errlen)
     const struct bench_scenario *sc = e->sc;
     e->addrs = calloc(sc->broker_count, sizeof(*e->addrs));
     e->addr_lens = calloc(sc->broker_count, sizeof(*e->addr_lens));
-    if (!e->addrs || !e->addr_lens)
-        return fail(err, errlen, "out of memory", NULL);
+    if (!e->addrs || !e->addr_lens) return fail(err, errlen, "out of memory", NULL);
     for (size_t i = 0; i < sc->broker_count; i++) {
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
         int rc = getaddrinfo(sc->brokers[i].host, sc->brokers[i].port, &hints, &res);
-        if (rc != 0)
-            return fail(err, errlen, sc->brokers[i].host, gai_strerror(rc));
+        if (rc != 0) return fail(err, errlen, sc->brokers[i].host, gai_strerror(rc));
         memcpy(&e->addrs[i], res->ai_addr, res->ai_addrlen);
         e->addr_lens[i] = res->ai_addrlen;
         freeaddrinfo(res);
@@ -41,8 +39,8 @@ static int resolve_brokers(struct bench_engine *e, char *err, size_t errlen)
     return 0;
 }
 
-static void init_client(struct bench_client *c, enum client_role role, uint32_t id,
-                        uint32_t topic, uint32_t broker)
+static void init_client(struct bench_client *c, enum client_role role, uint32_t id, uint32_t topic,
+                        uint32_t broker)
 {
     memset(c, 0, sizeof(*c));
     c->fd = -1;
@@ -59,8 +57,7 @@ static int create_clients(struct bench_engine *e)
     const struct bench_scenario *sc = e->sc;
     e->client_count = scenario_publisher_count(sc) + scenario_subscriber_count(sc);
     e->clients = calloc(e->client_count, sizeof(*e->clients));
-    if (!e->clients)
-        return -1;
+    if (!e->clients) return -1;
     uint32_t pub = 0, sub = 0;
     size_t n = 0;
     for (uint32_t t = 0; t < sc->topic_count; t++) {
@@ -68,8 +65,7 @@ static int create_clients(struct bench_engine *e)
         for (uint32_t i = 0; i < sc->topics[t].publishers; i++, pub++) {
             struct bench_client *c = &e->clients[n++];
             init_client(c, CLIENT_PUBLISHER, pub, t, (uint32_t)scenario_broker_for(sc, pub));
-            if (sc->pub_qos > 0 && !(c->slots = calloc(sc->inflight, 1)))
-                return -1;
+            if (sc->pub_qos > 0 && !(c->slots = calloc(sc->inflight, 1))) return -1;
         }
         for (uint32_t i = 0; i < sc->topics[t].subscribers; i++, sub++) {
             struct bench_client *c = &e->clients[n++];
@@ -94,8 +90,7 @@ static int create_workers(struct bench_engine *e)
     size_t count = sc->threads < e->client_count ? sc->threads : e->client_count;
     e->worker_count = count ? count : 1;
     e->workers = calloc(e->worker_count, sizeof(*e->workers));
-    if (!e->workers)
-        return -1;
+    if (!e->workers) return -1;
     for (size_t i = 0; i < e->worker_count; i++) {
         struct bench_worker *w = &e->workers[i];
         w->engine = e;
@@ -122,8 +117,7 @@ static int create_workers(struct bench_engine *e)
 
 static uint64_t tick_for(uint64_t interval_ns)
 {
-    if (interval_ns == 0)
-        return MAX_TICK_NS;
+    if (interval_ns == 0) return MAX_TICK_NS;
     uint64_t tick = interval_ns / 2;
     return tick < MIN_TICK_NS ? MIN_TICK_NS : tick > MAX_TICK_NS ? MAX_TICK_NS : tick;
 }
@@ -136,21 +130,18 @@ static uint8_t *make_filler(size_t len)
     return filler;
 }
 
-static int setup(struct bench_engine *e, const struct engine_params *p, char *err,
-                 size_t errlen)
+static int setup(struct bench_engine *e, const struct engine_params *p, char *err, size_t errlen)
 {
     const struct bench_scenario *sc = p->scenario;
     e->sc = sc;
     e->interval_ms = p->interval_ms;
     e->interval_ns = p->interval_ms > 0 ? (uint64_t)(p->interval_ms * 1e6) : 0;
-    if (p->interval_ms > 0 && e->interval_ns == 0)
-        e->interval_ns = 1;
+    if (p->interval_ms > 0 && e->interval_ns == 0) e->interval_ns = 1;
     e->tick_ns = tick_for(e->interval_ns);
     e->run_id = ((uint32_t)getpid() * 2654435761u ^ (uint32_t)bench_now_ns()) & 0xffffff;
     e->pids = p->broker_pids;
     e->pid_count = p->broker_pid_count;
-    if (resolve_brokers(e, err, errlen) != 0)
-        return -1;
+    if (resolve_brokers(e, err, errlen) != 0) return -1;
     e->filler = make_filler(sc->payload_size - BENCH_PAYLOAD_HEADER);
     if (!e->filler || create_clients(e) != 0 || create_workers(e) != 0)
         return fail(err, errlen, "out of memory", NULL);
@@ -165,8 +156,8 @@ static int run_workers(struct bench_engine *e, char *err, size_t errlen)
 {
     size_t started = 0;
     for (; started < e->worker_count; started++)
-        if (pthread_create(&e->workers[started].thread, NULL, worker_main,
-                           &e->workers[started]) != 0)
+        if (pthread_create(&e->workers[started].thread, NULL, worker_main, &e->workers[started]) !=
+            0)
             break;
     if (started < e->worker_count) {
         /* the barrier counts every worker: without all threads nobody would pass it */
@@ -175,11 +166,9 @@ static int run_workers(struct bench_engine *e, char *err, size_t errlen)
     }
     for (size_t i = 0; i < e->worker_count; i++)
         pthread_join(e->workers[i].thread, NULL);
-    if (!atomic_load(&e->failed))
-        return 0;
+    if (!atomic_load(&e->failed)) return 0;
     for (size_t i = 0; i < e->worker_count; i++)
-        if (e->workers[i].error[0])
-            return fail(err, errlen, e->workers[i].error, NULL);
+        if (e->workers[i].error[0]) return fail(err, errlen, e->workers[i].error, NULL);
     return fail(err, errlen, "run failed", NULL);
 }
 
@@ -191,8 +180,7 @@ static int collect(struct bench_engine *e, struct run_output *out)
     uint64_t done = e->stop_ns;
     for (size_t i = 0; i < e->worker_count; i++) {
         tally_merge(&out->tally, &e->workers[i].tally);
-        if (e->workers[i].done_ns > done)
-            done = e->workers[i].done_ns;
+        if (e->workers[i].done_ns > done) done = e->workers[i].done_ns;
     }
     out->drain_ms = (size_t)((done - e->stop_ns) / 1000000u);
     out->cpu.bench_s = e->bench_cpu_end - e->bench_cpu_start;
@@ -227,12 +215,9 @@ int engine_run(const struct engine_params *p, struct run_output *out, char *err,
     memset(out, 0, sizeof(*out));
     int rc = setup(&e, p, err, errlen);
     bool barrier = rc == 0;
-    if (rc == 0)
-        rc = run_workers(&e, err, errlen);
-    if (rc == 0 && collect(&e, out) != 0)
-        rc = fail(err, errlen, "out of memory", NULL);
-    if (barrier)
-        pthread_barrier_destroy(&e.barrier);
+    if (rc == 0) rc = run_workers(&e, err, errlen);
+    if (rc == 0 && collect(&e, out) != 0) rc = fail(err, errlen, "out of memory", NULL);
+    if (barrier) pthread_barrier_destroy(&e.barrier);
     teardown(&e);
     return rc;
 }

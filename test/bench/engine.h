@@ -17,16 +17,16 @@
 
 struct engine_params {
     const struct bench_scenario *scenario;
-    double interval_ms;        /* overrides the scenario's (limit search) */
-    const pid_t *broker_pids;  /* local broker processes to charge CPU to; may be empty */
+    double interval_ms;       /* overrides the scenario's (limit search) */
+    const pid_t *broker_pids; /* local broker processes to charge CPU to; may be empty */
     size_t broker_pid_count;
 };
 
 struct run_output {
-    struct run_tally tally;    /* merged over threads */
+    struct run_tally tally; /* merged over threads */
     struct cpu_window cpu;
     double *broker_cpu_per_second; /* CPU seconds per second of the run; NULL without pids */
-    size_t drain_ms;           /* how long the drain after publishing took */
+    size_t drain_ms;               /* how long the drain after publishing took */
 };
 
 /* Returns 0 (out filled; free with run_output_free) or -1 with a message in err. */

@@ -7,10 +7,8 @@
 bool limit_run_passes(double ingress, double egress, double sp_ratio, double target_ingress,
                       double threshold, double min_offered)
 {
-    if (!(ingress > 0) || !(sp_ratio > 0))
-        return false;
-    if (egress / (ingress * sp_ratio) < threshold)
-        return false;
+    if (!(ingress > 0) || !(sp_ratio > 0)) return false;
+    if (egress / (ingress * sp_ratio) < threshold) return false;
     return !(target_ingress > 0) || ingress >= min_offered * target_ingress;
 }
 
@@ -29,8 +27,7 @@ void limit_search_init(struct limit_search *ls, double start_ms, uint32_t splits
 
 bool limit_search_next(const struct limit_search *ls, double *interval_ms)
 {
-    if (ls->phase == LIMIT_DONE)
-        return false;
+    if (ls->phase == LIMIT_DONE) return false;
     *interval_ms = ls->next_ms;
     return true;
 }
@@ -101,13 +98,10 @@ static void step_splitting(struct limit_search *ls)
 void limit_search_record(struct limit_search *ls, bool passed)
 {
     double interval = ls->next_ms;
-    if (passed)
-        note_pass(ls, interval);
-    if (ls->phase != LIMIT_SPLITTING)
-        ls->steps++;
+    if (passed) note_pass(ls, interval);
+    if (ls->phase != LIMIT_SPLITTING) ls->steps++;
     /* a passing start interval means the limit lies below it: search downwards */
-    if (ls->runs++ == 0 && passed)
-        ls->phase = LIMIT_HALVING;
+    if (ls->runs++ == 0 && passed) ls->phase = LIMIT_HALVING;
     switch (ls->phase) {
     case LIMIT_DOUBLING:
         step_doubling(ls, interval, passed);

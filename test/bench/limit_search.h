@@ -31,9 +31,9 @@ enum limit_phase {
 };
 
 enum limit_outcome {
-    LIMIT_FOUND,         /* bracketed and refined */
-    LIMIT_NEVER_PASSED,  /* max_steps doublings and no run passed */
-    LIMIT_NEVER_FAILED,  /* halved down to the smallest interval and every run passed */
+    LIMIT_FOUND,        /* bracketed and refined */
+    LIMIT_NEVER_PASSED, /* max_steps doublings and no run passed */
+    LIMIT_NEVER_FAILED, /* halved down to the smallest interval and every run passed */
 };
 
 struct limit_search {
@@ -44,14 +44,14 @@ struct limit_search {
     uint32_t max_steps;
     /* state */
     enum limit_phase phase;
-    double next_ms;     /* interval of the run the caller should do next */
-    uint32_t steps;     /* doubling or halving runs done */
-    double pass_ms;     /* x: smallest passing interval of stage 1 (0 if none) */
-    double fail_ms;     /* largest failing interval below pass_ms (0 if none) */
-    uint32_t split_k;   /* next split point, 1..splits-1 */
-    double best_ms;     /* smallest passing interval so far (0 if none) */
-    size_t best_run;    /* caller's index of that run */
-    size_t runs;        /* results recorded */
+    double next_ms;   /* interval of the run the caller should do next */
+    uint32_t steps;   /* doubling or halving runs done */
+    double pass_ms;   /* x: smallest passing interval of stage 1 (0 if none) */
+    double fail_ms;   /* largest failing interval below pass_ms (0 if none) */
+    uint32_t split_k; /* next split point, 1..splits-1 */
+    double best_ms;   /* smallest passing interval so far (0 if none) */
+    size_t best_run;  /* caller's index of that run */
+    size_t runs;      /* results recorded */
     enum limit_outcome outcome;
 };
 

@@ -63,12 +63,10 @@ static int run_once(const struct bench_options *o, const struct bench_scenario *
 
 static int grow_runs(struct bench_report *r, size_t *cap)
 {
-    if (r->run_count < *cap)
-        return 0;
+    if (r->run_count < *cap) return 0;
     size_t n = *cap ? *cap * 2 : 8;
     struct run_record *grown = realloc(r->runs, n * sizeof(*grown));
-    if (!grown)
-        return -1;
+    if (!grown) return -1;
     r->runs = grown;
     *cap = n;
     return 0;
@@ -88,13 +86,10 @@ static int limit_search(const struct bench_options *o, const struct bench_scenar
         report_print_run_header(stdout);
     }
     while (limit_search_next(&r->search, &interval)) {
-        if (grow_runs(r, &cap) != 0)
-            return -1;
-        if (r->run_count > 0)
-            pause_ms(PAUSE_BETWEEN_RUNS_MS);
+        if (grow_runs(r, &cap) != 0) return -1;
+        if (r->run_count > 0) pause_ms(PAUSE_BETWEEN_RUNS_MS);
         struct run_record *rec = &r->runs[r->run_count];
-        if (run_once(o, sc, interval, rec) != 0)
-            return -1;
+        if (run_once(o, sc, interval, rec) != 0) return -1;
         r->run_count++;
         if (!o->quiet) {
             report_print_run_line(stdout, r->run_count - 1, rec);
@@ -109,8 +104,7 @@ static int single_run(const struct bench_options *o, const struct bench_scenario
                       struct bench_report *r)
 {
     r->runs = calloc(1, sizeof(*r->runs));
-    if (!r->runs || run_once(o, sc, sc->interval_ms, &r->runs[0]) != 0)
-        return -1;
+    if (!r->runs || run_once(o, sc, sc->interval_ms, &r->runs[0]) != 0) return -1;
     r->run_count = 1;
     return 0;
 }
@@ -139,8 +133,7 @@ static void free_report(struct bench_report *r)
     free(r->runs);
 }
 
-static int setup_scenario(int argc, char **argv, struct bench_options *o,
-                          struct bench_scenario *sc)
+static int setup_scenario(int argc, char **argv, struct bench_options *o, struct bench_scenario *sc)
 {
     char err[512];
     if (options_parse(argc, argv, o, err, sizeof(err)) != 0) {
@@ -148,8 +141,7 @@ static int setup_scenario(int argc, char **argv, struct bench_options *o,
         options_usage(stderr);
         return -1;
     }
-    if (o->help || o->list)
-        return 0;
+    if (o->help || o->list) return 0;
     if (options_build_scenario(o, sc, err, sizeof(err)) != 0 ||
         scenario_validate(sc, err, sizeof(err)) != 0) {
         fprintf(stderr, "arbor_bench: %s\n", err);
@@ -181,10 +173,9 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     struct bench_report report = {.scenario = &sc, .label = opts.label};
-    int rc = sc.search.enabled ? limit_search(&opts, &sc, &report)
-                               : single_run(&opts, &sc, &report);
-    if (rc == 0)
-        rc = write_outputs(&opts, &report);
+    int rc =
+        sc.search.enabled ? limit_search(&opts, &sc, &report) : single_run(&opts, &sc, &report);
+    if (rc == 0) rc = write_outputs(&opts, &report);
     free_report(&report);
     scenario_free(&sc);
     return rc == 0 ? 0 : 2;

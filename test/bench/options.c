@@ -132,8 +132,7 @@ static int parse_pid(const char *text, pid_t *out)
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (errno || *end || end == text || v <= 0)
-        return -1;
+    if (errno || *end || end == text || v <= 0) return -1;
     *out = (pid_t)v;
     return 0;
 }
@@ -179,29 +178,22 @@ static int parse_output_option(int c, const char *arg, struct bench_options *o, 
     return 0;
 }
 
-int options_parse(int argc, char *const argv[], struct bench_options *o, char *err,
-                  size_t errlen)
+int options_parse(int argc, char *const argv[], struct bench_options *o, char *err, size_t errlen)
 {
     memset(o, 0, sizeof(*o));
     optind = 0; /* full re-initialisation (GNU), so the unit tests can parse repeatedly */
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":s:b:i:q:d:V:T:P:j:Qlh", long_options, NULL)) != -1) {
-        if (c == '?')
-            return fail(err, errlen, "unknown option '%s'", argv[optind - 1]);
-        if (c == ':')
-            return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+        if (c == '?') return fail(err, errlen, "unknown option '%s'", argv[optind - 1]);
+        if (c == ':') return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
         int handled = parse_output_option(c, optarg, o, err, errlen);
-        if (handled < 0)
-            return -1;
-        if (handled)
-            continue;
-        if (o->override_count >= BENCH_MAX_OVERRIDES)
-            return fail(err, errlen, "too many options");
+        if (handled < 0) return -1;
+        if (handled) continue;
+        if (o->override_count >= BENCH_MAX_OVERRIDES) return fail(err, errlen, "too many options");
         o->overrides[o->override_count++] = (struct bench_override){c, optarg};
     }
-    if (optind < argc)
-        return fail(err, errlen, "unexpected argument '%s'", argv[optind]);
+    if (optind < argc) return fail(err, errlen, "unexpected argument '%s'", argv[optind]);
     return 0;
 }
 
@@ -212,8 +204,7 @@ static int to_double(const char *text, double min, double max, double *out)
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (errno || *end || end == text || !isfinite(v) || v < min || v > max)
-        return -1;
+    if (errno || *end || end == text || !isfinite(v) || v < min || v > max) return -1;
     *out = v;
     return 0;
 }
@@ -221,8 +212,7 @@ static int to_double(const char *text, double min, double max, double *out)
 static int to_uint(const char *text, uint32_t min, uint32_t max, uint32_t *out)
 {
     double v = 0;
-    if (to_double(text, min, max, &v) != 0 || v != floor(v))
-        return -1;
+    if (to_double(text, min, max, &v) != 0 || v != floor(v)) return -1;
     *out = (uint32_t)v;
     return 0;
 }
@@ -246,8 +236,7 @@ static int apply_topic_option(struct topic_shape *shape, int c, const char *v)
     case OPT_SUBSCRIBERS:
         return to_uint(v, 0, 100000, &shape->subscribers);
     case OPT_TOPIC_PREFIX:
-        if (strpbrk(v, "+#") || !*v || strlen(v) >= sizeof(shape->prefix))
-            return -1;
+        if (strpbrk(v, "+#") || !*v || strlen(v) >= sizeof(shape->prefix)) return -1;
         snprintf(shape->prefix, sizeof(shape->prefix), "%s", v);
         return 0;
     }
@@ -257,8 +246,7 @@ static int apply_topic_option(struct topic_shape *shape, int c, const char *v)
 static int set_qos(uint8_t *target, const char *v)
 {
     uint32_t q;
-    if (to_uint(v, 0, 2, &q) != 0)
-        return -1;
+    if (to_uint(v, 0, 2, &q) != 0) return -1;
     *target = (uint8_t)q;
     return 0;
 }
@@ -288,8 +276,7 @@ static int set_placement(struct bench_scenario *sc, const char *v)
 static int set_rate(struct bench_scenario *sc, const char *v)
 {
     double rate = 0;
-    if (to_double(v, 0, 1e9, &rate) != 0)
-        return -1;
+    if (to_double(v, 0, 1e9, &rate) != 0) return -1;
     sc->interval_ms = rate > 0 ? 1000.0 / rate : 0;
     return 0;
 }
@@ -297,8 +284,7 @@ static int set_rate(struct bench_scenario *sc, const char *v)
 static int set_keepalive(struct bench_scenario *sc, const char *v)
 {
     uint32_t ka;
-    if (to_uint(v, 0, 65535, &ka) != 0)
-        return -1;
+    if (to_uint(v, 0, 65535, &ka) != 0) return -1;
     sc->keepalive = (uint16_t)ka;
     return 0;
 }
@@ -330,8 +316,7 @@ static int apply_option(struct bench_scenario *sc, struct topic_shape *shape, bo
 {
     switch (c) {
     case 'b':
-        if (!*brokers_set)
-            scenario_clear_brokers(sc);
+        if (!*brokers_set) scenario_clear_brokers(sc);
         *brokers_set = true;
         return scenario_add_broker(sc, v, err, errlen) == 0 ? 0 : -2;
     case OPT_TOPICS:
@@ -344,8 +329,7 @@ static int apply_option(struct bench_scenario *sc, struct topic_shape *shape, bo
     case OPT_RATE:
         return set_rate(sc, v);
     case 'q':
-        if (set_qos(&sc->pub_qos, v) != 0)
-            return -1;
+        if (set_qos(&sc->pub_qos, v) != 0) return -1;
         sc->sub_qos = sc->pub_qos;
         return 0;
     case OPT_PUB_QOS:
@@ -377,8 +361,7 @@ static int apply_option(struct bench_scenario *sc, struct topic_shape *shape, bo
 static const char *option_name(int c)
 {
     for (const struct option *o = long_options; o->name; o++)
-        if (o->val == c)
-            return o->name;
+        if (o->val == c) return o->name;
     return "?";
 }
 
@@ -389,8 +372,7 @@ static int load_base(const struct bench_options *o, struct bench_scenario *sc, c
         return scenario_set_uniform_topics(sc, "bench/topic", 1, 1, 1) == 0
                    ? 0
                    : fail(err, errlen, "out of memory");
-    if (scenario_builtin(o->scenario, sc) == 0)
-        return 0;
+    if (scenario_builtin(o->scenario, sc) == 0) return 0;
     if (!strchr(o->scenario, '.') && !strchr(o->scenario, '/'))
         return fail(err, errlen, "unknown scenario '%s' (see --list)", o->scenario);
     return scenario_load_file(sc, o->scenario, err, errlen);
@@ -409,8 +391,7 @@ static void initial_shape(const struct bench_scenario *sc, struct topic_shape *s
     size_t len = strlen(name);
     while (len > 0 && name[len - 1] >= '0' && name[len - 1] <= '9')
         len--;
-    if (len == 0 || len >= sizeof(shape->prefix))
-        name = "bench/topic", len = strlen(name);
+    if (len == 0 || len >= sizeof(shape->prefix)) name = "bench/topic", len = strlen(name);
     memcpy(shape->prefix, name, len);
     shape->prefix[len] = '\0';
 }
@@ -418,16 +399,14 @@ static void initial_shape(const struct bench_scenario *sc, struct topic_shape *s
 int options_build_scenario(const struct bench_options *o, struct bench_scenario *sc, char *err,
                            size_t errlen)
 {
-    if (load_base(o, sc, err, errlen) != 0)
-        return -1;
+    if (load_base(o, sc, err, errlen) != 0) return -1;
     struct topic_shape shape;
     initial_shape(sc, &shape);
     bool brokers_set = false;
     for (size_t i = 0; i < o->override_count; i++) {
         const struct bench_override *ov = &o->overrides[i];
         int rc = apply_option(sc, &shape, &brokers_set, ov->option, ov->value, err, errlen);
-        if (rc == -2)
-            return -1;
+        if (rc == -2) return -1;
         if (rc != 0)
             return fail(err, errlen, "bad value '%s' for --%s", ov->value ? ov->value : "",
                         option_name(ov->option));

@@ -24,7 +24,7 @@ struct bench_override {
 };
 
 struct bench_options {
-    const char *scenario;        /* built-in name or JSON path; NULL: a custom scenario */
+    const char *scenario; /* built-in name or JSON path; NULL: a custom scenario */
     struct bench_override overrides[BENCH_MAX_OVERRIDES];
     size_t override_count;
     pid_t broker_pids[BENCH_MAX_PIDS];
@@ -46,8 +46,8 @@ int options_parse(int argc, char *const argv[], struct bench_options *opts, char
 
 /* Load the base scenario (opts->scenario, or defaults with one topic), then apply the
  * overrides. sc must have been scenario_init()ed. Returns 0 or -1 with err. */
-int options_build_scenario(const struct bench_options *opts, struct bench_scenario *sc,
-                           char *err, size_t errlen);
+int options_build_scenario(const struct bench_options *opts, struct bench_scenario *sc, char *err,
+                           size_t errlen);
 
 void options_usage(FILE *f);
 

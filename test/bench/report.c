@@ -29,21 +29,27 @@ static const char *outcome_name(enum limit_outcome o)
 
 const struct run_record *report_result(const struct bench_report *r)
 {
-    if (r->run_count == 0)
-        return NULL;
-    if (!r->searched)
-        return &r->runs[r->run_count - 1];
-    if (r->search.best_ms == 0 || r->search.best_run >= r->run_count)
-        return NULL;
+    if (r->run_count == 0) return NULL;
+    if (!r->searched) return &r->runs[r->run_count - 1];
+    if (r->search.best_ms == 0 || r->search.best_run >= r->run_count) return NULL;
     return &r->runs[r->search.best_run];
 }
 
-/* Seconds of the series worth showing: publishing time plus the drain actually used. */
+static bool second_used(const struct second_counters *s)
+{
+    return s->sent || s->accepted || s->received || s->duplicates;
+}
+
+/* Seconds of the series worth showing: the publishing time, and the drain as far as anything
+ * happened in it. */
 static size_t series_length(const struct bench_scenario *sc, const struct run_record *run)
 {
-    double seconds = sc->duration_s + run->output.drain_ms / 1000.0;
-    size_t n = (size_t)ceil(seconds);
-    return n < run->output.tally.second_count ? n : run->output.tally.second_count;
+    const struct run_tally *t = &run->output.tally;
+    size_t n = (size_t)ceil(sc->duration_s);
+    for (size_t i = n; i < t->second_count; i++)
+        if (second_used(&t->seconds[i]))
+            n = i + 1;
+    return n < t->second_count ? n : t->second_count;
 }
 
 /* ---- table ---- */
@@ -51,8 +57,8 @@ static size_t series_length(const struct bench_scenario *sc, const struct run_re
 void report_print_scenario(FILE *f, const struct bench_scenario *sc)
 {
     fprintf(f, "scenario %s: %zu topic(s), %u publishers, %u subscribers, sp-ratio %.2f\n",
-            sc->name, sc->topic_count, scenario_publisher_count(sc),
-            scenario_subscriber_count(sc), scenario_sp_ratio(sc));
+            sc->name, sc->topic_count, scenario_publisher_count(sc), scenario_subscriber_count(sc),
+            scenario_sp_ratio(sc));
     fprintf(f, "  MQTT %s, QoS pub %u / sub %u, in flight %u, payload %u B, ",
             sc->mqtt_version == 5 ? "5.0" : "3.1.1", sc->pub_qos, sc->sub_qos, sc->inflight,
             sc->payload_size);
@@ -74,15 +80,15 @@ void report_print_run_line(FILE *f, size_t index, const struct run_record *run)
     const struct run_summary *s = &run->summary;
     fprintf(f, "%4zu %11.4f %11.0f %11.0f %11.0f %7.4f %4s %9.3f %9.3f %7.3f %8.2f\n", index,
             s->interval_ms, s->target_ingress, s->ingress, s->egress, s->egress_ratio,
-            s->passed ? "yes" : "no", s->latency_mean_ms, s->latency_p99_ms,
-            100.0 * s->loss_rate, s->has_broker_cpu ? s->broker_cpu_us_per_msg : NAN);
+            s->passed ? "yes" : "no", s->latency_mean_ms, s->latency_p99_ms, 100.0 * s->loss_rate,
+            s->has_broker_cpu ? s->broker_cpu_us_per_msg : NAN);
 }
 
 void report_print_run_header(FILE *f)
 {
     fprintf(f, "%4s %11s %11s %11s %11s %7s %4s %9s %9s %7s %8s\n", "run", "interval_ms",
-            "target/s", "ingress/s", "egress/s", "ratio", "pass", "lat_ms", "p99_ms",
-            "loss_%", "cpu_us");
+            "target/s", "ingress/s", "egress/s", "ratio", "pass", "lat_ms", "p99_ms", "loss_%",
+            "cpu_us");
 }
 
 static void print_summary(FILE *f, const struct run_summary *s)
@@ -94,8 +100,9 @@ static void print_summary(FILE *f, const struct run_summary *s)
             s->ingress_per_publisher);
     fprintf(f, "  egress                %.0f msg/s\n", s->egress);
     fprintf(f, "  egress/(ingress*sp)   %.4f\n", s->egress_ratio);
-    fprintf(f, "  latency ms            mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f"
-               "  (%llu samples)\n",
+    fprintf(f,
+            "  latency ms            mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f"
+            "  (%llu samples)\n",
             s->latency_mean_ms, s->latency_p50_ms, s->latency_p90_ms, s->latency_p99_ms,
             s->latency_max_ms, (unsigned long long)s->latency_count);
     fprintf(f, "  loss                  %.4f %% (%llu of %llu expected missing)\n",
@@ -105,8 +112,9 @@ static void print_summary(FILE *f, const struct run_summary *s)
     fprintf(f, "  duplicates            %llu   unexpected %llu   connection errors %u\n",
             (unsigned long long)s->duplicates, (unsigned long long)s->unexpected, s->errors);
     if (s->has_broker_cpu)
-        fprintf(f, "  broker CPU            %.2f s in %.1f s (%.0f %%), %.3f us per delivered"
-                   " message\n",
+        fprintf(f,
+                "  broker CPU            %.2f s in %.1f s (%.0f %%), %.3f us per delivered"
+                " message\n",
                 s->broker_cpu_s, s->window_s, s->broker_cpu_pct, s->broker_cpu_us_per_msg);
     fprintf(f, "  arbor_bench CPU       %.2f s (%.0f %%)\n", s->bench_cpu_s, s->bench_cpu_pct);
 }
@@ -114,20 +122,19 @@ static void print_summary(FILE *f, const struct run_summary *s)
 static void print_series(FILE *f, const struct bench_scenario *sc, const struct run_record *run)
 {
     const struct run_tally *t = &run->output.tally;
-    fprintf(f, "  %4s %11s %11s %10s %10s %9s\n", "sec", "ingress", "egress", "lat_mean",
-            "lat_max", "broker%");
+    fprintf(f, "  %4s %11s %11s %10s %10s %9s\n", "sec", "ingress", "egress", "lat_mean", "lat_max",
+            "broker%");
     size_t n = series_length(sc, run);
     for (size_t i = 0; i < n; i++) {
         const struct second_counters *s = &t->seconds[i];
         double mean = s->lat_count ? s->lat_sum_ns / (double)s->lat_count / 1e6 : 0;
-        double cpu = run->output.broker_cpu_per_second
-                         ? 100.0 * run->output.broker_cpu_per_second[i]
-                         : NAN;
-        fprintf(f, "  %4zu %11llu %11llu %10.3f %10.3f %9.0f%s\n", i,
-                (unsigned long long)s->accepted, (unsigned long long)s->received, mean,
-                (double)s->lat_max_ns / 1e6, cpu,
-                (double)i < sc->trim_s || (double)i + 1 > sc->duration_s - sc->trim_s ? "  (trimmed)"
-                                                                                      : "");
+        double cpu =
+            run->output.broker_cpu_per_second ? 100.0 * run->output.broker_cpu_per_second[i] : NAN;
+        fprintf(
+            f, "  %4zu %11llu %11llu %10.3f %10.3f %9.0f%s\n", i, (unsigned long long)s->accepted,
+            (unsigned long long)s->received, mean, (double)s->lat_max_ns / 1e6, cpu,
+            (double)i < sc->trim_s || (double)i + 1 > sc->duration_s - sc->trim_s ? "  (trimmed)"
+                                                                                  : "");
     }
 }
 
@@ -144,8 +151,9 @@ static void print_topics(FILE *f, const struct bench_scenario *sc, const struct 
 
 void report_print_search_criteria(FILE *f, const struct bench_scenario *sc)
 {
-    fprintf(f, "\nlimit search: a run passes if egress/(ingress*sp) >= %.2f and ingress >= %.0f%% "
-               "of target\n",
+    fprintf(f,
+            "\nlimit search: a run passes if egress/(ingress*sp) >= %.2f and ingress >= %.0f%% "
+            "of target\n",
             sc->search.threshold, 100 * sc->search.min_offered);
 }
 
@@ -170,10 +178,8 @@ void report_print_table(FILE *f, const struct bench_report *r, bool per_second, 
                                                         : "");
     fprintf(f, "\nresult%s%s:\n", r->label ? " for " : "", r->label ? r->label : "");
     print_summary(f, &res->summary);
-    if (sc->topic_count <= 12)
-        print_topics(f, sc, res);
-    if (per_second)
-        print_series(f, sc, res);
+    if (sc->topic_count <= 12) print_topics(f, sc, res);
+    if (per_second) print_series(f, sc, res);
 }
 
 /* ---- JSON ---- */
@@ -310,9 +316,8 @@ static cJSON *series_json(const struct bench_scenario *sc, const struct run_reco
         add_number(o, "latency_mean_ms",
                    s->lat_count ? s->lat_sum_ns / (double)s->lat_count / 1e6 : 0);
         add_number(o, "latency_max_ms", (double)s->lat_max_ns / 1e6);
-        add_number(o, "broker_cpu_s", run->output.broker_cpu_per_second
-                                          ? run->output.broker_cpu_per_second[i]
-                                          : NAN);
+        add_number(o, "broker_cpu_s",
+                   run->output.broker_cpu_per_second ? run->output.broker_cpu_per_second[i] : NAN);
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
@@ -356,14 +361,12 @@ static cJSON *report_json(const struct bench_report *r)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "tool", "arbor_bench");
-    if (r->label)
-        cJSON_AddStringToObject(root, "label", r->label);
+    if (r->label) cJSON_AddStringToObject(root, "label", r->label);
     cJSON_AddItemToObject(root, "scenario", scenario_json(r->scenario));
     cJSON *runs = cJSON_AddArrayToObject(root, "runs");
     for (size_t i = 0; i < r->run_count; i++)
         cJSON_AddItemToArray(runs, run_json(r->scenario, &r->runs[i]));
-    if (r->searched)
-        cJSON_AddItemToObject(root, "limit_search", search_json(r));
+    if (r->searched) cJSON_AddItemToObject(root, "limit_search", search_json(r));
     const struct run_record *res = report_result(r);
     if (res)
         cJSON_AddItemToObject(root, "result", summary_json(&res->summary));
@@ -379,8 +382,7 @@ static FILE *open_output(const char *path)
 
 static int close_output(FILE *f)
 {
-    if (f == stdout)
-        return fflush(f) == 0 ? 0 : -1;
+    if (f == stdout) return fflush(f) == 0 ? 0 : -1;
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -406,8 +408,7 @@ int report_write_json(const char *path, const struct bench_report *r)
 int report_write_csv(const char *path, const struct bench_report *r)
 {
     FILE *f = open_output(path);
-    if (!f)
-        return -1;
+    if (!f) return -1;
     fprintf(f, "run,interval_ms,second,sent,ingress,egress,duplicates,latency_mean_ms,"
                "latency_max_ms,broker_cpu_s\n");
     for (size_t k = 0; k < r->run_count; k++) {

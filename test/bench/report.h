@@ -24,7 +24,7 @@ struct run_record {
 
 struct bench_report {
     const struct bench_scenario *scenario;
-    const char *label;          /* free text (e.g. the broker's name); may be NULL */
+    const char *label; /* free text (e.g. the broker's name); may be NULL */
     struct run_record *runs;
     size_t run_count;
     bool searched;

@@ -43,8 +43,7 @@ static void merge_second(struct second_counters *d, const struct second_counters
     d->duplicates += s->duplicates;
     d->lat_count += s->lat_count;
     d->lat_sum_ns += s->lat_sum_ns;
-    if (s->lat_max_ns > d->lat_max_ns)
-        d->lat_max_ns = s->lat_max_ns;
+    if (s->lat_max_ns > d->lat_max_ns) d->lat_max_ns = s->lat_max_ns;
 }
 
 void tally_merge(struct run_tally *dst, const struct run_tally *src)
@@ -108,17 +107,14 @@ static void summarise_delivery(struct run_summary *s, const struct bench_scenari
 static void summarise_cpu(struct run_summary *s, const struct cpu_window *cpu,
                           uint64_t window_received)
 {
-    if (!cpu)
-        return;
+    if (!cpu) return;
     s->bench_cpu_s = cpu->bench_s;
     s->bench_cpu_pct = s->window_s > 0 ? 100.0 * cpu->bench_s / s->window_s : 0;
     s->has_broker_cpu = cpu->has_broker;
-    if (!cpu->has_broker)
-        return;
+    if (!cpu->has_broker) return;
     s->broker_cpu_s = cpu->broker_s;
     s->broker_cpu_pct = s->window_s > 0 ? 100.0 * cpu->broker_s / s->window_s : 0;
-    s->broker_cpu_us_per_msg = window_received ? cpu->broker_s * 1e6 / (double)window_received
-                                               : 0;
+    s->broker_cpu_us_per_msg = window_received ? cpu->broker_s * 1e6 / (double)window_received : 0;
 }
 
 void summary_compute(struct run_summary *s, const struct bench_scenario *sc, double interval_ms,
@@ -135,8 +131,7 @@ void summary_compute(struct run_summary *s, const struct bench_scenario *sc, dou
     }
     uint32_t publishers = scenario_publisher_count(sc);
     s->ingress_per_publisher = publishers ? s->ingress / publishers : 0;
-    if (s->ingress > 0 && s->sp_ratio > 0)
-        s->egress_ratio = s->egress / (s->ingress * s->sp_ratio);
+    if (s->ingress > 0 && s->sp_ratio > 0) s->egress_ratio = s->egress / (s->ingress * s->sp_ratio);
     s->passed = limit_run_passes(s->ingress, s->egress, s->sp_ratio, s->target_ingress,
                                  sc->search.threshold, sc->search.min_offered);
     summarise_latency(s, &t->latency);

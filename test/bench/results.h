@@ -17,9 +17,9 @@
 
 /* Counters of one second of the run (second 0 starts when publishing starts). */
 struct second_counters {
-    uint64_t sent;       /* PUBLISH packets written by publishers */
-    uint64_t accepted;   /* ingress: QoS 0 sent, QoS 1 PUBACK, QoS 2 PUBREC */
-    uint64_t received;   /* egress: distinct messages received by subscribers */
+    uint64_t sent;     /* PUBLISH packets written by publishers */
+    uint64_t accepted; /* ingress: QoS 0 sent, QoS 1 PUBACK, QoS 2 PUBREC */
+    uint64_t received; /* egress: distinct messages received by subscribers */
     uint64_t duplicates;
     uint64_t lat_count;
     uint64_t lat_max_ns;
@@ -27,28 +27,28 @@ struct second_counters {
 };
 
 struct topic_tally {
-    uint64_t sent;       /* whole run */
-    uint64_t received;   /* distinct (subscriber, message) pairs, whole run */
+    uint64_t sent;     /* whole run */
+    uint64_t received; /* distinct (subscriber, message) pairs, whole run */
     uint64_t duplicates;
 };
 
 struct broker_tally {
-    uint64_t accepted;   /* in the window */
-    uint64_t received;   /* in the window */
+    uint64_t accepted; /* in the window */
+    uint64_t received; /* in the window */
 };
 
 struct run_tally {
     size_t second_count;
     struct second_counters *seconds;
-    struct latency_hist latency;      /* messages received in the window */
+    struct latency_hist latency; /* messages received in the window */
     uint64_t window_accepted;
     uint64_t window_received;
     size_t topic_count;
     struct topic_tally *topics;
     size_t broker_count;
     struct broker_tally *brokers;
-    uint64_t unexpected;              /* payloads not from this run, or on the wrong topic */
-    uint32_t errors;                  /* connections lost or refused */
+    uint64_t unexpected; /* payloads not from this run, or on the wrong topic */
+    uint32_t errors;     /* connections lost or refused */
 };
 
 int tally_init(struct run_tally *t, size_t seconds, size_t topics, size_t brokers);
@@ -66,19 +66,19 @@ struct cpu_window {
 };
 
 struct run_summary {
-    double interval_ms;        /* 0: full speed */
+    double interval_ms; /* 0: full speed */
     double window_s;
     double sp_ratio;
-    double target_ingress;     /* msg/s asked for (0 at full speed) */
-    double ingress;            /* msg/s accepted from publishers in the window */
-    double egress;             /* msg/s delivered to subscribers in the window */
+    double target_ingress; /* msg/s asked for (0 at full speed) */
+    double ingress;        /* msg/s accepted from publishers in the window */
+    double egress;         /* msg/s delivered to subscribers in the window */
     double ingress_per_publisher;
-    double egress_ratio;       /* egress / (ingress x sp-ratio) */
-    bool passed;               /* Definition 1 (+ offered load) */
+    double egress_ratio; /* egress / (ingress x sp-ratio) */
+    bool passed;         /* Definition 1 (+ offered load) */
     uint64_t latency_count;
     double latency_mean_ms, latency_p50_ms, latency_p90_ms, latency_p99_ms, latency_max_ms;
     uint64_t sent, expected, received, duplicates, unexpected;
-    double loss_rate;          /* (expected - received) / expected, whole run */
+    double loss_rate; /* (expected - received) / expected, whole run */
     uint32_t errors;
     bool has_broker_cpu;
     double broker_cpu_s, broker_cpu_pct, broker_cpu_us_per_msg;

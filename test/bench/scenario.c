@@ -78,13 +78,11 @@ int scenario_copy(struct bench_scenario *dst, const struct bench_scenario *src)
     dst->broker_count = 0;
     for (size_t i = 0; i < src->topic_count; i++) {
         const struct bench_topic *t = &src->topics[i];
-        if (scenario_add_topic(dst, t->name, t->publishers, t->subscribers) != 0)
-            goto oom;
+        if (scenario_add_topic(dst, t->name, t->publishers, t->subscribers) != 0) goto oom;
     }
     if (src->broker_count) {
         dst->brokers = malloc(src->broker_count * sizeof(*dst->brokers));
-        if (!dst->brokers)
-            goto oom;
+        if (!dst->brokers) goto oom;
         memcpy(dst->brokers, src->brokers, src->broker_count * sizeof(*dst->brokers));
         dst->broker_count = src->broker_count;
     }
@@ -98,12 +96,10 @@ int scenario_add_topic(struct bench_scenario *sc, const char *name, uint32_t pub
                        uint32_t subscribers)
 {
     struct bench_topic *grown = realloc(sc->topics, (sc->topic_count + 1) * sizeof(*grown));
-    if (!grown)
-        return -1;
+    if (!grown) return -1;
     sc->topics = grown;
     char *copy = strdup(name);
-    if (!copy)
-        return -1;
+    if (!copy) return -1;
     sc->topics[sc->topic_count++] = (struct bench_topic){copy, publishers, subscribers};
     return 0;
 }
@@ -115,8 +111,7 @@ int scenario_set_uniform_topics(struct bench_scenario *sc, const char *prefix, s
     for (size_t i = 0; i < count; i++) {
         char name[512];
         snprintf(name, sizeof(name), "%s%zu", prefix, i + 1);
-        if (scenario_add_topic(sc, name, publishers, subscribers) != 0)
-            return -1;
+        if (scenario_add_topic(sc, name, publishers, subscribers) != 0) return -1;
     }
     return 0;
 }
@@ -134,8 +129,7 @@ static int parse_port(const char *text, struct bench_broker_addr *out, char *err
     return 0;
 }
 
-int scenario_parse_broker(const char *text, struct bench_broker_addr *out, char *err,
-                          size_t errlen)
+int scenario_parse_broker(const char *text, struct bench_broker_addr *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     const char *host = text, *port = NULL;
@@ -168,12 +162,9 @@ int scenario_parse_broker(const char *text, struct bench_broker_addr *out, char 
 int scenario_add_broker(struct bench_scenario *sc, const char *text, char *err, size_t errlen)
 {
     struct bench_broker_addr addr;
-    if (scenario_parse_broker(text, &addr, err, errlen) != 0)
-        return -1;
-    struct bench_broker_addr *grown =
-        realloc(sc->brokers, (sc->broker_count + 1) * sizeof(*grown));
-    if (!grown)
-        return fail(err, errlen, "out of memory");
+    if (scenario_parse_broker(text, &addr, err, errlen) != 0) return -1;
+    struct bench_broker_addr *grown = realloc(sc->brokers, (sc->broker_count + 1) * sizeof(*grown));
+    if (!grown) return fail(err, errlen, "out of memory");
     sc->brokers = grown;
     sc->brokers[sc->broker_count++] = addr;
     return 0;
@@ -258,8 +249,9 @@ static void setup_qos2_pairs(struct bench_scenario *sc)
 
 static const struct builtin builtins[] = {
     {"ildm", "ILDM limit search: 5 topics x (10 pub, 10 sub), QoS 0, 32 B", setup_ildm},
-    {"mqtt-st-benchmark", "MQTT-ST publication throughput, one broker: 10 pub QoS 2 "
-                          "(1 in flight), 10 sub",
+    {"mqtt-st-benchmark",
+     "MQTT-ST publication throughput, one broker: 10 pub QoS 2 "
+     "(1 in flight), 10 sub",
      setup_st_benchmark},
     {"mqtt-st-distributed", "as mqtt-st-benchmark, clients spread evenly over all brokers",
      setup_st_distributed},
@@ -285,16 +277,14 @@ const char *const *scenario_builtin_names(void)
 const char *scenario_builtin_description(const char *name)
 {
     for (size_t i = 0; i < BUILTIN_COUNT; i++)
-        if (strcmp(builtins[i].name, name) == 0)
-            return builtins[i].description;
+        if (strcmp(builtins[i].name, name) == 0) return builtins[i].description;
     return NULL;
 }
 
 int scenario_builtin(const char *name, struct bench_scenario *sc)
 {
     for (size_t i = 0; i < BUILTIN_COUNT; i++) {
-        if (strcmp(builtins[i].name, name) != 0)
-            continue;
+        if (strcmp(builtins[i].name, name) != 0) continue;
         builtins[i].setup(sc);
         snprintf(sc->name, sizeof(sc->name), "%s", name);
         return sc->topic_count ? 0 : -1;
@@ -318,10 +308,8 @@ static int json_uint(const cJSON *item, double min, double max, uint32_t *out, c
                      size_t errlen)
 {
     double v = 0;
-    if (json_number(item, min, max, &v, err, errlen) != 0)
-        return -1;
-    if (v != floor(v))
-        return fail(err, errlen, "\"%s\" must be an integer", item->string);
+    if (json_number(item, min, max, &v, err, errlen) != 0) return -1;
+    if (v != floor(v)) return fail(err, errlen, "\"%s\" must be an integer", item->string);
     *out = (uint32_t)v;
     return 0;
 }
@@ -330,8 +318,7 @@ static int json_u8(const cJSON *item, double min, double max, uint8_t *out, char
                    size_t errlen)
 {
     uint32_t v;
-    if (json_uint(item, min, max, &v, err, errlen) != 0)
-        return -1;
+    if (json_uint(item, min, max, &v, err, errlen) != 0) return -1;
     *out = (uint8_t)v;
     return 0;
 }
@@ -351,20 +338,16 @@ static int json_topic(struct bench_scenario *sc, const cJSON *t, char *err, size
     if (json_uint(pubs, 0, 100000, &p, err, errlen) || json_uint(subs, 0, 100000, &s, err, errlen))
         return -1;
     if (name->valuestring[0] == '\0' || strpbrk(name->valuestring, "+#"))
-        return fail(err, errlen, "topic name \"%s\" is empty or has wildcards",
-                    name->valuestring);
-    return scenario_add_topic(sc, name->valuestring, p, s) ? fail(err, errlen, "out of memory")
-                                                           : 0;
+        return fail(err, errlen, "topic name \"%s\" is empty or has wildcards", name->valuestring);
+    return scenario_add_topic(sc, name->valuestring, p, s) ? fail(err, errlen, "out of memory") : 0;
 }
 
 static int json_topics(struct bench_scenario *sc, const cJSON *arr, char *err, size_t errlen)
 {
-    if (!cJSON_IsArray(arr))
-        return fail(err, errlen, "\"topics\" must be an array");
+    if (!cJSON_IsArray(arr)) return fail(err, errlen, "\"topics\" must be an array");
     free_topics(sc);
     for (const cJSON *t = arr->child; t; t = t->next)
-        if (json_topic(sc, t, err, errlen) != 0)
-            return -1;
+        if (json_topic(sc, t, err, errlen) != 0) return -1;
     return 0;
 }
 
@@ -376,11 +359,11 @@ static int json_uniform_topics(struct bench_scenario *sc, const cJSON *root, cha
     const cJSON *pubs = cJSON_GetObjectItemCaseSensitive(root, "publishers_per_topic");
     const cJSON *subs = cJSON_GetObjectItemCaseSensitive(root, "subscribers_per_topic");
     const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(root, "topic_prefix");
-    if (!count && !pubs && !subs && !prefix)
-        return 0;
+    if (!count && !pubs && !subs && !prefix) return 0;
     if (!count || !pubs || !subs)
-        return fail(err, errlen, "\"topic_count\", \"publishers_per_topic\" and "
-                                 "\"subscribers_per_topic\" go together");
+        return fail(err, errlen,
+                    "\"topic_count\", \"publishers_per_topic\" and "
+                    "\"subscribers_per_topic\" go together");
     if (prefix && (!cJSON_IsString(prefix) || strpbrk(prefix->valuestring, "+#")))
         return fail(err, errlen, "\"topic_prefix\" must be a string without wildcards");
     uint32_t n, p, s;
@@ -401,8 +384,7 @@ static int json_brokers(struct bench_scenario *sc, const cJSON *arr, char *err, 
     for (const cJSON *b = arr->child; b; b = b->next) {
         if (!cJSON_IsString(b))
             return fail(err, errlen, "\"brokers\" must be an array of \"host:port\" strings");
-        if (scenario_add_broker(sc, b->valuestring, err, errlen) != 0)
-            return -1;
+        if (scenario_add_broker(sc, b->valuestring, err, errlen) != 0) return -1;
     }
     return 0;
 }
@@ -458,8 +440,7 @@ static int json_search(struct bench_scenario *sc, const cJSON *obj, char *err, s
             rc = json_number(k, 0.0, 1.0, &s->min_offered, err, errlen);
         else
             rc = fail(err, errlen, "unknown or bad limit_search key \"%s\"", k->string);
-        if (rc != 0)
-            return -1;
+        if (rc != 0) return -1;
     }
     return 0;
 }
@@ -475,59 +456,42 @@ static int json_key(struct bench_scenario *sc, const cJSON *k, char *err, size_t
 {
     const char *key = k->string;
     if (!strcmp(key, "name")) {
-        if (!cJSON_IsString(k))
-            return fail(err, errlen, "\"name\" must be a string");
+        if (!cJSON_IsString(k)) return fail(err, errlen, "\"name\" must be a string");
         snprintf(sc->name, sizeof(sc->name), "%s", k->valuestring);
         return 0;
     }
-    if (!strcmp(key, "description") || !strcmp(key, "comment"))
-        return 0;
-    if (!strcmp(key, "topics"))
-        return json_topics(sc, k, err, errlen);
-    if (!strcmp(key, "brokers"))
-        return json_brokers(sc, k, err, errlen);
-    if (!strcmp(key, "placement"))
-        return json_placement(sc, k, err, errlen);
-    if (!strcmp(key, "mqtt_version"))
-        return json_version(sc, k, err, errlen);
-    if (!strcmp(key, "limit_search"))
-        return json_search(sc, k, err, errlen);
+    if (!strcmp(key, "description") || !strcmp(key, "comment")) return 0;
+    if (!strcmp(key, "topics")) return json_topics(sc, k, err, errlen);
+    if (!strcmp(key, "brokers")) return json_brokers(sc, k, err, errlen);
+    if (!strcmp(key, "placement")) return json_placement(sc, k, err, errlen);
+    if (!strcmp(key, "mqtt_version")) return json_version(sc, k, err, errlen);
+    if (!strcmp(key, "limit_search")) return json_search(sc, k, err, errlen);
     if (!strcmp(key, "interval_ms"))
         return json_number(k, 0, 3600000, &sc->interval_ms, err, errlen);
     if (!strcmp(key, "rate")) {
         double rate = 0;
-        if (json_number(k, 0, 1e9, &rate, err, errlen) != 0)
-            return -1;
+        if (json_number(k, 0, 1e9, &rate, err, errlen) != 0) return -1;
         sc->interval_ms = rate > 0 ? 1000.0 / rate : 0;
         return 0;
     }
     if (!strcmp(key, "qos")) {
-        if (json_u8(k, 0, 2, &sc->pub_qos, err, errlen) != 0)
-            return -1;
+        if (json_u8(k, 0, 2, &sc->pub_qos, err, errlen) != 0) return -1;
         sc->sub_qos = sc->pub_qos;
         return 0;
     }
-    if (!strcmp(key, "pub_qos"))
-        return json_u8(k, 0, 2, &sc->pub_qos, err, errlen);
-    if (!strcmp(key, "sub_qos"))
-        return json_u8(k, 0, 2, &sc->sub_qos, err, errlen);
-    if (!strcmp(key, "inflight"))
-        return json_uint(k, 1, 65535, &sc->inflight, err, errlen);
+    if (!strcmp(key, "pub_qos")) return json_u8(k, 0, 2, &sc->pub_qos, err, errlen);
+    if (!strcmp(key, "sub_qos")) return json_u8(k, 0, 2, &sc->sub_qos, err, errlen);
+    if (!strcmp(key, "inflight")) return json_uint(k, 1, 65535, &sc->inflight, err, errlen);
     if (!strcmp(key, "payload"))
         return json_uint(k, BENCH_PAYLOAD_HEADER, BENCH_MAX_PAYLOAD, &sc->payload_size, err,
                          errlen);
-    if (!strcmp(key, "duration"))
-        return json_number(k, 0.1, 86400, &sc->duration_s, err, errlen);
-    if (!strcmp(key, "trim"))
-        return json_number(k, 0, 43200, &sc->trim_s, err, errlen);
-    if (!strcmp(key, "drain"))
-        return json_number(k, 0, 600, &sc->drain_s, err, errlen);
-    if (!strcmp(key, "threads"))
-        return json_uint(k, 1, 64, &sc->threads, err, errlen);
+    if (!strcmp(key, "duration")) return json_number(k, 0.1, 86400, &sc->duration_s, err, errlen);
+    if (!strcmp(key, "trim")) return json_number(k, 0, 43200, &sc->trim_s, err, errlen);
+    if (!strcmp(key, "drain")) return json_number(k, 0, 600, &sc->drain_s, err, errlen);
+    if (!strcmp(key, "threads")) return json_uint(k, 1, 64, &sc->threads, err, errlen);
     if (!strcmp(key, "keepalive")) {
         uint32_t ka;
-        if (json_uint(k, 0, 65535, &ka, err, errlen) != 0)
-            return -1;
+        if (json_uint(k, 0, 65535, &ka, err, errlen) != 0) return -1;
         sc->keepalive = (uint16_t)ka;
         return 0;
     }
@@ -541,16 +505,13 @@ int scenario_apply_json(struct bench_scenario *sc, const char *json, char *err, 
         return fail(err, errlen, "invalid JSON near '%.20s'",
                     cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
     int rc = 0;
-    if (!cJSON_IsObject(root))
-        rc = fail(err, errlen, "a scenario must be a JSON object");
+    if (!cJSON_IsObject(root)) rc = fail(err, errlen, "a scenario must be a JSON object");
     if (rc == 0 && cJSON_GetObjectItemCaseSensitive(root, "topics") &&
         cJSON_GetObjectItemCaseSensitive(root, "topic_count"))
         rc = fail(err, errlen, "give either \"topics\" or \"topic_count\", not both");
-    if (rc == 0)
-        rc = json_uniform_topics(sc, root, err, errlen);
+    if (rc == 0) rc = json_uniform_topics(sc, root, err, errlen);
     for (const cJSON *k = root->child; rc == 0 && k; k = k->next)
-        if (!is_uniform_key(k->string))
-            rc = json_key(sc, k, err, errlen);
+        if (!is_uniform_key(k->string)) rc = json_key(sc, k, err, errlen);
     cJSON_Delete(root);
     return rc;
 }
@@ -558,8 +519,7 @@ int scenario_apply_json(struct bench_scenario *sc, const char *json, char *err, 
 int scenario_load_file(struct bench_scenario *sc, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
     char *text = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -575,16 +535,14 @@ int scenario_load_file(struct bench_scenario *sc, const char *path, char *err, s
         }
         size_t n = fread(text + len, 1, 4096, f);
         len += n;
-        if (n < 4096)
-            break;
+        if (n < 4096) break;
     }
     fclose(f);
     text[len] = '\0';
     char inner[256];
     int rc = scenario_apply_json(sc, text, inner, sizeof(inner));
     free(text);
-    if (rc != 0)
-        return fail(err, errlen, "%s: %s", path, inner);
+    if (rc != 0) return fail(err, errlen, "%s: %s", path, inner);
     return 0;
 }
 
@@ -592,14 +550,11 @@ int scenario_load_file(struct bench_scenario *sc, const char *path, char *err, s
 
 int scenario_validate(const struct bench_scenario *sc, char *err, size_t errlen)
 {
-    if (sc->topic_count == 0)
-        return fail(err, errlen, "the scenario has no topics");
+    if (sc->topic_count == 0) return fail(err, errlen, "the scenario has no topics");
     if (scenario_publisher_count(sc) == 0)
         return fail(err, errlen, "the scenario has no publishers");
-    if (sc->broker_count == 0)
-        return fail(err, errlen, "no broker address given (-b host:port)");
-    if (sc->pub_qos > 2 || sc->sub_qos > 2)
-        return fail(err, errlen, "QoS must be 0, 1 or 2");
+    if (sc->broker_count == 0) return fail(err, errlen, "no broker address given (-b host:port)");
+    if (sc->pub_qos > 2 || sc->sub_qos > 2) return fail(err, errlen, "QoS must be 0, 1 or 2");
     if (sc->payload_size < BENCH_PAYLOAD_HEADER || sc->payload_size > BENCH_MAX_PAYLOAD)
         return fail(err, errlen, "payload must be %u..%u bytes", BENCH_PAYLOAD_HEADER,
                     BENCH_MAX_PAYLOAD);
@@ -611,8 +566,7 @@ int scenario_validate(const struct bench_scenario *sc, char *err, size_t errlen)
         return fail(err, errlen, "duration must be positive and more than twice the trim");
     if (sc->interval_ms < 0 || sc->drain_s < 0)
         return fail(err, errlen, "interval and drain must not be negative");
-    if (sc->threads < 1 || sc->threads > 64)
-        return fail(err, errlen, "threads must be 1..64");
+    if (sc->threads < 1 || sc->threads > 64) return fail(err, errlen, "threads must be 1..64");
     if (sc->search.enabled && (sc->search.splits < 2 || !(sc->search.start_interval_ms > 0)))
         return fail(err, errlen, "limit search needs splits >= 2 and a positive start interval");
     return 0;
@@ -646,14 +600,12 @@ double scenario_sp_ratio(const struct bench_scenario *sc)
 
 double scenario_target_ingress(const struct bench_scenario *sc, double interval_ms)
 {
-    if (!(interval_ms > 0))
-        return 0;
+    if (!(interval_ms > 0)) return 0;
     return scenario_publisher_count(sc) * 1000.0 / interval_ms;
 }
 
 size_t scenario_broker_for(const struct bench_scenario *sc, uint32_t n)
 {
-    if (sc->placement == BENCH_PLACE_FIRST || sc->broker_count == 0)
-        return 0;
+    if (sc->placement == BENCH_PLACE_FIRST || sc->broker_count == 0) return 0;
     return n % sc->broker_count;
 }

@@ -23,10 +23,10 @@
 #define MAX_EVENTS 256
 #define MAX_CONNECTING 64
 #define CONNECT_TIMEOUT_NS (15 * 1000000000ull)
-#define QUIET_NS (500 * 1000000ull)       /* drain ends after this long without traffic */
-#define MAX_LAG_NS (100 * 1000000ull)     /* an interval publisher never bursts more than this */
-#define QOS0_HIGH_WATER (64 * 1024)       /* output buffered by a QoS 0 publisher */
-#define FILL_BUDGET 4096                  /* messages per publisher per fill call */
+#define QUIET_NS (500 * 1000000ull)   /* drain ends after this long without traffic */
+#define MAX_LAG_NS (100 * 1000000ull) /* an interval publisher never bursts more than this */
+#define QOS0_HIGH_WATER (64 * 1024)   /* output buffered by a QoS 0 publisher */
+#define FILL_BUDGET 4096              /* messages per publisher per fill call */
 #define MAX_REPORTED_ERRORS 5
 
 static bool timer_marker; /* epoll data.ptr of the timerfd */
@@ -58,8 +58,7 @@ static struct second_counters *second_at(struct bench_worker *w, uint64_t t)
 
 void worker_mark_dirty(struct bench_worker *w, struct bench_client *c)
 {
-    if (c->on_dirty)
-        return;
+    if (c->on_dirty) return;
     c->on_dirty = true;
     w->dirty[w->dirty_count++] = c;
 }
@@ -67,26 +66,24 @@ void worker_mark_dirty(struct bench_worker *w, struct bench_client *c)
 void worker_client_ready(struct bench_worker *w, struct bench_client *c)
 {
     w->ready++;
-    if (w->connecting)
-        w->connecting--;
+    if (w->connecting) w->connecting--;
 }
 
 void worker_client_failed(struct bench_worker *w, struct bench_client *c, const char *why)
 {
     const struct bench_broker_addr *b = &scenario_of(w)->brokers[c->broker];
     if (w->phase == PHASE_CONNECT) {
-        if (c->state != CLIENT_READY && w->connecting)
-            w->connecting--;
+        if (c->state != CLIENT_READY && w->connecting) w->connecting--;
         snprintf(w->error, sizeof(w->error), "%s %u (broker %.256s:%.8s): %.200s",
-                 c->role == CLIENT_PUBLISHER ? "publisher" : "subscriber", (unsigned)c->id,
-                 b->host, b->port, why);
+                 c->role == CLIENT_PUBLISHER ? "publisher" : "subscriber", (unsigned)c->id, b->host,
+                 b->port, why);
         atomic_store(&w->engine->failed, 1);
         return;
     }
     if (w->tally.errors++ < MAX_REPORTED_ERRORS)
         fprintf(stderr, "arbor_bench: %s %u (broker %s:%s) lost: %s\n",
-                c->role == CLIENT_PUBLISHER ? "publisher" : "subscriber", (unsigned)c->id,
-                b->host, b->port, why);
+                c->role == CLIENT_PUBLISHER ? "publisher" : "subscriber", (unsigned)c->id, b->host,
+                b->port, why);
 }
 
 static void count_accepted_at(struct bench_worker *w, struct bench_client *c, uint64_t t)
@@ -109,8 +106,7 @@ static void count_sent(struct bench_worker *w, struct bench_client *c, uint64_t 
 {
     second_at(w, send_ns)->sent++;
     w->tally.topics[c->topic].sent++;
-    if (scenario_of(w)->pub_qos == 0)
-        count_accepted_at(w, c, send_ns);
+    if (scenario_of(w)->pub_qos == 0) count_accepted_at(w, c, send_ns);
 }
 
 static void count_latency(struct bench_worker *w, uint64_t send_ns)
@@ -119,14 +115,12 @@ static void count_latency(struct bench_worker *w, uint64_t send_ns)
     struct second_counters *sec = second_at(w, w->now);
     sec->lat_count++;
     sec->lat_sum_ns += (double)latency;
-    if (latency > sec->lat_max_ns)
-        sec->lat_max_ns = latency;
-    if (in_window(w->engine, w->now))
-        hist_add(&w->tally.latency, latency);
+    if (latency > sec->lat_max_ns) sec->lat_max_ns = latency;
+    if (in_window(w->engine, w->now)) hist_add(&w->tally.latency, latency);
 }
 
-void worker_count_received(struct bench_worker *w, struct bench_client *c,
-                           const uint8_t *payload, uint32_t len)
+void worker_count_received(struct bench_worker *w, struct bench_client *c, const uint8_t *payload,
+                           uint32_t len)
 {
     uint64_t send_ns;
     uint32_t publisher, seq;
@@ -165,30 +159,24 @@ void worker_count_received(struct bench_worker *w, struct bench_client *c,
 
 static bool can_send(const struct bench_worker *w, const struct bench_client *c)
 {
-    if (scenario_of(w)->pub_qos > 0)
-        return c->inflight < c->window;
+    if (scenario_of(w)->pub_qos > 0) return c->inflight < c->window;
     size_t limit = w->engine->interval_ns ? 4 * QOS0_HIGH_WATER : QOS0_HIGH_WATER;
     return client_pending_out(c) < limit;
 }
 
 void worker_publisher_fill(struct bench_worker *w, struct bench_client *c)
 {
-    if (w->phase != PHASE_RUN || c->state != CLIENT_READY || c->role != CLIENT_PUBLISHER)
-        return;
+    if (w->phase != PHASE_RUN || c->state != CLIENT_READY || c->role != CLIENT_PUBLISHER) return;
     uint64_t interval = w->engine->interval_ns;
     for (int budget = FILL_BUDGET; budget > 0 && c->state == CLIENT_READY; budget--) {
-        if (interval && c->next_send_ns > w->now)
-            break;
-        if (!can_send(w, c))
-            break;
+        if (interval && c->next_send_ns > w->now) break;
+        if (!can_send(w, c)) break;
         uint64_t send_ns = bench_now_ns();
-        if (client_send_publish(w, c, send_ns) != 0)
-            break;
+        if (client_send_publish(w, c, send_ns) != 0) break;
         count_sent(w, c, send_ns);
         if (interval) {
             c->next_send_ns += interval;
-            if (c->next_send_ns + MAX_LAG_NS < w->now)
-                c->next_send_ns = w->now;
+            if (c->next_send_ns + MAX_LAG_NS < w->now) c->next_send_ns = w->now;
         }
     }
 }
@@ -196,19 +184,16 @@ void worker_publisher_fill(struct bench_worker *w, struct bench_client *c)
 static void fill_all_publishers(struct bench_worker *w)
 {
     for (size_t i = 0; i < w->client_count; i++)
-        if (w->clients[i]->role == CLIENT_PUBLISHER)
-            worker_publisher_fill(w, w->clients[i]);
+        if (w->clients[i]->role == CLIENT_PUBLISHER) worker_publisher_fill(w, w->clients[i]);
 }
 
 /* Full-speed QoS 0 publishers that can take more output right now. */
 static bool qos0_pump_pending(const struct bench_worker *w)
 {
-    if (!w->fast_qos0 || w->phase != PHASE_RUN)
-        return false;
+    if (!w->fast_qos0 || w->phase != PHASE_RUN) return false;
     for (size_t i = 0; i < w->client_count; i++) {
         const struct bench_client *c = w->clients[i];
-        if (c->role == CLIENT_PUBLISHER && c->state == CLIENT_READY && !c->want_write)
-            return true;
+        if (c->role == CLIENT_PUBLISHER && c->state == CLIENT_READY && !c->want_write) return true;
     }
     return false;
 }
@@ -218,8 +203,7 @@ static void flush_dirty(struct bench_worker *w)
     for (size_t i = 0; i < w->dirty_count; i++) {
         struct bench_client *c = w->dirty[i];
         c->on_dirty = false;
-        if (c->state != CLIENT_CLOSED)
-            client_flush(w, c);
+        if (c->state != CLIENT_CLOSED) client_flush(w, c);
     }
     w->dirty_count = 0;
 }
@@ -233,8 +217,7 @@ static void start_run(struct bench_worker *w)
     w->phase = PHASE_RUN;
     for (size_t i = 0; i < w->client_count; i++) {
         struct bench_client *c = w->clients[i];
-        if (c->role != CLIENT_PUBLISHER)
-            continue;
+        if (c->role != CLIENT_PUBLISHER) continue;
         /* spread the publishers' phases over one interval */
         c->next_send_ns = e->t0_ns + e->interval_ns * c->id / (publishers ? publishers : 1);
     }
@@ -276,10 +259,8 @@ static bool drain_finished(struct bench_worker *w)
     struct bench_engine *e = w->engine;
     atomic_fetch_add(&e->received_total, w->received_total - w->received_reported);
     w->received_reported = w->received_total;
-    if (w->now >= e->drain_end_ns)
-        return true;
-    if (publishers_busy(w))
-        return false;
+    if (w->now >= e->drain_end_ns) return true;
+    if (publishers_busy(w)) return false;
     if (atomic_load(&e->draining) == e->worker_count &&
         atomic_load(&e->received_total) >= atomic_load(&e->expected_total))
         return true;
@@ -289,12 +270,9 @@ static bool drain_finished(struct bench_worker *w)
 static void advance_phase(struct bench_worker *w)
 {
     const struct bench_engine *e = w->engine;
-    if (w->phase == PHASE_WAIT_START && w->now >= e->t0_ns)
-        start_run(w);
-    if (w->phase == PHASE_RUN && w->now >= e->stop_ns)
-        start_drain(w);
-    if (w->phase == PHASE_DRAIN && drain_finished(w))
-        w->phase = PHASE_DONE;
+    if (w->phase == PHASE_WAIT_START && w->now >= e->t0_ns) start_run(w);
+    if (w->phase == PHASE_RUN && w->now >= e->stop_ns) start_drain(w);
+    if (w->phase == PHASE_DRAIN && drain_finished(w)) w->phase = PHASE_DONE;
 }
 
 /* ---- once-a-second chores: keepalive, CPU samples ---- */
@@ -318,8 +296,7 @@ static void sample_cpu_second(struct bench_worker *w, size_t second)
 {
     struct bench_engine *e = w->engine;
     double now_cpu;
-    if (!e->cpu_per_second || !proc_cpu_sum(e->pids, e->pid_count, &now_cpu))
-        return;
+    if (!e->cpu_per_second || !proc_cpu_sum(e->pids, e->pid_count, &now_cpu)) return;
     if (second > 0 && second <= w->tally.second_count)
         e->cpu_per_second[second - 1] = now_cpu - e->cpu_last_sample;
     e->cpu_last_sample = now_cpu;
@@ -328,8 +305,7 @@ static void sample_cpu_second(struct bench_worker *w, size_t second)
 static void keepalive(struct bench_worker *w)
 {
     uint64_t half = (uint64_t)scenario_of(w)->keepalive * 500000000ull;
-    if (half == 0)
-        return;
+    if (half == 0) return;
     for (size_t i = 0; i < w->client_count; i++) {
         struct bench_client *c = w->clients[i];
         if (c->state == CLIENT_READY && w->now - c->last_write_ns >= half)
@@ -340,13 +316,10 @@ static void keepalive(struct bench_worker *w)
 static void housekeeping(struct bench_worker *w)
 {
     const struct bench_engine *e = w->engine;
-    if (w->phase < PHASE_RUN)
-        return;
-    if (w->index == 0)
-        sample_cpu_window(w);
+    if (w->phase < PHASE_RUN) return;
+    if (w->index == 0) sample_cpu_window(w);
     while (w->now >= e->t0_ns + (uint64_t)w->next_second * 1000000000ull) {
-        if (w->index == 0)
-            sample_cpu_second(w, w->next_second);
+        if (w->index == 0) sample_cpu_second(w, w->next_second);
         keepalive(w);
         w->next_second++;
     }
@@ -378,8 +351,7 @@ static void connect_more(struct bench_worker *w)
     while (w->connecting < MAX_CONNECTING && w->next_to_connect < w->client_count) {
         struct bench_client *c = w->clients[w->next_to_connect++];
         w->connecting++;
-        if (client_start_connect(w, c) != 0)
-            return;
+        if (client_start_connect(w, c) != 0) return;
     }
 }
 
@@ -388,15 +360,14 @@ static int connect_phase(struct bench_worker *w)
     uint64_t deadline = bench_now_ns() + CONNECT_TIMEOUT_NS;
     w->phase = PHASE_CONNECT;
     while (w->ready < w->client_count) {
-        if (atomic_load(&w->engine->failed))
-            return -1;
+        if (atomic_load(&w->engine->failed)) return -1;
         connect_more(w);
         flush_dirty(w);
         handle_events(w, 20);
         flush_dirty(w);
         if (w->now > deadline) {
-            snprintf(w->error, sizeof(w->error), "timeout: %zu of %zu clients connected",
-                     w->ready, w->client_count);
+            snprintf(w->error, sizeof(w->error), "timeout: %zu of %zu clients connected", w->ready,
+                     w->client_count);
             atomic_store(&w->engine->failed, 1);
             return -1;
         }
@@ -424,8 +395,7 @@ static int setup_loop(struct bench_worker *w)
 {
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     w->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (w->epfd < 0 || w->timerfd < 0)
-        return -1;
+    if (w->epfd < 0 || w->timerfd < 0) return -1;
     uint64_t tick = w->engine->tick_ns;
     struct itimerspec spec = {
         .it_interval = {(time_t)(tick / 1000000000u), (long)(tick % 1000000000u)},
@@ -473,9 +443,7 @@ void *worker_main(void *arg)
     w->now = bench_now_ns();
     for (size_t i = 0; i < w->client_count; i++)
         client_disconnect(w, w->clients[i]);
-    if (w->timerfd >= 0)
-        close(w->timerfd);
-    if (w->epfd >= 0)
-        close(w->epfd);
+    if (w->timerfd >= 0) close(w->timerfd);
+    if (w->epfd >= 0) close(w->epfd);
     return NULL;
 }

@@ -52,14 +52,14 @@ struct bench_client {
     uint32_t broker; /* index into the scenario's brokers */
     struct abuf in;
     struct abuf out;
-    size_t out_sent;   /* bytes of out already written */
-    bool want_write;   /* EPOLLOUT registered: the socket refused part of out */
-    bool on_dirty;     /* listed in the worker's dirty list */
+    size_t out_sent; /* bytes of out already written */
+    bool want_write; /* EPOLLOUT registered: the socket refused part of out */
+    bool on_dirty;   /* listed in the worker's dirty list */
     uint64_t last_write_ns;
     /* publisher */
     uint32_t next_seq;
     uint64_t next_send_ns;
-    uint32_t window;   /* in-flight limit: scenario's, capped by the server's receive max */
+    uint32_t window; /* in-flight limit: scenario's, capped by the server's receive max */
     uint32_t inflight;
     uint32_t next_slot;
     uint8_t *slots;
@@ -93,14 +93,14 @@ struct bench_worker {
     enum worker_phase phase;
     uint64_t now;
     uint64_t last_activity_ns;
-    uint64_t received_total;   /* distinct messages received by this worker's subscribers */
+    uint64_t received_total; /* distinct messages received by this worker's subscribers */
     uint64_t received_reported;
     size_t next_to_connect;
     size_t connecting;
     size_t ready;
-    size_t next_second;        /* next per-second housekeeping */
-    bool fast_qos0;            /* has full-speed QoS 0 publishers to pump */
-    uint64_t done_ns;          /* when this worker's drain ended */
+    size_t next_second; /* next per-second housekeeping */
+    bool fast_qos0;     /* has full-speed QoS 0 publishers to pump */
+    uint64_t done_ns;   /* when this worker's drain ended */
     char error[512];
 };
 
@@ -139,8 +139,8 @@ void worker_mark_dirty(struct bench_worker *w, struct bench_client *c);
 void worker_client_ready(struct bench_worker *w, struct bench_client *c);
 void worker_client_failed(struct bench_worker *w, struct bench_client *c, const char *why);
 void worker_count_accepted(struct bench_worker *w, struct bench_client *c);
-void worker_count_received(struct bench_worker *w, struct bench_client *c,
-                           const uint8_t *payload, uint32_t len);
+void worker_count_received(struct bench_worker *w, struct bench_client *c, const uint8_t *payload,
+                           uint32_t len);
 void worker_publisher_fill(struct bench_worker *w, struct bench_client *c);
 
 /* client.c */

@@ -17,10 +17,9 @@
 #include "topic.h"
 #include "utf8.h"
 
-#define CHECK(cond)                                                                               \
-    do {                                                                                          \
-        if (!(cond))                                                                              \
-            __builtin_trap();                                                                     \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) __builtin_trap();                                                             \
     } while (0)
 
 static void walk_properties(const struct mqtt_properties *props)
@@ -45,11 +44,15 @@ static void walk_properties(const struct mqtt_properties *props)
 static void publish_round_trip(uint8_t version, uint8_t flags, const uint8_t *body, size_t len,
                                const struct mqtt_publish *p)
 {
-    struct mqtt_publish_out po = {
-        .version = version, .qos = p->qos, .dup = p->dup, .retain = p->retain,
-        .topic = (const char *)p->topic.data, .topic_len = p->topic.len,
-        .packet_id = p->packet_id, .props = {p->props.raw, p->props.raw_len},
-        .payload_len = p->payload_len};
+    struct mqtt_publish_out po = {.version = version,
+                                  .qos = p->qos,
+                                  .dup = p->dup,
+                                  .retain = p->retain,
+                                  .topic = (const char *)p->topic.data,
+                                  .topic_len = p->topic.len,
+                                  .packet_id = p->packet_id,
+                                  .props = {p->props.raw, p->props.raw_len},
+                                  .payload_len = p->payload_len};
     struct abuf out = {0};
     CHECK(mqtt_encode_publish(&out, &po, p->payload) == 0);
     CHECK(out.len == mqtt_publish_packet_size(&po));
@@ -120,15 +123,12 @@ static void fuzz_other_decoders(uint8_t version, const uint8_t *body, size_t len
         walk_properties(&connect.will_props);
     }
     struct mqtt_connack connack;
-    if (mqtt_decode_connack(version, body, len, &connack) == 0)
-        walk_properties(&connack.props);
+    if (mqtt_decode_connack(version, body, len, &connack) == 0) walk_properties(&connack.props);
     struct mqtt_ack ack;
     for (uint8_t type = MQTT_PUBACK; type <= MQTT_PUBCOMP; type++)
-        if (mqtt_decode_ack(version, type, body, len, &ack) == 0)
-            walk_properties(&ack.props);
+        if (mqtt_decode_ack(version, type, body, len, &ack) == 0) walk_properties(&ack.props);
     struct mqtt_suback suback;
-    if (mqtt_decode_suback(version, MQTT_SUBACK, body, len, &suback) == 0)
-        CHECK(suback.count > 0);
+    if (mqtt_decode_suback(version, MQTT_SUBACK, body, len, &suback) == 0) CHECK(suback.count > 0);
     (void)mqtt_decode_suback(version, MQTT_UNSUBACK, body, len, &suback);
     struct mqtt_disconnect disconnect;
     (void)mqtt_decode_disconnect(version, MQTT_DISCONNECT, body, len, &disconnect);
@@ -139,8 +139,7 @@ static void fuzz_other_decoders(uint8_t version, const uint8_t *body, size_t len
 static void fuzz_topics(const uint8_t *data, size_t size)
 {
     (void)utf8_is_valid_mqtt(data, size);
-    if (size < 1)
-        return;
+    if (size < 1) return;
     size_t split = data[0] < size ? data[0] : size - 1;
     const char *filter = (const char *)data + 1;
     size_t filter_len = split > 0 ? split - 1 : 0;
@@ -164,8 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct mqtt_fixed_header h;
     if (mqtt_fixed_header_parse(data, size, &h) == WIRE_OK) {
         size_t body_len = size - h.header_len;
-        if (h.remaining_length < body_len)
-            body_len = h.remaining_length;
+        if (h.remaining_length < body_len) body_len = h.remaining_length;
         const uint8_t *body = data + h.header_len;
         for (uint8_t version = MQTT_V31; version <= MQTT_V5; version++) {
             if (h.type == MQTT_PUBLISH && mqtt_fixed_header_flags_valid(h.type, h.flags))
@@ -200,8 +198,7 @@ int main(int argc, char **argv)
         size_t n = fread(buf, 1, sizeof(buf), f);
         fclose(f);
         uint8_t *copy = malloc(n ? n : 1); /* exact size, so ASan sees any over-read */
-        if (!copy)
-            return 1;
+        if (!copy) return 1;
         memcpy(copy, buf, n);
         LLVMFuzzerTestOneInput(copy, n);
         free(copy);

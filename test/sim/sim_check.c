@@ -5,6 +5,7 @@
  */
 #include "sim_check.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,6 @@
 #define NO_COMPONENT UINT32_MAX
 #define INFINITE_COST UINT64_MAX
 #define ESTIMATE_MARGIN 0.08 /* EWMA noise and confirmation lag on top of the jitter */
-#define PATH_SLACK_US 1000
 
 struct check {
     const struct sim_world *world;
@@ -87,6 +87,17 @@ static void label_components(struct check *check)
     check->result->components = check->component_count;
 }
 
+/* The root election order, written here independently of the core's priority.c so that a
+ * mistake there cannot hide from the check: higher capability, then lower canonical address
+ * (IPv4 as ::ffff:a.b.c.d, 16 bytes compared as unsigned), then lower port. */
+static bool better_root(const struct sim_node *a, const struct sim_node *b)
+{
+    if (a->capability != b->capability) return a->capability > b->capability;
+    int by_address = memcmp(a->id.addr, b->id.addr, sizeof a->id.addr);
+    if (by_address != 0) return by_address < 0;
+    return a->id.port < b->id.port;
+}
+
 static void find_component_roots(struct check *check)
 {
     const struct sim_world *world = check->world;
@@ -95,9 +106,7 @@ static void find_component_roots(struct check *check)
         uint32_t c = check->component[n];
         if (c == NO_COMPONENT) continue;
         uint32_t best = check->component_root[c];
-        if (best == UINT32_MAX ||
-            stp_compare_broker(world->nodes[n].capability, &world->nodes[n].id,
-                               world->nodes[best].capability, &world->nodes[best].id) < 0)
+        if (best == UINT32_MAX || better_root(&world->nodes[n], &world->nodes[best]))
             check->component_root[c] = n;
     }
 }
@@ -111,6 +120,19 @@ static bool roles_pair_valid(enum stp_role a, enum stp_role b)
     return false;
 }
 
+static bool same_root(const struct stp_priority *a, const struct stp_priority *b)
+{
+    return a->root_capability == b->root_capability &&
+           memcmp(&a->root_id, &b->root_id, sizeof a->root_id) == 0;
+}
+
+static bool same_vector(const struct stp_priority *a, const struct stp_priority *b)
+{
+    return same_root(a, b) && a->root_cost_us == b->root_cost_us &&
+           a->sender_capability == b->sender_capability &&
+           memcmp(&a->sender_id, &b->sender_id, sizeof a->sender_id) == 0;
+}
+
 /* What `viewer` holds about `sender` must be what `sender` advertises now. */
 static void check_view(struct check *check, uint32_t viewer, uint32_t sender,
                        const struct stp_link_status *view, const struct stp_link_status *own)
@@ -122,7 +144,7 @@ static void check_view(struct check *check, uint32_t viewer, uint32_t sender,
                   name_of(check, sender, b));
         return;
     }
-    if (!stp_priority_equal(&view->peer, &s->root) || view->peer_role != own->role ||
+    if (!same_vector(&view->peer, &s->root) || view->peer_role != own->role ||
         view->peer_hops != s->hops || view->peer_epoch != s->epoch)
         violation(check, "%s holds a stale advertisement of %s", name_of(check, viewer, a),
                   name_of(check, sender, b));
@@ -183,6 +205,10 @@ static void check_root_agreement(struct check *check, uint32_t n)
     if ((n == best) != (s->root_link == STP_LINK_LOCAL))
         violation(check, "%s: root link %llu but %s the root", name_of(check, n, name),
                   (unsigned long long)s->root_link, n == best ? "is" : "is not");
+    else if (n != best && (s->root_link > world->link_count ||
+                           !sim_link_live(world, &world->links[s->root_link - 1])))
+        violation(check, "%s: root link %llu is not a live link", name_of(check, n, name),
+                  (unsigned long long)s->root_link);
     if (s->hops > check->result->max_hops) check->result->max_hops = s->hops;
 }
 
@@ -239,11 +265,13 @@ static void check_components(struct check *check)
 
 /* ---- check 3: least-cost root links ------------------------------------------------------ */
 
+/* The core's switch rule (again written independently): a path replaces the current one only
+ * when cheaper by more than both the relative and the absolute threshold. */
 static bool much_cheaper(const struct check *check, uint32_t current, uint32_t candidate)
 {
-    return candidate < current &&
-           stp_rtt_beyond_threshold(current, candidate, check->core.switch_threshold_percent,
-                                    check->core.switch_threshold_min_us);
+    uint64_t saving = candidate < current ? current - candidate : 0;
+    return saving > (uint64_t)current * check->core.switch_threshold_percent / 100 &&
+           saving > check->core.switch_threshold_min_us;
 }
 
 /* On the costs the core measured: the root link gives exactly the advertised cost, and no
@@ -260,9 +288,10 @@ static void check_root_link_cost(struct check *check, uint32_t n)
         if (!sim_link_live(world, &world->links[index]) ||
             link_status(check, n, index, &ls) != STP_OK || !ls.peer_known || ls.cost_us == 0)
             continue;
-        if (stp_compare_root(&ls.peer, &s->root) != 0 || ls.peer_hops >= check->core.max_hops)
+        if (!same_root(&ls.peer, &s->root) || ls.peer_hops >= check->core.max_hops)
             continue;
-        uint32_t through = stp_cost_add(ls.peer.root_cost_us, ls.cost_us);
+        uint64_t through64 = (uint64_t)ls.peer.root_cost_us + ls.cost_us;
+        uint32_t through = through64 > UINT32_MAX ? UINT32_MAX : (uint32_t)through64;
         if (sim_link_core_id(index) == s->root_link) {
             if (through != s->root.root_cost_us || s->hops != ls.peer_hops + 1)
                 violation(check, "%s advertises cost %u but its root link gives %u",
@@ -283,8 +312,12 @@ static void check_estimates(struct check *check, uint32_t index)
         struct stp_link_status s;
         if (link_status(check, link->end[end], index, &s) != STP_OK || s.cost_us == 0) continue;
         double error = ((double)s.cost_us - link->base_rtt_us) / link->base_rtt_us;
+        /* near the absolute threshold, raw samples stay inside the band while the cost is
+         * up to threshold + jitter away from the truth */
+        double absolute_slack =
+            check->core.rtt.threshold_min_us + check->world->params.jitter * link->base_rtt_us;
         if ((error > bound || error < -bound) &&
-            abs((int)s.cost_us - (int)link->base_rtt_us) > (int)check->core.rtt.threshold_min_us)
+            fabs((double)s.cost_us - link->base_rtt_us) > absolute_slack)
             violation(check, "link %u cost %u us at end %d, true RTT %u us", index, s.cost_us,
                       end, link->base_rtt_us);
     }
@@ -359,10 +392,14 @@ static void check_true_paths(struct check *check)
             const struct stp_status *s = &check->status[n];
             if (check->component[n] != c || s->root_link == STP_LINK_LOCAL) continue;
             const struct sim_link *link = &world->links[s->root_link - 1];
+            if (!sim_link_live(world, link)) continue; /* reported by check_root_agreement */
             uint64_t chosen = link->base_rtt_us + dist[other_end(link, n)];
             double ratio = (double)chosen / (double)dist[n];
             if (ratio > check->result->worst_path_ratio) check->result->worst_path_ratio = ratio;
-            if (chosen > dist[n] * bound + PATH_SLACK_US)
+            /* each link's cost may sit up to the absolute RTT threshold off its true RTT */
+            double slack = (2.0 * check->core.rtt.threshold_min_us +
+                            check->core.switch_threshold_min_us) * (s->hops + 1);
+            if (chosen > dist[n] * bound + slack)
                 violation(check, "%s reaches the root at true cost %llu us, best is %llu us",
                           name_of(check, n, name), (unsigned long long)chosen,
                           (unsigned long long)dist[n]);

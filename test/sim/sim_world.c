@@ -15,6 +15,7 @@
 #define STARTUP_SPREAD_US 100000 /* links come up within the first 100 ms */
 #define FIRST_ORIGINAL_PORT 1883
 #define FIRST_SHARED_HOST_PORT 20000
+#define SETTLED_CHECK_PERIOD_US 50000 /* how often a `settled` condition is polled */
 
 void sim_params_defaults(struct sim_params *params)
 {
@@ -143,6 +144,7 @@ static int start_broker(struct sim_world *world, struct sim_node *node)
     config.capability = node->capability;
     config.hello_ms = world->params.hello_ms;
     config.max_age_ms = world->params.max_age_ms;
+    config.local_repair = world->params.local_repair;
     config.send_bpdu = on_send;
     config.context = node;
     node->stp = stp_create(&config, now_ms(world));
@@ -244,11 +246,18 @@ bool sim_world_run_until_quiet(struct sim_world *world, uint64_t min_until_us,
                                const void *settled_context)
 {
     struct sim_event event;
+    uint64_t next_settled_check_us = 0;
     for (;;) {
         const struct sim_event *next = sim_heap_peek(&world->queue);
         if (next == NULL || world->fatal) return false;
-        if (world->triggered_in_flight == 0 && next->time_us >= min_until_us &&
-            (settled == NULL || settled(world, settled_context))) {
+        bool calm = world->triggered_in_flight == 0 && next->time_us >= min_until_us;
+        if (calm && settled != NULL && next->time_us >= next_settled_check_us) {
+            next_settled_check_us = next->time_us + SETTLED_CHECK_PERIOD_US;
+            calm = settled(world, settled_context);
+        } else if (settled != NULL) {
+            calm = false;
+        }
+        if (calm) {
             if (world->now_us < min_until_us) world->now_us = min_until_us;
             return true;
         }
@@ -451,6 +460,7 @@ static int build_links(struct sim_world *world, const struct sim_edge *edges, ui
         link->end[0] = edges[i].a;
         link->end[1] = edges[i].b;
         link->base_rtt_us = (uint32_t)exp(sim_rng_range(&world->rng, log_min, log_max));
+        link->original_rtt_us = link->base_rtt_us;
         world->nodes[edges[i].a].link_count++;
         world->nodes[edges[i].b].link_count++;
     }

@@ -25,6 +25,7 @@ struct sim_params {
     double ipv6_share;      /* share of brokers with an IPv6 identity */
     double same_host_share; /* share of brokers sharing another's address (other port) */
     uint32_t capability_levels; /* capabilities drawn from 1000 * [1, levels]: many ties */
+    bool local_repair;          /* passed to every core (stp_config.local_repair) */
 };
 
 struct sim_node {
@@ -45,6 +46,7 @@ struct sim_node {
 struct sim_link {
     uint32_t end[2];      /* node indices */
     uint32_t base_rtt_us;
+    uint32_t original_rtt_us; /* base RTT before any RTT-change event */
     bool failed;
     bool silent;          /* failed without socket errors */
     uint32_t generation;  /* bumped on every failure and recovery: in-flight events die */

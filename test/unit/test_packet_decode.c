@@ -44,21 +44,24 @@ static int decode_body(uint8_t version, uint8_t type, uint8_t flags, const uint8
     int rc;
     size_t pos = 0;
     switch (type) {
-    case MQTT_CONNECT: return mqtt_decode_connect(body, len, &u.connect);
-    case MQTT_CONNACK: return mqtt_decode_connack(version, body, len, &u.connack);
-    case MQTT_PUBLISH: return mqtt_decode_publish(version, flags, body, len, &u.publish);
+    case MQTT_CONNECT:
+        return mqtt_decode_connect(body, len, &u.connect);
+    case MQTT_CONNACK:
+        return mqtt_decode_connack(version, body, len, &u.connack);
+    case MQTT_PUBLISH:
+        return mqtt_decode_publish(version, flags, body, len, &u.publish);
     case MQTT_PUBACK:
     case MQTT_PUBREC:
     case MQTT_PUBREL:
-    case MQTT_PUBCOMP: return mqtt_decode_ack(version, type, body, len, &u.ack);
+    case MQTT_PUBCOMP:
+        return mqtt_decode_ack(version, type, body, len, &u.ack);
     case MQTT_SUBSCRIBE: {
         rc = mqtt_decode_subscribe(version, body, len, &u.subscribe);
         struct mqtt_subscription_request req;
         uint32_t n = 0;
         while (rc == 0 && mqtt_subscribe_next(&u.subscribe, &pos, &req))
             n++;
-        if (rc == 0)
-            assert_int_equal(n, u.subscribe.count);
+        if (rc == 0) assert_int_equal(n, u.subscribe.count);
         return rc;
     }
     case MQTT_UNSUBSCRIBE: {
@@ -67,15 +70,17 @@ static int decode_body(uint8_t version, uint8_t type, uint8_t flags, const uint8
         uint32_t n = 0;
         while (rc == 0 && mqtt_unsubscribe_next(&u.unsubscribe, &pos, &filter))
             n++;
-        if (rc == 0)
-            assert_int_equal(n, u.unsubscribe.count);
+        if (rc == 0) assert_int_equal(n, u.unsubscribe.count);
         return rc;
     }
     case MQTT_SUBACK:
-    case MQTT_UNSUBACK: return mqtt_decode_suback(version, type, body, len, &u.suback);
+    case MQTT_UNSUBACK:
+        return mqtt_decode_suback(version, type, body, len, &u.suback);
     case MQTT_DISCONNECT:
-    case MQTT_AUTH: return mqtt_decode_disconnect(version, type, body, len, &u.disconnect);
-    default: fail_msg("no decoder for type %u", type);
+    case MQTT_AUTH:
+        return mqtt_decode_disconnect(version, type, body, len, &u.disconnect);
+    default:
+        fail_msg("no decoder for type %u", type);
     }
     return -1;
 }
@@ -164,8 +169,7 @@ static void test_stream_framing(void **state)
         assert_true(mqtt_fixed_header_flags_valid(h.type, h.flags));
         const uint8_t *body = stream + offset + h.header_len;
         if (h.type != MQTT_PINGREQ)
-            assert_int_equal(decode_body(MQTT_V311, h.type, h.flags, body, h.remaining_length),
-                             0);
+            assert_int_equal(decode_body(MQTT_V311, h.type, h.flags, body, h.remaining_length), 0);
         offset += h.header_len + h.remaining_length;
         n++;
     }
@@ -178,9 +182,9 @@ static void test_stream_framing(void **state)
 static void test_connect_v311(void **state)
 {
     (void)state;
-    const uint8_t body[] = {0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, 0xC2, 0x00, 0x3C,
-                            0x00, 0x03, 'c', 'i', 'd', 0x00, 0x04, 'u', 's', 'e',
-                            'r',  0x00, 0x02, 'p', 'w'};
+    const uint8_t body[] = {0x00, 0x04, 'M',  'Q',  'T',  'T', 0x04, 0xC2, 0x00,
+                            0x3C, 0x00, 0x03, 'c',  'i',  'd', 0x00, 0x04, 'u',
+                            's',  'e',  'r',  0x00, 0x02, 'p', 'w'};
     struct mqtt_connect c;
     assert_int_equal(mqtt_decode_connect(body, sizeof(body), &c), 0);
     assert_view(c.protocol_name, "MQTT");
@@ -205,10 +209,10 @@ static void test_connect_v31(void **state)
 {
     (void)state;
     /* a 30-byte client id: over 3.1's old 23-byte limit, which is not enforced */
-    uint8_t body[] = {0x00, 0x06, 'M', 'Q', 'I', 's', 'd', 'p', 0x03, 0x00, 0x00, 0x3C,
-                      0x00, 30,   'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a',
-                      'a',  'a',  'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a',
-                      'a',  'a',  'a', 'a', 'a', 'a', 'a', 'a'};
+    uint8_t body[] = {0x00, 0x06, 'M', 'Q', 'I', 's', 'd', 'p', 0x03, 0x00, 0x00,
+                      0x3C, 0x00, 30,  'a', 'a', 'a', 'a', 'a', 'a',  'a',  'a',
+                      'a',  'a',  'a', 'a', 'a', 'a', 'a', 'a', 'a',  'a',  'a',
+                      'a',  'a',  'a', 'a', 'a', 'a', 'a', 'a', 'a',  'a',  'a'};
     struct mqtt_connect c;
     assert_int_equal(mqtt_decode_connect(body, sizeof(body), &c), 0);
     assert_view(c.protocol_name, "MQIsdp");
@@ -221,13 +225,13 @@ static void test_connect_v5_full(void **state)
 {
     (void)state;
     const uint8_t body[] = {
-        0x00, 0x04, 'M', 'Q', 'T', 'T', 0x05, 0xEE, 0x00, 0x0A,
-        0x05, 0x11, 0x00, 0x00, 0x00, 0x0A,                   /* session expiry 10 */
-        0x00, 0x02, 'c', '1',                                 /* client id */
-        0x07, 0x01, 0x01, 0x18, 0x00, 0x00, 0x00, 0x05,       /* will props */
-        0x00, 0x03, 'w', '/', 't',                            /* will topic */
-        0x00, 0x03, 'b', 'y', 'e',                            /* will payload */
-        0x00, 0x01, 'u', 0x00, 0x01, 'p',                     /* username, password */
+        0x00, 0x04, 'M',  'Q',  'T',  'T',  0x05, 0xEE,
+        0x00, 0x0A, 0x05, 0x11, 0x00, 0x00, 0x00, 0x0A, /* session expiry 10 */
+        0x00, 0x02, 'c',  '1',                          /* client id */
+        0x07, 0x01, 0x01, 0x18, 0x00, 0x00, 0x00, 0x05, /* will props */
+        0x00, 0x03, 'w',  '/',  't',                    /* will topic */
+        0x00, 0x03, 'b',  'y',  'e',                    /* will payload */
+        0x00, 0x01, 'u',  0x00, 0x01, 'p',              /* username, password */
     };
     struct mqtt_connect c;
     assert_int_equal(mqtt_decode_connect(body, sizeof(body), &c), 0);
@@ -251,16 +255,16 @@ static void test_connect_v5_full(void **state)
 static void test_connect_v5_minimal_and_password_only(void **state)
 {
     (void)state;
-    const uint8_t minimal[] = {0x00, 0x04, 'M', 'Q', 'T', 'T', 0x05, 0x02, 0x00,
-                               0x00, 0x00, 0x00, 0x00};
+    const uint8_t minimal[] = {0x00, 0x04, 'M',  'Q',  'T',  'T', 0x05,
+                               0x02, 0x00, 0x00, 0x00, 0x00, 0x00};
     struct mqtt_connect c;
     assert_int_equal(mqtt_decode_connect(minimal, sizeof(minimal), &c), 0);
     assert_int_equal(c.client_id.len, 0);
     assert_int_equal(c.keepalive, 0);
     assert_null(c.props.raw);
     /* MQTT 5 allows a password without a user name (3.1.2.9) */
-    const uint8_t password_only[] = {0x00, 0x04, 'M', 'Q', 'T', 'T', 0x05, 0x40, 0x00, 0x00,
-                                     0x00, 0x00, 0x00, 0x00, 0x02, 'p', 'w'};
+    const uint8_t password_only[] = {0x00, 0x04, 'M',  'Q',  'T',  'T',  0x05, 0x40, 0x00,
+                                     0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 'p',  'w'};
     assert_int_equal(mqtt_decode_connect(password_only, sizeof(password_only), &c), 0);
     assert_false(c.has_username);
     assert_true(c.has_password);
@@ -270,14 +274,14 @@ static void test_connect_v5_minimal_and_password_only(void **state)
 static void test_connect_peer_flag(void **state)
 {
     (void)state;
-    const uint8_t body[] = {0x00, 0x04, 'M', 'Q', 'T', 'T', 0x84, 0x02,
-                            0x00, 0x3C, 0x00, 0x01, 'x'};
+    const uint8_t body[] = {0x00, 0x04, 'M',  'Q',  'T',  'T', 0x84,
+                            0x02, 0x00, 0x3C, 0x00, 0x01, 'x'};
     struct mqtt_connect c;
     assert_int_equal(mqtt_decode_connect(body, sizeof(body), &c), 0);
     assert_int_equal(c.version, MQTT_V311);
     assert_true(c.is_peer);
-    const uint8_t v5_peer[] = {0x00, 0x04, 'M', 'Q', 'T', 'T', 0x85, 0x02,
-                               0x00, 0x3C, 0x00, 0x00, 0x01, 'x'};
+    const uint8_t v5_peer[] = {0x00, 0x04, 'M',  'Q',  'T',  'T',  0x85,
+                               0x02, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x'};
     assert_int_equal(mqtt_decode_connect(v5_peer, sizeof(v5_peer), &c), 0);
     assert_int_equal(c.version, MQTT_V5);
     assert_true(c.is_peer);
@@ -289,8 +293,8 @@ static void test_connect_unsupported_versions(void **state)
     struct {
         const char *name;
         uint8_t level;
-    } cases[] = {{"MQTT", 3}, {"MQTT", 6}, {"MQTT", 0}, {"MQIsdp", 4}, {"MQIsdp", 5},
-                 {"mqtt", 4}, {"MQTTX", 4}, {"", 4}, {"MQTT", 0x83}};
+    } cases[] = {{"MQTT", 3}, {"MQTT", 6},  {"MQTT", 0}, {"MQIsdp", 4}, {"MQIsdp", 5},
+                 {"mqtt", 4}, {"MQTTX", 4}, {"", 4},     {"MQTT", 0x83}};
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         uint8_t body[32];
         size_t n = strlen(cases[i].name);
@@ -323,8 +327,8 @@ static void test_connack(void **state)
     const uint8_t v3_refused[] = {0x00, 0x05};
     assert_int_equal(mqtt_decode_connack(MQTT_V31, v3_refused, 2, &a), 0);
     assert_int_equal(a.reason, MQTT3_CONNACK_NOT_AUTHORIZED);
-    const uint8_t v5[] = {0x01, 0x00, 0x0B, 0x21, 0x00, 0x0A, 0x24, 0x01,
-                          0x25, 0x00, 0x12, 0x00, 0x01, 'z'};
+    const uint8_t v5[] = {0x01, 0x00, 0x0B, 0x21, 0x00, 0x0A, 0x24,
+                          0x01, 0x25, 0x00, 0x12, 0x00, 0x01, 'z'};
     assert_int_equal(mqtt_decode_connack(MQTT_V5, v5, sizeof(v5), &a), 0);
     assert_true(a.session_present);
     assert_int_equal(a.props.receive_maximum, 10);
@@ -373,9 +377,9 @@ static void test_publish_v5(void **state)
 {
     (void)state;
     struct mqtt_publish p;
-    const uint8_t body[] = {0x00, 0x03, 'a', '/', 'b', 0x00, 0x0B, 0x11, 0x01, 0x01,
-                            0x02, 0x00, 0x00, 0x00, 0x3C, 0x23, 0x00, 0x05, 0x26, 0x00,
-                            0x01, 'k',  0x00, 0x01, 'v',  '{',  '}'};
+    const uint8_t body[] = {0x00, 0x03, 'a',  '/',  'b',  0x00, 0x0B, 0x11, 0x01,
+                            0x01, 0x02, 0x00, 0x00, 0x00, 0x3C, 0x23, 0x00, 0x05,
+                            0x26, 0x00, 0x01, 'k',  0x00, 0x01, 'v',  '{',  '}'};
     assert_int_equal(mqtt_decode_publish(MQTT_V5, 0x04, body, sizeof(body), &p), 0);
     assert_int_equal(p.qos, 2);
     assert_int_equal(p.packet_id, 11);
@@ -449,8 +453,7 @@ static void test_acks(void **state)
     assert_int_equal(a.packet_id, 0xFFFE);
     assert_int_equal(a.reason, MQTT_RC_NO_MATCHING_SUBSCRIBERS);
     const uint8_t with_props[] = {0x00, 0x01, 0x80, 0x05, 0x1F, 0x00, 0x02, 'n', 'o'};
-    assert_int_equal(mqtt_decode_ack(MQTT_V5, MQTT_PUBREC, with_props, sizeof(with_props), &a),
-                     0);
+    assert_int_equal(mqtt_decode_ack(MQTT_V5, MQTT_PUBREC, with_props, sizeof(with_props), &a), 0);
     assert_int_equal(a.reason, MQTT_RC_UNSPECIFIED);
     assert_view(a.props.reason_string, "no");
     const uint8_t reason_empty_props[] = {0x00, 0x01, 0x00, 0x00};
@@ -464,8 +467,7 @@ static void test_acks(void **state)
 static void test_subscribe_v311(void **state)
 {
     (void)state;
-    const uint8_t body[] = {0x00, 0x0A, 0x00, 0x03, 'a', '/', 'b', 0x01,
-                            0x00, 0x01, '#',  0x02};
+    const uint8_t body[] = {0x00, 0x0A, 0x00, 0x03, 'a', '/', 'b', 0x01, 0x00, 0x01, '#', 0x02};
     struct mqtt_subscribe s;
     assert_int_equal(mqtt_decode_subscribe(MQTT_V311, body, sizeof(body), &s), 0);
     assert_int_equal(s.packet_id, 10);
@@ -605,15 +607,13 @@ static const struct bad_case bad_cases[] = {
     {"connect no level", 4, MQTT_CONNECT, 0, BYTES(0x00, 0x04, 'M', 'Q', 'T', 'T'), MALFORMED},
     {"connect no flags", 4, MQTT_CONNECT, 0, BYTES(MQTT_HDR(4)), MALFORMED},
     {"connect no keepalive", 4, MQTT_CONNECT, 0, BYTES(MQTT_HDR(4), 0x02, 0x00), MALFORMED},
-    {"connect no client id", 4, MQTT_CONNECT, 0, BYTES(MQTT_HDR(4), 0x02, 0x00, 0x3C),
-     MALFORMED},
+    {"connect no client id", 4, MQTT_CONNECT, 0, BYTES(MQTT_HDR(4), 0x02, 0x00, 0x3C), MALFORMED},
     {"connect reserved flag", 4, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(4), 0x03, 0x00, 0x3C, 0x00, 0x01, 'x'), MALFORMED},
     {"connect reserved flag v5", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x01, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x'), MALFORMED},
     {"connect will QoS 3", 4, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(4), 0x1C, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x01, 't', 0x00, 0x00),
-     MALFORMED},
+     BYTES(MQTT_HDR(4), 0x1C, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x01, 't', 0x00, 0x00), MALFORMED},
     {"connect will QoS without will", 4, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(4), 0x08, 0x00, 0x3C, 0x00, 0x01, 'x'), MALFORMED},
     {"connect will retain without will", 4, MQTT_CONNECT, 0,
@@ -623,8 +623,8 @@ static const struct bad_case bad_cases[] = {
     {"connect password without username 3.1.1", 4, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(4), 0x40, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x01, 'p'), PROTOCOL},
     {"connect password without username 3.1", 3, MQTT_CONNECT, 0,
-     BYTES(0x00, 0x06, 'M', 'Q', 'I', 's', 'd', 'p', 0x03, 0x40, 0x00, 0x3C, 0x00, 0x01, 'x',
-           0x00, 0x01, 'p'),
+     BYTES(0x00, 0x06, 'M', 'Q', 'I', 's', 'd', 'p', 0x03, 0x40, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00,
+           0x01, 'p'),
      PROTOCOL},
     {"connect client id bad UTF-8", 4, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(4), 0x02, 0x00, 0x3C, 0x00, 0x02, 0xC0, 0x80), MALFORMED},
@@ -650,8 +650,7 @@ static const struct bad_case bad_cases[] = {
      BYTES(MQTT_HDR(4), 0x06, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x01, '#', 0x00, 0x00),
      MQTT_RC_TOPIC_NAME_INVALID},
     {"connect will topic plus", 4, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(4), 0x06, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x03, 'a', '/', '+', 0x00,
-           0x00),
+     BYTES(MQTT_HDR(4), 0x06, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x03, 'a', '/', '+', 0x00, 0x00),
      MQTT_RC_TOPIC_NAME_INVALID},
     {"connect will topic empty", 4, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(4), 0x06, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x00, 0x00, 0x00),
@@ -668,18 +667,16 @@ static const struct bad_case bad_cases[] = {
     {"connect v5 maximum packet size 0", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x05, 0x27, 0, 0, 0, 0, 0x00, 0x00), PROTOCOL},
     {"connect v5 duplicate session expiry", 5, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x0A, 0x11, 0, 0, 0, 1, 0x11, 0, 0, 0, 2, 0x00,
-           0x00),
+     BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x0A, 0x11, 0, 0, 0, 1, 0x11, 0, 0, 0, 2, 0x00, 0x00),
      PROTOCOL},
     {"connect v5 auth data without method", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x03, 0x16, 0x00, 0x00, 0x00, 0x00), PROTOCOL},
     {"connect v5 will property not allowed", 5, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(5), 0x06, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x', 0x05, 0x11, 0, 0, 0, 1, 0x00,
-           0x01, 't', 0x00, 0x00),
+     BYTES(MQTT_HDR(5), 0x06, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x', 0x05, 0x11, 0, 0, 0, 1, 0x00, 0x01,
+           't', 0x00, 0x00),
      PROTOCOL},
     {"connect v5 will properties cut", 5, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(5), 0x06, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x', 0x05, 0x18, 0, 0),
-     MALFORMED},
+     BYTES(MQTT_HDR(5), 0x06, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x', 0x05, 0x18, 0, 0), MALFORMED},
 
     /* CONNACK */
     {"connack empty", 4, MQTT_CONNACK, 0, EMPTY, MALFORMED},
@@ -691,8 +688,7 @@ static const struct bad_case bad_cases[] = {
     {"connack v5 no property length", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x00), MALFORMED},
     {"connack v5 code 0x01", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x01, 0x00), PROTOCOL},
     {"connack v5 code 0x8E", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x8E, 0x00), PROTOCOL},
-    {"connack v5 maximum QoS 2", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x00, 0x02, 0x24, 0x02),
-     PROTOCOL},
+    {"connack v5 maximum QoS 2", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x00, 0x02, 0x24, 0x02), PROTOCOL},
     {"connack v5 will delay not allowed", 5, MQTT_CONNACK, 0,
      BYTES(0x00, 0x00, 0x05, 0x18, 0, 0, 0, 1), PROTOCOL},
     {"connack v5 trailing", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x00, 0x00, 0x00), MALFORMED},
@@ -702,10 +698,8 @@ static const struct bad_case bad_cases[] = {
     {"publish topic cut", 4, MQTT_PUBLISH, 0, BYTES(0x00, 0x05, 'a', 'b'), MALFORMED},
     {"publish QoS 3", 4, MQTT_PUBLISH, 0x06, BYTES(0x00, 0x01, 't', 0x00, 0x01), MALFORMED},
     {"publish DUP with QoS 0", 4, MQTT_PUBLISH, 0x08, BYTES(0x00, 0x01, 't'), MALFORMED},
-    {"publish QoS 1 no packet id", 4, MQTT_PUBLISH, 0x02, BYTES(0x00, 0x01, 't', 0x00),
-     MALFORMED},
-    {"publish packet id 0", 4, MQTT_PUBLISH, 0x02, BYTES(0x00, 0x01, 't', 0x00, 0x00),
-     PROTOCOL},
+    {"publish QoS 1 no packet id", 4, MQTT_PUBLISH, 0x02, BYTES(0x00, 0x01, 't', 0x00), MALFORMED},
+    {"publish packet id 0", 4, MQTT_PUBLISH, 0x02, BYTES(0x00, 0x01, 't', 0x00, 0x00), PROTOCOL},
     {"publish packet id 0 v5", 5, MQTT_PUBLISH, 0x04, BYTES(0x00, 0x01, 't', 0x00, 0x00, 0x00),
      PROTOCOL},
     {"publish topic '+'", 4, MQTT_PUBLISH, 0, BYTES(0x00, 0x03, 'a', '/', '+'),
@@ -725,16 +719,16 @@ static const struct bad_case bad_cases[] = {
      BYTES(0x00, 0x01, 't', 0x05, 0x01, 0x01), MALFORMED},
     {"publish v5 subscription id from client", 5, MQTT_PUBLISH, 0,
      BYTES(0x00, 0x01, 't', 0x02, 0x0B, 0x01), PROTOCOL},
-    {"publish v5 topic alias 0", 5, MQTT_PUBLISH, 0,
-     BYTES(0x00, 0x01, 't', 0x03, 0x23, 0x00, 0x00), MQTT_RC_TOPIC_ALIAS_INVALID},
+    {"publish v5 topic alias 0", 5, MQTT_PUBLISH, 0, BYTES(0x00, 0x01, 't', 0x03, 0x23, 0x00, 0x00),
+     MQTT_RC_TOPIC_ALIAS_INVALID},
     {"publish v5 empty topic, alias 0", 5, MQTT_PUBLISH, 0,
      BYTES(0x00, 0x00, 0x03, 0x23, 0x00, 0x00), MQTT_RC_TOPIC_ALIAS_INVALID},
     {"publish v5 payload not UTF-8", 5, MQTT_PUBLISH, 0,
      BYTES(0x00, 0x01, 't', 0x02, 0x01, 0x01, 'o', 'k', 0xFF), MQTT_RC_PAYLOAD_FORMAT_INVALID},
     {"publish v5 payload U+0000", 5, MQTT_PUBLISH, 0,
      BYTES(0x00, 0x01, 't', 0x02, 0x01, 0x01, 0x00), MQTT_RC_PAYLOAD_FORMAT_INVALID},
-    {"publish v5 payload format 2", 5, MQTT_PUBLISH, 0,
-     BYTES(0x00, 0x01, 't', 0x02, 0x01, 0x02), PROTOCOL},
+    {"publish v5 payload format 2", 5, MQTT_PUBLISH, 0, BYTES(0x00, 0x01, 't', 0x02, 0x01, 0x02),
+     PROTOCOL},
     {"publish v5 session expiry not allowed", 5, MQTT_PUBLISH, 0,
      BYTES(0x00, 0x01, 't', 0x05, 0x11, 0, 0, 0, 0), PROTOCOL},
     {"publish v5 duplicate topic alias", 5, MQTT_PUBLISH, 0,
@@ -756,12 +750,11 @@ static const struct bad_case bad_cases[] = {
     {"pubrec v5 reason 0x8F", 5, MQTT_PUBREC, 0, BYTES(0x00, 0x01, 0x8F), PROTOCOL},
     {"pubrel v5 reason 0x10", 5, MQTT_PUBREL, 2, BYTES(0x00, 0x01, 0x10), PROTOCOL},
     {"pubcomp v5 reason 0x80", 5, MQTT_PUBCOMP, 0, BYTES(0x00, 0x01, 0x80), PROTOCOL},
-    {"puback v5 property length cut", 5, MQTT_PUBACK, 0, BYTES(0x00, 0x01, 0x00, 0x80),
-     MALFORMED},
+    {"puback v5 property length cut", 5, MQTT_PUBACK, 0, BYTES(0x00, 0x01, 0x00, 0x80), MALFORMED},
     {"puback v5 properties longer than packet", 5, MQTT_PUBACK, 0,
      BYTES(0x00, 0x01, 0x00, 0x04, 0x1F, 0x00), MALFORMED},
-    {"puback v5 trailing after properties", 5, MQTT_PUBACK, 0,
-     BYTES(0x00, 0x01, 0x00, 0x00, 0x00), MALFORMED},
+    {"puback v5 trailing after properties", 5, MQTT_PUBACK, 0, BYTES(0x00, 0x01, 0x00, 0x00, 0x00),
+     MALFORMED},
     {"puback v5 property not allowed", 5, MQTT_PUBACK, 0,
      BYTES(0x00, 0x01, 0x00, 0x05, 0x02, 0, 0, 0, 1), PROTOCOL},
     {"puback v5 two reason strings", 5, MQTT_PUBACK, 0,
@@ -775,12 +768,10 @@ static const struct bad_case bad_cases[] = {
      PROTOCOL},
     {"subscribe missing options", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a'),
      MALFORMED},
-    {"subscribe filter cut", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x03, 'a'),
+    {"subscribe filter cut", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x03, 'a'), MALFORMED},
+    {"subscribe filter bad UTF-8", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 0xC1, 0x00),
      MALFORMED},
-    {"subscribe filter bad UTF-8", 4, MQTT_SUBSCRIBE, 2,
-     BYTES(0x00, 0x01, 0x00, 0x01, 0xC1, 0x00), MALFORMED},
-    {"subscribe QoS 3", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a', 0x03),
-     MALFORMED},
+    {"subscribe QoS 3", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a', 0x03), MALFORMED},
     {"subscribe QoS 3 v5", 5, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x00, 0x01, 'a', 0x03),
      MALFORMED},
     {"subscribe 3.1.1 reserved bit 2", 4, MQTT_SUBSCRIBE, 2,
@@ -836,18 +827,16 @@ static const struct bad_case bad_cases[] = {
     {"auth before MQTT 5", 4, MQTT_AUTH, 0, EMPTY, PROTOCOL},
     {"disconnect v5 reason 0x01", 5, MQTT_DISCONNECT, 0, BYTES(0x01), PROTOCOL},
     {"disconnect v5 reason 0x84", 5, MQTT_DISCONNECT, 0, BYTES(0x84), PROTOCOL},
-    {"disconnect v5 property length cut", 5, MQTT_DISCONNECT, 0, BYTES(0x00, 0x81),
-     MALFORMED},
+    {"disconnect v5 property length cut", 5, MQTT_DISCONNECT, 0, BYTES(0x00, 0x81), MALFORMED},
     {"disconnect v5 properties longer than packet", 5, MQTT_DISCONNECT, 0,
      BYTES(0x00, 0x05, 0x11, 0x00), MALFORMED},
     {"disconnect v5 trailing", 5, MQTT_DISCONNECT, 0, BYTES(0x00, 0x00, 0x00), MALFORMED},
     {"disconnect v5 will delay not allowed", 5, MQTT_DISCONNECT, 0,
      BYTES(0x00, 0x05, 0x18, 0, 0, 0, 0), PROTOCOL},
     {"auth v5 reason 0x04", 5, MQTT_AUTH, 0, BYTES(0x04), PROTOCOL},
-    {"auth v5 session expiry not allowed", 5, MQTT_AUTH, 0,
-     BYTES(0x18, 0x05, 0x11, 0, 0, 0, 0), PROTOCOL},
-    {"auth v5 data without method", 5, MQTT_AUTH, 0, BYTES(0x18, 0x03, 0x16, 0x00, 0x00),
+    {"auth v5 session expiry not allowed", 5, MQTT_AUTH, 0, BYTES(0x18, 0x05, 0x11, 0, 0, 0, 0),
      PROTOCOL},
+    {"auth v5 data without method", 5, MQTT_AUTH, 0, BYTES(0x18, 0x03, 0x16, 0x00, 0x00), PROTOCOL},
 };
 
 static void test_bad_packets(void **state)
@@ -856,8 +845,7 @@ static void test_bad_packets(void **state)
     for (size_t i = 0; i < ARRAY_LEN(bad_cases); i++) {
         const struct bad_case *c = &bad_cases[i];
         int rc = decode_body(c->version, c->type, c->flags, c->body, c->len);
-        if (rc != c->rc)
-            fail_msg("%s: rc 0x%02X, expected 0x%02X", c->what, rc, c->rc);
+        if (rc != c->rc) fail_msg("%s: rc 0x%02X, expected 0x%02X", c->what, rc, c->rc);
     }
 }
 
@@ -887,79 +875,150 @@ struct valid_vector {
 };
 
 static const struct valid_vector vectors[] = {
-    {"connect 3.1.1", 4, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(4), 0xC2, 0x00, 0x3C, 0x00, 0x03, 'c', 'i', 'd', 0x00, 0x04, 'u', 's', 'e',
-           'r', 0x00, 0x02, 'p', 'w'),
-     {0}, 0},
-    {"connect 3.1", 3, MQTT_CONNECT, 0,
-     BYTES(0x00, 0x06, 'M', 'Q', 'I', 's', 'd', 'p', 0x03, 0x02, 0x00, 0x3C, 0x00, 0x02, 'i',
-           'd'),
-     {0}, 0},
-    {"connect 3.1.1 will", 4, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(4), 0x2E, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x01, 't', 0x00, 0x02, 'g',
-           'o'),
-     {0}, 0},
-    {"connect v5", 5, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(5), 0xEE, 0x00, 0x0A, 0x05, 0x11, 0x00, 0x00, 0x00, 0x0A, 0x00, 0x02, 'c',
-           '1', 0x07, 0x01, 0x01, 0x18, 0x00, 0x00, 0x00, 0x05, 0x00, 0x03, 'w', '/', 't', 0x00,
-           0x03, 'b', 'y', 'e', 0x00, 0x01, 'u', 0x00, 0x01, 'p'),
-     {0}, 0},
+    {"connect 3.1.1",
+     4,
+     MQTT_CONNECT,
+     0,
+     BYTES(MQTT_HDR(4), 0xC2, 0x00, 0x3C, 0x00, 0x03, 'c', 'i', 'd', 0x00, 0x04, 'u', 's', 'e', 'r',
+           0x00, 0x02, 'p', 'w'),
+     {0},
+     0},
+    {"connect 3.1",
+     3,
+     MQTT_CONNECT,
+     0,
+     BYTES(0x00, 0x06, 'M', 'Q', 'I', 's', 'd', 'p', 0x03, 0x02, 0x00, 0x3C, 0x00, 0x02, 'i', 'd'),
+     {0},
+     0},
+    {"connect 3.1.1 will",
+     4,
+     MQTT_CONNECT,
+     0,
+     BYTES(MQTT_HDR(4), 0x2E, 0x00, 0x3C, 0x00, 0x01, 'x', 0x00, 0x01, 't', 0x00, 0x02, 'g', 'o'),
+     {0},
+     0},
+    {"connect v5",
+     5,
+     MQTT_CONNECT,
+     0,
+     BYTES(MQTT_HDR(5), 0xEE, 0x00, 0x0A, 0x05, 0x11, 0x00, 0x00, 0x00, 0x0A, 0x00, 0x02, 'c', '1',
+           0x07, 0x01, 0x01, 0x18, 0x00, 0x00, 0x00, 0x05, 0x00, 0x03, 'w', '/', 't', 0x00, 0x03,
+           'b', 'y', 'e', 0x00, 0x01, 'u', 0x00, 0x01, 'p'),
+     {0},
+     0},
     {"connack 3.1.1", 4, MQTT_CONNACK, 0, BYTES(0x01, 0x00), {0}, 0},
-    {"connack v5", 5, MQTT_CONNACK, 0,
+    {"connack v5",
+     5,
+     MQTT_CONNACK,
+     0,
      BYTES(0x01, 0x00, 0x0B, 0x21, 0x00, 0x0A, 0x24, 0x01, 0x25, 0x00, 0x12, 0x00, 0x01, 'z'),
-     {0}, 0},
-    {"publish 3.1.1 QoS 0", 4, MQTT_PUBLISH, 0x00, BYTES(0x00, 0x03, 'a', '/', 'b', 'h', 'i'),
-     {0}, 5},
-    {"publish 3.1.1 QoS 1", 4, MQTT_PUBLISH, 0x0B,
-     BYTES(0x00, 0x03, 'a', '/', 'b', 0x00, 0x0A, 'h', 'e', 'l', 'l', 'o'), {0}, 7},
-    {"publish v5 QoS 2", 5, MQTT_PUBLISH, 0x04,
-     BYTES(0x00, 0x03, 'a', '/', 'b', 0x00, 0x0B, 0x11, 0x01, 0x01, 0x02, 0x00, 0x00, 0x00,
-           0x3C, 0x23, 0x00, 0x05, 0x26, 0x00, 0x01, 'k', 0x00, 0x01, 'v', '{', '}'),
-     {0}, 25},
-    {"publish v5 alias", 5, MQTT_PUBLISH, 0, BYTES(0x00, 0x00, 0x03, 0x23, 0x00, 0x07, 'x'),
-     {0}, 6},
+     {0},
+     0},
+    {"publish 3.1.1 QoS 0",
+     4,
+     MQTT_PUBLISH,
+     0x00,
+     BYTES(0x00, 0x03, 'a', '/', 'b', 'h', 'i'),
+     {0},
+     5},
+    {"publish 3.1.1 QoS 1",
+     4,
+     MQTT_PUBLISH,
+     0x0B,
+     BYTES(0x00, 0x03, 'a', '/', 'b', 0x00, 0x0A, 'h', 'e', 'l', 'l', 'o'),
+     {0},
+     7},
+    {"publish v5 QoS 2",
+     5,
+     MQTT_PUBLISH,
+     0x04,
+     BYTES(0x00, 0x03, 'a', '/', 'b', 0x00, 0x0B, 0x11, 0x01, 0x01, 0x02, 0x00, 0x00, 0x00, 0x3C,
+           0x23, 0x00, 0x05, 0x26, 0x00, 0x01, 'k', 0x00, 0x01, 'v', '{', '}'),
+     {0},
+     25},
+    {"publish v5 alias",
+     5,
+     MQTT_PUBLISH,
+     0,
+     BYTES(0x00, 0x00, 0x03, 0x23, 0x00, 0x07, 'x'),
+     {0},
+     6},
     {"puback 3.1.1", 4, MQTT_PUBACK, 0, BYTES(0x00, 0x01), {0}, 0},
     {"pubrec 3.1.1", 4, MQTT_PUBREC, 0, BYTES(0x00, 0x02), {0}, 0},
     {"pubrel 3.1.1", 4, MQTT_PUBREL, 2, BYTES(0x00, 0x03), {0}, 0},
     {"pubcomp 3.1.1", 4, MQTT_PUBCOMP, 0, BYTES(0x00, 0x04), {0}, 0},
     {"puback v5 reason", 5, MQTT_PUBACK, 0, BYTES(0x00, 0x01, 0x10), {2}, 0},
-    {"pubrec v5 props", 5, MQTT_PUBREC, 0,
-     BYTES(0x00, 0x01, 0x80, 0x05, 0x1F, 0x00, 0x02, 'n', 'o'), {2, 3}, 0},
+    {"pubrec v5 props",
+     5,
+     MQTT_PUBREC,
+     0,
+     BYTES(0x00, 0x01, 0x80, 0x05, 0x1F, 0x00, 0x02, 'n', 'o'),
+     {2, 3},
+     0},
     {"pubrel v5", 5, MQTT_PUBREL, 2, BYTES(0x00, 0x05, 0x92), {2}, 0},
-    {"subscribe 3.1.1", 4, MQTT_SUBSCRIBE, 2,
-     BYTES(0x00, 0x0A, 0x00, 0x03, 'a', '/', 'b', 0x01, 0x00, 0x01, '#', 0x02), {8}, 0},
-    {"subscribe v5", 5, MQTT_SUBSCRIBE, 2,
-     BYTES(0x00, 0x0B, 0x02, 0x0B, 0x05, 0x00, 0x03, 'a', '/', 'b', 0x2D, 0x00, 0x01, '#',
-           0x10),
-     {11}, 0},
-    {"unsubscribe 3.1.1", 4, MQTT_UNSUBSCRIBE, 2,
-     BYTES(0x00, 0x0C, 0x00, 0x03, 'a', '/', 'b', 0x00, 0x01, '#'), {7}, 0},
-    {"unsubscribe v5", 5, MQTT_UNSUBSCRIBE, 2,
-     BYTES(0x00, 0x0D, 0x07, 0x26, 0x00, 0x01, 'k', 0x00, 0x01, 'v', 0x00, 0x03, 'a', '/',
-           'b'),
-     {0}, 0},
+    {"subscribe 3.1.1",
+     4,
+     MQTT_SUBSCRIBE,
+     2,
+     BYTES(0x00, 0x0A, 0x00, 0x03, 'a', '/', 'b', 0x01, 0x00, 0x01, '#', 0x02),
+     {8},
+     0},
+    {"subscribe v5",
+     5,
+     MQTT_SUBSCRIBE,
+     2,
+     BYTES(0x00, 0x0B, 0x02, 0x0B, 0x05, 0x00, 0x03, 'a', '/', 'b', 0x2D, 0x00, 0x01, '#', 0x10),
+     {11},
+     0},
+    {"unsubscribe 3.1.1",
+     4,
+     MQTT_UNSUBSCRIBE,
+     2,
+     BYTES(0x00, 0x0C, 0x00, 0x03, 'a', '/', 'b', 0x00, 0x01, '#'),
+     {7},
+     0},
+    {"unsubscribe v5",
+     5,
+     MQTT_UNSUBSCRIBE,
+     2,
+     BYTES(0x00, 0x0D, 0x07, 0x26, 0x00, 0x01, 'k', 0x00, 0x01, 'v', 0x00, 0x03, 'a', '/', 'b'),
+     {0},
+     0},
     {"suback 3.1.1", 4, MQTT_SUBACK, 0, BYTES(0x00, 0x0A, 0x01, 0x80), {3}, 0},
-    {"suback v5", 5, MQTT_SUBACK, 0,
-     BYTES(0x00, 0x0A, 0x04, 0x1F, 0x00, 0x01, 'r', 0x00, 0x02, 0xA2), {8, 9}, 0},
+    {"suback v5",
+     5,
+     MQTT_SUBACK,
+     0,
+     BYTES(0x00, 0x0A, 0x04, 0x1F, 0x00, 0x01, 'r', 0x00, 0x02, 0xA2),
+     {8, 9},
+     0},
     {"unsuback 3.1.1", 4, MQTT_UNSUBACK, 0, BYTES(0x00, 0x0B), {0}, 0},
     {"unsuback v5", 5, MQTT_UNSUBACK, 0, BYTES(0x00, 0x0B, 0x00, 0x00, 0x11), {4}, 0},
     {"disconnect v5", 5, MQTT_DISCONNECT, 0, BYTES(0x8E, 0x03, 0x1F, 0x00, 0x00), {1}, 0},
-    {"disconnect v5 expiry", 5, MQTT_DISCONNECT, 0,
-     BYTES(0x00, 0x05, 0x11, 0x00, 0x00, 0x00, 0x00), {1}, 0},
-    {"auth v5", 5, MQTT_AUTH, 0,
-     BYTES(0x18, 0x0A, 0x15, 0x00, 0x03, 'a', 'b', 'c', 0x16, 0x00, 0x01, 'd'), {1}, 0},
+    {"disconnect v5 expiry",
+     5,
+     MQTT_DISCONNECT,
+     0,
+     BYTES(0x00, 0x05, 0x11, 0x00, 0x00, 0x00, 0x00),
+     {1},
+     0},
+    {"auth v5",
+     5,
+     MQTT_AUTH,
+     0,
+     BYTES(0x18, 0x0A, 0x15, 0x00, 0x03, 'a', 'b', 'c', 0x16, 0x00, 0x01, 'd'),
+     {1},
+     0},
 };
 
 static bool prefix_is_valid(const struct valid_vector *v, size_t cut)
 {
-    if (v->payload_from && cut >= v->payload_from)
-        return true;
+    if (v->payload_from && cut >= v->payload_from) return true;
     /* v5 DISCONNECT and AUTH may be empty (reason 0x00, no properties) */
     if (cut == 0)
         return v->version == MQTT_V5 && (v->type == MQTT_DISCONNECT || v->type == MQTT_AUTH);
     for (size_t i = 0; i < ARRAY_LEN(v->prefix_ok); i++) {
-        if (v->prefix_ok[i] == cut)
-            return true;
+        if (v->prefix_ok[i] == cut) return true;
     }
     return false;
 }
@@ -970,8 +1029,7 @@ static void test_valid_vectors_decode(void **state)
     for (size_t i = 0; i < ARRAY_LEN(vectors); i++) {
         const struct valid_vector *v = &vectors[i];
         int rc = decode_body(v->version, v->type, v->flags, v->body, v->len);
-        if (rc != 0)
-            fail_msg("%s: rc 0x%02X", v->what, rc);
+        if (rc != 0) fail_msg("%s: rc 0x%02X", v->what, rc);
     }
 }
 
@@ -988,8 +1046,7 @@ static void test_truncation_at_every_length(void **state)
             int rc = decode_body(v->version, v->type, v->flags, cut ? copy : NULL, cut);
             free(copy);
             bool expect_ok = prefix_is_valid(v, cut);
-            if ((rc == 0) != expect_ok)
-                fail_msg("%s cut at %zu: rc 0x%02X", v->what, cut, rc);
+            if ((rc == 0) != expect_ok) fail_msg("%s cut at %zu: rc 0x%02X", v->what, cut, rc);
         }
     }
 }
@@ -1010,8 +1067,7 @@ static void test_framing_of_truncated_packets(void **state)
             int rc = mqtt_fixed_header_parse(packet, cut, &h);
             bool complete = rc == WIRE_OK && h.header_len + (size_t)h.remaining_length <= cut;
             assert_int_equal(complete, cut == total);
-            if (rc == WIRE_OK)
-                assert_true(mqtt_fixed_header_flags_valid(h.type, h.flags));
+            if (rc == WIRE_OK) assert_true(mqtt_fixed_header_flags_valid(h.type, h.flags));
         }
     }
 }

@@ -35,11 +35,11 @@ static int free_out(void **state)
     return 0;
 }
 
-#define assert_out(...)                                                                           \
-    do {                                                                                          \
-        const uint8_t expected_[] = {__VA_ARGS__};                                                \
-        assert_int_equal(out.len, sizeof(expected_));                                             \
-        assert_memory_equal(out.data, expected_, sizeof(expected_));                              \
+#define assert_out(...)                                                                            \
+    do {                                                                                           \
+        const uint8_t expected_[] = {__VA_ARGS__};                                                 \
+        assert_int_equal(out.len, sizeof(expected_));                                              \
+        assert_memory_equal(out.data, expected_, sizeof(expected_));                               \
     } while (0)
 
 static struct mqtt_props_out props_of(const struct abuf *list)
@@ -71,24 +71,30 @@ static void assert_view(struct wire_bytes b, const void *data, size_t len)
 static void test_connect_v311_bytes(void **state)
 {
     (void)state;
-    struct mqtt_connect_out c = {.version = MQTT_V311, .clean_start = true, .keepalive = 60,
-                                 .client_id = "cid", .username = "user",
-                                 .password = (const uint8_t *)"pw", .password_len = 2};
+    struct mqtt_connect_out c = {.version = MQTT_V311,
+                                 .clean_start = true,
+                                 .keepalive = 60,
+                                 .client_id = "cid",
+                                 .username = "user",
+                                 .password = (const uint8_t *)"pw",
+                                 .password_len = 2};
     assert_int_equal(mqtt_encode_connect(&out, &c), 0);
-    assert_out(0x10, 0x19, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, 0xC2, 0x00, 0x3C, 0x00, 0x03,
-               'c', 'i', 'd', 0x00, 0x04, 'u', 's', 'e', 'r', 0x00, 0x02, 'p', 'w');
+    assert_out(0x10, 0x19, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, 0xC2, 0x00, 0x3C, 0x00, 0x03, 'c',
+               'i', 'd', 0x00, 0x04, 'u', 's', 'e', 'r', 0x00, 0x02, 'p', 'w');
 }
 
 static void test_connect_v31_and_peer_bytes(void **state)
 {
     (void)state;
-    struct mqtt_connect_out c = {.version = MQTT_V31, .clean_start = true, .keepalive = 60,
-                                 .client_id = "id"};
+    struct mqtt_connect_out c = {
+        .version = MQTT_V31, .clean_start = true, .keepalive = 60, .client_id = "id"};
     assert_int_equal(mqtt_encode_connect(&out, &c), 0);
-    assert_out(0x10, 0x10, 0x00, 0x06, 'M', 'Q', 'I', 's', 'd', 'p', 0x03, 0x02, 0x00, 0x3C,
-               0x00, 0x02, 'i', 'd');
+    assert_out(0x10, 0x10, 0x00, 0x06, 'M', 'Q', 'I', 's', 'd', 'p', 0x03, 0x02, 0x00, 0x3C, 0x00,
+               0x02, 'i', 'd');
     abuf_reset(&out);
-    struct mqtt_connect_out peer = {.version = MQTT_V311, .is_peer = true, .keepalive = 5,
+    struct mqtt_connect_out peer = {.version = MQTT_V311,
+                                    .is_peer = true,
+                                    .keepalive = 5,
                                     .client_id = NULL /* treated as "" */};
     assert_int_equal(mqtt_encode_connect(&out, &peer), 0);
     assert_out(0x10, 0x0C, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x84, 0x00, 0x00, 0x05, 0x00, 0x00);
@@ -100,18 +106,27 @@ static void test_connect_v5_bytes(void **state)
     const uint8_t props[] = {0x11, 0x00, 0x00, 0x00, 0x0A};
     const uint8_t will_props[] = {0x01, 0x01, 0x18, 0x00, 0x00, 0x00, 0x05};
     struct mqtt_connect_out c = {
-        .version = MQTT_V5, .clean_start = true, .keepalive = 10,
-        .props = {props, sizeof(props)}, .client_id = "c1",
-        .will_flag = true, .will_qos = 1, .will_retain = true,
-        .will_props = {will_props, sizeof(will_props)}, .will_topic = "w/t",
-        .will_payload = (const uint8_t *)"bye", .will_payload_len = 3,
-        .username = "u", .password = (const uint8_t *)"p", .password_len = 1,
+        .version = MQTT_V5,
+        .clean_start = true,
+        .keepalive = 10,
+        .props = {props, sizeof(props)},
+        .client_id = "c1",
+        .will_flag = true,
+        .will_qos = 1,
+        .will_retain = true,
+        .will_props = {will_props, sizeof(will_props)},
+        .will_topic = "w/t",
+        .will_payload = (const uint8_t *)"bye",
+        .will_payload_len = 3,
+        .username = "u",
+        .password = (const uint8_t *)"p",
+        .password_len = 1,
     };
     assert_int_equal(mqtt_encode_connect(&out, &c), 0);
-    assert_out(0x10, 0x2C, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x05, 0xEE, 0x00, 0x0A, 0x05, 0x11,
-               0x00, 0x00, 0x00, 0x0A, 0x00, 0x02, 'c', '1', 0x07, 0x01, 0x01, 0x18, 0x00, 0x00,
-               0x00, 0x05, 0x00, 0x03, 'w', '/', 't', 0x00, 0x03, 'b', 'y', 'e', 0x00, 0x01, 'u',
-               0x00, 0x01, 'p');
+    assert_out(0x10, 0x2C, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x05, 0xEE, 0x00, 0x0A, 0x05, 0x11, 0x00,
+               0x00, 0x00, 0x0A, 0x00, 0x02, 'c', '1', 0x07, 0x01, 0x01, 0x18, 0x00, 0x00, 0x00,
+               0x05, 0x00, 0x03, 'w', '/', 't', 0x00, 0x03, 'b', 'y', 'e', 0x00, 0x01, 'u', 0x00,
+               0x01, 'p');
     abuf_reset(&out);
     struct mqtt_connect_out minimal = {.version = MQTT_V5, .clean_start = true, .client_id = ""};
     assert_int_equal(mqtt_encode_connect(&out, &minimal), 0);
@@ -122,11 +137,13 @@ static void test_connect_v5_bytes(void **state)
 static void test_connect_will_fields_ignored_without_will(void **state)
 {
     (void)state;
-    struct mqtt_connect_out c = {.version = MQTT_V311, .client_id = "x", .will_qos = 2,
-                                 .will_retain = true, .will_topic = "t"};
+    struct mqtt_connect_out c = {.version = MQTT_V311,
+                                 .client_id = "x",
+                                 .will_qos = 2,
+                                 .will_retain = true,
+                                 .will_topic = "t"};
     assert_int_equal(mqtt_encode_connect(&out, &c), 0);
-    assert_out(0x10, 0x0D, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, 0x00, 0x00, 0x00, 0x00, 0x01,
-               'x');
+    assert_out(0x10, 0x0D, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, 0x00, 0x00, 0x00, 0x00, 0x01, 'x');
 }
 
 static void test_connack_bytes(void **state)
@@ -142,29 +159,32 @@ static void test_connack_bytes(void **state)
     assert_out(0x20, 0x03, 0x00, 0x00, 0x00);
     abuf_reset(&out);
     const uint8_t props[] = {0x21, 0x00, 0x0A};
-    assert_int_equal(mqtt_encode_connack(&out, MQTT_V5, true, 0x86,
-                                         (struct mqtt_props_out){props, 3}),
-                     0);
+    assert_int_equal(
+        mqtt_encode_connack(&out, MQTT_V5, true, 0x86, (struct mqtt_props_out){props, 3}), 0);
     assert_out(0x20, 0x06, 0x01, 0x86, 0x03, 0x21, 0x00, 0x0A);
     abuf_reset(&out);
     /* properties are only ever written for MQTT 5 */
-    assert_int_equal(mqtt_encode_connack(&out, MQTT_V311, false, 0,
-                                         (struct mqtt_props_out){props, 3}),
-                     0);
+    assert_int_equal(
+        mqtt_encode_connack(&out, MQTT_V311, false, 0, (struct mqtt_props_out){props, 3}), 0);
     assert_out(0x20, 0x02, 0x00, 0x00);
 }
 
 static void test_publish_bytes(void **state)
 {
     (void)state;
-    struct mqtt_publish_out p = {.version = MQTT_V311, .topic = "a/b", .topic_len = 3,
-                                 .payload_len = 2};
+    struct mqtt_publish_out p = {
+        .version = MQTT_V311, .topic = "a/b", .topic_len = 3, .payload_len = 2};
     assert_int_equal(mqtt_encode_publish(&out, &p, "hi"), 0);
     assert_out(0x30, 0x07, 0x00, 0x03, 'a', '/', 'b', 'h', 'i');
 
     abuf_reset(&out);
-    p = (struct mqtt_publish_out){.version = MQTT_V311, .qos = 1, .dup = true, .retain = true,
-                                  .topic = "a/b", .topic_len = 3, .packet_id = 10,
+    p = (struct mqtt_publish_out){.version = MQTT_V311,
+                                  .qos = 1,
+                                  .dup = true,
+                                  .retain = true,
+                                  .topic = "a/b",
+                                  .topic_len = 3,
+                                  .packet_id = 10,
                                   .payload_len = 5};
     assert_int_equal(mqtt_encode_publish(&out, &p, "hello"), 0);
     assert_out(0x3B, 0x0C, 0x00, 0x03, 'a', '/', 'b', 0x00, 0x0A, 'h', 'e', 'l', 'l', 'o');
@@ -172,8 +192,12 @@ static void test_publish_bytes(void **state)
     abuf_reset(&out);
     const uint8_t props[] = {0x01, 0x01, 0x02, 0x00, 0x00, 0x00, 0x3C, 0x23, 0x00,
                              0x05, 0x26, 0x00, 0x01, 'k',  0x00, 0x01, 'v'};
-    p = (struct mqtt_publish_out){.version = MQTT_V5, .qos = 2, .topic = "a/b", .topic_len = 3,
-                                  .packet_id = 11, .props = {props, sizeof(props)},
+    p = (struct mqtt_publish_out){.version = MQTT_V5,
+                                  .qos = 2,
+                                  .topic = "a/b",
+                                  .topic_len = 3,
+                                  .packet_id = 11,
+                                  .props = {props, sizeof(props)},
                                   .payload_len = 2};
     assert_int_equal(mqtt_encode_publish(&out, &p, "{}"), 0);
     assert_out(0x34, 0x1B, 0x00, 0x03, 'a', '/', 'b', 0x00, 0x0B, 0x11, 0x01, 0x01, 0x02, 0x00,
@@ -182,15 +206,15 @@ static void test_publish_bytes(void **state)
 
     abuf_reset(&out);
     const uint8_t alias[] = {0x23, 0x00, 0x07};
-    p = (struct mqtt_publish_out){.version = MQTT_V5, .topic = "", .topic_len = 0,
-                                  .props = {alias, 3}, .payload_len = 0};
+    p = (struct mqtt_publish_out){
+        .version = MQTT_V5, .topic = "", .topic_len = 0, .props = {alias, 3}, .payload_len = 0};
     assert_int_equal(mqtt_encode_publish(&out, &p, NULL), 0);
     assert_out(0x30, 0x06, 0x00, 0x00, 0x03, 0x23, 0x00, 0x07);
 
     abuf_reset(&out);
     /* topic_len is honoured: the topic need not be NUL-terminated */
-    p = (struct mqtt_publish_out){.version = MQTT_V5, .topic = "tXYZ", .topic_len = 1,
-                                  .payload_len = 1};
+    p = (struct mqtt_publish_out){
+        .version = MQTT_V5, .topic = "tXYZ", .topic_len = 1, .payload_len = 1};
     assert_int_equal(mqtt_encode_publish(&out, &p, "x"), 0);
     assert_out(0x30, 0x05, 0x00, 0x01, 't', 0x00, 'x');
 }
@@ -202,8 +226,12 @@ static void test_publish_header_then_payload(void **state)
     static uint8_t payload[300];
     for (size_t i = 0; i < sizeof(payload); i++)
         payload[i] = (uint8_t)i;
-    struct mqtt_publish_out p = {.version = MQTT_V311, .qos = 1, .topic = "t", .topic_len = 1,
-                                 .packet_id = 2, .payload_len = sizeof(payload)};
+    struct mqtt_publish_out p = {.version = MQTT_V311,
+                                 .qos = 1,
+                                 .topic = "t",
+                                 .topic_len = 1,
+                                 .packet_id = 2,
+                                 .payload_len = sizeof(payload)};
     assert_int_equal(mqtt_encode_publish_header(&out, &p), 0);
     /* remaining length 3 + 2 + 300 = 305 = 0xB1 0x02 */
     assert_out(0x32, 0xB1, 0x02, 0x00, 0x01, 't', 0x00, 0x02);
@@ -223,8 +251,8 @@ static void test_publish_size_matches_encoding(void **state)
     static char topic[300];
     memset(props, 0x26, sizeof(props));
     memset(topic, 'a', sizeof(topic));
-    const size_t payload_lens[] = {0, 1, 100, 120, 121, 122, 127, 128, 16370, 16383, 16384,
-                                   2097140, 2097151, 2097152, 5000000};
+    const size_t payload_lens[] = {0,     1,     100,   120,     121,     122,     127,    128,
+                                   16370, 16383, 16384, 2097140, 2097151, 2097152, 5000000};
     const size_t topic_lens[] = {0, 1, 5, 130};
     const size_t props_lens[] = {0, 1, 127, 128, 300};
     size_t combos = 0;
@@ -233,17 +261,18 @@ static void test_publish_size_matches_encoding(void **state)
             for (size_t t = 0; t < ARRAY_LEN(topic_lens); t++)
                 for (size_t k = 0; k < ARRAY_LEN(props_lens); k++)
                     for (size_t n = 0; n < ARRAY_LEN(payload_lens); n++) {
-                        struct mqtt_publish_out p = {
-                            .version = version, .qos = qos, .topic = topic,
-                            .topic_len = topic_lens[t], .packet_id = 1,
-                            .props = {props, props_lens[k]}, .payload_len = payload_lens[n]};
+                        struct mqtt_publish_out p = {.version = version,
+                                                     .qos = qos,
+                                                     .topic = topic,
+                                                     .topic_len = topic_lens[t],
+                                                     .packet_id = 1,
+                                                     .props = {props, props_lens[k]},
+                                                     .payload_len = payload_lens[n]};
                         abuf_reset(&out);
                         assert_int_equal(mqtt_encode_publish_header(&out, &p), 0);
-                        assert_int_equal(mqtt_publish_packet_size(&p),
-                                         out.len + payload_lens[n]);
+                        assert_int_equal(mqtt_publish_packet_size(&p), out.len + payload_lens[n]);
                         struct mqtt_fixed_header h;
-                        assert_int_equal(mqtt_fixed_header_parse(out.data, out.len, &h),
-                                         WIRE_OK);
+                        assert_int_equal(mqtt_fixed_header_parse(out.data, out.len, &h), WIRE_OK);
                         assert_int_equal(h.header_len + (size_t)h.remaining_length,
                                          out.len + payload_lens[n]);
                         combos++;
@@ -269,14 +298,12 @@ static void test_ack_bytes(void **state)
     assert_out(0x40, 0x03, 0x00, 0x01, 0x10);
     abuf_reset(&out);
     const uint8_t props[] = {0x1F, 0x00, 0x02, 'n', 'o'};
-    assert_int_equal(mqtt_encode_ack(&out, MQTT_V5, MQTT_PUBREC, 1, 0x80,
-                                     (struct mqtt_props_out){props, 5}),
-                     0);
+    assert_int_equal(
+        mqtt_encode_ack(&out, MQTT_V5, MQTT_PUBREC, 1, 0x80, (struct mqtt_props_out){props, 5}), 0);
     assert_out(0x50, 0x09, 0x00, 0x01, 0x80, 0x05, 0x1F, 0x00, 0x02, 'n', 'o');
     abuf_reset(&out);
-    assert_int_equal(mqtt_encode_ack(&out, MQTT_V5, MQTT_PUBREL, 7, 0,
-                                     (struct mqtt_props_out){props, 5}),
-                     0);
+    assert_int_equal(
+        mqtt_encode_ack(&out, MQTT_V5, MQTT_PUBREL, 7, 0, (struct mqtt_props_out){props, 5}), 0);
     assert_out(0x62, 0x09, 0x00, 0x07, 0x00, 0x05, 0x1F, 0x00, 0x02, 'n', 'o');
     abuf_reset(&out);
     assert_int_equal(mqtt_encode_ack(&out, MQTT_V5, MQTT_PUBCOMP, 7, 0x92, NO_PROPS), 0);
@@ -292,9 +319,8 @@ static void test_subscribe_bytes(void **state)
     assert_out(0x82, 0x0C, 0x00, 0x0A, 0x00, 0x03, 'a', '/', 'b', 0x01, 0x00, 0x01, '#', 0x02);
     abuf_reset(&out);
     const uint8_t props[] = {0x0B, 0x05};
-    assert_int_equal(mqtt_encode_subscribe(&out, MQTT_V5, 11, (struct mqtt_props_out){props, 2},
-                                           entries, 2),
-                     0);
+    assert_int_equal(
+        mqtt_encode_subscribe(&out, MQTT_V5, 11, (struct mqtt_props_out){props, 2}, entries, 2), 0);
     assert_out(0x82, 0x0F, 0x00, 0x0B, 0x02, 0x0B, 0x05, 0x00, 0x03, 'a', '/', 'b', 0x2D, 0x00,
                0x01, '#', 0x12);
 }
@@ -319,17 +345,16 @@ static void test_suback_bytes(void **state)
     assert_out(0x90, 0x04, 0x00, 0x0A, 0x01, 0x80);
     abuf_reset(&out);
     const uint8_t v5_codes[] = {0x00, 0x02, 0xA2};
-    assert_int_equal(mqtt_encode_suback(&out, MQTT_V5, MQTT_SUBACK, 10, NO_PROPS, v5_codes, 3),
-                     0);
+    assert_int_equal(mqtt_encode_suback(&out, MQTT_V5, MQTT_SUBACK, 10, NO_PROPS, v5_codes, 3), 0);
     assert_out(0x90, 0x06, 0x00, 0x0A, 0x00, 0x00, 0x02, 0xA2);
     abuf_reset(&out);
-    assert_int_equal(
-        mqtt_encode_suback(&out, MQTT_V311, MQTT_UNSUBACK, 11, NO_PROPS, v5_codes, 3), 0);
+    assert_int_equal(mqtt_encode_suback(&out, MQTT_V311, MQTT_UNSUBACK, 11, NO_PROPS, v5_codes, 3),
+                     0);
     assert_out(0xB0, 0x02, 0x00, 0x0B);
     abuf_reset(&out);
     const uint8_t unsub_codes[] = {0x00, 0x11};
-    assert_int_equal(
-        mqtt_encode_suback(&out, MQTT_V5, MQTT_UNSUBACK, 11, NO_PROPS, unsub_codes, 2), 0);
+    assert_int_equal(mqtt_encode_suback(&out, MQTT_V5, MQTT_UNSUBACK, 11, NO_PROPS, unsub_codes, 2),
+                     0);
     assert_out(0xB0, 0x05, 0x00, 0x0B, 0x00, 0x00, 0x11);
 }
 
@@ -378,9 +403,9 @@ static void test_disconnect_and_auth_bytes(void **state)
     assert_int_equal(mqtt_encode_disconnect(&out, MQTT_V5, MQTT_AUTH, 0x18, NO_PROPS), 0);
     assert_out(0xF0, 0x02, 0x18, 0x00);
     abuf_reset(&out);
-    assert_int_equal(mqtt_encode_disconnect(&out, MQTT_V5, MQTT_AUTH, 0x19,
-                                            (struct mqtt_props_out){props, 3}),
-                     0);
+    assert_int_equal(
+        mqtt_encode_disconnect(&out, MQTT_V5, MQTT_AUTH, 0x19, (struct mqtt_props_out){props, 3}),
+        0);
     assert_out(0xF0, 0x05, 0x19, 0x03, 0x1F, 0x00, 0x00);
 }
 
@@ -396,41 +421,50 @@ static void test_refusals_leave_buffer_unchanged(void **state)
 
     struct mqtt_connect_out c = {.version = MQTT_V311, .client_id = long_string};
     assert_int_equal(mqtt_encode_connect(&out, &c), -1);
-    c = (struct mqtt_connect_out){.version = MQTT_V311, .client_id = "x",
-                                  .username = long_string};
+    c = (struct mqtt_connect_out){.version = MQTT_V311, .client_id = "x", .username = long_string};
     assert_int_equal(mqtt_encode_connect(&out, &c), -1);
-    c = (struct mqtt_connect_out){.version = MQTT_V311, .client_id = "x", .username = "u",
-                                  .password = long_bytes, .password_len = 65536};
+    c = (struct mqtt_connect_out){.version = MQTT_V311,
+                                  .client_id = "x",
+                                  .username = "u",
+                                  .password = long_bytes,
+                                  .password_len = 65536};
     assert_int_equal(mqtt_encode_connect(&out, &c), -1);
-    c = (struct mqtt_connect_out){.version = MQTT_V311, .client_id = "x", .will_flag = true,
-                                  .will_topic = long_string};
+    c = (struct mqtt_connect_out){
+        .version = MQTT_V311, .client_id = "x", .will_flag = true, .will_topic = long_string};
     assert_int_equal(mqtt_encode_connect(&out, &c), -1);
-    c = (struct mqtt_connect_out){.version = MQTT_V311, .client_id = "x", .will_flag = true,
-                                  .will_topic = "t", .will_payload = long_bytes,
+    c = (struct mqtt_connect_out){.version = MQTT_V311,
+                                  .client_id = "x",
+                                  .will_flag = true,
+                                  .will_topic = "t",
+                                  .will_payload = long_bytes,
                                   .will_payload_len = 65536};
     assert_int_equal(mqtt_encode_connect(&out, &c), -1);
-    c = (struct mqtt_connect_out){.version = MQTT_V311, .client_id = "x", .will_flag = true,
-                                  .will_qos = 3, .will_topic = "t"};
+    c = (struct mqtt_connect_out){.version = MQTT_V311,
+                                  .client_id = "x",
+                                  .will_flag = true,
+                                  .will_qos = 3,
+                                  .will_topic = "t"};
     assert_int_equal(mqtt_encode_connect(&out, &c), -1);
     c = (struct mqtt_connect_out){.version = MQTT_V311, .client_id = "x", .will_flag = true};
     assert_int_equal(mqtt_encode_connect(&out, &c), -1); /* will without topic */
     c = (struct mqtt_connect_out){.version = 6, .client_id = "x"};
     assert_int_equal(mqtt_encode_connect(&out, &c), -1);
 
-    struct mqtt_publish_out p = {.version = MQTT_V311, .topic = long_string,
-                                 .topic_len = 65536};
+    struct mqtt_publish_out p = {.version = MQTT_V311, .topic = long_string, .topic_len = 65536};
     assert_int_equal(mqtt_encode_publish_header(&out, &p), -1);
     assert_int_equal(mqtt_publish_packet_size(&p), 0);
     p = (struct mqtt_publish_out){.version = MQTT_V311, .qos = 3, .topic = "t", .topic_len = 1};
     assert_int_equal(mqtt_encode_publish_header(&out, &p), -1);
     /* remaining length limit: 3 (topic) + payload */
-    p = (struct mqtt_publish_out){.version = MQTT_V311, .topic = "t", .topic_len = 1,
-                                  .payload_len = MQTT_VARINT_MAX - 2};
+    p = (struct mqtt_publish_out){
+        .version = MQTT_V311, .topic = "t", .topic_len = 1, .payload_len = MQTT_VARINT_MAX - 2};
     assert_int_equal(mqtt_encode_publish_header(&out, &p), -1);
     assert_int_equal(mqtt_publish_packet_size(&p), 0);
     p.payload_len = MQTT_VARINT_MAX - 3;
     assert_int_equal(mqtt_publish_packet_size(&p), 1 + 4 + (size_t)MQTT_VARINT_MAX);
-    p = (struct mqtt_publish_out){.version = MQTT_V5, .topic = "t", .topic_len = 1,
+    p = (struct mqtt_publish_out){.version = MQTT_V5,
+                                  .topic = "t",
+                                  .topic_len = 1,
                                   .props = {long_bytes, (size_t)MQTT_VARINT_MAX + 1}};
     assert_int_equal(mqtt_encode_publish_header(&out, &p), -1);
 
@@ -462,10 +496,14 @@ static void test_limits_accepted(void **state)
     (void)state;
     static char max_string[65536];
     memset(max_string, 'a', 65535);
-    struct mqtt_connect_out c = {.version = MQTT_V5, .client_id = max_string,
-                                 .username = max_string, .password = (uint8_t *)max_string,
-                                 .password_len = 65535, .will_flag = true,
-                                 .will_topic = max_string, .will_payload = (uint8_t *)max_string,
+    struct mqtt_connect_out c = {.version = MQTT_V5,
+                                 .client_id = max_string,
+                                 .username = max_string,
+                                 .password = (uint8_t *)max_string,
+                                 .password_len = 65535,
+                                 .will_flag = true,
+                                 .will_topic = max_string,
+                                 .will_payload = (uint8_t *)max_string,
                                  .will_payload_len = 65535};
     assert_int_equal(mqtt_encode_connect(&out, &c), 0);
     size_t len;
@@ -486,13 +524,20 @@ static void test_connect_round_trip_all_versions(void **state)
         for (int variant = 0; variant < 4; variant++) {
             abuf_reset(&out);
             bool will = variant & 1, creds = variant & 2;
-            struct mqtt_connect_out c = {
-                .version = version, .is_peer = variant == 3, .clean_start = variant != 1,
-                .keepalive = (uint16_t)(variant * 1000), .client_id = "client-\xC3\xA9",
-                .will_flag = will, .will_qos = will ? 2 : 0, .will_retain = will,
-                .will_topic = "last/will", .will_payload = (const uint8_t *)"\x00\xFF",
-                .will_payload_len = 2, .username = creds ? "name" : NULL,
-                .password = creds ? (const uint8_t *)"\x00secret" : NULL, .password_len = 7};
+            struct mqtt_connect_out c = {.version = version,
+                                         .is_peer = variant == 3,
+                                         .clean_start = variant != 1,
+                                         .keepalive = (uint16_t)(variant * 1000),
+                                         .client_id = "client-\xC3\xA9",
+                                         .will_flag = will,
+                                         .will_qos = will ? 2 : 0,
+                                         .will_retain = will,
+                                         .will_topic = "last/will",
+                                         .will_payload = (const uint8_t *)"\x00\xFF",
+                                         .will_payload_len = 2,
+                                         .username = creds ? "name" : NULL,
+                                         .password = creds ? (const uint8_t *)"\x00secret" : NULL,
+                                         .password_len = 7};
             assert_int_equal(mqtt_encode_connect(&out, &c), 0);
             size_t len;
             const uint8_t *body = frame(MQTT_CONNECT, 0, &len);
@@ -541,9 +586,13 @@ static void test_connect_every_property(void **state)
     mqtt_property_add_bytes(&will, MQTT_PROP_RESPONSE_TOPIC, "reply", 5);
     mqtt_property_add_bytes(&will, MQTT_PROP_CORRELATION_DATA, "\xFF", 1);
     mqtt_property_add_pair(&will, MQTT_PROP_USER_PROPERTY, "a", 1, "b", 1);
-    struct mqtt_connect_out c = {.version = MQTT_V5, .props = props_of(&props), .client_id = "x",
-                                 .will_flag = true, .will_props = props_of(&will),
-                                 .will_topic = "w", .will_payload = (const uint8_t *)"bye",
+    struct mqtt_connect_out c = {.version = MQTT_V5,
+                                 .props = props_of(&props),
+                                 .client_id = "x",
+                                 .will_flag = true,
+                                 .will_props = props_of(&will),
+                                 .will_topic = "w",
+                                 .will_payload = (const uint8_t *)"bye",
                                  .will_payload_len = 3};
     assert_int_equal(mqtt_encode_connect(&out, &c), 0);
     size_t len;
@@ -643,8 +692,13 @@ static void test_publish_round_trip_every_property(void **state)
     mqtt_property_add_varint(&props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, 1);
     mqtt_property_add_bytes(&props, MQTT_PROP_CONTENT_TYPE, "text/plain", 10);
     const char payload[] = "h\xC3\xA9llo";
-    struct mqtt_publish_out po = {.version = MQTT_V5, .qos = 1, .retain = true, .topic = "x/y",
-                                  .topic_len = 3, .packet_id = 65535, .props = props_of(&props),
+    struct mqtt_publish_out po = {.version = MQTT_V5,
+                                  .qos = 1,
+                                  .retain = true,
+                                  .topic = "x/y",
+                                  .topic_len = 3,
+                                  .packet_id = 65535,
+                                  .props = props_of(&props),
                                   .payload_len = strlen(payload)};
     assert_int_equal(mqtt_encode_publish(&out, &po, payload), 0);
     size_t len;
@@ -665,8 +719,7 @@ static void test_publish_round_trip_every_property(void **state)
     assert_int_equal(p.props.user_property_count, 2);
     assert_int_equal(p.props.subscription_identifier, 2097152);
     assert_int_equal(p.props.subscription_identifier_count, 2);
-    assert_view((struct wire_bytes){p.payload, (uint16_t)p.payload_len}, payload,
-                strlen(payload));
+    assert_view((struct wire_bytes){p.payload, (uint16_t)p.payload_len}, payload, strlen(payload));
     /* what a broker forwards: the same bytes minus expiry, alias and subscription ids */
     assert_int_equal(mqtt_properties_copy_forwardable(&p.props, &fwd), 0);
     struct abuf expected = {0};
@@ -694,9 +747,12 @@ static void test_publish_round_trip_all_versions(void **state)
         for (uint8_t qos = 0; qos <= 2; qos++)
             for (size_t s = 0; s < ARRAY_LEN(sizes); s++) {
                 abuf_reset(&out);
-                struct mqtt_publish_out po = {.version = version, .qos = qos,
-                                              .dup = qos > 0 && s % 2, .retain = s % 3 == 0,
-                                              .topic = "sport/tennis", .topic_len = 12,
+                struct mqtt_publish_out po = {.version = version,
+                                              .qos = qos,
+                                              .dup = qos > 0 && s % 2,
+                                              .retain = s % 3 == 0,
+                                              .topic = "sport/tennis",
+                                              .topic_len = 12,
                                               .packet_id = (uint16_t)(qos ? 1000 + s : 0),
                                               .payload_len = sizes[s]};
                 assert_int_equal(mqtt_encode_publish(&out, &po, payload), 0);
@@ -711,8 +767,7 @@ static void test_publish_round_trip_all_versions(void **state)
                 assert_int_equal(p.packet_id, po.packet_id);
                 assert_view(p.topic, "sport/tennis", 12);
                 assert_int_equal(p.payload_len, sizes[s]);
-                if (sizes[s])
-                    assert_memory_equal(p.payload, payload, sizes[s]);
+                if (sizes[s]) assert_memory_equal(p.payload, payload, sizes[s]);
                 assert_int_equal(mqtt_publish_packet_size(&po), out.len);
             }
 }
@@ -723,8 +778,8 @@ static void test_ack_round_trip(void **state)
     struct abuf props = {0};
     mqtt_property_add_bytes(&props, MQTT_PROP_REASON_STRING, "why", 3);
     mqtt_property_add_pair(&props, MQTT_PROP_USER_PROPERTY, "k", 1, "v", 1);
-    const uint8_t reasons[][2] = {{MQTT_PUBACK, 0x97}, {MQTT_PUBREC, 0x10},
-                                  {MQTT_PUBREL, 0x92}, {MQTT_PUBCOMP, 0x00}};
+    const uint8_t reasons[][2] = {
+        {MQTT_PUBACK, 0x97}, {MQTT_PUBREC, 0x10}, {MQTT_PUBREL, 0x92}, {MQTT_PUBCOMP, 0x00}};
     for (size_t i = 0; i < ARRAY_LEN(reasons); i++) {
         uint8_t type = reasons[i][0], reason = reasons[i][1];
         for (uint8_t version = 3; version <= 5; version++) {
@@ -740,8 +795,7 @@ static void test_ack_round_trip(void **state)
                 if (version == MQTT_V5) {
                     assert_int_equal(a.reason, reason);
                     assert_int_equal(a.props.user_property_count, with_props ? 1 : 0);
-                    if (with_props)
-                        assert_view(a.props.reason_string, "why", 3);
+                    if (with_props) assert_view(a.props.reason_string, "why", 3);
                 } else {
                     assert_int_equal(a.reason, 0);
                 }
@@ -761,8 +815,7 @@ static void test_subscribe_round_trip(void **state)
         {"a/+/c", 0x00}, {"#", 0x01 | 0x04}, {"$share/g/x", 0x02 | 0x08 | 0x20}, {"d", 0x11}};
     for (uint8_t version = 3; version <= 5; version++) {
         abuf_reset(&out);
-        assert_int_equal(mqtt_encode_subscribe(&out, version, 77, props_of(&props), entries, 4),
-                         0);
+        assert_int_equal(mqtt_encode_subscribe(&out, version, 77, props_of(&props), entries, 4), 0);
         size_t len;
         const uint8_t *body = frame(MQTT_SUBSCRIBE, 2, &len);
         struct mqtt_subscribe s;
@@ -835,19 +888,17 @@ static void test_suback_round_trip(void **state)
         assert_int_equal(s.packet_id, 5);
         assert_int_equal(s.count, 4);
         assert_memory_equal(s.codes, sub_codes, 4);
-        if (version == MQTT_V5)
-            assert_view(s.props.reason_string, "r", 1);
+        if (version == MQTT_V5) assert_view(s.props.reason_string, "r", 1);
 
         abuf_reset(&out);
-        assert_int_equal(mqtt_encode_suback(&out, version, MQTT_UNSUBACK, 6, props_of(&props),
-                                            unsub_codes, 3),
-                         0);
+        assert_int_equal(
+            mqtt_encode_suback(&out, version, MQTT_UNSUBACK, 6, props_of(&props), unsub_codes, 3),
+            0);
         body = frame(MQTT_UNSUBACK, 0, &len);
         assert_int_equal(mqtt_decode_suback(version, MQTT_UNSUBACK, body, len, &s), 0);
         assert_int_equal(s.packet_id, 6);
         assert_int_equal(s.count, version == MQTT_V5 ? 3 : 0);
-        if (version == MQTT_V5)
-            assert_memory_equal(s.codes, unsub_codes, 3);
+        if (version == MQTT_V5) assert_memory_equal(s.codes, unsub_codes, 3);
     }
     abuf_free(&props);
 }
@@ -869,16 +920,15 @@ static void test_disconnect_and_auth_round_trip(void **state)
         for (int with_props = 0; with_props < 2; with_props++) {
             abuf_reset(&out);
             struct mqtt_props_out po = with_props ? props_of(&dprops) : NO_PROPS;
-            assert_int_equal(
-                mqtt_encode_disconnect(&out, MQTT_V5, MQTT_DISCONNECT, reasons[i], po), 0);
+            assert_int_equal(mqtt_encode_disconnect(&out, MQTT_V5, MQTT_DISCONNECT, reasons[i], po),
+                             0);
             size_t len;
             const uint8_t *body = frame(MQTT_DISCONNECT, 0, &len);
             struct mqtt_disconnect d;
             assert_int_equal(mqtt_decode_disconnect(MQTT_V5, MQTT_DISCONNECT, body, len, &d), 0);
             assert_int_equal(d.reason, reasons[i]);
             if (with_props) {
-                assert_true(d.props.present &
-                            MQTT_PROP_BIT(MQTT_PROP_SESSION_EXPIRY_INTERVAL));
+                assert_true(d.props.present & MQTT_PROP_BIT(MQTT_PROP_SESSION_EXPIRY_INTERVAL));
                 assert_view(d.props.server_reference, "elsewhere", 9);
                 assert_view(d.props.reason_string, "bye", 3);
                 assert_int_equal(d.props.user_property_count, 1);

@@ -48,8 +48,8 @@ static const struct prop_case prop_cases[] = {
     {0x1A, K_STRING, 0, C(MQTT_PROPS_CONNACK)},
     {0x1C, K_STRING, 0, C(MQTT_PROPS_CONNACK) | C(MQTT_PROPS_DISCONNECT)},
     {0x1F, K_STRING, 0,
-     C(MQTT_PROPS_CONNACK) | C(MQTT_PROPS_PUBACK) | C(MQTT_PROPS_SUBACK) |
-         C(MQTT_PROPS_UNSUBACK) | C(MQTT_PROPS_DISCONNECT) | C(MQTT_PROPS_AUTH)},
+     C(MQTT_PROPS_CONNACK) | C(MQTT_PROPS_PUBACK) | C(MQTT_PROPS_SUBACK) | C(MQTT_PROPS_UNSUBACK) |
+         C(MQTT_PROPS_DISCONNECT) | C(MQTT_PROPS_AUTH)},
     {0x21, K_U16, 65535, C(MQTT_PROPS_CONNECT) | C(MQTT_PROPS_CONNACK)},
     {0x22, K_U16, 10, C(MQTT_PROPS_CONNECT) | C(MQTT_PROPS_CONNACK)},
     {0x23, K_U16, 5, C(MQTT_PROPS_PUBLISH)},
@@ -70,17 +70,27 @@ static void add_sample(struct abuf *b, const struct prop_case *c)
 {
     int rc = -1;
     switch (c->kind) {
-    case K_BYTE: rc = mqtt_property_add_u8(b, c->id, (uint8_t)c->number); break;
-    case K_U16: rc = mqtt_property_add_u16(b, c->id, (uint16_t)c->number); break;
-    case K_U32: rc = mqtt_property_add_u32(b, c->id, c->number); break;
-    case K_VARINT: rc = mqtt_property_add_varint(b, c->id, c->number); break;
+    case K_BYTE:
+        rc = mqtt_property_add_u8(b, c->id, (uint8_t)c->number);
+        break;
+    case K_U16:
+        rc = mqtt_property_add_u16(b, c->id, (uint16_t)c->number);
+        break;
+    case K_U32:
+        rc = mqtt_property_add_u32(b, c->id, c->number);
+        break;
+    case K_VARINT:
+        rc = mqtt_property_add_varint(b, c->id, c->number);
+        break;
     case K_STRING:
         rc = mqtt_property_add_bytes(b, c->id, sample_string, strlen(sample_string));
         break;
     case K_BINARY:
         rc = mqtt_property_add_bytes(b, c->id, sample_binary, sizeof(sample_binary));
         break;
-    case K_PAIR: rc = mqtt_property_add_pair(b, c->id, "k", 1, "value", 5); break;
+    case K_PAIR:
+        rc = mqtt_property_add_pair(b, c->id, "k", 1, "value", 5);
+        break;
     }
     assert_int_equal(rc, 0);
 }
@@ -132,36 +142,87 @@ static void assert_sample_string(struct wire_bytes b)
 static void check_decoded(const struct prop_case *c, const struct mqtt_properties *p)
 {
     switch (c->id) {
-    case 0x01: assert_int_equal(p->payload_format_indicator, c->number); break;
-    case 0x02: assert_int_equal(p->message_expiry_interval, c->number); break;
-    case 0x03: assert_sample_string(p->content_type); break;
-    case 0x08: assert_sample_string(p->response_topic); break;
-    case 0x09: assert_bytes(p->correlation_data, sample_binary, sizeof(sample_binary)); break;
+    case 0x01:
+        assert_int_equal(p->payload_format_indicator, c->number);
+        break;
+    case 0x02:
+        assert_int_equal(p->message_expiry_interval, c->number);
+        break;
+    case 0x03:
+        assert_sample_string(p->content_type);
+        break;
+    case 0x08:
+        assert_sample_string(p->response_topic);
+        break;
+    case 0x09:
+        assert_bytes(p->correlation_data, sample_binary, sizeof(sample_binary));
+        break;
     case 0x0B:
         assert_int_equal(p->subscription_identifier, c->number);
         assert_int_equal(p->subscription_identifier_count, 1);
         break;
-    case 0x11: assert_int_equal(p->session_expiry_interval, c->number); break;
-    case 0x12: assert_sample_string(p->assigned_client_identifier); break;
-    case 0x13: assert_int_equal(p->server_keep_alive, c->number); break;
-    case 0x15: assert_sample_string(p->authentication_method); break;
-    case 0x17: assert_int_equal(p->request_problem_information, c->number); break;
-    case 0x18: assert_int_equal(p->will_delay_interval, c->number); break;
-    case 0x19: assert_int_equal(p->request_response_information, c->number); break;
-    case 0x1A: assert_sample_string(p->response_information); break;
-    case 0x1C: assert_sample_string(p->server_reference); break;
-    case 0x1F: assert_sample_string(p->reason_string); break;
-    case 0x21: assert_int_equal(p->receive_maximum, c->number); break;
-    case 0x22: assert_int_equal(p->topic_alias_maximum, c->number); break;
-    case 0x23: assert_int_equal(p->topic_alias, c->number); break;
-    case 0x24: assert_int_equal(p->maximum_qos, c->number); break;
-    case 0x25: assert_int_equal(p->retain_available, c->number); break;
-    case 0x26: assert_int_equal(p->user_property_count, 1); break;
-    case 0x27: assert_int_equal(p->maximum_packet_size, c->number); break;
-    case 0x28: assert_int_equal(p->wildcard_subscription_available, c->number); break;
-    case 0x29: assert_int_equal(p->subscription_identifier_available, c->number); break;
-    case 0x2A: assert_int_equal(p->shared_subscription_available, c->number); break;
-    default: fail_msg("no check for property 0x%02X", c->id);
+    case 0x11:
+        assert_int_equal(p->session_expiry_interval, c->number);
+        break;
+    case 0x12:
+        assert_sample_string(p->assigned_client_identifier);
+        break;
+    case 0x13:
+        assert_int_equal(p->server_keep_alive, c->number);
+        break;
+    case 0x15:
+        assert_sample_string(p->authentication_method);
+        break;
+    case 0x17:
+        assert_int_equal(p->request_problem_information, c->number);
+        break;
+    case 0x18:
+        assert_int_equal(p->will_delay_interval, c->number);
+        break;
+    case 0x19:
+        assert_int_equal(p->request_response_information, c->number);
+        break;
+    case 0x1A:
+        assert_sample_string(p->response_information);
+        break;
+    case 0x1C:
+        assert_sample_string(p->server_reference);
+        break;
+    case 0x1F:
+        assert_sample_string(p->reason_string);
+        break;
+    case 0x21:
+        assert_int_equal(p->receive_maximum, c->number);
+        break;
+    case 0x22:
+        assert_int_equal(p->topic_alias_maximum, c->number);
+        break;
+    case 0x23:
+        assert_int_equal(p->topic_alias, c->number);
+        break;
+    case 0x24:
+        assert_int_equal(p->maximum_qos, c->number);
+        break;
+    case 0x25:
+        assert_int_equal(p->retain_available, c->number);
+        break;
+    case 0x26:
+        assert_int_equal(p->user_property_count, 1);
+        break;
+    case 0x27:
+        assert_int_equal(p->maximum_packet_size, c->number);
+        break;
+    case 0x28:
+        assert_int_equal(p->wildcard_subscription_available, c->number);
+        break;
+    case 0x29:
+        assert_int_equal(p->subscription_identifier_available, c->number);
+        break;
+    case 0x2A:
+        assert_int_equal(p->shared_subscription_available, c->number);
+        break;
+    default:
+        fail_msg("no check for property 0x%02X", c->id);
     }
     if (c->id == MQTT_PROP_USER_PROPERTY)
         assert_int_equal(p->present, 0);
@@ -185,8 +246,7 @@ static void test_every_property_in_every_context(void **state)
             bool allowed = c->allowed & C(ctx);
             if (rc != (allowed ? 0 : MQTT_RC_PROTOCOL_ERROR))
                 fail_msg("property 0x%02X context %d: rc 0x%02X", c->id, ctx, rc);
-            if (!allowed)
-                continue;
+            if (!allowed) continue;
             check_decoded(c, &p);
             assert_int_equal(p.raw_len, list.len);
             assert_memory_equal(p.raw, list.data, list.len);
@@ -286,12 +346,11 @@ static void test_duplicates(void **state)
         add_sample(&list, c);
         struct mqtt_properties p;
         for (int ctx = 0; ctx < NUM_CONTEXTS; ctx++) {
-            if (!(c->allowed & C(ctx)))
-                continue;
+            if (!(c->allowed & C(ctx))) continue;
             int rc = read_list(&list, (enum mqtt_property_context)ctx, &p);
-            bool may_repeat = c->id == MQTT_PROP_USER_PROPERTY ||
-                              (c->id == MQTT_PROP_SUBSCRIPTION_IDENTIFIER &&
-                               ctx == MQTT_PROPS_PUBLISH);
+            bool may_repeat =
+                c->id == MQTT_PROP_USER_PROPERTY ||
+                (c->id == MQTT_PROP_SUBSCRIPTION_IDENTIFIER && ctx == MQTT_PROPS_PUBLISH);
             if (rc != (may_repeat ? 0 : MQTT_RC_PROTOCOL_ERROR))
                 fail_msg("property 0x%02X twice, context %d: rc 0x%02X", c->id, ctx, rc);
         }
@@ -376,8 +435,8 @@ static void test_value_ranges(void **state)
         struct mqtt_properties p;
         int got = read_list(&list, rc->ctx, &p);
         if (got != rc->rc)
-            fail_msg("property 0x%02X value %u: rc 0x%02X, expected 0x%02X", rc->id, rc->value,
-                     got, rc->rc);
+            fail_msg("property 0x%02X value %u: rc 0x%02X, expected 0x%02X", rc->id, rc->value, got,
+                     rc->rc);
     }
     abuf_free(&list);
 }
@@ -395,36 +454,67 @@ struct raw_case {
 static const struct raw_case raw_cases[] = {
     {"no length at all", {0}, 0, MQTT_PROPS_CONNECT, MQTT_RC_MALFORMED_PACKET},
     {"length unfinished", {0x80}, 1, MQTT_PROPS_CONNECT, MQTT_RC_MALFORMED_PACKET},
-    {"length five bytes", {0x80, 0x80, 0x80, 0x80, 0x01}, 5, MQTT_PROPS_CONNECT,
+    {"length five bytes",
+     {0x80, 0x80, 0x80, 0x80, 0x01},
+     5,
+     MQTT_PROPS_CONNECT,
      MQTT_RC_MALFORMED_PACKET},
-    {"length beyond input", {0x05, 0x11, 0, 0, 0}, 5, MQTT_PROPS_CONNECT,
-     MQTT_RC_MALFORMED_PACKET},
+    {"length beyond input", {0x05, 0x11, 0, 0, 0}, 5, MQTT_PROPS_CONNECT, MQTT_RC_MALFORMED_PACKET},
     {"identifier 0", {0x02, 0x00, 0x00}, 3, MQTT_PROPS_CONNECT, MQTT_RC_MALFORMED_PACKET},
     {"identifier 0x04", {0x02, 0x04, 0x00}, 3, MQTT_PROPS_PUBLISH, MQTT_RC_MALFORMED_PACKET},
     {"identifier 0x2B", {0x02, 0x2B, 0x00}, 3, MQTT_PROPS_CONNACK, MQTT_RC_MALFORMED_PACKET},
     {"identifier 0x7F", {0x02, 0x7F, 0x00}, 3, MQTT_PROPS_CONNACK, MQTT_RC_MALFORMED_PACKET},
-    {"two-byte identifier 129", {0x03, 0x81, 0x01, 0x00}, 4, MQTT_PROPS_PUBLISH,
+    {"two-byte identifier 129",
+     {0x03, 0x81, 0x01, 0x00},
+     4,
+     MQTT_PROPS_PUBLISH,
      MQTT_RC_MALFORMED_PACKET},
-    {"u32 cut by block", {0x03, 0x11, 0x00, 0x00, 0x00, 0x00}, 6, MQTT_PROPS_CONNECT,
+    {"u32 cut by block",
+     {0x03, 0x11, 0x00, 0x00, 0x00, 0x00},
+     6,
+     MQTT_PROPS_CONNECT,
      MQTT_RC_MALFORMED_PACKET},
-    {"u16 cut by block", {0x02, 0x21, 0x00, 0x01}, 4, MQTT_PROPS_CONNECT,
-     MQTT_RC_MALFORMED_PACKET},
+    {"u16 cut by block", {0x02, 0x21, 0x00, 0x01}, 4, MQTT_PROPS_CONNECT, MQTT_RC_MALFORMED_PACKET},
     {"byte missing", {0x01, 0x17}, 2, MQTT_PROPS_CONNECT, MQTT_RC_MALFORMED_PACKET},
-    {"varint unfinished", {0x03, 0x0B, 0x80, 0x80}, 4, MQTT_PROPS_SUBSCRIBE,
+    {"varint unfinished",
+     {0x03, 0x0B, 0x80, 0x80},
+     4,
+     MQTT_PROPS_SUBSCRIBE,
      MQTT_RC_MALFORMED_PACKET},
-    {"varint five bytes", {0x06, 0x0B, 0x80, 0x80, 0x80, 0x80, 0x01}, 7, MQTT_PROPS_SUBSCRIBE,
+    {"varint five bytes",
+     {0x06, 0x0B, 0x80, 0x80, 0x80, 0x80, 0x01},
+     7,
+     MQTT_PROPS_SUBSCRIBE,
      MQTT_RC_MALFORMED_PACKET},
-    {"string longer than block", {0x04, 0x1F, 0x00, 0x03, 'a', 'b', 'c'}, 7,
-     MQTT_PROPS_PUBACK, MQTT_RC_MALFORMED_PACKET},
-    {"string with U+0000", {0x05, 0x1F, 0x00, 0x02, 'a', 0x00}, 6, MQTT_PROPS_PUBACK,
+    {"string longer than block",
+     {0x04, 0x1F, 0x00, 0x03, 'a', 'b', 'c'},
+     7,
+     MQTT_PROPS_PUBACK,
      MQTT_RC_MALFORMED_PACKET},
-    {"string with surrogate", {0x06, 0x03, 0x00, 0x03, 0xED, 0xA0, 0x80}, 7,
-     MQTT_PROPS_PUBLISH, MQTT_RC_MALFORMED_PACKET},
-    {"user name bad UTF-8", {0x07, 0x26, 0x00, 0x01, 0xFF, 0x00, 0x01, 'v'}, 8,
-     MQTT_PROPS_PUBACK, MQTT_RC_MALFORMED_PACKET},
-    {"user value bad UTF-8", {0x07, 0x26, 0x00, 0x01, 'k', 0x00, 0x01, 0xC0}, 8,
-     MQTT_PROPS_PUBACK, MQTT_RC_MALFORMED_PACKET},
-    {"user value missing", {0x04, 0x26, 0x00, 0x01, 'k'}, 5, MQTT_PROPS_PUBACK,
+    {"string with U+0000",
+     {0x05, 0x1F, 0x00, 0x02, 'a', 0x00},
+     6,
+     MQTT_PROPS_PUBACK,
+     MQTT_RC_MALFORMED_PACKET},
+    {"string with surrogate",
+     {0x06, 0x03, 0x00, 0x03, 0xED, 0xA0, 0x80},
+     7,
+     MQTT_PROPS_PUBLISH,
+     MQTT_RC_MALFORMED_PACKET},
+    {"user name bad UTF-8",
+     {0x07, 0x26, 0x00, 0x01, 0xFF, 0x00, 0x01, 'v'},
+     8,
+     MQTT_PROPS_PUBACK,
+     MQTT_RC_MALFORMED_PACKET},
+    {"user value bad UTF-8",
+     {0x07, 0x26, 0x00, 0x01, 'k', 0x00, 0x01, 0xC0},
+     8,
+     MQTT_PROPS_PUBACK,
+     MQTT_RC_MALFORMED_PACKET},
+    {"user value missing",
+     {0x04, 0x26, 0x00, 0x01, 'k'},
+     5,
+     MQTT_PROPS_PUBACK,
      MQTT_RC_MALFORMED_PACKET},
     {"binary not UTF-8 is fine", {0x04, 0x09, 0x00, 0x01, 0xFF}, 5, MQTT_PROPS_PUBLISH, 0},
     {"empty string is fine", {0x03, 0x1F, 0x00, 0x00}, 4, MQTT_PROPS_DISCONNECT, 0},
@@ -440,8 +530,7 @@ static void test_malformed_blocks(void **state)
         struct mqtt_properties p;
         wire_reader_init(&r, c->bytes, c->len);
         int rc = mqtt_properties_read(&r, c->ctx, &p);
-        if (rc != c->rc)
-            fail_msg("%s: rc 0x%02X, expected 0x%02X", c->what, rc, c->rc);
+        if (rc != c->rc) fail_msg("%s: rc 0x%02X, expected 0x%02X", c->what, rc, c->rc);
     }
 }
 
@@ -519,11 +608,11 @@ static void test_copy_forwardable(void **state)
 {
     (void)state;
     struct abuf list = {0}, expected = {0}, out = {0};
-    mqtt_property_add_u32(&list, 0x02, 100);                 /* expiry: broker rewrites it */
+    mqtt_property_add_u32(&list, 0x02, 100); /* expiry: broker rewrites it */
     mqtt_property_add_pair(&list, 0x26, "a", 1, "1", 1);
-    mqtt_property_add_u16(&list, 0x23, 9);                   /* alias: per connection */
+    mqtt_property_add_u16(&list, 0x23, 9); /* alias: per connection */
     mqtt_property_add_bytes(&list, 0x08, "resp", 4);
-    mqtt_property_add_varint(&list, 0x0B, 5);                /* sub id: per subscriber */
+    mqtt_property_add_varint(&list, 0x0B, 5); /* sub id: per subscriber */
     mqtt_property_add_bytes(&list, 0x09, "corr", 4);
     mqtt_property_add_u8(&list, 0x01, 1);
     mqtt_property_add_bytes(&list, 0x03, "json", 4);
@@ -568,13 +657,13 @@ static void test_encoder_bytes(void **state)
     assert_int_equal(mqtt_property_add_bytes(&b, 0x09, NULL, 0), 0);
     assert_int_equal(mqtt_property_add_pair(&b, 0x26, "k", 1, "vv", 2), 0);
     const uint8_t expected[] = {
-        0x24, 0x01,                                      /* maximum QoS 1 */
-        0x21, 0x12, 0x34,                                /* receive maximum */
-        0x11, 0xA1, 0xB2, 0xC3, 0xD4,                    /* session expiry */
-        0x0B, 0x80, 0x80, 0x01,                          /* subscription id 16384 */
-        0x03, 0x00, 0x02, 'a',  'b',                     /* content type */
-        0x09, 0x00, 0x00,                                /* empty correlation data */
-        0x26, 0x00, 0x01, 'k',  0x00, 0x02, 'v', 'v',    /* user property */
+        0x24, 0x01,                                   /* maximum QoS 1 */
+        0x21, 0x12, 0x34,                             /* receive maximum */
+        0x11, 0xA1, 0xB2, 0xC3, 0xD4,                 /* session expiry */
+        0x0B, 0x80, 0x80, 0x01,                       /* subscription id 16384 */
+        0x03, 0x00, 0x02, 'a',  'b',                  /* content type */
+        0x09, 0x00, 0x00,                             /* empty correlation data */
+        0x26, 0x00, 0x01, 'k',  0x00, 0x02, 'v', 'v', /* user property */
     };
     assert_int_equal(b.len, sizeof(expected));
     assert_memory_equal(b.data, expected, sizeof(expected));

@@ -248,14 +248,11 @@ static void test_topic_parse_shared_table(void **state)
         bool is_shared = !c->is_shared;
         const char *group = "x", *inner = "x";
         size_t group_len = 99, inner_len = 99;
-        int rc = topic_parse_shared(c->filter, strlen(c->filter), &is_shared, &group,
-                                    &group_len, &inner, &inner_len);
-        if (rc != c->rc)
-            fail_msg("\"%s\": rc %d, expected %d", c->filter, rc, c->rc);
-        if (is_shared != c->is_shared)
-            fail_msg("\"%s\": is_shared wrong", c->filter);
-        if (rc != 0 || !c->is_shared)
-            continue;
+        int rc = topic_parse_shared(c->filter, strlen(c->filter), &is_shared, &group, &group_len,
+                                    &inner, &inner_len);
+        if (rc != c->rc) fail_msg("\"%s\": rc %d, expected %d", c->filter, rc, c->rc);
+        if (is_shared != c->is_shared) fail_msg("\"%s\": is_shared wrong", c->filter);
+        if (rc != 0 || !c->is_shared) continue;
         assert_int_equal(group_len, strlen(c->group));
         assert_memory_equal(group, c->group, group_len);
         assert_int_equal(inner_len, strlen(c->inner));

@@ -20,7 +20,10 @@ struct utf8_case {
     bool valid;
 };
 
-#define CASE(what, s, valid) {what, s, sizeof(s) - 1, valid}
+#define CASE(what, s, valid)                                                                       \
+    {                                                                                              \
+        what, s, sizeof(s) - 1, valid                                                              \
+    }
 
 static const struct utf8_case cases[] = {
     CASE("empty", "", true),
@@ -43,7 +46,10 @@ static const struct utf8_case cases[] = {
     CASE("mixed", "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80z", true),
 
     CASE("U+0000", "\x00", false),
-    CASE("U+0000 inside", "ab\x00" "cd", false),
+    CASE("U+0000 inside",
+         "ab\x00"
+         "cd",
+         false),
     CASE("overlong U+0000 two-byte", "\xC0\x80", false),
     CASE("overlong '/' two-byte", "\xC0\xAF", false),
     CASE("overlong C1 lead", "\xC1\xBF", false),
@@ -62,9 +68,18 @@ static const struct utf8_case cases[] = {
     CASE("FF byte", "\xFF", false),
     CASE("lone continuation", "\x80", false),
     CASE("continuation after ascii", "a\xBF", false),
-    CASE("two-byte lead then ascii", "\xC3" "a", false),
-    CASE("three-byte with bad third", "\xE2\x82" "a", false),
-    CASE("four-byte with bad fourth", "\xF0\x9F\x98" "a", false),
+    CASE("two-byte lead then ascii",
+         "\xC3"
+         "a",
+         false),
+    CASE("three-byte with bad third",
+         "\xE2\x82"
+         "a",
+         false),
+    CASE("four-byte with bad fourth",
+         "\xF0\x9F\x98"
+         "a",
+         false),
     CASE("four-byte with bad second", "\xF0\x20\x98\x80", false),
     CASE("truncated two-byte", "\xC3", false),
     CASE("truncated three-byte", "\xE2\x82", false),
@@ -77,8 +92,7 @@ static void test_utf8_table(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const struct utf8_case *c = &cases[i];
         bool got = utf8_is_valid_mqtt((const uint8_t *)c->bytes, c->len);
-        if (got != c->valid)
-            fail_msg("%s: expected %s", c->what, c->valid ? "valid" : "invalid");
+        if (got != c->valid) fail_msg("%s: expected %s", c->what, c->valid ? "valid" : "invalid");
     }
 }
 
@@ -150,6 +164,37 @@ static void test_utf8_all_two_byte_sequences(void **state)
     }
 }
 
+/* Long strings go through the word-at-a-time ASCII path: a bad byte anywhere in them, at
+ * every alignment, must still be found, and multi-byte characters straddling words pass. */
+static void test_utf8_long_strings(void **state)
+{
+    (void)state;
+    uint8_t buf[64];
+    memset(buf, 'a', sizeof(buf));
+    assert_true(utf8_is_valid_mqtt(buf, sizeof(buf)));
+    const uint8_t bad_bytes[] = {0x00, 0x80, 0xBF, 0xC0, 0xF5, 0xFF};
+    for (size_t k = 0; k < sizeof(bad_bytes); k++) {
+        for (size_t at = 0; at < sizeof(buf); at++) {
+            memset(buf, 'a', sizeof(buf));
+            buf[at] = bad_bytes[k];
+            if (utf8_is_valid_mqtt(buf, sizeof(buf)))
+                fail_msg("byte %02X at %zu accepted", bad_bytes[k], at);
+        }
+    }
+    const uint8_t euro[] = {0xE2, 0x82, 0xAC};
+    const uint8_t surrogate[] = {0xED, 0xA0, 0x80};
+    for (size_t at = 0; at + 3 <= sizeof(buf); at++) {
+        memset(buf, 'a', sizeof(buf));
+        memcpy(buf + at, euro, 3);
+        assert_true(utf8_is_valid_mqtt(buf, sizeof(buf)));
+        memcpy(buf + at, surrogate, 3);
+        assert_false(utf8_is_valid_mqtt(buf, sizeof(buf)));
+        /* a character cut by the end of the string */
+        memcpy(buf + at, euro, 3);
+        assert_false(utf8_is_valid_mqtt(buf, at + 2));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_utf8_every_truncation_invalid),
         cmocka_unit_test(test_utf8_all_code_points),
         cmocka_unit_test(test_utf8_all_two_byte_sequences),
+        cmocka_unit_test(test_utf8_long_strings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,8 +82,7 @@ static void test_varint_decode_need_more(void **state)
     for (size_t i = 0; i < ARRAY_LEN(varint_cases); i++) {
         const struct varint_case *c = &varint_cases[i];
         for (size_t len = 0; len < c->size; len++)
-            assert_int_equal(wire_varint_decode(c->bytes, len, &value, &consumed),
-                             WIRE_NEED_MORE);
+            assert_int_equal(wire_varint_decode(c->bytes, len, &value, &consumed), WIRE_NEED_MORE);
     }
 }
 

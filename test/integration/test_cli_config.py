@@ -1,0 +1,229 @@
+"""Command line and configuration file handling, signals."""
+
+import re
+import signal
+import socket
+import time
+
+import pytest
+
+import mqttproto as mp
+from helpers import free_port
+
+
+def conf_error(run_broker, lines, directive, line_no):
+    """Run with a config whose line `line_no` is wrong; assert a refusal naming the file,
+    the line and the directive, and return the output."""
+    port = free_port()
+    rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % port] + lines, timeout=5)
+    assert rc is not None, "broker started despite the bad line:\n" + out
+    assert rc != 0, out
+    assert "%s:%d" % (run_broker.conf_path, line_no) in out, out
+    assert directive in out, out
+    return out
+
+
+# ---------------------------------------------------------------- config errors
+
+def test_unknown_directive(run_broker):
+    out = conf_error(run_broker, ["# a comment", "", "bogus_directive 12"],
+                     "bogus_directive", 4)
+    assert "unknown" in out.lower()
+
+
+@pytest.mark.parametrize("line,directive", [
+    ("allow_anonymous maybe", "allow_anonymous"),
+    ("allow_anonymous", "allow_anonymous"),
+    ("upgrade_outgoing_qos perhaps", "upgrade_outgoing_qos"),
+    ("max_qos 3", "max_qos"),
+    ("log_dest nowhere", "log_dest"),
+    ("log_type bogus", "log_type"),
+    ("max_packet_size 10", "max_packet_size"),
+    ("max_topic_alias -1", "max_topic_alias"),
+    ("persistent_client_expiration 3x", "persistent_client_expiration"),
+])
+def test_bad_value(run_broker, line, directive):
+    conf_error(run_broker, ["allow_anonymous true", line], directive, 3)
+
+
+@pytest.mark.arbor_only
+@pytest.mark.parametrize("line,directive", [
+    ("max_inflight_messages abc", "max_inflight_messages"),
+    ("max_queued_messages -5", "max_queued_messages"),
+    ("sys_interval x", "sys_interval"),
+    ("max_connections 12abc", "max_connections"),
+])
+def test_bad_number_rejected(run_broker, line, directive):
+    # Mosquitto parses these with atoi() and silently uses 0 / garbage; arbor refuses them.
+    conf_error(run_broker, [line], directive, 2)
+
+
+@pytest.mark.arbor_only
+@pytest.mark.parametrize("line,directive", [
+    ("password_file /etc/mosquitto/passwd", "password_file"),
+    ("acl_file /etc/mosquitto/acl", "acl_file"),
+    ("persistence true", "persistence"),
+    ("certfile /etc/ssl/cert.pem", "certfile"),
+    ("protocol websockets", "protocol"),
+    ("connection bridge-to-elsewhere", "connection"),
+    ("peer 127.0.0.1:1884", "peer"),
+])
+def test_later_feature_directive_not_supported_yet(run_broker, line, directive):
+    # Directives of features arbor does not have yet are refused clearly, never ignored.
+    out = conf_error(run_broker, ["allow_anonymous true", line], directive, 3)
+    assert "not supported" in out.lower(), out
+
+
+def test_missing_config_file(run_broker, tmp_path):
+    missing = str(tmp_path / "does-not-exist.conf")
+    rc, out = run_broker(["-c", missing])
+    assert rc not in (0, None), out
+    assert missing in out
+
+
+def test_unknown_option(run_broker):
+    rc, out = run_broker(["--no-such-option"])
+    assert rc not in (0, None), out
+    assert "--no-such-option" in out
+
+
+def test_help(run_broker):
+    # mosquitto(8): -h prints the usage; it does not start a broker (Mosquitto exits 3).
+    rc, out = run_broker(["-h"])
+    assert rc is not None, "-h must not start the broker"
+    assert "Usage:" in out
+    for opt in ("-c", "-d", "-h", "-p", "-v"):
+        assert re.search(r"(^|\s)%s\b" % re.escape(opt), out), opt
+
+
+@pytest.mark.arbor_only
+def test_version_option(run_broker):
+    # Mosquitto 2.0.11 has no --version (it prints its version inside the usage text and
+    # exits 3); arbor prints its version and exits 0.
+    rc, out = run_broker(["--version"])
+    assert rc == 0, out
+    assert re.search(r"\d+\.\d+\.\d+", out), out
+
+
+def test_comments_blank_lines_and_whitespace(broker, raw):
+    b = broker("", "# comment line", "   ", "max_inflight_messages 5   ",
+               "#max_inflight_messages 9", "max_queued_messages 10")
+    c = raw(b, mp.MQTT5)
+    assert c.connect("c").props.get(mp.P_RECEIVE_MAXIMUM) == 5
+
+
+def test_two_listeners(broker, raw):
+    second = free_port()
+    b = broker("listener %d 127.0.0.1" % second)
+    pub = raw(b)
+    pub.connect("pub")
+    sub = mp.RawClient(b.host, second)
+    try:
+        sub.connect("sub")
+        sub.subscribe("x", 1)
+        pub.publish("x", b"across listeners", qos=1)
+        assert sub.recv_publish().payload == b"across listeners"
+    finally:
+        sub.close()
+
+
+def test_listener_without_address_binds_all_including_loopback(broker, raw):
+    port = free_port()
+    b = broker("listener %d" % port, "allow_anonymous true")
+    c = mp.RawClient("127.0.0.2", port)
+    try:
+        assert c.connect("c").rc == 0
+    finally:
+        c.close()
+
+
+def test_listener_bound_to_127_0_0_1_only(broker):
+    b = broker()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.2", b.port), timeout=2).close()
+
+
+# ---------------------------------------------------------------- command line
+
+def test_port_option_without_config(broker, raw):
+    # mosquitto(8) -p: listen on that port; without a config file, loopback only.
+    port = free_port()
+    b = broker(use_config=False, port=port, args=["-p", str(port)])
+    c = raw(b)
+    assert c.connect("c").rc == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.2", port), timeout=2).close()
+
+
+def test_verbose_option(broker, raw):
+    port = free_port()
+    b = broker(use_config=False, port=port, args=["-p", str(port), "-v"])
+    c = raw(b)
+    c.connect("verbose-client")
+    c.disconnect()
+    b.wait_log("verbose-client")
+
+
+def test_no_config_listens_on_loopback_1883(broker, raw):
+    # mosquitto(8): with no configuration the broker listens on port 1883 on the loopback
+    # interface only ("local only mode") and allows anonymous clients.
+    with socket.socket() as s:
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", 1883))
+        except OSError:
+            pytest.skip("port 1883 is in use")
+    b = broker(use_config=False, port=1883)
+    c = raw(b)
+    assert c.connect("c").rc == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.2", 1883), timeout=2).close()
+
+
+# ---------------------------------------------------------------- signals
+
+def test_sighup_keeps_running(broker, raw):
+    b = broker()
+    sub = raw(b)
+    sub.connect("sub")
+    sub.subscribe("h", 1)
+    b.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert b.running()
+    pub = raw(b)
+    pub.connect("pub")
+    pub.publish("h", b"after hup", qos=1)
+    assert sub.recv_publish().payload == b"after hup"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_exits_zero_and_publishes_wills(broker, raw, sig):
+    b = broker()
+    sub = raw(b)
+    sub.connect("sub")
+    sub.subscribe("w/#", 1)
+    c = raw(b)
+    c.connect("c", will={"topic": "w/c", "payload": b"bye", "qos": 1})
+    c5 = raw(b, mp.MQTT5)
+    c5.connect("c5", will={"topic": "w/c5", "payload": b"bye5"})
+    assert b.stop(sig) == 0
+    pkts = sub.wait_closed(5)
+    got = sorted((mp.Publish(p, mp.MQTT311).topic, mp.Publish(p, mp.MQTT311).payload)
+                 for p in pkts if p.type == mp.PUBLISH)
+    assert got == [("w/c", b"bye"), ("w/c5", b"bye5")]
+    c5.wait_closed(5)
+
+
+def test_restart_gives_fresh_state(broker, raw):
+    # Without persistence nothing survives a restart.
+    b = broker()
+    c = raw(b)
+    c.connect("c", clean=False)
+    c.subscribe("r", 1)
+    c.publish("ret", b"kept", qos=1, retain=True)
+    c.close()
+    b.restart()
+    c2 = raw(b)
+    assert not c2.connect("c", clean=False).session_present
+    c2.subscribe("ret", 1)
+    c2.expect_no_packet(0.4)
