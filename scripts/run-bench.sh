@@ -49,8 +49,9 @@ build_tools() {
     log "building arbor and arbor_bench ($build)"
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$build" -j "$jobs" --target arbor_bench
-    if [ -z "${ARBOR_BIN:-}" ]; then
-        cmake --build "$build" -j "$jobs" --target arbor || true
+    if [ -z "${ARBOR_BIN:-}" ] && ! cmake --build "$build" -j "$jobs" --target arbor; then
+        echo "run-bench: arbor does not build; fix that or set ARBOR_BIN" >&2
+        exit 1
     fi
 }
 

@@ -237,7 +237,9 @@ def markdown(figures, brokers, env, png_name):
               "run at the largest publishing rate at which egress / (ingress x sp-ratio) >= "
               "0.99 and at least 97%% of the asked rate was achieved, found by doubling the "
               "publishing interval from 1 ms (or halving it if 1 ms already passes) and then "
-              "splitting the last step into 20 (ILDM paper, section 5.3)." % (
+              "splitting the last step into 20 (ILDM paper, section 5.3). Latency at the limit is "
+              "taken at each broker's own limit rate, so it is not a like-for-like latency "
+              "comparison; the QoS 1 and QoS 2 pair rows are." % (
                   "/".join(str(r) for r in reps if r > 1) or "1"),
               "", "![throughput and CPU per message](%s)" % png_name, "",
               "### Run details", "", details(figures, brokers), "",
@@ -252,6 +254,7 @@ def markdown(figures, brokers, env, png_name):
     parts += env.get("scenario_commands", [])
     parts += ["```", "", "Both brokers ran with this configuration (only the port differs):", "",
               "```", env.get("config", "").rstrip(), "```", "",
+              "## Environment", "", environment_section(env), "",
               "## Fairness and caveats", "",
               "- Both brokers are started the same way (same configuration file apart from the "
               "port, logging off, `max_inflight_messages` and `max_queued_messages` equal; "
@@ -260,8 +263,9 @@ def markdown(figures, brokers, env, png_name):
               "broker goes first. Nothing is pinned to a CPU.",
               "- The load generator runs on the same %s-CPU machine as the broker and competes "
               "with it for the CPUs, as does anything else running there; arbor_bench's own "
-              "CPU use is recorded in the JSON (`bench_cpu_pct`). Figures are comparable "
-              "between the two brokers of one run, not across machines." % env.get("nproc",
+              "CPU use is shown in the run details. The load average above tells how busy the "
+              "machine was; figures are comparable between the two brokers of one run, and "
+              "vary between runs on a shared machine." % env.get("nproc",
                                                                                     "?"),
               "- Broker CPU is utime + stime from `/proc/<pid>/stat` over the measured window, "
               "divided by the messages delivered to subscribers in that window.",

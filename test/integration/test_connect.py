@@ -246,13 +246,13 @@ def test_v5_will_delay_cancelled_by_reconnect(broker, raw):
     c = raw(b, MQTT5)
     c.connect("delayer", props=[(mp.P_SESSION_EXPIRY, 60)],
               will={"topic": "delayed", "payload": b"late",
-                    "props": [(mp.P_WILL_DELAY, 2)]})
+                    "props": [(mp.P_WILL_DELAY, 1)]})
     c.close()
-    time.sleep(0.3)
+    time.sleep(0.2)
     c2 = raw(b, MQTT5)
     ack = c2.connect("delayer", clean=False, props=[(mp.P_SESSION_EXPIRY, 60)])
     assert ack.session_present
-    sub.expect_no_packet(3.0)
+    sub.expect_no_packet(2.3)
 
 
 @pytest.mark.mosquitto_deviates("Mosquitto 2.0.11 waits for the full will delay even "
@@ -317,7 +317,7 @@ def test_keepalive_zero_never_times_out(broker, raw):
     b = broker()
     c = raw(b)
     c.connect("forever", keepalive=0)
-    c.expect_no_packet(2.0)
+    c.expect_no_packet(1.6)
     assert c.is_open()
 
 

@@ -64,8 +64,8 @@ def test_retained_with_tools(broker, version):
     rc, out, err = run(PUB, b, "-V", version, "-r", "-q", "1", "-t", "interop/ret", "-m",
                        "kept")
     assert rc == 0, err
-    rc, out, err = run(SUB, b, "-V", version, "-q", "1", "-t", "interop/#", "-C", "1", "-W", "5",
-                       "-F", "%t %r %q %p")
+    rc, out, err = run(SUB, b, "-V", version, "-q", "1", "-t", "interop/#", "-C", "1",
+                       "-W", "5", "-F", "%t %r %q %p")
     assert rc == 0, err
     assert out.strip() == b"interop/ret 1 1 kept"
     # clear it
