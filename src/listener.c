@@ -74,19 +74,27 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
                   cfg->bind_address ? cfg->bind_address : "*", gai_strerror(gai));
         return -1;
     }
-    int opened = 0, last_errno = 0;
+    /* Every address must bind, except an address family the host does not have (no IPv6). */
+    int opened = 0, failed_errno = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         int fd = open_socket(ai);
         if (fd < 0) {
-            last_errno = errno;
+            if (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL) failed_errno = errno;
             continue;
         }
         if (add_listener(broker, cfg, fd) == 0) opened++;
     }
     freeaddrinfo(res);
-    if (opened == 0) {
+    if (opened == 0 && !failed_errno) {
+        /* e.g. ::1 on a host without IPv6: nothing to listen on, not an error. */
+        log_warning("Warning: listener address %s port %u is not available on this host.",
+                    cfg->bind_address ? cfg->bind_address : "*", cfg->port);
+        return 0;
+    }
+    if (failed_errno) {
         log_error("Error: unable to open listener on %s port %u: %s",
-                  cfg->bind_address ? cfg->bind_address : "*", cfg->port, strerror(last_errno));
+                  cfg->bind_address ? cfg->bind_address : "*", cfg->port,
+                  strerror(failed_errno));
         return -1;
     }
     log_notice("Opening listener on %s port %u.", cfg->bind_address ? cfg->bind_address : "*",

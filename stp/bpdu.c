@@ -57,8 +57,7 @@ static int get_identity(const uint8_t *in, bool ipv6, struct stp_broker_id *id)
 {
     if (ipv6) {
         /* One identity, one encoding: a mapped IPv4 address must use the short form. */
-        if (memcmp(in, ipv4_mapped_prefix, sizeof ipv4_mapped_prefix) == 0)
-            return STP_BPDU_BAD_ID;
+        if (memcmp(in, ipv4_mapped_prefix, sizeof ipv4_mapped_prefix) == 0) return STP_BPDU_BAD_ID;
         stp_broker_id_from_ipv6(id, in, (uint16_t)(in[16] << 8 | in[17]));
     } else {
         stp_broker_id_from_ipv4(id, in, (uint16_t)(in[4] << 8 | in[5]));
@@ -156,14 +155,23 @@ int stp_bpdu_decode(const uint8_t *data, size_t len, struct stp_bpdu *bpdu)
 const char *stp_bpdu_status_text(int status)
 {
     switch (status) {
-    case STP_BPDU_OK: return "ok";
-    case STP_BPDU_TRUNCATED: return "truncated";
-    case STP_BPDU_BAD_VERSION: return "unknown version";
-    case STP_BPDU_BAD_FLAGS: return "reserved flag bits or invalid role";
-    case STP_BPDU_TRAILING_BYTES: return "trailing bytes";
-    case STP_BPDU_BAD_ID: return "invalid broker identity";
-    case STP_BPDU_INCONSISTENT: return "inconsistent fields";
-    case STP_BPDU_NO_SPACE: return "output buffer too small";
-    default: return "unknown status";
+    case STP_BPDU_OK:
+        return "ok";
+    case STP_BPDU_TRUNCATED:
+        return "truncated";
+    case STP_BPDU_BAD_VERSION:
+        return "unknown version";
+    case STP_BPDU_BAD_FLAGS:
+        return "reserved flag bits or invalid role";
+    case STP_BPDU_TRAILING_BYTES:
+        return "trailing bytes";
+    case STP_BPDU_BAD_ID:
+        return "invalid broker identity";
+    case STP_BPDU_INCONSISTENT:
+        return "inconsistent fields";
+    case STP_BPDU_NO_SPACE:
+        return "output buffer too small";
+    default:
+        return "unknown status";
     }
 }

@@ -14,9 +14,9 @@
 #include "priority.h"
 
 #define STP_BPDU_VERSION 1
-#define STP_BPDU_HEADER_LEN 19        /* fixed part before the two identities */
-#define STP_BPDU_MIN_LEN 31           /* both identities IPv4 */
-#define STP_BPDU_MAX_LEN 55           /* both identities IPv6 */
+#define STP_BPDU_HEADER_LEN 19 /* fixed part before the two identities */
+#define STP_BPDU_MIN_LEN 31    /* both identities IPv4 */
+#define STP_BPDU_MAX_LEN 55    /* both identities IPv6 */
 
 /* The role of a link as seen from one end. Values are the 2-bit wire encoding. */
 enum stp_role {
@@ -36,13 +36,13 @@ struct stp_bpdu {
 
 enum stp_bpdu_status {
     STP_BPDU_OK = 0,
-    STP_BPDU_TRUNCATED = -1,     /* fewer bytes than the header or the flagged identities need */
-    STP_BPDU_BAD_VERSION = -2,   /* version byte other than STP_BPDU_VERSION */
-    STP_BPDU_BAD_FLAGS = -3,     /* reserved flag bits set, or role bits 00 */
+    STP_BPDU_TRUNCATED = -1,      /* fewer bytes than the header or the flagged identities need */
+    STP_BPDU_BAD_VERSION = -2,    /* version byte other than STP_BPDU_VERSION */
+    STP_BPDU_BAD_FLAGS = -3,      /* reserved flag bits set, or role bits 00 */
     STP_BPDU_TRAILING_BYTES = -4, /* bytes after the last field */
-    STP_BPDU_BAD_ID = -5,        /* port 0, unspecified address, IPv4-mapped address sent as IPv6 */
-    STP_BPDU_INCONSISTENT = -6,  /* fields contradict each other (see the protocol document) */
-    STP_BPDU_NO_SPACE = -7,      /* encode: output buffer too small */
+    STP_BPDU_BAD_ID = -5,       /* port 0, unspecified address, IPv4-mapped address sent as IPv6 */
+    STP_BPDU_INCONSISTENT = -6, /* fields contradict each other (see the protocol document) */
+    STP_BPDU_NO_SPACE = -7,     /* encode: output buffer too small */
 };
 
 /* Bytes the encoding of bpdu takes (31, 43 or 55). */

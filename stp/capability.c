@@ -19,7 +19,8 @@ static const char *value_of(const char *line, const char *line_end, const char *
     size_t key_len = strlen(key);
     if ((size_t)(line_end - line) < key_len || strncmp(line, key, key_len) != 0) return NULL;
     const char *p = line + key_len;
-    while (p < line_end && (*p == ' ' || *p == '\t')) p++;
+    while (p < line_end && (*p == ' ' || *p == '\t'))
+        p++;
     if (p >= line_end || *p != ':') return NULL;
     return p + 1;
 }
@@ -28,9 +29,11 @@ static const char *value_of(const char *line, const char *line_end, const char *
 static int parse_number(const char *p, const char *end, double *value)
 {
     char digits[64];
-    while (p < end && isspace((unsigned char)*p)) p++;
+    while (p < end && isspace((unsigned char)*p))
+        p++;
     size_t len = 0;
-    while (p + len < end && (isdigit((unsigned char)p[len]) || p[len] == '.')) len++;
+    while (p + len < end && (isdigit((unsigned char)p[len]) || p[len] == '.'))
+        len++;
     if (len == 0 || len >= sizeof digits) return -1;
     memcpy(digits, p, len);
     digits[len] = '\0';
@@ -92,7 +95,8 @@ static int parse_memtotal_line(const char *line, const char *end, uint64_t *kib)
     double number;
     if (value == NULL || parse_number(value, end, &number) != 0) return -1;
     const char *unit = value;
-    while (unit < end && (isspace((unsigned char)*unit) || isdigit((unsigned char)*unit))) unit++;
+    while (unit < end && (isspace((unsigned char)*unit) || isdigit((unsigned char)*unit)))
+        unit++;
     if ((size_t)(end - unit) < 2 || strncmp(unit, "kB", 2) != 0) return -1;
     *kib = (uint64_t)number;
     return 0;

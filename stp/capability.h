@@ -20,10 +20,10 @@
 #define STP_CAPABILITY_DEFAULT_BETA 1.0  /* per MiB */
 
 struct stp_host_resources {
-    uint32_t cpu_count;    /* logical CPUs ("processor" entries) */
+    uint32_t cpu_count;     /* logical CPUs ("processor" entries) */
     uint64_t cpu_mhz_total; /* L: sum of per-CPU MHz */
-    bool mhz_estimated;    /* at least one CPU had no MHz line */
-    uint64_t memory_mib;   /* M: MemTotal / 1024 */
+    bool mhz_estimated;     /* at least one CPU had no MHz line */
+    uint64_t memory_mib;    /* M: MemTotal / 1024 */
 };
 
 /* 0 on success; -1 when no processor entry is found. Fills the CPU fields of out. */

@@ -25,8 +25,7 @@ uint32_t stp_rtt_smoothed_us(const struct stp_rtt *rtt, const struct stp_rtt_par
     return value > UINT32_MAX ? UINT32_MAX : (uint32_t)value;
 }
 
-bool stp_rtt_beyond_threshold(uint32_t from_us, uint32_t to_us, uint32_t percent,
-                              uint32_t min_us)
+bool stp_rtt_beyond_threshold(uint32_t from_us, uint32_t to_us, uint32_t percent, uint32_t min_us)
 {
     uint64_t difference = from_us > to_us ? from_us - to_us : to_us - from_us;
     uint64_t relative_band = (uint64_t)from_us * percent / 100;

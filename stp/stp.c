@@ -59,9 +59,9 @@ struct stp_link {
     struct peer_info peer;
     enum stp_role role;
     bool forwarding;
-    bool announce_epoch;   /* TC flag: neighbour has not yet shown it is in our epoch */
+    bool announce_epoch;    /* TC flag: neighbour has not yet shown it is in our epoch */
     bool acknowledge_epoch; /* TCA flag: we adopted our epoch from this neighbour */
-    bool advertised;       /* last_sent is meaningful */
+    bool advertised;        /* last_sent is meaningful */
     struct advertisement last_sent;
     UT_hash_handle hh;
 };
@@ -71,11 +71,11 @@ struct stp {
     struct stp_link *links; /* uthash by id */
     uint32_t link_count;
 
-    uint32_t epoch;              /* 0 until the first topology change or adoption */
-    struct stp_priority root;    /* our own vector: root, cost, sender = us */
+    uint32_t epoch;           /* 0 until the first topology change or adoption */
+    struct stp_priority root; /* our own vector: root, cost, sender = us */
     uint8_t hops;
     stp_link_id root_link;
-    uint32_t feasible_cost_us;   /* lowest cost advertised for this root in this epoch */
+    uint32_t feasible_cost_us; /* lowest cost advertised for this root in this epoch */
     uint64_t next_hello_ms;
 
     uint64_t version;
@@ -139,8 +139,8 @@ void stp_config_defaults(struct stp_config *config)
 static bool config_is_valid(const struct stp_config *config)
 {
     return config->send_bpdu != NULL && stp_broker_id_is_valid(&config->id) &&
-           config->hello_ms > 0 && config->max_age_ms > config->hello_ms &&
-           config->max_hops > 0 && config->rtt.smoothing_shift <= MAX_SMOOTHING_SHIFT;
+           config->hello_ms > 0 && config->max_age_ms > config->hello_ms && config->max_hops > 0 &&
+           config->rtt.smoothing_shift <= MAX_SMOOTHING_SHIFT;
 }
 
 struct stp *stp_create(const struct stp_config *config, uint64_t now_ms)
@@ -176,8 +176,7 @@ struct candidate {
     uint8_t hops;
 };
 
-static bool candidate_from_link(const struct stp *stp, struct stp_link *link,
-                                struct candidate *out)
+static bool candidate_from_link(const struct stp *stp, struct stp_link *link, struct candidate *out)
 {
     const struct peer_info *peer = &link->peer;
     if (!peer->known || link->rtt.cost_us == 0) return false;
@@ -225,8 +224,7 @@ static bool cheaper_beyond_hysteresis(const struct stp *stp, uint32_t current_us
                                       uint32_t candidate_us)
 {
     return candidate_us < current_us &&
-           stp_rtt_beyond_threshold(current_us, candidate_us,
-                                    stp->config.switch_threshold_percent,
+           stp_rtt_beyond_threshold(current_us, candidate_us, stp->config.switch_threshold_percent,
                                     stp->config.switch_threshold_min_us);
 }
 
@@ -270,10 +268,9 @@ enum path_decision {
 static enum path_decision refine_path(struct stp *stp, const struct candidate *best,
                                       const struct candidate *current, bool have_current)
 {
-    bool current_usable =
-        have_current && stp_compare_root(&current->vector, &stp->root) == 0;
-    bool switch_wanted = !current_usable || (best->link != current->link &&
-                                             better_enough(stp, best, current));
+    bool current_usable = have_current && stp_compare_root(&current->vector, &stp->root) == 0;
+    bool switch_wanted =
+        !current_usable || (best->link != current->link && better_enough(stp, best, current));
     if (!switch_wanted) {
         take_path(stp, current, false);
         return PATH_SETTLED;
@@ -322,7 +319,7 @@ static enum stp_role role_of(const struct stp *stp, const struct stp_link *link)
     if (link->id == stp->root_link) return STP_ROLE_ROOT;
     if (!link->peer.known) return STP_ROLE_DESIGNATED;
     return stp_compare_priority(&stp->root, &link->peer.priority) < 0 ? STP_ROLE_DESIGNATED
-                                                                       : STP_ROLE_BLOCKED;
+                                                                      : STP_ROLE_BLOCKED;
 }
 
 static bool ends_agree(const struct stp_link *link)
@@ -430,10 +427,8 @@ static void forget_everything(struct stp *stp)
 
 static void report_topology_change(struct stp *stp, enum stp_tc_reason reason, stp_link_id from)
 {
-    struct stp_event event = {.type = STP_EVENT_TOPOLOGY_CHANGE,
-                              .link = from,
-                              .epoch = stp->epoch,
-                              .tc_reason = reason};
+    struct stp_event event = {
+        .type = STP_EVENT_TOPOLOGY_CHANGE, .link = from, .epoch = stp->epoch, .tc_reason = reason};
     stp->topology_changes++;
     emit(stp, &event);
 }
@@ -476,8 +471,7 @@ static void update(struct stp *stp, bool new_epoch_needed, enum stp_tc_reason re
     if (new_epoch_needed) start_new_epoch(stp, reason);
     enum path_decision decision = choose_root_path(stp);
     if (decision != PATH_SETTLED) {
-        start_new_epoch(stp, decision == PATH_UNFEASIBLE ? STP_TC_PATH_WORSENED
-                                                         : STP_TC_ROOT_LOST);
+        start_new_epoch(stp, decision == PATH_UNFEASIBLE ? STP_TC_PATH_WORSENED : STP_TC_ROOT_LOST);
         choose_root_path(stp); /* nothing is known after forgetting: we are the root */
     }
     bool changed = label_links(stp);
@@ -533,10 +527,8 @@ int stp_link_down(struct stp *stp, stp_link_id id, uint64_t now_ms)
 
 static void reject_bpdu(struct stp *stp, stp_link_id link, int status)
 {
-    struct stp_event event = {.type = STP_EVENT_BPDU_REJECTED,
-                              .link = link,
-                              .epoch = stp->epoch,
-                              .bpdu_status = status};
+    struct stp_event event = {
+        .type = STP_EVENT_BPDU_REJECTED, .link = link, .epoch = stp->epoch, .bpdu_status = status};
     stp->bpdus_rejected++;
     emit(stp, &event);
 }
@@ -636,8 +628,7 @@ uint64_t stp_next_deadline(const struct stp *stp)
     const struct stp_link *link, *next;
     HASH_ITER(hh, stp->links, link, next)
     {
-        if (link->peer.known && link->peer.expires_ms < deadline)
-            deadline = link->peer.expires_ms;
+        if (link->peer.known && link->peer.expires_ms < deadline) deadline = link->peer.expires_ms;
     }
     return deadline;
 }
@@ -708,8 +699,7 @@ int stp_get_link_status(const struct stp *stp, stp_link_id id, struct stp_link_s
     status->link = id;
     status->role = link->role;
     status->forwarding = link->forwarding;
-    status->srtt_us = link->rtt.samples > 0 ? stp_rtt_smoothed_us(&link->rtt, &stp->config.rtt)
-                                            : 0;
+    status->srtt_us = link->rtt.samples > 0 ? stp_rtt_smoothed_us(&link->rtt, &stp->config.rtt) : 0;
     status->cost_us = link->rtt.cost_us;
     status->peer_known = link->peer.known;
     status->peer_role = link->peer.role;
@@ -735,9 +725,12 @@ size_t stp_list_links(const struct stp *stp, stp_link_id *links, size_t max)
 const char *stp_role_name(enum stp_role role)
 {
     switch (role) {
-    case STP_ROLE_ROOT: return "root";
-    case STP_ROLE_DESIGNATED: return "designated";
-    case STP_ROLE_BLOCKED: return "blocked";
+    case STP_ROLE_ROOT:
+        return "root";
+    case STP_ROLE_DESIGNATED:
+        return "designated";
+    case STP_ROLE_BLOCKED:
+        return "blocked";
     }
     return "unknown";
 }
@@ -745,12 +738,18 @@ const char *stp_role_name(enum stp_role role)
 const char *stp_tc_reason_name(enum stp_tc_reason reason)
 {
     switch (reason) {
-    case STP_TC_LINK_DOWN: return "link down";
-    case STP_TC_INFO_EXPIRED: return "information expired";
-    case STP_TC_PATH_WORSENED: return "path worsened";
-    case STP_TC_CAPABILITY_LOWERED: return "capability lowered";
-    case STP_TC_ROOT_LOST: return "root lost";
-    case STP_TC_RECEIVED: return "received";
+    case STP_TC_LINK_DOWN:
+        return "link down";
+    case STP_TC_INFO_EXPIRED:
+        return "information expired";
+    case STP_TC_PATH_WORSENED:
+        return "path worsened";
+    case STP_TC_CAPABILITY_LOWERED:
+        return "capability lowered";
+    case STP_TC_ROOT_LOST:
+        return "root lost";
+    case STP_TC_RECEIVED:
+        return "received";
     }
     return "unknown";
 }

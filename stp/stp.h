@@ -65,12 +65,12 @@ enum stp_tc_reason {
 };
 
 enum stp_event_type {
-    STP_EVENT_TOPOLOGY_CHANGE, /* new epoch: tc_reason, epoch, link (for RECEIVED) */
-    STP_EVENT_ROOT_CHANGED,    /* root or root link changed */
-    STP_EVENT_ROLE_CHANGED,    /* link, old_role, new_role */
+    STP_EVENT_TOPOLOGY_CHANGE,    /* new epoch: tc_reason, epoch, link (for RECEIVED) */
+    STP_EVENT_ROOT_CHANGED,       /* root or root link changed */
+    STP_EVENT_ROLE_CHANGED,       /* link, old_role, new_role */
     STP_EVENT_FORWARDING_CHANGED, /* link, forwarding */
-    STP_EVENT_INFO_EXPIRED,    /* link: the neighbour was silent for max_age */
-    STP_EVENT_BPDU_REJECTED,   /* link, bpdu_status (or STP_ERR_OWN_BPDU) */
+    STP_EVENT_INFO_EXPIRED,       /* link: the neighbour was silent for max_age */
+    STP_EVENT_BPDU_REJECTED,      /* link, bpdu_status (or STP_ERR_OWN_BPDU) */
 };
 
 struct stp_event {
@@ -92,8 +92,8 @@ struct stp_config {
     uint8_t max_hops;    /* deepest tree: information this many hops from the root is not
                             used (default 64, at most 255) */
 
-    struct stp_rtt_params rtt; /* smoothing and hysteresis of link costs (default gain 1/8,
-                                  band 20 % and 500 us, confirmed over 16 samples) */
+    struct stp_rtt_params rtt;         /* smoothing and hysteresis of link costs (default gain 1/8,
+                                          band 20 % and 500 us, confirmed over 16 samples) */
     uint32_t switch_threshold_percent; /* keep the root link unless another path is cheaper */
     uint32_t switch_threshold_min_us;  /* by more than both of these (default 5 %, 200 us) */
 
@@ -114,22 +114,22 @@ struct stp_config {
 struct stp_status {
     struct stp_broker_id id;
     uint32_t capability;
-    struct stp_priority root;    /* root_id/root_capability/root_cost_us as advertised */
-    uint8_t hops;                /* distance to the root in links */
-    stp_link_id root_link;       /* STP_LINK_LOCAL when this broker is the root */
+    struct stp_priority root; /* root_id/root_capability/root_cost_us as advertised */
+    uint8_t hops;             /* distance to the root in links */
+    stp_link_id root_link;    /* STP_LINK_LOCAL when this broker is the root */
     uint32_t epoch;
     uint32_t link_count;
-    uint64_t version;            /* increases whenever anything observable changes */
+    uint64_t version; /* increases whenever anything observable changes */
     uint64_t bpdus_sent, bpdus_received, bpdus_rejected, topology_changes;
 };
 
 struct stp_link_status {
     stp_link_id link;
     enum stp_role role;
-    bool forwarding;      /* role and the neighbour's reported role put the link in the tree */
-    uint32_t srtt_us;     /* smoothed RTT; 0 before the first sample */
-    uint32_t cost_us;     /* link cost used by the tree (hysteresis applied); 0 = unknown */
-    bool peer_known;      /* a current-epoch BPDU from the neighbour is held */
+    bool forwarding;  /* role and the neighbour's reported role put the link in the tree */
+    uint32_t srtt_us; /* smoothed RTT; 0 before the first sample */
+    uint32_t cost_us; /* link cost used by the tree (hysteresis applied); 0 = unknown */
+    bool peer_known;  /* a current-epoch BPDU from the neighbour is held */
     enum stp_role peer_role;
     struct stp_priority peer; /* the neighbour's vector: its root, its cost, its identity */
     uint8_t peer_hops;

@@ -658,3 +658,41 @@ def test_duplicate_property_is_protocol_error(broker, raw):
     pkts = c.wait_closed(5)
     for p in pkts:
         assert p.type == mp.CONNACK and mp.Connack(p, MQTT5).rc >= 0x80, pkts
+
+
+@pytest.mark.parametrize("prop", [(mp.P_RECEIVE_MAXIMUM, 0), (mp.P_MAXIMUM_PACKET_SIZE, 0),
+                                  (mp.P_REQUEST_PROBLEM_INFO, 2),
+                                  (mp.P_REQUEST_RESPONSE_INFO, 2)],
+                         ids=["receive-max-0", "max-packet-0", "problem-info-2",
+                              "response-info-2"])
+def test_connect_property_out_of_range(broker, raw, prop):
+    # 3.1.2.11: these values are Protocol Errors: the CONNECT is refused.
+    b = broker()
+    c = raw(b, MQTT5)
+    c.send(mp.connect("bad", version=MQTT5, props=[prop]))
+    pkts = c.wait_closed(5)
+    for p in pkts:
+        assert p.type == mp.CONNACK and mp.Connack(p, MQTT5).rc >= 0x80, pkts
+    assert client(b, raw, "good").is_open()
+
+
+def test_retained_via_topic_alias_stored_under_topic(broker, raw):
+    b = broker()
+    c = client(b, raw, "c")
+    c.publish("ra/t", b"first", qos=1, props=[(mp.P_TOPIC_ALIAS, 1)])
+    c.publish("", b"second", qos=1, retain=True, props=[(mp.P_TOPIC_ALIAS, 1)])
+    sub = client(b, raw, "sub")
+    sub.subscribe("ra/#", 1)
+    m = sub.recv_publish()
+    assert (m.topic, m.payload, m.retain) == ("ra/t", b"second", True)
+    assert mp.P_TOPIC_ALIAS not in m.props
+
+
+def test_invalid_utf8_in_user_property(broker, raw):
+    b = broker()
+    c = client(b, raw, "c")
+    body = mp.string("t") + mp.properties([(mp.P_USER_PROPERTY, (b"k\xff", "v"))]) + b"x"
+    c.send(mp.packet(mp.PUBLISH, 0, body))
+    pkts = c.wait_closed(5)
+    for p in pkts:
+        assert p.type == mp.DISCONNECT and mp.Disconnect(p).reason >= 0x80, pkts

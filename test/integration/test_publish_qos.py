@@ -384,3 +384,41 @@ def test_empty_payload_delivered(broker, raw):
     pub.publish("t/q", b"", qos=1)
     m = sub.recv_publish()
     assert m.payload == b""
+
+
+def test_fan_out_to_many_subscribers(broker, raw):
+    b = broker()
+    subs = []
+    for i in range(30):
+        c = raw(b)
+        c.connect("fan%d" % i)
+        c.subscribe("fan/+", i % 3)
+        subs.append(c)
+    pub = raw(b)
+    pub.connect("pub")
+    for n in range(20):
+        pub.publish("fan/x", b"%d" % n, qos=(n % 3))
+    for i, c in enumerate(subs):
+        got = [c.recv_publish() for _ in range(20)]
+        assert [m.payload for m in got] == [b"%d" % n for n in range(20)]
+        assert [m.qos for m in got] == [min(n % 3, i % 3) for n in range(20)]
+    subs[0].expect_no_packet(0.2)
+
+
+def test_unknown_puback_is_ignored(broker, raw):
+    # An acknowledgement for a packet id not in flight is not a reason to disconnect.
+    b = broker()
+    c = raw(b)
+    c.connect("c")
+    c.send(mp.puback(999))
+    c.send(mp.pubrec(998))
+    c.send(mp.pubcomp(997))
+    assert c.is_open()
+
+
+def test_pingreq_pingresp_bytes(broker, raw):
+    b = broker()
+    c = raw(b)
+    c.connect("c")
+    c.send(b"\xc0\x00")
+    assert c.recv().raw == b"\xd0\x00"

@@ -20,13 +20,13 @@ struct check {
     FILE *log;
     uint32_t *print_budget;
     struct sim_check_result *result;
-    struct stp_config core; /* the thresholds the cores run with (defaults) */
+    struct stp_config core;    /* the thresholds the cores run with (defaults) */
     struct stp_status *status; /* per node; valid when the node runs */
     uint32_t *component;       /* per node */
     uint32_t *component_size;  /* per component */
     uint32_t *component_root;  /* per component: best broker */
     uint32_t component_count;
-    uint32_t *queue;           /* scratch for breadth-first searches */
+    uint32_t *queue; /* scratch for breadth-first searches */
 };
 
 static void violation(struct check *check, const char *format, ...)
@@ -63,7 +63,8 @@ static int link_status(const struct check *check, uint32_t node, uint32_t link,
 static void label_components(struct check *check)
 {
     const struct sim_world *world = check->world;
-    for (uint32_t n = 0; n < world->node_count; n++) check->component[n] = NO_COMPONENT;
+    for (uint32_t n = 0; n < world->node_count; n++)
+        check->component[n] = NO_COMPONENT;
     for (uint32_t start = 0; start < world->node_count; start++) {
         if (!sim_node_running(&world->nodes[start]) || check->component[start] != NO_COMPONENT)
             continue;
@@ -101,7 +102,8 @@ static bool better_root(const struct sim_node *a, const struct sim_node *b)
 static void find_component_roots(struct check *check)
 {
     const struct sim_world *world = check->world;
-    for (uint32_t c = 0; c < check->component_count; c++) check->component_root[c] = UINT32_MAX;
+    for (uint32_t c = 0; c < check->component_count; c++)
+        check->component_root[c] = UINT32_MAX;
     for (uint32_t n = 0; n < world->node_count; n++) {
         uint32_t c = check->component[n];
         if (c == NO_COMPONENT) continue;
@@ -156,7 +158,8 @@ static void check_live_link(struct check *check, uint32_t index)
     uint32_t a = link->end[0], b = link->end[1];
     struct stp_link_status sa, sb;
     char na[STP_BROKER_ID_STRLEN], nb[STP_BROKER_ID_STRLEN];
-    if (link_status(check, a, index, &sa) != STP_OK || link_status(check, b, index, &sb) != STP_OK) {
+    if (link_status(check, a, index, &sa) != STP_OK ||
+        link_status(check, b, index, &sb) != STP_OK) {
         violation(check, "link %u live in the world but unknown to a core", index);
         return;
     }
@@ -238,7 +241,8 @@ static void check_tree_shape(struct check *check, uint32_t c, uint32_t forwardin
             check->queue[tail++] = m;
         }
     }
-    for (uint32_t i = 0; i < tail; i++) check->component[check->queue[i]] &= 0x7fffffffu;
+    for (uint32_t i = 0; i < tail; i++)
+        check->component[check->queue[i]] &= 0x7fffffffu;
     if (reached != check->component_size[c])
         violation(check, "component of %s: tree reaches %u of %u brokers",
                   name_of(check, root, name), reached, check->component_size[c]);
@@ -288,8 +292,7 @@ static void check_root_link_cost(struct check *check, uint32_t n)
         if (!sim_link_live(world, &world->links[index]) ||
             link_status(check, n, index, &ls) != STP_OK || !ls.peer_known || ls.cost_us == 0)
             continue;
-        if (!same_root(&ls.peer, &s->root) || ls.peer_hops >= check->core.max_hops)
-            continue;
+        if (!same_root(&ls.peer, &s->root) || ls.peer_hops >= check->core.max_hops) continue;
         uint64_t through64 = (uint64_t)ls.peer.root_cost_us + ls.cost_us;
         uint32_t through = through64 > UINT32_MAX ? UINT32_MAX : (uint32_t)through64;
         if (sim_link_core_id(index) == s->root_link) {
@@ -297,8 +300,8 @@ static void check_root_link_cost(struct check *check, uint32_t n)
                 violation(check, "%s advertises cost %u but its root link gives %u",
                           name_of(check, n, name), s->root.root_cost_us, through);
         } else if (much_cheaper(check, s->root.root_cost_us, through)) {
-            violation(check, "%s keeps cost %u though link %u offers %u",
-                      name_of(check, n, name), s->root.root_cost_us, index, through);
+            violation(check, "%s keeps cost %u though link %u offers %u", name_of(check, n, name),
+                      s->root.root_cost_us, index, through);
         }
     }
 }
@@ -318,8 +321,8 @@ static void check_estimates(struct check *check, uint32_t index)
             check->core.rtt.threshold_min_us + check->world->params.jitter * link->base_rtt_us;
         if ((error > bound || error < -bound) &&
             fabs((double)s.cost_us - link->base_rtt_us) > absolute_slack)
-            violation(check, "link %u cost %u us at end %d, true RTT %u us", index, s.cost_us,
-                      end, link->base_rtt_us);
+            violation(check, "link %u cost %u us at end %d, true RTT %u us", index, s.cost_us, end,
+                      link->base_rtt_us);
     }
 }
 
@@ -360,7 +363,8 @@ static void true_distances(const struct check *check, uint32_t root, uint64_t *d
 {
     const struct sim_world *world = check->world;
     size_t count = 0;
-    for (uint32_t n = 0; n < world->node_count; n++) dist[n] = INFINITE_COST;
+    for (uint32_t n = 0; n < world->node_count; n++)
+        dist[n] = INFINITE_COST;
     dist[root] = 0;
     heap_push(heap, &count, (struct dist_item){0, root});
     while (count > 0) {
@@ -381,7 +385,8 @@ static void check_true_paths(struct check *check)
 {
     const struct sim_world *world = check->world;
     double estimate = world->params.jitter + ESTIMATE_MARGIN;
-    double bound = (1 + estimate) / (1 - estimate) * (1 + check->core.switch_threshold_percent / 100.0);
+    double bound =
+        (1 + estimate) / (1 - estimate) * (1 + check->core.switch_threshold_percent / 100.0);
     uint64_t *dist = malloc(sizeof *dist * world->node_count);
     struct dist_item *heap = malloc(sizeof *heap * (2 * (size_t)world->link_count + 1));
     char name[STP_BROKER_ID_STRLEN];
@@ -397,8 +402,9 @@ static void check_true_paths(struct check *check)
             double ratio = (double)chosen / (double)dist[n];
             if (ratio > check->result->worst_path_ratio) check->result->worst_path_ratio = ratio;
             /* each link's cost may sit up to the absolute RTT threshold off its true RTT */
-            double slack = (2.0 * check->core.rtt.threshold_min_us +
-                            check->core.switch_threshold_min_us) * (s->hops + 1);
+            double slack =
+                (2.0 * check->core.rtt.threshold_min_us + check->core.switch_threshold_min_us) *
+                (s->hops + 1);
             if (chosen > dist[n] * bound + slack)
                 violation(check, "%s reaches the root at true cost %llu us, best is %llu us",
                           name_of(check, n, name), (unsigned long long)chosen,
@@ -414,8 +420,8 @@ static void check_true_paths(struct check *check)
 void sim_check_world(const struct sim_world *world, const char *label, FILE *log,
                      uint32_t *print_budget, struct sim_check_result *result)
 {
-    struct check check = {.world = world, .label = label, .log = log,
-                          .print_budget = print_budget, .result = result};
+    struct check check = {
+        .world = world, .label = label, .log = log, .print_budget = print_budget, .result = result};
     memset(result, 0, sizeof *result);
     stp_config_defaults(&check.core);
     uint32_t n_nodes = world->node_count;
@@ -427,7 +433,8 @@ void sim_check_world(const struct sim_world *world, const char *label, FILE *log
     if (check.status && check.component && check.component_size && check.component_root &&
         check.queue) {
         for (uint32_t n = 0; n < n_nodes; n++)
-            if (sim_node_running(&world->nodes[n])) stp_get_status(world->nodes[n].stp, &check.status[n]);
+            if (sim_node_running(&world->nodes[n]))
+                stp_get_status(world->nodes[n].stp, &check.status[n]);
         label_components(&check);
         find_component_roots(&check);
         for (uint32_t i = 0; i < world->link_count; i++) {

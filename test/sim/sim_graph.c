@@ -59,8 +59,7 @@ int sim_graph_generate(uint32_t nodes, double average_degree, struct sim_rng *rn
     for (uint32_t node = 1; node < nodes; node++)
         add_edge(&set, storage, &used, edges, node, sim_rng_below(rng, node));
     while (used < target)
-        add_edge(&set, storage, &used, edges, sim_rng_below(rng, nodes),
-                 sim_rng_below(rng, nodes));
+        add_edge(&set, storage, &used, edges, sim_rng_below(rng, nodes), sim_rng_below(rng, nodes));
     HASH_CLEAR(hh, set);
     free(storage);
     *edges_out = edges;

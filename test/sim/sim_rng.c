@@ -19,7 +19,8 @@ static uint64_t rotate_left(uint64_t value, int bits)
 
 void sim_rng_seed(struct sim_rng *rng, uint64_t seed)
 {
-    for (int i = 0; i < 4; i++) rng->state[i] = splitmix64(&seed);
+    for (int i = 0; i < 4; i++)
+        rng->state[i] = splitmix64(&seed);
 }
 
 uint64_t sim_rng_next(struct sim_rng *rng)

@@ -14,7 +14,7 @@ struct sim_rng {
 
 void sim_rng_seed(struct sim_rng *rng, uint64_t seed);
 uint64_t sim_rng_next(struct sim_rng *rng);
-double sim_rng_uniform(struct sim_rng *rng);              /* [0, 1) */
+double sim_rng_uniform(struct sim_rng *rng);                 /* [0, 1) */
 uint32_t sim_rng_below(struct sim_rng *rng, uint32_t bound); /* [0, bound), bound > 0 */
 double sim_rng_range(struct sim_rng *rng, double low, double high);
 

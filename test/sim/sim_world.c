@@ -75,6 +75,30 @@ static void schedule_tick(struct sim_world *world, struct sim_node *node)
     push(world, &event);
 }
 
+static void trace_change(struct sim_world *world, const struct sim_node *node,
+                         const struct stp_status *status)
+{
+    char name[STP_BROKER_ID_STRLEN], root[STP_BROKER_ID_STRLEN];
+    world->trace_budget--;
+    static const char *const kinds[] = {"BPDU", "RTT sample", "tick", "link up", "link down"};
+    const struct sim_event *cause = world->current;
+    fprintf(world->trace,
+            "  t=%.3fs %s after %s%s on link %u: epoch %u root %s cost %u us via link %llu\n",
+            (double)world->now_us / 1e6, stp_broker_id_format(&node->id, name, sizeof name),
+            cause ? kinds[cause->kind] : "?", cause && cause->triggered ? " (change)" : "",
+            cause ? cause->link : 0, status->epoch,
+            stp_broker_id_format(&status->root.root_id, root, sizeof root),
+            status->root.root_cost_us, (unsigned long long)status->root_link);
+    for (uint32_t i = 0; i < node->link_count; i++) {
+        struct stp_link_status link;
+        uint32_t index = node->links[i];
+        if (stp_get_link_status(node->stp, sim_link_core_id(index), &link) != STP_OK) continue;
+        fprintf(world->trace, "    link %u: %s%s cost %u us (true %u) srtt %u us\n", index,
+                stp_role_name(link.role), link.forwarding ? " forwarding" : "", link.cost_us,
+                world->links[index].base_rtt_us, link.srtt_us);
+    }
+}
+
 static void after_call(struct sim_world *world, struct sim_node *node)
 {
     struct stp_status status;
@@ -83,6 +107,7 @@ static void after_call(struct sim_world *world, struct sim_node *node)
         node->last_version = status.version;
         world->last_change_us = world->now_us;
         world->counters.state_changes++;
+        if (world->trace != NULL && world->trace_budget > 0) trace_change(world, node, &status);
     }
     schedule_tick(world, node);
 }
@@ -106,8 +131,10 @@ static void on_send(void *context, stp_link_id id, const uint8_t *bytes, size_t 
     int end = sim_link_end_of(link, node->index);
     bool triggered = reason == STP_SEND_CHANGE;
     world->counters.bpdus_sent++;
-    if (triggered) world->counters.bpdus_triggered++;
-    else world->counters.bpdus_hello++;
+    if (triggered)
+        world->counters.bpdus_triggered++;
+    else
+        world->counters.bpdus_hello++;
     if (link->failed || !sim_node_running(&world->nodes[link->end[1 - end]])) {
         world->counters.bpdus_lost++;
         return;
@@ -231,12 +258,21 @@ static void process(struct sim_world *world, const struct sim_event *event)
 {
     if (event->triggered) world->triggered_in_flight--;
     world->now_us = event->time_us;
+    world->current = event;
     switch ((enum sim_event_kind)event->kind) {
-    case SIM_DELIVER_BPDU: deliver_bpdu(world, event); break;
-    case SIM_RTT_SAMPLE: deliver_rtt_sample(world, event); break;
-    case SIM_TICK: run_tick(world, event); break;
+    case SIM_DELIVER_BPDU:
+        deliver_bpdu(world, event);
+        break;
+    case SIM_RTT_SAMPLE:
+        deliver_rtt_sample(world, event);
+        break;
+    case SIM_TICK:
+        run_tick(world, event);
+        break;
     case SIM_LINK_UP:
-    case SIM_LINK_DOWN: notify_link(world, event); break;
+    case SIM_LINK_DOWN:
+        notify_link(world, event);
+        break;
     }
 }
 
@@ -324,8 +360,7 @@ static void drop_stale_connection(struct sim_world *world, uint32_t link_index, 
     struct sim_link *link = &world->links[link_index];
     struct sim_node *node = &world->nodes[link->end[end]];
     if (!link->up_at[end] || !sim_node_running(node)) return;
-    check_core_result(world, stp_link_down(node->stp, sim_link_core_id(link_index),
-                                           now_ms(world)),
+    check_core_result(world, stp_link_down(node->stp, sim_link_core_id(link_index), now_ms(world)),
                       "link down");
     link->up_at[end] = false;
     after_call(world, node);
@@ -412,9 +447,22 @@ static void assign_identity(struct sim_world *world, uint32_t index, const uint3
         node->id = world->nodes[sim_rng_below(&world->rng, index)].id;
         node->id.port = (uint16_t)(FIRST_SHARED_HOST_PORT + index % 40000);
     } else if (sim_rng_uniform(&world->rng) < world->params.ipv6_share) {
-        uint8_t addr[16] = {0xfd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                            0x00, 0x00, 0x00, 0x00, (uint8_t)(serial >> 24),
-                            (uint8_t)(serial >> 16), (uint8_t)(serial >> 8), (uint8_t)serial};
+        uint8_t addr[16] = {0xfd,
+                            0x00,
+                            0x00,
+                            0x00,
+                            0x00,
+                            0x00,
+                            0x00,
+                            0x00,
+                            0x00,
+                            0x00,
+                            0x00,
+                            0x00,
+                            (uint8_t)(serial >> 24),
+                            (uint8_t)(serial >> 16),
+                            (uint8_t)(serial >> 8),
+                            (uint8_t)serial};
         stp_broker_id_from_ipv6(&node->id, addr, FIRST_ORIGINAL_PORT);
     } else {
         uint8_t addr[4] = {10, (uint8_t)(serial >> 16), (uint8_t)(serial >> 8), (uint8_t)serial};
@@ -432,7 +480,8 @@ static int build_nodes(struct sim_world *world)
         free(permuted);
         return -1;
     }
-    for (uint32_t i = 0; i < count; i++) permuted[i] = i;
+    for (uint32_t i = 0; i < count; i++)
+        permuted[i] = i;
     for (uint32_t i = count - 1; i > 0; i--) {
         uint32_t j = sim_rng_below(&world->rng, i + 1);
         uint32_t swap = permuted[i];

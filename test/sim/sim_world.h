@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sim_graph.h"
 #include "sim_heap.h"
@@ -22,8 +23,8 @@ struct sim_params {
     uint32_t rtt_min_us, rtt_max_us; /* base RTT per link, log-uniform in this range */
     double jitter;                   /* each sample is base * (1 +- jitter), uniform */
     uint32_t hello_ms, max_age_ms;
-    double ipv6_share;      /* share of brokers with an IPv6 identity */
-    double same_host_share; /* share of brokers sharing another's address (other port) */
+    double ipv6_share;          /* share of brokers with an IPv6 identity */
+    double same_host_share;     /* share of brokers sharing another's address (other port) */
     uint32_t capability_levels; /* capabilities drawn from 1000 * [1, levels]: many ties */
     bool local_repair;          /* passed to every core (stp_config.local_repair) */
 };
@@ -44,14 +45,14 @@ struct sim_node {
 };
 
 struct sim_link {
-    uint32_t end[2];      /* node indices */
+    uint32_t end[2]; /* node indices */
     uint32_t base_rtt_us;
     uint32_t original_rtt_us; /* base RTT before any RTT-change event */
     bool failed;
-    bool silent;          /* failed without socket errors */
-    uint32_t generation;  /* bumped on every failure and recovery: in-flight events die */
-    bool up_at[2];        /* the stp core at end[i] has this link up */
-    uint64_t fifo_us[2];  /* last delivery time from end[i] to the other end */
+    bool silent;         /* failed without socket errors */
+    uint32_t generation; /* bumped on every failure and recovery: in-flight events die */
+    bool up_at[2];       /* the stp core at end[i] has this link up */
+    uint64_t fifo_us[2]; /* last delivery time from end[i] to the other end */
 };
 
 struct sim_counters {
@@ -71,7 +72,10 @@ struct sim_world {
     uint64_t triggered_in_flight; /* change-caused deliveries, samples and notifications */
     uint64_t last_change_us;      /* when any broker last changed observable state */
     struct sim_counters counters;
-    int fatal; /* nonzero after an allocation failure or an unexpected core error */
+    int fatal;   /* nonzero after an allocation failure or an unexpected core error */
+    FILE *trace; /* when set, every state change is described here (for diagnosis) */
+    uint32_t trace_budget;
+    const struct sim_event *current; /* the event being processed, for traces */
 };
 
 void sim_params_defaults(struct sim_params *params);

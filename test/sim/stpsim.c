@@ -37,8 +37,9 @@ enum event_type {
 };
 
 static const char *const event_names[EVENT_TYPE_COUNT] = {
-    "startup",     "link fail",          "link fail (silent)", "link recover",
-    "broker fail", "broker fail (silent)", "broker recover",   "rtt change",
+    "startup",        "link fail",   "link fail (silent)",
+    "link recover",   "broker fail", "broker fail (silent)",
+    "broker recover", "rtt change",
 };
 
 struct options {
@@ -76,22 +77,21 @@ struct chosen_event {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: arbor_stpsim [options]\n"
-            "  --nodes N          brokers (default 100)\n"
-            "  --degree D         average links per broker (default 4)\n"
-            "  --events E         failures/recoveries/RTT changes to inject (default 100)\n"
-            "  --seed S           random seed (default 1)\n"
-            "  --jitter J         RTT jitter, share of the base RTT (default 0.10)\n"
-            "  --rtt-min-ms X     smallest base RTT (default 5)\n"
-            "  --rtt-max-ms X     largest base RTT (default 100)\n"
-            "  --hello-ms X       BPDU hello period (default 2000)\n"
-            "  --max-age-ms X     information lifetime without BPDUs (default 7000)\n"
-            "  --silent-share P   share of failures without socket errors (default 0.25)\n"
-            "  --rtt-change-share P  share of events that change a link's RTT (default 0.10)\n"
-            "  --local-repair     repair lost root links locally when loop-free (see stp.h)\n"
-            "  --print-limit N    violations printed in full (default 20)\n"
-            "  --verbose          one line per event\n");
+    fprintf(out, "usage: arbor_stpsim [options]\n"
+                 "  --nodes N          brokers (default 100)\n"
+                 "  --degree D         average links per broker (default 4)\n"
+                 "  --events E         failures/recoveries/RTT changes to inject (default 100)\n"
+                 "  --seed S           random seed (default 1)\n"
+                 "  --jitter J         RTT jitter, share of the base RTT (default 0.10)\n"
+                 "  --rtt-min-ms X     smallest base RTT (default 5)\n"
+                 "  --rtt-max-ms X     largest base RTT (default 100)\n"
+                 "  --hello-ms X       BPDU hello period (default 2000)\n"
+                 "  --max-age-ms X     information lifetime without BPDUs (default 7000)\n"
+                 "  --silent-share P   share of failures without socket errors (default 0.25)\n"
+                 "  --rtt-change-share P  share of events that change a link's RTT (default 0.10)\n"
+                 "  --local-repair     repair lost root links locally when loop-free (see stp.h)\n"
+                 "  --print-limit N    violations printed in full (default 20)\n"
+                 "  --verbose          one line per event\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *options)
@@ -125,21 +125,50 @@ static int parse_options(int argc, char **argv, struct options *options)
     int option;
     while ((option = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
         switch (option) {
-        case 'n': options->params.nodes = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'd': options->params.degree = strtod(optarg, NULL); break;
-        case 'e': options->events = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 's': options->seed = strtoull(optarg, NULL, 10); break;
-        case 'j': options->params.jitter = strtod(optarg, NULL); break;
-        case 'a': options->params.rtt_min_us = (uint32_t)(strtod(optarg, NULL) * 1000); break;
-        case 'b': options->params.rtt_max_us = (uint32_t)(strtod(optarg, NULL) * 1000); break;
-        case 'h': options->params.hello_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'm': options->params.max_age_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'q': options->silent_share = strtod(optarg, NULL); break;
-        case 'r': options->rtt_change_share = strtod(optarg, NULL); break;
-        case 'p': options->print_limit = (uint32_t)strtoul(optarg, NULL, 10); break;
-        case 'v': options->verbose = true; break;
-        case 'l': options->params.local_repair = true; break;
-        default: return -1;
+        case 'n':
+            options->params.nodes = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'd':
+            options->params.degree = strtod(optarg, NULL);
+            break;
+        case 'e':
+            options->events = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 's':
+            options->seed = strtoull(optarg, NULL, 10);
+            break;
+        case 'j':
+            options->params.jitter = strtod(optarg, NULL);
+            break;
+        case 'a':
+            options->params.rtt_min_us = (uint32_t)(strtod(optarg, NULL) * 1000);
+            break;
+        case 'b':
+            options->params.rtt_max_us = (uint32_t)(strtod(optarg, NULL) * 1000);
+            break;
+        case 'h':
+            options->params.hello_ms = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'm':
+            options->params.max_age_ms = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'q':
+            options->silent_share = strtod(optarg, NULL);
+            break;
+        case 'r':
+            options->rtt_change_share = strtod(optarg, NULL);
+            break;
+        case 'p':
+            options->print_limit = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'v':
+            options->verbose = true;
+            break;
+        case 'l':
+            options->params.local_repair = true;
+            break;
+        default:
+            return -1;
         }
     }
     const struct sim_params *p = &options->params;
@@ -178,7 +207,8 @@ static double percentile(struct samples *samples, double share)
 static double mean(const struct samples *samples)
 {
     double sum = 0;
-    for (uint32_t i = 0; i < samples->count; i++) sum += samples->values[i];
+    for (uint32_t i = 0; i < samples->count; i++)
+        sum += samples->values[i];
     return samples->count ? sum / samples->count : 0;
 }
 
@@ -197,14 +227,16 @@ static void free_stats(struct stats *stats)
 static uint32_t count_failed_nodes(const struct sim_world *world)
 {
     uint32_t count = 0;
-    for (uint32_t n = 0; n < world->node_count; n++) count += !world->nodes[n].alive;
+    for (uint32_t n = 0; n < world->node_count; n++)
+        count += !world->nodes[n].alive;
     return count;
 }
 
 static uint32_t count_failed_links(const struct sim_world *world)
 {
     uint32_t count = 0;
-    for (uint32_t i = 0; i < world->link_count; i++) count += world->links[i].failed;
+    for (uint32_t i = 0; i < world->link_count; i++)
+        count += world->links[i].failed;
     return count;
 }
 
@@ -288,11 +320,17 @@ static bool pick_rtt_change(struct sim_world *world, struct chosen_event *chosen
     if (!pick_live_link(world, &chosen->target)) return false;
     const struct sim_link *link = &world->links[chosen->target];
     double roll = sim_rng_uniform(&world->rng);
-    double factor = roll < 0.4 ? sim_rng_range(&world->rng, 2.0, 3.0)
-                    : roll < 0.8 ? sim_rng_range(&world->rng, 0.33, 0.5) : 1.0;
+    double factor = roll < 0.4   ? sim_rng_range(&world->rng, 2.0, 3.0)
+                    : roll < 0.8 ? sim_rng_range(&world->rng, 0.33, 0.5)
+                                 : 1.0;
     if (link->base_rtt_us != link->original_rtt_us) factor = 1.0; /* back to normal */
-    double rtt = link->original_rtt_us * factor;
-    chosen->new_rtt_us = rtt < 1000 ? 1000 : (uint32_t)rtt;
+    double rtt = fmax(link->original_rtt_us * factor, 100.0);
+    /* A change close to the edge of the core's hysteresis band may or may not be adopted,
+     * at any later time; only clear-cut changes make checkable events. */
+    double band = fmax(0.20 * link->base_rtt_us, RTT_THRESHOLD_MIN_US);
+    double change = fabs(rtt - link->base_rtt_us);
+    if (change == 0 || (change > 0.6 * band && change < 1.6 * band)) return false;
+    chosen->new_rtt_us = (uint32_t)rtt;
     chosen->type = EVENT_RTT_CHANGE;
     return true;
 }
@@ -317,14 +355,29 @@ static bool choose_event(struct sim_world *world, const struct options *options,
 static void apply_event(struct sim_world *world, const struct chosen_event *chosen)
 {
     switch (chosen->type) {
-    case EVENT_LINK_FAIL: sim_world_fail_link(world, chosen->target, false); break;
-    case EVENT_LINK_FAIL_SILENT: sim_world_fail_link(world, chosen->target, true); break;
-    case EVENT_LINK_RECOVER: sim_world_recover_link(world, chosen->target); break;
-    case EVENT_BROKER_FAIL: sim_world_fail_node(world, chosen->target, false); break;
-    case EVENT_BROKER_FAIL_SILENT: sim_world_fail_node(world, chosen->target, true); break;
-    case EVENT_BROKER_RECOVER: sim_world_recover_node(world, chosen->target); break;
-    case EVENT_RTT_CHANGE: sim_world_set_rtt(world, chosen->target, chosen->new_rtt_us); break;
-    default: break;
+    case EVENT_LINK_FAIL:
+        sim_world_fail_link(world, chosen->target, false);
+        break;
+    case EVENT_LINK_FAIL_SILENT:
+        sim_world_fail_link(world, chosen->target, true);
+        break;
+    case EVENT_LINK_RECOVER:
+        sim_world_recover_link(world, chosen->target);
+        break;
+    case EVENT_BROKER_FAIL:
+        sim_world_fail_node(world, chosen->target, false);
+        break;
+    case EVENT_BROKER_FAIL_SILENT:
+        sim_world_fail_node(world, chosen->target, true);
+        break;
+    case EVENT_BROKER_RECOVER:
+        sim_world_recover_node(world, chosen->target);
+        break;
+    case EVENT_RTT_CHANGE:
+        sim_world_set_rtt(world, chosen->target, chosen->new_rtt_us);
+        break;
+    default:
+        break;
     }
 }
 
@@ -371,7 +424,12 @@ static void report_violation(struct stats *stats, const char *label, const char 
 static void check_stability(struct sim_world *world, struct stats *stats, const char *label)
 {
     uint64_t before = world->counters.state_changes;
+    if (stats->print_budget > 0) {
+        world->trace = stdout; /* describe the first few unexpected changes */
+        world->trace_budget = 4;
+    }
     sim_world_run_until(world, world->now_us + world->params.hello_ms * US_PER_MS * 3 / 2);
+    world->trace = NULL;
     if (world->counters.state_changes != before)
         report_violation(stats, label, "state changed with no event (not converged or flapping)");
 }
@@ -387,13 +445,17 @@ static void run_step(struct sim_world *world, const struct options *options,
     world->last_change_us = start_us;
     apply_event(world, chosen);
 
-    bool silent = chosen->type == EVENT_LINK_FAIL_SILENT || chosen->type == EVENT_BROKER_FAIL_SILENT;
-    uint64_t min_until = start_us + (silent ? world->params.max_age_ms * US_PER_MS + SILENT_MARGIN_US : 0);
+    bool silent =
+        chosen->type == EVENT_LINK_FAIL_SILENT || chosen->type == EVENT_BROKER_FAIL_SILENT;
+    uint64_t min_until =
+        start_us + (silent ? world->params.max_age_ms * US_PER_MS + SILENT_MARGIN_US : 0);
     bool rtt = chosen->type == EVENT_RTT_CHANGE;
     bool quiet = sim_world_run_until_quiet(world, min_until, start_us + QUIET_TIMEOUT_US,
                                            rtt ? rtt_settled : NULL, &chosen->target);
-    if (world->fatal) report_violation(stats, label, "the core reported an error");
-    else if (!quiet) report_violation(stats, label, "no quiet network within 600 s");
+    if (world->fatal)
+        report_violation(stats, label, "the core reported an error");
+    else if (!quiet)
+        report_violation(stats, label, "no quiet network within 600 s");
 
     double converge_ms = (double)(world->last_change_us - start_us) / US_PER_MS;
     double bpdus = (double)(world->counters.bpdus_triggered - triggered_before);
@@ -423,8 +485,7 @@ static void print_table(struct stats *stats)
         struct samples *s = &stats->converge_ms[t];
         if (s->count == 0) continue;
         printf("%-22s %6u %12.1f %12.1f %12.1f %14.0f\n", event_names[t], s->count,
-               percentile(s, 0.5), percentile(s, 0.9), percentile(s, 1.0),
-               mean(&stats->bpdus[t]));
+               percentile(s, 0.5), percentile(s, 0.9), percentile(s, 1.0), mean(&stats->bpdus[t]));
     }
     struct samples *rows[2] = {&stats->topology_ms, &stats->notified_ms};
     const char *names[2] = {"failures+recoveries", "  with socket errors"};
@@ -491,10 +552,9 @@ int main(int argc, char **argv)
            percentile(&stats.topology_ms, 0.5), percentile(&stats.topology_ms, 0.9),
            percentile(&stats.topology_ms, 1.0), percentile(&stats.notified_ms, 0.5),
            percentile(&stats.notified_ms, 1.0),
-           percentile(&stats.converge_ms[EVENT_RTT_CHANGE], 1.0),
-           (unsigned long long)c->bpdus_sent, (unsigned long long)c->bpdus_triggered,
-           (unsigned long long)c->bpdus_hello, stats.max_hops, stats.worst_path_ratio,
-           (double)world.now_us / US_PER_S, wall);
+           percentile(&stats.converge_ms[EVENT_RTT_CHANGE], 1.0), (unsigned long long)c->bpdus_sent,
+           (unsigned long long)c->bpdus_triggered, (unsigned long long)c->bpdus_hello,
+           stats.max_hops, stats.worst_path_ratio, (double)world.now_us / US_PER_S, wall);
     int exit_code = stats.violations == 0 && !world.fatal ? 0 : 1;
     sim_world_destroy(&world);
     free_stats(&stats);

@@ -84,15 +84,15 @@ static void test_ipv4_layout_is_exact(void **state)
     (void)state;
     struct stp_bpdu bpdu = sample_bpdu(ipv4_id(10, 0, 0, 1, 1883), ipv4_id(192, 168, 1, 7, 1884));
     static const uint8_t expected[] = {
-        0x01,                   /* version */
-        0xA0,                   /* TC | role designated (10 << 4) */
-        0x03,                   /* message age */
-        0x01, 0x02, 0x03, 0x04, /* epoch */
-        0x00, 0x00, 0x27, 0x10, /* root capability 10000 */
-        0x00, 0x00, 0xC3, 0x50, /* root path cost 50000 us */
-        0x00, 0x00, 0x13, 0x88, /* sender capability 5000 */
-        10, 0, 0, 1, 0x07, 0x5B,     /* root 10.0.0.1:1883 */
-        192, 168, 1, 7, 0x07, 0x5C,  /* sender 192.168.1.7:1884 */
+        0x01,                               /* version */
+        0xA0,                               /* TC | role designated (10 << 4) */
+        0x03,                               /* message age */
+        0x01, 0x02, 0x03, 0x04,             /* epoch */
+        0x00, 0x00, 0x27, 0x10,             /* root capability 10000 */
+        0x00, 0x00, 0xC3, 0x50,             /* root path cost 50000 us */
+        0x00, 0x00, 0x13, 0x88,             /* sender capability 5000 */
+        10,   0,    0,    1,    0x07, 0x5B, /* root 10.0.0.1:1883 */
+        192,  168,  1,    7,    0x07, 0x5C, /* sender 192.168.1.7:1884 */
     };
     uint8_t out[STP_BPDU_MAX_LEN];
     size_t len = encode(&bpdu, out);
@@ -114,9 +114,9 @@ static void test_ipv6_layout_is_exact(void **state)
     assert_int_equal(out[1], 0x40 | 0x30 | 0x08 | 0x04); /* TCA, blocked, both IPv6 */
     assert_int_equal(out[19], 0x20);                     /* root address starts at 19 */
     assert_int_equal(out[34], 0x01);                     /* ... and ends at 34 */
-    assert_int_equal(out[35] << 8 | out[36], 1883);       /* root port */
-    assert_int_equal(out[37], 0xfd);                      /* sender address */
-    assert_int_equal(out[53] << 8 | out[54], 8883);       /* sender port */
+    assert_int_equal(out[35] << 8 | out[36], 1883);      /* root port */
+    assert_int_equal(out[37], 0xfd);                     /* sender address */
+    assert_int_equal(out[53] << 8 | out[54], 8883);      /* sender port */
 }
 
 static void round_trip(struct stp_broker_id root, struct stp_broker_id sender, size_t want_len)
@@ -259,8 +259,8 @@ static void test_bad_identities_are_rejected(void **state)
 {
     (void)state;
     struct stp_broker_id good = ipv4_id(10, 0, 0, 2, 1883);
-    expect_bad_id(ipv4_id(10, 0, 0, 1, 0), good, 0, NULL, 0);      /* port 0 */
-    expect_bad_id(good, ipv4_id(0, 0, 0, 0, 1883), 0, NULL, 0);    /* 0.0.0.0 */
+    expect_bad_id(ipv4_id(10, 0, 0, 1, 0), good, 0, NULL, 0);   /* port 0 */
+    expect_bad_id(good, ipv4_id(0, 0, 0, 0, 1883), 0, NULL, 0); /* 0.0.0.0 */
     struct stp_broker_id unspecified6;
     uint8_t zero[16] = {0};
     stp_broker_id_from_ipv6(&unspecified6, zero, 1883);
@@ -333,7 +333,7 @@ static void test_random_input_is_safe_and_canonical(void **state)
             seed ^= seed << 17;
             buf[j] = (uint8_t)seed;
         }
-        if (len > 0) buf[0] = 0x01; /* mostly valid version, to get past the first check */
+        if (len > 0) buf[0] = 0x01;  /* mostly valid version, to get past the first check */
         if (len > 1) buf[1] &= 0xfc; /* mostly valid flags */
         struct stp_bpdu bpdu;
         if (decode_exact(buf, len, &bpdu) != STP_BPDU_OK) continue;

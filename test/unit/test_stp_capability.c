@@ -78,8 +78,8 @@ static void test_read_host_from_sample_files(void **state)
 {
     (void)state;
     struct stp_host_resources res = {0};
-    assert_int_equal(
-        stp_capability_read_host(DATA("stp_cpuinfo_x86"), DATA("stp_meminfo"), &res), 0);
+    assert_int_equal(stp_capability_read_host(DATA("stp_cpuinfo_x86"), DATA("stp_meminfo"), &res),
+                     0);
     /* M = 16318452 kB / 1024 = 15935 MiB */
     assert_int_equal(stp_capability_compute(&res, 1.0, 1.0), 10801 + 15935);
     assert_int_equal(stp_capability_compute(&res, 2.0, 0.5), 29570); /* 29569.5 rounded */
@@ -89,8 +89,7 @@ static void test_read_host_reports_missing_files(void **state)
 {
     (void)state;
     struct stp_host_resources res = {0};
-    assert_int_equal(stp_capability_read_host(DATA("no_such_file"), DATA("stp_meminfo"), &res),
-                     -1);
+    assert_int_equal(stp_capability_read_host(DATA("no_such_file"), DATA("stp_meminfo"), &res), -1);
     assert_int_equal(
         stp_capability_read_host(DATA("stp_cpuinfo_x86"), DATA("stp_meminfo_bad"), &res), -1);
 }

@@ -107,7 +107,8 @@ static const struct stp_bpdu *last_sent_on(const struct harness *h, stp_link_id 
 static size_t count_events(const struct harness *h, enum stp_event_type type)
 {
     size_t count = 0;
-    for (size_t i = 0; i < h->event_count; i++) count += h->events[i].type == type;
+    for (size_t i = 0; i < h->event_count; i++)
+        count += h->events[i].type == type;
     return count;
 }
 
@@ -149,8 +150,8 @@ static int receive(struct harness *h, stp_link_id link, struct advert a)
 /* A neighbour that is itself the root. */
 static struct advert root_advert(uint32_t capability, struct stp_broker_id id)
 {
-    struct advert a = {.root_capability = capability, .root_id = id, .capability = capability,
-                       .id = id};
+    struct advert a = {
+        .root_capability = capability, .root_id = id, .capability = capability, .id = id};
     return a;
 }
 
@@ -158,8 +159,12 @@ static struct advert root_advert(uint32_t capability, struct stp_broker_id id)
 static struct advert relay_advert(uint32_t root_capability, struct stp_broker_id root,
                                   uint32_t cost, uint32_t capability, struct stp_broker_id id)
 {
-    struct advert a = {.root_capability = root_capability, .root_id = root, .cost_us = cost,
-                       .capability = capability, .id = id, .hops = 1};
+    struct advert a = {.root_capability = root_capability,
+                       .root_id = root,
+                       .cost_us = cost,
+                       .capability = capability,
+                       .id = id,
+                       .hops = 1};
     return a;
 }
 
@@ -683,7 +688,8 @@ static void test_unchanged_bpdu_sends_nothing(void **state)
 
 static void feed(struct harness *h, stp_link_id link, uint32_t rtt_us, int count)
 {
-    for (int i = 0; i < count; i++) stp_rtt_sample(h->stp, link, rtt_us, h->now);
+    for (int i = 0; i < count; i++)
+        stp_rtt_sample(h->stp, link, rtt_us, h->now);
 }
 
 static void test_jitter_does_not_flap_the_root_link(void **state)
@@ -966,7 +972,8 @@ static void test_three_brokers_build_and_repair_a_tree(void **state)
     stp_get_status(net.node[2], &s);
     assert_int_equal(s.root.root_cost_us, 40000);
     assert_int_equal(s.epoch, 1);
-    for (int i = 0; i < NET_MAX; i++) stp_destroy(net.node[i]);
+    for (int i = 0; i < NET_MAX; i++)
+        stp_destroy(net.node[i]);
 }
 
 int main(void)

@@ -63,7 +63,8 @@ static void test_ewma_converges(void **state)
     stp_rtt_init(&rtt, &no_hysteresis, 10000);
     stp_rtt_add_sample(&rtt, &no_hysteresis, 18000);
     assert_int_equal(stp_rtt_smoothed_us(&rtt, &no_hysteresis), 11000); /* 10000 + 8000/8 */
-    for (int i = 0; i < 200; i++) stp_rtt_add_sample(&rtt, &no_hysteresis, 20000);
+    for (int i = 0; i < 200; i++)
+        stp_rtt_add_sample(&rtt, &no_hysteresis, 20000);
     assert_in_range(stp_rtt_smoothed_us(&rtt, &no_hysteresis), 19990, 20000);
 }
 
@@ -84,8 +85,10 @@ static void test_short_spike_is_ignored(void **state)
     (void)state;
     struct stp_rtt rtt;
     stp_rtt_init(&rtt, &params, 30000);
-    for (int i = 0; i < 6; i++) assert_false(stp_rtt_add_sample(&rtt, &params, 150000));
-    for (int i = 0; i < 200; i++) assert_false(stp_rtt_add_sample(&rtt, &params, 30000));
+    for (int i = 0; i < 6; i++)
+        assert_false(stp_rtt_add_sample(&rtt, &params, 150000));
+    for (int i = 0; i < 200; i++)
+        assert_false(stp_rtt_add_sample(&rtt, &params, 30000));
     assert_int_equal(rtt.cost_us, 30000);
 }
 
@@ -125,7 +128,8 @@ static void test_absolute_threshold_for_small_rtts(void **state)
     struct stp_rtt rtt;
     stp_rtt_init(&rtt, &params, 1000);
     /* +40 % but only 400 us: below the absolute threshold */
-    for (int i = 0; i < 200; i++) assert_false(stp_rtt_add_sample(&rtt, &params, 1400));
+    for (int i = 0; i < 200; i++)
+        assert_false(stp_rtt_add_sample(&rtt, &params, 1400));
     assert_int_equal(rtt.cost_us, 1000);
 }
 
