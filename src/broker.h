@@ -27,7 +27,7 @@ struct retained_store;
 struct listener {
     struct event_handler handler;
     struct broker *broker;
-    const struct arbor_listener *config;  /* refreshed on reload */
+    const struct arbor_listener *config; /* refreshed on reload */
     uint16_t port;
     char *bind_address;
     int connection_count;
@@ -37,7 +37,7 @@ struct listener {
 enum connection_state {
     CONNECTION_AWAITING_CONNECT,
     CONNECTION_ACTIVE,
-    CONNECTION_CLOSED,         /* closed, waiting to be freed at the end of the loop turn */
+    CONNECTION_CLOSED, /* closed, waiting to be freed at the end of the loop turn */
 };
 
 struct connection {
@@ -45,25 +45,25 @@ struct connection {
     struct broker *broker;
     struct listener *listener;
     enum connection_state state;
-    char address[INET6_ADDRSTRLEN + 8];   /* "host:port" for logs */
+    char address[INET6_ADDRSTRLEN + 8]; /* "host:port" for logs */
     struct abuf in;
     struct outq out;
     bool want_write;
     bool in_flush_list;
     struct connection *next_flush;
-    struct connection *prev, *next;       /* broker's list of connections */
+    struct connection *prev, *next; /* broker's list of connections */
 
     /* From CONNECT */
     uint8_t version;
     char *client_id;
     char *username;
-    uint16_t keepalive;        /* effective, seconds (0: none) */
+    uint16_t keepalive; /* effective, seconds (0: none) */
     int64_t last_received_ms;
     bool request_problem_information;
-    uint32_t client_max_packet_size;  /* 0: protocol maximum */
+    uint32_t client_max_packet_size; /* 0: protocol maximum */
     uint16_t client_receive_maximum;
     uint16_t client_topic_alias_maximum;
-    bool disconnect_clean;     /* DISCONNECT received: no will */
+    bool disconnect_clean; /* DISCONNECT received: no will */
 
     /* Will, kept until the connection closes. */
     struct message *will;
@@ -78,17 +78,17 @@ struct connection {
 
 /* One message queued for, or in flight to, one session. Pooled: not freed per message. */
 enum delivery_state {
-    DELIVERY_QUEUED,           /* not sent yet */
-    DELIVERY_AWAIT_PUBACK,     /* QoS 1 sent */
-    DELIVERY_AWAIT_PUBREC,     /* QoS 2 sent */
-    DELIVERY_AWAIT_PUBCOMP,    /* QoS 2 PUBREL sent; message already released */
+    DELIVERY_QUEUED,        /* not sent yet */
+    DELIVERY_AWAIT_PUBACK,  /* QoS 1 sent */
+    DELIVERY_AWAIT_PUBREC,  /* QoS 2 sent */
+    DELIVERY_AWAIT_PUBCOMP, /* QoS 2 PUBREL sent; message already released */
 };
 
 #define DELIVERY_MAX_SUB_IDS 4
 
 struct delivery {
     struct delivery *prev, *next;
-    struct message *msg;       /* NULL once PUBREL is sent */
+    struct message *msg; /* NULL once PUBREL is sent */
     enum delivery_state state;
     uint16_t packet_id;
     uint8_t qos;
@@ -106,26 +106,26 @@ struct delivery_list {
 /* A subscription as the session remembers it (for UNSUBSCRIBE and cleanup). */
 struct session_subscription {
     UT_hash_handle hh;
-    char *filter;              /* full filter as given, including any $share/group/ prefix */
-    uint8_t options;           /* SUBSCRIBE options byte */
+    char *filter;    /* full filter as given, including any $share/group/ prefix */
+    uint8_t options; /* SUBSCRIBE options byte */
     uint32_t identifier;
 };
 
 struct session {
-    UT_hash_handle hh;         /* broker->sessions by client_id */
+    UT_hash_handle hh; /* broker->sessions by client_id */
     char *client_id;
-    uint64_t serial;           /* unique, for no local and match de-duplication */
+    uint64_t serial; /* unique, for no local and match de-duplication */
     uint8_t version;
-    struct connection *connection;    /* NULL while offline */
-    uint32_t expiry_interval;  /* seconds after disconnect; UINT32_MAX never */
+    struct connection *connection; /* NULL while offline */
+    uint32_t expiry_interval;      /* seconds after disconnect; UINT32_MAX never */
     int64_t disconnected_at_ms;
     struct session_subscription *subscriptions;
 
-    struct delivery_list inflight;    /* sent, awaiting acknowledgement, in send order */
-    struct delivery_list queued;      /* waiting for an inflight slot or for the client */
+    struct delivery_list inflight; /* sent, awaiting acknowledgement, in send order */
+    struct delivery_list queued;   /* waiting for an inflight slot or for the client */
     uint16_t last_packet_id;
 
-    uint8_t *incoming_qos2;    /* bitmap of packet ids awaiting PUBREL, allocated on use */
+    uint8_t *incoming_qos2; /* bitmap of packet ids awaiting PUBREL, allocated on use */
     uint16_t incoming_qos2_count;
 
     /* Will whose publication is delayed (MQTT 5 will delay interval). */
@@ -173,24 +173,24 @@ struct broker {
     struct arbor_config *config;
     struct event_loop loop;
     struct listener *listeners;
-    struct connection *connections;    /* all open connections */
-    struct connection *flush_list;     /* connections with output to write this turn */
-    struct connection *closed_list;    /* freed at the end of the turn */
+    struct connection *connections; /* all open connections */
+    struct connection *flush_list;  /* connections with output to write this turn */
+    struct connection *closed_list; /* freed at the end of the turn */
     uint32_t connection_count;
-    uint32_t client_count;             /* connections past CONNECT */
-    struct session *sessions;          /* by client id */
+    uint32_t client_count;    /* connections past CONNECT */
+    struct session *sessions; /* by client id */
     uint64_t next_session_serial;
     struct subscription_tree *subscriptions;
     struct retained_store *retained;
-    struct delivery *delivery_pool;    /* free list */
-    struct match_result match;         /* reused for every PUBLISH */
+    struct delivery *delivery_pool; /* free list */
+    struct match_result match;      /* reused for every PUBLISH */
     struct broker_stats stats;
-    int64_t now_ms;                    /* monotonic, updated each loop turn */
+    int64_t now_ms; /* monotonic, updated each loop turn */
     int64_t start_wall;
     int64_t next_sys_ms;
     int64_t next_tick_ms;
     bool stopping;
-    struct abuf scratch;               /* reusable encode buffer */
+    struct abuf scratch; /* reusable encode buffer */
     struct abuf scratch_props;
 };
 

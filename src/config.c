@@ -857,7 +857,9 @@ static const char *const planned_directive_prefixes[] = {"auth_opt_", "plugin_op
 
 /* Other Mosquitto directives: recognised so the message says what is wrong. */
 static const char *const unsupported_directives[] = {
-    "allow_duplicate_messages", "memory_limit", "log_facility",
+    "allow_duplicate_messages",
+    "memory_limit",
+    "log_facility",
     "use_username_as_clientid",
 };
 

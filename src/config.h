@@ -38,23 +38,23 @@ enum arbor_log_dest {
  * otherwise. */
 struct arbor_security_settings {
     bool allow_anonymous;
-    bool allow_anonymous_set;  /* given explicitly in the config */
+    bool allow_anonymous_set; /* given explicitly in the config */
     bool allow_zero_length_clientid;
-    char *auto_id_prefix;      /* default "auto-" (NULL only if memory ran out: treat as "auto-") */
-    bool auto_id_prefix_set;   /* given explicitly in the config */
-    char **clientid_prefixes;  /* NULL-terminated list, or NULL for no restriction */
+    char *auto_id_prefix;     /* default "auto-" (NULL only if memory ran out: treat as "auto-") */
+    bool auto_id_prefix_set;  /* given explicitly in the config */
+    char **clientid_prefixes; /* NULL-terminated list, or NULL for no restriction */
     size_t clientid_prefix_count;
 };
 
 struct arbor_listener {
     uint16_t port;
-    char *bind_address;       /* NULL: all addresses */
-    char *bind_interface;     /* NULL unless bind_interface given */
-    int max_connections;      /* -1: unlimited */
-    char *mount_point;        /* NULL unless given */
+    char *bind_address;                      /* NULL: all addresses */
+    char *bind_interface;                    /* NULL unless bind_interface given */
+    int max_connections;                     /* -1: unlimited */
+    char *mount_point;                       /* NULL unless given */
     struct arbor_security_settings security; /* used when per_listener_settings is true */
-    const char *file;         /* where it was declared, for messages (owned by
-                                 arbor_config.source_files) */
+    const char *file;                        /* where it was declared, for messages (owned by
+                                                arbor_config.source_files) */
     int line;
     /* added by config.c: */
     bool max_connections_set; /* given in this listener's block; otherwise max_connections was
@@ -76,34 +76,34 @@ struct arbor_config {
     struct arbor_security_settings security; /* global (per_listener_settings false) */
 
     /* limits */
-    int max_connections;          /* -1 unlimited (default) */
-    uint16_t max_inflight_messages; /* 0 unlimited; default 20 */
-    uint64_t max_inflight_bytes;  /* 0 unlimited */
-    int max_queued_messages;      /* 0 unlimited; default 1000 */
-    uint64_t max_queued_bytes;    /* 0 unlimited */
-    bool queue_qos0_messages;     /* default false */
-    uint32_t message_size_limit;  /* 0 = MQTT maximum (268435455) */
-    uint32_t max_packet_size;     /* 0 = no limit besides protocol */
-    uint16_t max_keepalive;       /* default 65535 */
-    uint16_t max_topic_alias;     /* default 10 */
-    bool retain_available;        /* default true */
-    uint8_t max_qos;              /* highest QoS clients may use; default 2 */
-    bool upgrade_outgoing_qos;    /* default false */
+    int max_connections;              /* -1 unlimited (default) */
+    uint16_t max_inflight_messages;   /* 0 unlimited; default 20 */
+    uint64_t max_inflight_bytes;      /* 0 unlimited */
+    int max_queued_messages;          /* 0 unlimited; default 1000 */
+    uint64_t max_queued_bytes;        /* 0 unlimited */
+    bool queue_qos0_messages;         /* default false */
+    uint32_t message_size_limit;      /* 0 = MQTT maximum (268435455) */
+    uint32_t max_packet_size;         /* 0 = no limit besides protocol */
+    uint16_t max_keepalive;           /* default 65535 */
+    uint16_t max_topic_alias;         /* default 10 */
+    bool retain_available;            /* default true */
+    uint8_t max_qos;                  /* highest QoS clients may use; default 2 */
+    bool upgrade_outgoing_qos;        /* default false */
     int64_t persistent_client_expiry; /* seconds; -1 never (default) */
-    bool set_tcp_nodelay;         /* default false */
-    int sys_interval;             /* seconds; 0 disables $SYS; default 10 */
+    bool set_tcp_nodelay;             /* default false */
+    int sys_interval;                 /* seconds; 0 disables $SYS; default 10 */
 
     /* logging */
-    unsigned log_dest;            /* arbor_log_dest bits; default stderr */
-    char *log_file;               /* for ARBOR_LOG_DEST_FILE */
-    unsigned log_type;            /* arbor_log_type bits; default error|warning|notice|information */
-    bool log_timestamp;           /* default true */
-    char *log_timestamp_format;   /* strftime format or NULL for epoch seconds */
-    bool connection_messages;     /* default true */
+    unsigned log_dest;          /* arbor_log_dest bits; default stderr */
+    char *log_file;             /* for ARBOR_LOG_DEST_FILE */
+    unsigned log_type;          /* arbor_log_type bits; default error|warning|notice|information */
+    bool log_timestamp;         /* default true */
+    char *log_timestamp_format; /* strftime format or NULL for epoch seconds */
+    bool connection_messages;   /* default true */
 
     /* process */
     char *pid_file;
-    char *user;                   /* default "mosquitto"-like: "arbor"; only used when root */
+    char *user; /* default "mosquitto"-like: "arbor"; only used when root */
 
     /* every file (or string name) this config was read from, main file first; owns the
      * strings that arbor_listener.file points to */

@@ -53,7 +53,7 @@ static bool over_connection_limit(struct listener *listener)
 static void accept_one(struct listener *listener, int fd, const struct sockaddr_storage *addr)
 {
     struct broker *broker = listener->broker;
-    char peer[sizeof ((struct connection *)0)->address];
+    char peer[sizeof((struct connection *)0)->address];
     format_peer(addr, peer, sizeof peer);
     if (over_connection_limit(listener)) {
         log_notice("Client connection from %s denied: max_connections reached.", peer);
@@ -140,7 +140,8 @@ int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_i
 {
     struct abuf *scratch = &conn->broker->scratch;
     abuf_reset(scratch);
-    if (mqtt_encode_ack(scratch, conn->version, type, packet_id, reason, (struct mqtt_props_out){0}))
+    if (mqtt_encode_ack(scratch, conn->version, type, packet_id, reason,
+                        (struct mqtt_props_out){0}))
         return MQTT_RC_UNSPECIFIED;
     return connection_send_scratch(conn) ? MQTT_RC_UNSPECIFIED : 0;
 }
@@ -256,7 +257,8 @@ static void connection_free(struct connection *conn)
     outq_free(&conn->out);
     if (conn->will) message_unref(conn->will);
     if (conn->topic_aliases) {
-        for (uint16_t i = 0; i <= conn->topic_alias_count; i++) free(conn->topic_aliases[i]);
+        for (uint16_t i = 0; i <= conn->topic_alias_count; i++)
+            free(conn->topic_aliases[i]);
         free(conn->topic_aliases);
     }
     free(conn->client_id);
@@ -279,39 +281,63 @@ static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
                            const uint8_t *body, size_t len)
 {
     switch (type) {
-    case MQTT_PUBLISH: return handle_publish(conn, flags, body, len);
-    case MQTT_PUBACK: return handle_puback(conn, body, len);
-    case MQTT_PUBREC: return handle_pubrec(conn, body, len);
-    case MQTT_PUBREL: return handle_pubrel(conn, body, len);
-    case MQTT_PUBCOMP: return handle_pubcomp(conn, body, len);
-    case MQTT_SUBSCRIBE: return handle_subscribe(conn, body, len);
-    case MQTT_UNSUBSCRIBE: return handle_unsubscribe(conn, body, len);
-    case MQTT_PINGREQ: return handle_pingreq(conn, body, len);
-    case MQTT_DISCONNECT: return handle_disconnect(conn, body, len);
+    case MQTT_PUBLISH:
+        return handle_publish(conn, flags, body, len);
+    case MQTT_PUBACK:
+        return handle_puback(conn, body, len);
+    case MQTT_PUBREC:
+        return handle_pubrec(conn, body, len);
+    case MQTT_PUBREL:
+        return handle_pubrel(conn, body, len);
+    case MQTT_PUBCOMP:
+        return handle_pubcomp(conn, body, len);
+    case MQTT_SUBSCRIBE:
+        return handle_subscribe(conn, body, len);
+    case MQTT_UNSUBSCRIBE:
+        return handle_unsubscribe(conn, body, len);
+    case MQTT_PINGREQ:
+        return handle_pingreq(conn, body, len);
+    case MQTT_DISCONNECT:
+        return handle_disconnect(conn, body, len);
     case MQTT_AUTH:
         if (conn->version != MQTT_V5) return MQTT_RC_MALFORMED_PACKET;
         return handle_auth(conn, body, len);
-    case MQTT_CONNECT: return MQTT_RC_PROTOCOL_ERROR; /* second CONNECT */
-    default: return MQTT_RC_PROTOCOL_ERROR;           /* server-to-client packets */
+    case MQTT_CONNECT:
+        return MQTT_RC_PROTOCOL_ERROR; /* second CONNECT */
+    default:
+        return MQTT_RC_PROTOCOL_ERROR; /* server-to-client packets */
     }
 }
 
 static const char *reason_text(int rc)
 {
     switch (rc) {
-    case MQTT_RC_MALFORMED_PACKET: return "malformed packet";
-    case MQTT_RC_PROTOCOL_ERROR: return "protocol error";
-    case MQTT_RC_PACKET_TOO_LARGE: return "packet too large";
-    case MQTT_RC_TOPIC_NAME_INVALID: return "invalid topic name";
-    case MQTT_RC_TOPIC_ALIAS_INVALID: return "invalid topic alias";
-    case MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED: return "receive maximum exceeded";
-    case MQTT_RC_PAYLOAD_FORMAT_INVALID: return "payload format invalid";
-    case MQTT_RC_RETAIN_NOT_SUPPORTED: return "retain not supported";
-    case MQTT_RC_QOS_NOT_SUPPORTED: return "QoS not supported";
-    case MQTT_RC_KEEP_ALIVE_TIMEOUT: return "exceeded timeout";
-    case MQTT_RC_SESSION_TAKEN_OVER: return "session taken over";
-    case MQTT_RC_SERVER_SHUTTING_DOWN: return "server shutting down";
-    default: return "error";
+    case MQTT_RC_MALFORMED_PACKET:
+        return "malformed packet";
+    case MQTT_RC_PROTOCOL_ERROR:
+        return "protocol error";
+    case MQTT_RC_PACKET_TOO_LARGE:
+        return "packet too large";
+    case MQTT_RC_TOPIC_NAME_INVALID:
+        return "invalid topic name";
+    case MQTT_RC_TOPIC_ALIAS_INVALID:
+        return "invalid topic alias";
+    case MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED:
+        return "receive maximum exceeded";
+    case MQTT_RC_PAYLOAD_FORMAT_INVALID:
+        return "payload format invalid";
+    case MQTT_RC_RETAIN_NOT_SUPPORTED:
+        return "retain not supported";
+    case MQTT_RC_QOS_NOT_SUPPORTED:
+        return "QoS not supported";
+    case MQTT_RC_KEEP_ALIVE_TIMEOUT:
+        return "exceeded timeout";
+    case MQTT_RC_SESSION_TAKEN_OVER:
+        return "session taken over";
+    case MQTT_RC_SERVER_SHUTTING_DOWN:
+        return "server shutting down";
+    default:
+        return "error";
     }
 }
 

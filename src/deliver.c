@@ -20,7 +20,8 @@
 size_t broker_publish(struct broker *broker, struct message *msg)
 {
     if (msg->retain && broker->config->retain_available) {
-        if (retain_set(broker->retained, msg) != 0) log_error("Out of memory storing retained message.");
+        if (retain_set(broker->retained, msg) != 0)
+            log_error("Out of memory storing retained message.");
     }
     if (subs_match(broker->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
                    &broker->match) != 0)
@@ -28,8 +29,8 @@ size_t broker_publish(struct broker *broker, struct message *msg)
     size_t count = broker->match.count;
     for (size_t i = 0; i < count; i++) {
         struct match_entry *e = &broker->match.entries[i];
-        uint8_t qos = broker->config->upgrade_outgoing_qos ? e->qos
-                                                          : (e->qos < msg->qos ? e->qos : msg->qos);
+        uint8_t qos =
+            broker->config->upgrade_outgoing_qos ? e->qos : (e->qos < msg->qos ? e->qos : msg->qos);
         bool retain = e->retain_as_published && msg->retain;
         session_deliver(broker, e->session, msg, qos, retain, e->sub_ids, e->sub_id_count);
     }
@@ -43,9 +44,8 @@ static int build_publish_props(struct broker *broker, const struct message *msg,
     struct abuf *props = &broker->scratch_props;
     abuf_reset(props);
     if (msg->props_len && abuf_append(props, msg->props, msg->props_len)) return -1;
-    if (msg->expiry_at_ms &&
-        mqtt_property_add_u32(props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL,
-                              message_remaining_expiry(msg, broker->now_ms)))
+    if (msg->expiry_at_ms && mqtt_property_add_u32(props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL,
+                                                   message_remaining_expiry(msg, broker->now_ms)))
         return -1;
     for (uint8_t i = 0; i < sub_id_count; i++)
         if (mqtt_property_add_varint(props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, sub_ids[i]))
@@ -75,7 +75,8 @@ static enum send_result send_publish(struct connection *conn, struct message *ms
         out.props.data = broker->scratch_props.data;
         out.props.len = broker->scratch_props.len;
     }
-    if (conn->client_max_packet_size && mqtt_publish_packet_size(&out) > conn->client_max_packet_size)
+    if (conn->client_max_packet_size &&
+        mqtt_publish_packet_size(&out) > conn->client_max_packet_size)
         return SEND_TOO_LARGE;
     abuf_reset(&broker->scratch);
     if (mqtt_encode_publish_header(&broker->scratch, &out)) return SEND_FAILED;
@@ -88,8 +89,8 @@ static enum send_result send_publish(struct connection *conn, struct message *ms
 
 static uint32_t inflight_limit(const struct broker *broker, const struct connection *conn)
 {
-    uint32_t limit = broker->config->max_inflight_messages ? broker->config->max_inflight_messages
-                                                           : 65535;
+    uint32_t limit =
+        broker->config->max_inflight_messages ? broker->config->max_inflight_messages : 65535;
     if (conn && conn->client_receive_maximum < limit) limit = conn->client_receive_maximum;
     return limit;
 }
@@ -174,7 +175,8 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
         return;
     }
     if (qos == 0 && !broker->config->queue_qos0_messages) return;
-    bool in_flight_now = qos > 0 && session->queued.count == 0 && window_has_room(broker, session, msg);
+    bool in_flight_now =
+        qos > 0 && session->queued.count == 0 && window_has_room(broker, session, msg);
     if (!in_flight_now && !queue_has_room(broker, session, msg)) {
         broker->stats.publish_dropped++;
         log_debug("Outgoing messages are being dropped for client %s.", session->client_id);

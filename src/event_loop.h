@@ -18,7 +18,7 @@ enum {
 
 struct event_handler {
     int fd;
-    unsigned interest;  /* EVENT_READ | EVENT_WRITE currently registered */
+    unsigned interest; /* EVENT_READ | EVENT_WRITE currently registered */
     void (*on_event)(struct event_handler *handler, unsigned events);
 };
 

@@ -44,9 +44,10 @@ int handle_pubrec(struct connection *conn, const uint8_t *body, size_t len)
     struct session *session = conn->session;
     struct delivery *d = delivery_list_find(&session->inflight, ack.packet_id);
     if (!d || d->state != DELIVERY_AWAIT_PUBREC) {
-        if (d && d->state == DELIVERY_AWAIT_PUBCOMP) return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
+        if (d && d->state == DELIVERY_AWAIT_PUBCOMP)
+            return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
         return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id,
-                        conn->version == MQTT_V5 ? MQTT_RC_PACKET_ID_NOT_FOUND : 0);
+                                   conn->version == MQTT_V5 ? MQTT_RC_PACKET_ID_NOT_FOUND : 0);
     }
     if (ack.reason >= 0x80) {
         /* The receiver refused the message: the flow ends here. */

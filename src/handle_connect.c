@@ -20,11 +20,16 @@
 static uint8_t v3_connack_code(uint8_t reason)
 {
     switch (reason) {
-    case MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION: return MQTT3_CONNACK_BAD_PROTOCOL_VERSION;
-    case MQTT_RC_CLIENT_ID_NOT_VALID: return MQTT3_CONNACK_IDENTIFIER_REJECTED;
-    case MQTT_RC_BAD_USERNAME_OR_PASSWORD: return MQTT3_CONNACK_BAD_USERNAME_PASSWORD;
-    case MQTT_RC_NOT_AUTHORIZED: return MQTT3_CONNACK_NOT_AUTHORIZED;
-    default: return MQTT3_CONNACK_SERVER_UNAVAILABLE;
+    case MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION:
+        return MQTT3_CONNACK_BAD_PROTOCOL_VERSION;
+    case MQTT_RC_CLIENT_ID_NOT_VALID:
+        return MQTT3_CONNACK_IDENTIFIER_REJECTED;
+    case MQTT_RC_BAD_USERNAME_OR_PASSWORD:
+        return MQTT3_CONNACK_BAD_USERNAME_PASSWORD;
+    case MQTT_RC_NOT_AUTHORIZED:
+        return MQTT3_CONNACK_NOT_AUTHORIZED;
+    default:
+        return MQTT3_CONNACK_SERVER_UNAVAILABLE;
     }
 }
 
@@ -65,7 +70,8 @@ static char *generate_client_id(const struct arbor_security_settings *sec)
     FILE *f = fopen("/dev/urandom", "rb");
     size_t got = f ? fread(random, 1, sizeof random, f) : 0;
     if (f) fclose(f);
-    for (size_t i = got; i < sizeof random; i++) random[i] = (unsigned char)rand();
+    for (size_t i = got; i < sizeof random; i++)
+        random[i] = (unsigned char)rand();
     const char *prefix = sec->auto_id_prefix ? sec->auto_id_prefix : "auto-";
     size_t plen = strlen(prefix);
     char *id = malloc(plen + 2 * sizeof random + 1);
@@ -108,9 +114,12 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
     if (conn->version == MQTT_V5) {
         int rc = 0;
         if (cfg->max_inflight_messages && cfg->max_inflight_messages < 65535)
-            rc |= mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, cfg->max_inflight_messages);
-        if (!cfg->retain_available) rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
-        if (cfg->max_qos < 2) rc |= mqtt_property_add_u8(props, MQTT_PROP_MAXIMUM_QOS, cfg->max_qos);
+            rc |=
+                mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, cfg->max_inflight_messages);
+        if (!cfg->retain_available)
+            rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
+        if (cfg->max_qos < 2)
+            rc |= mqtt_property_add_u8(props, MQTT_PROP_MAXIMUM_QOS, cfg->max_qos);
         if (cfg->max_packet_size)
             rc |= mqtt_property_add_u32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, cfg->max_packet_size);
         if (assigned_id)
@@ -180,19 +189,22 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
     if (c->client_id.len == 0) {
         bool allowed = sec->allow_zero_length_clientid &&
                        (c->version == MQTT_V5 || (c->version == MQTT_V311 && c->clean_start));
-        if (!allowed) return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
-                                    "zero length client id not allowed");
+        if (!allowed)
+            return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
+                          "zero length client id not allowed");
         conn->client_id = generate_client_id(sec);
         *assigned = true;
     } else {
         conn->client_id = copy_string(c->client_id);
     }
-    if (!conn->client_id) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    if (!conn->client_id)
+        return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     if (!*assigned && !has_allowed_prefix(sec, conn->client_id))
         return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "client id prefix not allowed");
     if (c->has_username) {
         conn->username = copy_string(c->username);
-        if (!conn->username) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+        if (!conn->username)
+            return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     } else if (!sec->allow_anonymous) {
         return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "anonymous clients not allowed");
     }
@@ -266,7 +278,8 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
             return refuse(conn, c.version, MQTT_RC_QOS_NOT_SUPPORTED, "will QoS not supported");
         if (c.will_retain && !broker->config->retain_available && c.version == MQTT_V5)
             return refuse(conn, c.version, MQTT_RC_RETAIN_NOT_SUPPORTED, "retain not available");
-        if (store_will(conn, &c)) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+        if (store_will(conn, &c))
+            return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }
     bool session_present;
     struct session *session = attach_session(conn, &c, &session_present);

@@ -60,10 +60,9 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
             expiry = p->props.message_expiry_interval;
     }
-    struct message *msg =
-        message_create((const char *)p->topic.data, p->topic.len, p->payload, p->payload_len,
-                       props->data, props->len, p->qos, p->retain, conn->session->serial, expiry,
-                       broker->now_ms);
+    struct message *msg = message_create((const char *)p->topic.data, p->topic.len, p->payload,
+                                         p->payload_len, props->data, props->len, p->qos, p->retain,
+                                         conn->session->serial, expiry, broker->now_ms);
     if (!msg) return -1;
     size_t matched = broker_publish(broker, msg);
     message_unref(msg);

@@ -29,8 +29,9 @@ struct retained_send {
 static void send_retained(struct message *msg, void *ctx)
 {
     struct retained_send *rs = ctx;
-    uint8_t qos = rs->broker->config->upgrade_outgoing_qos ? rs->qos
-                                                           : (msg->qos < rs->qos ? msg->qos : rs->qos);
+    uint8_t qos = rs->broker->config->upgrade_outgoing_qos
+                      ? rs->qos
+                      : (msg->qos < rs->qos ? msg->qos : rs->qos);
     session_deliver(rs->broker, rs->session, msg, qos, true, &rs->sub_id, rs->sub_id ? 1 : 0);
 }
 
@@ -83,9 +84,10 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
             char filter[65536];
             memcpy(filter, req->filter.data, req->filter.len);
             filter[req->filter.len] = '\0';
-            uint8_t options = (uint8_t)(codes[n] | (req->no_local ? SUB_OPT_NO_LOCAL : 0) |
-                                        (req->retain_as_published ? SUB_OPT_RETAIN_AS_PUBLISHED : 0) |
-                                        (req->retain_handling << 4));
+            uint8_t options =
+                (uint8_t)(codes[n] | (req->no_local ? SUB_OPT_NO_LOCAL : 0) |
+                          (req->retain_as_published ? SUB_OPT_RETAIN_AS_PUBLISHED : 0) |
+                          (req->retain_handling << 4));
             bool replaced = false;
             if (subs_add(broker->subscriptions, filter, session, options, sub_id, &replaced) ||
                 session_remember_subscription(session, filter, options, sub_id)) {

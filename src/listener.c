@@ -63,7 +63,8 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
 
 static int open_listener(struct broker *broker, const struct arbor_listener *cfg)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     char port[8];
     snprintf(port, sizeof port, "%u", cfg->port);
@@ -93,8 +94,7 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
     }
     if (failed_errno) {
         log_error("Error: unable to open listener on %s port %u: %s",
-                  cfg->bind_address ? cfg->bind_address : "*", cfg->port,
-                  strerror(failed_errno));
+                  cfg->bind_address ? cfg->bind_address : "*", cfg->port, strerror(failed_errno));
         return -1;
     }
     log_notice("Opening listener on %s port %u.", cfg->bind_address ? cfg->bind_address : "*",
@@ -140,6 +140,7 @@ void listeners_refresh_config(struct broker *broker)
         }
         if (!l->config)
             log_warning("Listener on port %u was removed from the config; it stays open until "
-                        "restart.", l->port);
+                        "restart.",
+                        l->port);
     }
 }

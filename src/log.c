@@ -77,11 +77,16 @@ void log_close(void)
 static int syslog_priority(unsigned type)
 {
     switch (type) {
-    case ARBOR_LOG_ERROR: return LOG_ERR;
-    case ARBOR_LOG_WARNING: return LOG_WARNING;
-    case ARBOR_LOG_NOTICE: return LOG_NOTICE;
-    case ARBOR_LOG_DEBUG: return LOG_DEBUG;
-    default: return LOG_INFO;
+    case ARBOR_LOG_ERROR:
+        return LOG_ERR;
+    case ARBOR_LOG_WARNING:
+        return LOG_WARNING;
+    case ARBOR_LOG_NOTICE:
+        return LOG_NOTICE;
+    case ARBOR_LOG_DEBUG:
+        return LOG_DEBUG;
+    default:
+        return LOG_INFO;
     }
 }
 

@@ -12,14 +12,14 @@
 
 struct message {
     uint32_t refcount;
-    uint8_t qos;               /* QoS it was published with */
-    bool retain;               /* published with the retain flag */
+    uint8_t qos; /* QoS it was published with */
+    bool retain; /* published with the retain flag */
     uint16_t topic_len;
     uint32_t payload_len;
-    uint32_t props_len;        /* forwardable properties, encoded, no length prefix */
-    uint64_t origin_session;   /* serial of the publishing session (no local), 0 for broker */
-    int64_t expiry_at_ms;      /* monotonic ms when it expires, 0 for never */
-    const char *topic;         /* points into data[] */
+    uint32_t props_len;      /* forwardable properties, encoded, no length prefix */
+    uint64_t origin_session; /* serial of the publishing session (no local), 0 for broker */
+    int64_t expiry_at_ms;    /* monotonic ms when it expires, 0 for never */
+    const char *topic;       /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;
     uint8_t data[];
@@ -27,9 +27,9 @@ struct message {
 
 /* Create with refcount 1. expiry_interval_s 0 means no expiry. Returns NULL on OOM. */
 struct message *message_create(const char *topic, size_t topic_len, const void *payload,
-                               size_t payload_len, const void *props, size_t props_len,
-                               uint8_t qos, bool retain, uint64_t origin_session,
-                               uint32_t expiry_interval_s, int64_t now_ms);
+                               size_t payload_len, const void *props, size_t props_len, uint8_t qos,
+                               bool retain, uint64_t origin_session, uint32_t expiry_interval_s,
+                               int64_t now_ms);
 static inline struct message *message_ref(struct message *msg)
 {
     msg->refcount++;

@@ -40,7 +40,8 @@ static void release_segment(struct outq *q, struct outq_segment *seg)
 
 void outq_free(struct outq *q)
 {
-    for (size_t i = 0; i < q->count; i++) release_segment(q, &q->segments[q->head + i]);
+    for (size_t i = 0; i < q->count; i++)
+        release_segment(q, &q->segments[q->head + i]);
     if (q->tail && q->tail->refs == 0) free(q->tail);
     free(q->segments);
     memset(q, 0, sizeof *q);

@@ -17,17 +17,17 @@ struct outq_block;
 struct outq_segment {
     const uint8_t *data;
     size_t len;
-    struct message *msg;       /* reference held while queued, or NULL */
-    struct outq_block *block;  /* block holding data, or NULL */
+    struct message *msg;      /* reference held while queued, or NULL */
+    struct outq_block *block; /* block holding data, or NULL */
 };
 
 struct outq {
     struct outq_segment *segments;
-    size_t head;               /* first unsent segment */
-    size_t count;              /* segments in use from head */
+    size_t head;  /* first unsent segment */
+    size_t count; /* segments in use from head */
     size_t cap;
-    struct outq_block *tail;   /* block small bytes are appended to */
-    size_t bytes;              /* total bytes queued */
+    struct outq_block *tail; /* block small bytes are appended to */
+    size_t bytes;            /* total bytes queued */
 };
 
 void outq_init(struct outq *q);

@@ -31,8 +31,7 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
     }
     session->serial = ++broker->next_session_serial;
     session->version = version;
-    HASH_ADD_KEYPTR(hh, broker->sessions, session->client_id, strlen(session->client_id),
-                    session);
+    HASH_ADD_KEYPTR(hh, broker->sessions, session->client_id, strlen(session->client_id), session);
     return session;
 }
 
@@ -127,7 +126,7 @@ int session_incoming_qos2_add(struct session *session, uint16_t packet_id)
 void session_incoming_qos2_remove(struct session *session, uint16_t packet_id)
 {
     if (!session_incoming_qos2_has(session, packet_id)) return;
-    session->incoming_qos2[packet_id >> 3] &= (uint8_t)~(1u << (packet_id & 7));
+    session->incoming_qos2[packet_id >> 3] &= (uint8_t) ~(1u << (packet_id & 7));
     session->incoming_qos2_count--;
 }
 

@@ -28,7 +28,7 @@ struct shared_group {
     UT_hash_handle hh;
     char *name;
     struct subscriber_list members;
-    size_t next;               /* round-robin position */
+    size_t next; /* round-robin position */
 };
 
 struct subs_node {

@@ -26,7 +26,6 @@ struct sys_loads {
     struct load_average avg[LOAD_COUNT];
 };
 
-
 static struct sys_loads loads; /* one broker per process for now; see ARCHITECTURE.md */
 
 static void publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
@@ -56,11 +55,15 @@ static void update_average(struct load_average *avg, double rate_per_min, double
 
 static void publish_loads(struct broker *broker)
 {
-    static const char *names[LOAD_COUNT] = {
-        "messages/received", "messages/sent", "publish/messages/received", "publish/messages/sent",
-        "bytes/received",    "bytes/sent",    "connections"};
+    static const char *names[LOAD_COUNT] = {"messages/received",
+                                            "messages/sent",
+                                            "publish/messages/received",
+                                            "publish/messages/sent",
+                                            "bytes/received",
+                                            "bytes/sent",
+                                            "connections"};
     const struct broker_stats *s = &broker->stats;
-    uint64_t now_values[LOAD_COUNT] = {s->messages_received, s->messages_sent, s->publish_received,
+    uint64_t now_values[LOAD_COUNT] = {s->messages_received, s->messages_sent,  s->publish_received,
                                        s->publish_sent,      s->bytes_received, s->bytes_sent,
                                        s->connections_total};
     double interval = loads.last_ms ? (double)(broker->now_ms - loads.last_ms) / 1000.0 : 0;
@@ -113,7 +116,8 @@ void sys_tree_publish(struct broker *broker)
                   (unsigned long long)s->clients_expired);
     publish_value(broker, "$SYS/broker/messages/received", "%llu",
                   (unsigned long long)s->messages_received);
-    publish_value(broker, "$SYS/broker/messages/sent", "%llu", (unsigned long long)s->messages_sent);
+    publish_value(broker, "$SYS/broker/messages/sent", "%llu",
+                  (unsigned long long)s->messages_sent);
     publish_value(broker, "$SYS/broker/messages/stored", "%llu",
                   (unsigned long long)message_live_count);
     publish_value(broker, "$SYS/broker/store/messages/count", "%llu",
@@ -132,7 +136,8 @@ void sys_tree_publish(struct broker *broker)
                   (unsigned long long)s->publish_bytes_sent);
     publish_value(broker, "$SYS/broker/shared_subscriptions/count", "%llu",
                   (unsigned long long)s->shared_subscriptions);
-    publish_value(broker, "$SYS/broker/bytes/received", "%llu", (unsigned long long)s->bytes_received);
+    publish_value(broker, "$SYS/broker/bytes/received", "%llu",
+                  (unsigned long long)s->bytes_received);
     publish_value(broker, "$SYS/broker/bytes/sent", "%llu", (unsigned long long)s->bytes_sent);
     publish_value(broker, "$SYS/broker/subscriptions/count", "%llu",
                   (unsigned long long)s->subscriptions);
