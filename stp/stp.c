@@ -97,12 +97,15 @@ static struct stp_link *find_link(const struct stp *stp, stp_link_id id)
 }
 
 /* Serial-number comparison (RFC 1982 style), with 0 meaning "no epoch yet": any real epoch
- * is newer than 0, and 0 is never newer than a real one. */
+ * is newer than 0, and 0 is never newer than a real one. Two epochs exactly half the range
+ * apart are ordered by value, so that of two different epochs one is always the newer. */
 static bool epoch_is_newer(uint32_t candidate, uint32_t current)
 {
-    if (candidate == 0) return false;
+    if (candidate == 0 || candidate == current) return false;
     if (current == 0) return true;
-    return (int32_t)(candidate - current) > 0;
+    uint32_t distance = candidate - current;
+    if (distance == 0x80000000u) return candidate > current;
+    return (int32_t)distance > 0;
 }
 
 static uint32_t next_epoch(uint32_t epoch)

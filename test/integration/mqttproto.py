@@ -658,6 +658,14 @@ class RawClient:
             self.send(pubrec(msg.pid))
             self.awaiting_pubrel.add(msg.pid)
 
-    def disconnect(self, reason=None, props=None):
+    def disconnect(self, reason=None, props=None, wait=2.0):
+        """Send DISCONNECT and wait (up to `wait` s) until the broker has closed the socket,
+        so that what the test does next happens after the broker processed the DISCONNECT."""
         self.try_send(disconnect(reason, props))
+        deadline = time.monotonic() + wait
+        while not self.closed and time.monotonic() < deadline:
+            try:
+                self.recv(deadline - time.monotonic())
+            except (ConnectionClosed, PacketTimeout):
+                break
         self.close()

@@ -227,3 +227,47 @@ def test_restart_gives_fresh_state(broker, raw):
     assert not c2.connect("c", clean=False).session_present
     c2.subscribe("ret", 1)
     c2.expect_no_packet(0.4)
+
+
+# ---------------------------------------------------------------- reload (arbor)
+
+def _wait_for_log(b, text, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in b.log_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError("%r not in log:\n%s" % (text, b.log_text()))
+
+
+@pytest.mark.arbor_only
+def test_sighup_applies_reloadable_settings(broker, raw):
+    # arbor(8): SIGHUP re-reads the config; new connections see the new values.
+    b = broker("max_qos 2")
+    c = raw(b, mp.MQTT5)
+    assert c.connect("before").props.get(mp.P_MAXIMUM_QOS) is None
+    with open(b.conf_path, "a") as f:
+        f.write("max_topic_alias 3\n")
+    with open(b.conf_path) as f:
+        text = f.read().replace("max_qos 2", "max_qos 1")
+    with open(b.conf_path, "w") as f:
+        f.write(text)
+    b.proc.send_signal(signal.SIGHUP)
+    _wait_for_log(b, "Reloaded configuration")
+    c2 = raw(b, mp.MQTT5)
+    ack = c2.connect("after")
+    assert ack.props.get(mp.P_MAXIMUM_QOS) == 1
+    assert ack.props.get(mp.P_TOPIC_ALIAS_MAXIMUM) == 3
+    assert c.is_open()  # existing clients are untouched
+
+
+@pytest.mark.arbor_only
+def test_sighup_with_bad_config_keeps_running(broker, raw):
+    b = broker("max_qos 1")
+    with open(b.conf_path, "a") as f:
+        f.write("bogus_directive 1\n")
+    b.proc.send_signal(signal.SIGHUP)
+    _wait_for_log(b, "keeping the current configuration")
+    assert "bogus_directive" in b.log_text()
+    c = raw(b, mp.MQTT5)
+    assert c.connect("still").props.get(mp.P_MAXIMUM_QOS) == 1

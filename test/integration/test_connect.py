@@ -6,6 +6,7 @@ import time
 import pytest
 
 import mqttproto as mp
+from helpers import free_port
 from mqttproto import MQTT31, MQTT311, MQTT5
 
 
@@ -306,10 +307,21 @@ def test_keepalive_satisfied_by_pingreq(broker, raw):
     b = broker()
     c = raw(b)
     c.connect("pinger", keepalive=1)
-    for _ in range(5):
+    for _ in range(4):
         time.sleep(0.45)
         c.send(mp.pingreq())
         assert c.recv_type(mp.PINGRESP, 2).body == b""
+    assert c.is_open()
+
+
+def test_keepalive_satisfied_by_any_packet(broker, raw):
+    # [MQTT-3.1.2-23]: any control packet counts, not only PINGREQ.
+    b = broker()
+    c = raw(b)
+    c.connect("publisher", keepalive=1)
+    for i in range(5):
+        time.sleep(0.45)
+        c.send(mp.publish("ka/any", b"%d" % i))
     assert c.is_open()
 
 
@@ -349,7 +361,7 @@ def test_max_keepalive_does_not_apply_to_v3(broker, raw, version, keepalive):
 
 def test_max_keepalive_below_10_rejected(run_broker):
     # mosquitto.conf(5): "Do not set below 10 seconds"; Mosquitto refuses to start.
-    rc, out = run_broker(conf_lines=["max_keepalive 5"])
+    rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % free_port(), "max_keepalive 5"])
     assert rc not in (0, None), out
     assert "max_keepalive" in out
 

@@ -1,6 +1,8 @@
 """PUBLISH at QoS 0/1/2 in both directions, byte-exact state machines, redelivery,
 inflight/queue limits and QoS downgrade/upgrade."""
 
+import time
+
 import pytest
 
 import mqttproto as mp
@@ -372,7 +374,7 @@ def test_publisher_receives_own_message(broker, raw):
 def test_large_payload_roundtrip(broker, raw):
     b = broker()
     sub, pub = pair(b, raw, sub_qos=1)
-    payload = bytes(range(256)) * 4096   # 1 MiB, remaining length needs 3 bytes
+    payload = bytes(range(256)) * 8300   # ~2.1 MB: the remaining length needs 4 bytes
     pub.publish("t/q", payload, qos=1)
     m = sub.recv_publish(timeout=10)
     assert m.payload == payload
@@ -422,3 +424,51 @@ def test_pingreq_pingresp_bytes(broker, raw):
     c.connect("c")
     c.send(b"\xc0\x00")
     assert c.recv().raw == b"\xd0\x00"
+
+
+@pytest.mark.parametrize("size", [127, 128, 16383, 16384])
+def test_remaining_length_boundaries(broker, raw, size):
+    # 2.2.3: varint boundaries 127/128 (1->2 bytes) and 16383/16384 (2->3 bytes).
+    b = broker()
+    sub, pub = pair(b, raw, sub_qos=0)
+    payload = b"p" * (size - len(mp.string("t/q")))
+    pkt = mp.publish("t/q", payload)
+    assert len(pkt) == 1 + len(mp.varint(size)) + size
+    pub.send(pkt)
+    got = sub.recv()
+    assert got.raw == pkt
+
+
+def test_byte_by_byte_delivery(broker, raw):
+    # TCP may split packets anywhere: the broker must reassemble them.
+    b = broker()
+    sub = raw(b)
+    sub.connect("sub")
+    sub.subscribe("frag", 1)
+    c = raw(b)
+    data = (mp.connect("frag") + mp.subscribe(1, [("x", 0)]) +
+            mp.publish("frag", b"pieces", qos=1, pid=7))
+    for i in range(len(data)):
+        c.send(data[i:i + 1])
+        time.sleep(0.001)
+    types = [c.recv().type for _ in range(3)]
+    assert types == [mp.CONNACK, mp.SUBACK, mp.PUBACK]
+    assert sub.recv_publish().payload == b"pieces"
+
+
+def test_pipelined_packets_in_one_write(broker, raw):
+    b = broker()
+    c = raw(b)
+    data = (mp.connect("pipe") + mp.subscribe(1, [("pipe/#", 2)]) +
+            b"".join(mp.publish("pipe/%d" % i, b"%d" % i, qos=1, pid=10 + i)
+                     for i in range(5)) + mp.pingreq())
+    c.send(data)
+    got = []
+    while len(got) < 1 + 1 + 5 + 5 + 1:
+        got.append(c.recv())
+    kinds = [p.type for p in got]
+    assert kinds[:2] == [mp.CONNACK, mp.SUBACK]
+    assert kinds.count(mp.PUBACK) == 5 and kinds.count(mp.PUBLISH) == 5
+    assert kinds[-1] == mp.PINGRESP     # answered after everything sent before it
+    pubs = [mp.Publish(p, MQTT311) for p in got if p.type == mp.PUBLISH]
+    assert [m.payload for m in pubs] == [b"%d" % i for i in range(5)]

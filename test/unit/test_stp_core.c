@@ -592,6 +592,25 @@ static void test_epoch_zero_is_never_newer(void **state)
     harness_free(h);
 }
 
+static void test_epochs_half_the_range_apart_are_still_ordered(void **state)
+{
+    (void)state;
+    struct harness *h = harness_new(NULL);
+    link_up(h, 1, 10000);
+    struct advert first = root_advert(1000, id4(2, 1883));
+    first.epoch = 5;
+    receive(h, 1, first);
+    struct advert opposite = root_advert(1000, id4(2, 1883));
+    opposite.epoch = 5 + 0x80000000u; /* neither is "ahead" in serial arithmetic */
+    receive(h, 1, opposite);
+    assert_int_equal(status_of(h).epoch, 5 + 0x80000000u); /* the larger value wins */
+    clear_sent(h);
+    receive(h, 1, first); /* and the smaller one is now stale */
+    assert_int_equal(status_of(h).epoch, 5 + 0x80000000u);
+    assert_int_equal(h->sent_count, 1); /* answered with our epoch */
+    harness_free(h);
+}
+
 static void test_root_lost_within_epoch_starts_a_new_one(void **state)
 {
     (void)state;
@@ -1003,6 +1022,7 @@ int main(void)
         cmocka_unit_test(test_newer_epoch_restarts_root_selection),
         cmocka_unit_test(test_older_epoch_is_ignored_and_answered),
         cmocka_unit_test(test_epoch_zero_is_never_newer),
+        cmocka_unit_test(test_epochs_half_the_range_apart_are_still_ordered),
         cmocka_unit_test(test_root_lost_within_epoch_starts_a_new_one),
         cmocka_unit_test(test_silent_root_link_expires_into_a_new_epoch),
         cmocka_unit_test(test_refreshed_information_does_not_expire),
