@@ -62,16 +62,17 @@ struct connection {
     bool request_problem_information;
     uint32_t client_max_packet_size; /* 0: protocol maximum */
     uint16_t client_receive_maximum;
-    uint16_t client_topic_alias_maximum;
+    uint16_t receive_maximum;  /* ours, as told in CONNACK: QoS 2 PUBLISH awaiting PUBREL */
     bool disconnect_clean; /* DISCONNECT received: no will */
 
     /* Will, kept until the connection closes. */
     struct message *will;
     uint32_t will_delay;
 
-    /* Inbound topic aliases: index 1..max_topic_alias. */
+    /* Inbound topic aliases: index 1..topic_alias_maximum, allocated on first use. The
+     * maximum is the one told to the client in CONNACK (a reload does not change it). */
     char **topic_aliases;
-    uint16_t topic_alias_count;
+    uint16_t topic_alias_maximum;
 
     struct session *session;
 };

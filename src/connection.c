@@ -257,7 +257,7 @@ static void connection_free(struct connection *conn)
     outq_free(&conn->out);
     if (conn->will) message_unref(conn->will);
     if (conn->topic_aliases) {
-        for (uint16_t i = 0; i <= conn->topic_alias_count; i++)
+        for (size_t i = 0; i <= conn->topic_alias_maximum; i++)
             free(conn->topic_aliases[i]);
         free(conn->topic_aliases);
     }
@@ -444,10 +444,4 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
     if (conn->state == CONNECTION_CLOSED) return;
     if (events & EVENT_WRITE) connection_flush(conn);
     if ((events & EVENT_READ) && conn->state != CONNECTION_CLOSED) connection_read(conn);
-}
-
-uint16_t connection_max_topic_alias(const struct connection *conn)
-{
-    const struct arbor_listener *cfg = conn->listener->config;
-    return cfg ? cfg->max_topic_alias : conn->broker->config->max_topic_alias;
 }

@@ -24,9 +24,6 @@ void broker_flush_connections(struct broker *broker);
  * the socket close). Publishes the will unless the client disconnected normally. Safe to call
  * twice; the memory is freed at the end of the loop turn. */
 void connection_close(struct connection *conn, uint8_t reason, const char *why);
-/* Topic alias maximum of the connection's listener (max_topic_alias). */
-uint16_t connection_max_topic_alias(const struct connection *conn);
-
 /* Free closed connections (end of each loop turn). */
 void broker_reap_connections(struct broker *broker);
 

@@ -113,9 +113,8 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
     abuf_reset(props);
     if (conn->version == MQTT_V5) {
         int rc = 0;
-        if (cfg->max_inflight_messages && cfg->max_inflight_messages < 65535)
-            rc |=
-                mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, cfg->max_inflight_messages);
+        if (conn->receive_maximum < 65535)
+            rc |= mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, conn->receive_maximum);
         if (!cfg->retain_available)
             rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
         if (cfg->max_qos < 2)
@@ -126,7 +125,7 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
             rc |= mqtt_property_add_bytes(props, MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER,
                                           conn->client_id, strlen(conn->client_id));
         rc |= mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM,
-                                    connection_max_topic_alias(conn));
+                                    conn->topic_alias_maximum);
         if (conn->keepalive != requested_keepalive)
             rc |= mqtt_property_add_u16(props, MQTT_PROP_SERVER_KEEP_ALIVE, conn->keepalive);
         if (rc) return -1;
@@ -226,6 +225,12 @@ static int apply_keepalive(struct connection *conn, const struct mqtt_connect *c
 
 static void read_client_limits(struct connection *conn, const struct mqtt_connect *c)
 {
+    /* Per listener in Mosquitto; a listener without its own value inherits the global one. */
+    const struct arbor_listener *listener = conn->listener->config;
+    conn->topic_alias_maximum =
+        listener ? listener->max_topic_alias : conn->broker->config->max_topic_alias;
+    uint16_t inflight = conn->broker->config->max_inflight_messages;
+    conn->receive_maximum = inflight ? inflight : 65535;
     conn->client_receive_maximum = 65535;
     conn->request_problem_information = true;
     if (c->version != MQTT_V5) return;
@@ -234,8 +239,6 @@ static void read_client_limits(struct connection *conn, const struct mqtt_connec
         conn->client_receive_maximum = p->receive_maximum;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_MAXIMUM_PACKET_SIZE))
         conn->client_max_packet_size = p->maximum_packet_size;
-    if (p->present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS_MAXIMUM))
-        conn->client_topic_alias_maximum = p->topic_alias_maximum;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_REQUEST_PROBLEM_INFORMATION))
         conn->request_problem_information = p->request_problem_information;
 }

@@ -21,12 +21,11 @@ static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
         return p->topic.len == 0 ? MQTT_RC_PROTOCOL_ERROR : 0;
     }
     uint16_t alias = p->props.topic_alias;
-    uint16_t max = connection_max_topic_alias(conn);
+    uint16_t max = conn->topic_alias_maximum;
     if (alias == 0 || alias > max) return MQTT_RC_TOPIC_ALIAS_INVALID;
     if (!conn->topic_aliases) {
         conn->topic_aliases = calloc((size_t)max + 1, sizeof *conn->topic_aliases);
         if (!conn->topic_aliases) return MQTT_RC_UNSPECIFIED;
-        conn->topic_alias_count = max;
     }
     if (p->topic.len == 0) {
         const char *topic = conn->topic_aliases[alias];
@@ -40,12 +39,6 @@ static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
     free(conn->topic_aliases[alias]);
     conn->topic_aliases[alias] = copy;
     return 0;
-}
-
-static uint16_t receive_maximum(const struct broker *broker)
-{
-    uint16_t max = broker->config->max_inflight_messages;
-    return max ? max : 65535;
 }
 
 /* Store and route the message; returns the number of matching sessions or -1 on OOM. */
@@ -92,7 +85,7 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
         /* Resent before PUBREL: acknowledge again, deliver once. */
         return connection_send_ack(conn, MQTT_PUBREC, p.packet_id, 0);
     }
-    if (p.qos == 2 && session->incoming_qos2_count >= receive_maximum(broker))
+    if (p.qos == 2 && session->incoming_qos2_count >= conn->receive_maximum)
         return MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED;
 
     uint32_t size_limit = broker->config->message_size_limit;
