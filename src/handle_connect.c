@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "connection.h"
 #include "deliver.h"
@@ -67,11 +68,10 @@ static char *generate_client_id(const struct arbor_security_settings *sec)
 {
     static const char hex[] = "0123456789abcdef";
     unsigned char random[16];
-    FILE *f = fopen("/dev/urandom", "rb");
-    size_t got = f ? fread(random, 1, sizeof random, f) : 0;
-    if (f) fclose(f);
-    for (size_t i = got; i < sizeof random; i++)
-        random[i] = (unsigned char)rand();
+    if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
+        /* Not cryptographic use: uniqueness is what matters, so a fallback will do. */
+        for (size_t i = 0; i < sizeof random; i++) random[i] = (unsigned char)rand();
+    }
     const char *prefix = sec->auto_id_prefix ? sec->auto_id_prefix : "auto-";
     size_t plen = strlen(prefix);
     char *id = malloc(plen + 2 * sizeof random + 1);
