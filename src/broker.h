@@ -62,8 +62,8 @@ struct connection {
     bool request_problem_information;
     uint32_t client_max_packet_size; /* 0: protocol maximum */
     uint16_t client_receive_maximum;
-    uint16_t receive_maximum;  /* ours, as told in CONNACK: QoS 2 PUBLISH awaiting PUBREL */
-    bool disconnect_clean; /* DISCONNECT received: no will */
+    uint16_t receive_maximum; /* ours, as told in CONNACK: QoS 2 PUBLISH awaiting PUBREL */
+    bool disconnect_clean;    /* DISCONNECT received: no will */
 
     /* Will, kept until the connection closes. */
     struct message *will;

@@ -121,13 +121,20 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
 
 void broker_shutdown(struct broker *broker)
 {
-    /* Wills first, while every client is still connected to receive them. */
+    /* Wills first (also delayed ones), while every client is still connected to get them. */
     for (struct connection *conn = broker->connections; conn; conn = conn->next) {
         if (conn->state != CONNECTION_ACTIVE || !conn->will) continue;
         struct message *will = conn->will;
         conn->will = NULL;
-        broker_publish(broker, will);
-        message_unref(will);
+        broker_publish_will(broker, will);
+    }
+    struct session *session, *tmp;
+    HASH_ITER(hh, broker->sessions, session, tmp)
+    {
+        if (!session->pending_will) continue;
+        struct message *will = session->pending_will;
+        session->pending_will = NULL;
+        broker_publish_will(broker, will);
     }
     broker_flush_connections(broker);
     while (broker->connections) {
@@ -135,15 +142,7 @@ void broker_shutdown(struct broker *broker)
         connection_close(broker->connections, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
     }
     broker_reap_connections(broker);
-    struct session *session, *tmp;
-    HASH_ITER(hh, broker->sessions, session, tmp)
-    {
-        if (session->pending_will) {
-            message_unref(session->pending_will);
-            session->pending_will = NULL;
-        }
-        session_destroy(broker, session);
-    }
+    HASH_ITER(hh, broker->sessions, session, tmp) session_destroy(broker, session);
     listeners_close(broker);
     subs_free(broker->subscriptions);
     retain_free(broker->retained);

@@ -189,8 +189,7 @@ static void publish_will(struct connection *conn)
         session->pending_will_at_ms = broker->now_ms + (int64_t)delay * 1000;
         return;
     }
-    broker_publish(broker, will);
-    message_unref(will);
+    broker_publish_will(broker, will);
 }
 
 static void send_disconnect(struct connection *conn, uint8_t reason)
@@ -203,16 +202,15 @@ static void send_disconnect(struct connection *conn, uint8_t reason)
     outq_flush(&conn->out, conn->handler.fd);
 }
 
-static void detach_session(struct connection *conn)
+/* The session goes offline first, so that the closing client's own will is not handed
+ * back to it (e.g. through a shared subscription); it is destroyed after the will is out. */
+static struct session *session_go_offline(struct connection *conn)
 {
-    struct broker *broker = conn->broker;
     struct session *session = conn->session;
-    if (!session) return;
-    conn->session = NULL;
-    if (session->connection != conn) return;
+    if (!session || session->connection != conn) return NULL;
     session->connection = NULL;
-    session->disconnected_at_ms = broker->now_ms;
-    if (session->expiry_interval == 0) session_destroy(broker, session);
+    session->disconnected_at_ms = conn->broker->now_ms;
+    return session;
 }
 
 void connection_close(struct connection *conn, uint8_t reason, const char *why)
@@ -236,8 +234,10 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
     event_loop_remove(&broker->loop, &conn->handler);
     close(conn->handler.fd);
     conn->handler.fd = -1;
+    struct session *offline = session_go_offline(conn);
     if (was_active && !conn->disconnect_clean) publish_will(conn);
-    detach_session(conn);
+    conn->session = NULL;
+    if (offline && offline->expiry_interval == 0) session_destroy(broker, offline);
 
     if (conn->prev)
         conn->prev->next = conn->next;
@@ -398,10 +398,9 @@ static void process_input(struct connection *conn)
         }
         if (!fixed_header_acceptable(conn, &hdr)) return;
         size_t total = (size_t)hdr.header_len + hdr.remaining_length;
-        if (conn->in.len - offset < total) {
-            abuf_reserve(&conn->in, total - (conn->in.len - offset));
-            break;
-        }
+        /* Wait for the rest; the buffer grows with what arrives, not with what the header
+         * announces, so a lying header cannot make the broker allocate. */
+        if (conn->in.len - offset < total) break;
         conn->last_received_ms = conn->broker->now_ms;
         conn->broker->stats.messages_received++;
         conn->broker->stats.bytes_received += total;

@@ -37,6 +37,13 @@ size_t broker_publish(struct broker *broker, struct message *msg)
     return count;
 }
 
+void broker_publish_will(struct broker *broker, struct message *will)
+{
+    message_restart_expiry(will, broker->now_ms);
+    broker_publish(broker, will);
+    message_unref(will);
+}
+
 /* Build the PUBLISH properties for this recipient in broker->scratch_props. */
 static int build_publish_props(struct broker *broker, const struct message *msg,
                                const uint32_t *sub_ids, uint8_t sub_id_count)
@@ -80,6 +87,8 @@ static enum send_result send_publish(struct connection *conn, struct message *ms
         return SEND_TOO_LARGE;
     abuf_reset(&broker->scratch);
     if (mqtt_encode_publish_header(&broker->scratch, &out)) return SEND_FAILED;
+    /* Header and payload are queued together or not at all. */
+    if (outq_reserve_segments(&conn->out, 2)) return SEND_FAILED;
     if (connection_send_scratch(conn)) return SEND_FAILED;
     if (outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len)) return SEND_FAILED;
     broker->stats.publish_sent++;
@@ -217,9 +226,38 @@ void session_pump(struct broker *broker, struct session *session)
     }
 }
 
+/* The new connection may allow fewer messages in flight than were in flight before: PUBLISH
+ * packets beyond its window go back to the front of the queue (in order) and are sent again
+ * with new packet ids as the window opens. PUBREL flows stay: they are owed to the client. */
+static void requeue_beyond_window(struct broker *broker, struct session *session)
+{
+    uint32_t limit = inflight_limit(broker, session->connection);
+    uint32_t kept = 0;
+    struct delivery_list moved = {0};
+    struct delivery *d = session->inflight.head;
+    while (d) {
+        struct delivery *next = d->next;
+        if (d->state != DELIVERY_AWAIT_PUBCOMP && kept >= limit) {
+            delivery_list_remove(&session->inflight, d);
+            d->state = DELIVERY_QUEUED;
+            d->packet_id = 0;
+            delivery_list_append(&moved, d);
+        } else {
+            kept++;
+        }
+        d = next;
+    }
+    while (moved.tail) {
+        d = moved.tail;
+        delivery_list_remove(&moved, d);
+        delivery_list_prepend(&session->queued, d);
+    }
+}
+
 void session_resume(struct broker *broker, struct session *session)
 {
     struct connection *conn = session->connection;
+    requeue_beyond_window(broker, session);
     struct delivery *d = session->inflight.head;
     while (d) {
         struct delivery *next = d->next;

@@ -14,6 +14,9 @@ struct message;
  * subscription. Returns the number of sessions it was given to. */
 size_t broker_publish(struct broker *broker, struct message *msg);
 
+/* Publish a will (re-timing its message expiry from now) and drop the caller's reference. */
+void broker_publish_will(struct broker *broker, struct message *will);
+
 /* Give msg to one session at the given QoS (already reduced to the subscription's), with the
  * retain flag as it should appear and the subscription identifiers to attach. */
 void session_deliver(struct broker *broker, struct session *session, struct message *msg,

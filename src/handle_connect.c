@@ -70,7 +70,8 @@ static char *generate_client_id(const struct arbor_security_settings *sec)
     unsigned char random[16];
     if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
         /* Not cryptographic use: uniqueness is what matters, so a fallback will do. */
-        for (size_t i = 0; i < sizeof random; i++) random[i] = (unsigned char)rand();
+        for (size_t i = 0; i < sizeof random; i++)
+            random[i] = (unsigned char)rand();
     }
     const char *prefix = sec->auto_id_prefix ? sec->auto_id_prefix : "auto-";
     size_t plen = strlen(prefix);
@@ -124,14 +125,16 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
         if (assigned_id)
             rc |= mqtt_property_add_bytes(props, MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER,
                                           conn->client_id, strlen(conn->client_id));
-        rc |= mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM,
-                                    conn->topic_alias_maximum);
+        rc |=
+            mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM, conn->topic_alias_maximum);
         if (conn->keepalive != requested_keepalive)
             rc |= mqtt_property_add_u16(props, MQTT_PROP_SERVER_KEEP_ALIVE, conn->keepalive);
         if (rc) return -1;
     }
     abuf_reset(&broker->scratch);
-    if (mqtt_encode_connack(&broker->scratch, conn->version, session_present, 0,
+    /* In MQTT 3.1 the byte is reserved: no session present flag. */
+    bool present_flag = session_present && conn->version >= MQTT_V311;
+    if (mqtt_encode_connack(&broker->scratch, conn->version, present_flag, 0,
                             (struct mqtt_props_out){props->data, props->len}))
         return -1;
     return connection_send_scratch(conn);

@@ -28,7 +28,9 @@ int handle_disconnect(struct connection *conn, const uint8_t *body, size_t len)
             return MQTT_RC_PROTOCOL_ERROR;
         session->expiry_interval = d.props.session_expiry_interval;
     }
-    conn->disconnect_clean = d.reason != MQTT_RC_DISCONNECT_WITH_WILL;
+    /* Only a normal disconnection (0x00) discards the will [MQTT-3.1.2-10]; 0x04 asks for it
+     * and error reasons keep it too. */
+    conn->disconnect_clean = d.reason == MQTT_RC_SUCCESS;
     connection_close(conn, 0, conn->disconnect_clean ? NULL : "disconnected with will");
     return HANDLER_CLOSED;
 }

@@ -89,8 +89,14 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                           (req->retain_as_published ? SUB_OPT_RETAIN_AS_PUBLISHED : 0) |
                           (req->retain_handling << 4));
             bool replaced = false;
-            if (subs_add(broker->subscriptions, filter, session, options, sub_id, &replaced) ||
-                session_remember_subscription(session, filter, options, sub_id)) {
+            bool added =
+                subs_add(broker->subscriptions, filter, session, options, sub_id, &replaced) == 0;
+            if (added && session_remember_subscription(session, filter, options, sub_id)) {
+                /* The session must know every subscription the tree has for it. */
+                if (!replaced) subs_remove(broker->subscriptions, filter, session);
+                added = false;
+            }
+            if (!added) {
                 codes[n] = conn->version == MQTT_V5 ? MQTT_RC_UNSPECIFIED : 0x80;
             } else {
                 if (!replaced) broker->stats.subscriptions++;

@@ -23,7 +23,8 @@ struct message *message_create(const char *topic, size_t topic_len, const void *
     msg->payload_len = (uint32_t)payload_len;
     msg->props_len = (uint32_t)props_len;
     msg->origin_session = origin_session;
-    msg->expiry_at_ms = expiry_interval_s ? now_ms + (int64_t)expiry_interval_s * 1000 : 0;
+    msg->expiry_interval_s = expiry_interval_s;
+    message_restart_expiry(msg, now_ms);
     uint8_t *p = msg->data;
     memcpy(p, topic, topic_len);
     p[topic_len] = '\0';
@@ -45,6 +46,12 @@ void message_unref(struct message *msg)
     message_live_count--;
     message_live_bytes -= msg->payload_len;
     free(msg);
+}
+
+void message_restart_expiry(struct message *msg, int64_t now_ms)
+{
+    msg->expiry_at_ms =
+        msg->expiry_interval_s ? now_ms + (int64_t)msg->expiry_interval_s * 1000 : 0;
 }
 
 bool message_expired(const struct message *msg, int64_t now_ms)

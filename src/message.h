@@ -16,10 +16,11 @@ struct message {
     bool retain; /* published with the retain flag */
     uint16_t topic_len;
     uint32_t payload_len;
-    uint32_t props_len;      /* forwardable properties, encoded, no length prefix */
-    uint64_t origin_session; /* serial of the publishing session (no local), 0 for broker */
-    int64_t expiry_at_ms;    /* monotonic ms when it expires, 0 for never */
-    const char *topic;       /* points into data[] */
+    uint32_t props_len;         /* forwardable properties, encoded, no length prefix */
+    uint64_t origin_session;    /* serial of the publishing session (no local), 0 for broker */
+    int64_t expiry_at_ms;       /* monotonic ms when it expires, 0 for never */
+    uint32_t expiry_interval_s; /* as published, 0 for none */
+    const char *topic;          /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;
     uint8_t data[];
@@ -38,6 +39,10 @@ static inline struct message *message_ref(struct message *msg)
 void message_unref(struct message *msg);
 
 bool message_expired(const struct message *msg, int64_t now_ms);
+/* Start the expiry interval again from now_ms. For a message nobody else holds yet: a will
+ * is created at CONNECT but its lifetime counts from its publication. */
+void message_restart_expiry(struct message *msg, int64_t now_ms);
+
 /* Seconds left before expiry, rounded up (at least 1), for the outgoing expiry property. */
 uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms);
 

@@ -47,21 +47,27 @@ void outq_free(struct outq *q)
     memset(q, 0, sizeof *q);
 }
 
+int outq_reserve_segments(struct outq *q, size_t n)
+{
+    if (q->head + q->count + n <= q->cap) return 0;
+    if (q->head > 0) {
+        memmove(q->segments, q->segments + q->head, q->count * sizeof *q->segments);
+        q->head = 0;
+    }
+    if (q->count + n <= q->cap) return 0;
+    size_t cap = q->cap ? q->cap : 64;
+    while (cap < q->count + n)
+        cap *= 2;
+    struct outq_segment *segs = realloc(q->segments, cap * sizeof *segs);
+    if (!segs) return -1;
+    q->segments = segs;
+    q->cap = cap;
+    return 0;
+}
+
 static struct outq_segment *new_segment(struct outq *q)
 {
-    if (q->head + q->count == q->cap) {
-        if (q->head > 0) {
-            memmove(q->segments, q->segments + q->head, q->count * sizeof *q->segments);
-            q->head = 0;
-        }
-        if (q->count == q->cap) {
-            size_t cap = q->cap ? q->cap * 2 : 64;
-            struct outq_segment *segs = realloc(q->segments, cap * sizeof *segs);
-            if (!segs) return NULL;
-            q->segments = segs;
-            q->cap = cap;
-        }
-    }
+    if (outq_reserve_segments(q, 1)) return NULL;
     struct outq_segment *seg = &q->segments[q->head + q->count];
     q->count++;
     memset(seg, 0, sizeof *seg);

@@ -32,6 +32,9 @@ struct outq {
 
 void outq_init(struct outq *q);
 void outq_free(struct outq *q);
+/* Make room for n more segments, so that the next n appends cannot fail for lack of them
+ * (lets a caller queue a header and its payload all-or-nothing). Returns 0 or -1. */
+int outq_reserve_segments(struct outq *q, size_t n);
 /* Copy len bytes into the queue. Returns 0 or -1 on OOM. */
 int outq_append_copy(struct outq *q, const void *data, size_t len);
 /* Queue a reference to len bytes inside msg (taking a reference). Returns 0 or -1. */

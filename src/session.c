@@ -69,10 +69,7 @@ void session_destroy(struct broker *broker, struct session *session)
     free(session->incoming_qos2);
     free(session->client_id);
     free(session);
-    if (will) {
-        broker_publish(broker, will);
-        message_unref(will);
-    }
+    if (will) broker_publish_will(broker, will);
 }
 
 int session_remember_subscription(struct session *session, const char *filter, uint8_t options,
@@ -167,6 +164,19 @@ void delivery_list_append(struct delivery_list *list, struct delivery *delivery)
     list->bytes += delivery_bytes(delivery);
 }
 
+void delivery_list_prepend(struct delivery_list *list, struct delivery *delivery)
+{
+    delivery->prev = NULL;
+    delivery->next = list->head;
+    if (list->head)
+        list->head->prev = delivery;
+    else
+        list->tail = delivery;
+    list->head = delivery;
+    list->count++;
+    list->bytes += delivery_bytes(delivery);
+}
+
 void delivery_list_remove(struct delivery_list *list, struct delivery *delivery)
 {
     if (delivery->prev)
@@ -207,8 +217,7 @@ void sessions_tick(struct broker *broker)
         if (session->pending_will && broker->now_ms >= session->pending_will_at_ms) {
             struct message *will = session->pending_will;
             session->pending_will = NULL;
-            broker_publish(broker, will);
-            message_unref(will);
+            broker_publish_will(broker, will);
         }
         if (session_expired(broker, session)) {
             log_info("Expiring client %s.", session->client_id);

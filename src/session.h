@@ -30,6 +30,7 @@ void session_incoming_qos2_remove(struct session *session, uint16_t packet_id);
 struct delivery *delivery_alloc(struct broker *broker);
 void delivery_release(struct broker *broker, struct delivery *delivery);
 void delivery_list_append(struct delivery_list *list, struct delivery *delivery);
+void delivery_list_prepend(struct delivery_list *list, struct delivery *delivery);
 void delivery_list_remove(struct delivery_list *list, struct delivery *delivery);
 struct delivery *delivery_list_find(struct delivery_list *list, uint16_t packet_id);
 
