@@ -100,48 +100,40 @@ void sys_tree_publish(struct broker *broker)
     const struct broker_stats *s = &broker->stats;
     uint64_t connected = count_sessions(broker, true);
     uint64_t disconnected = count_sessions(broker, false);
+    const struct {
+        const char *topic;
+        uint64_t value;
+    } counters[] = {
+        {"clients/connected", connected},
+        {"clients/active", connected},
+        {"clients/disconnected", disconnected},
+        {"clients/inactive", disconnected},
+        {"clients/total", connected + disconnected},
+        {"clients/maximum", s->clients_maximum},
+        {"clients/expired", s->clients_expired},
+        {"messages/received", s->messages_received},
+        {"messages/sent", s->messages_sent},
+        {"messages/stored", message_live_count},
+        {"store/messages/count", message_live_count},
+        {"store/messages/bytes", message_live_bytes},
+        {"publish/messages/received", s->publish_received},
+        {"publish/messages/sent", s->publish_sent},
+        {"publish/messages/dropped", s->publish_dropped},
+        {"publish/bytes/received", s->publish_bytes_received},
+        {"publish/bytes/sent", s->publish_bytes_sent},
+        {"bytes/received", s->bytes_received},
+        {"bytes/sent", s->bytes_sent},
+        {"subscriptions/count", s->subscriptions},
+        {"shared_subscriptions/count", s->shared_subscriptions},
+        {"retained messages/count", retain_count(broker->retained)},
+    };
     publish_value(broker, "$SYS/broker/version", "arbor version %s", ARBOR_VERSION);
     publish_value(broker, "$SYS/broker/uptime", "%lld seconds",
                   (long long)(clock_wall_seconds() - broker->start_wall));
-    publish_value(broker, "$SYS/broker/clients/connected", "%llu", (unsigned long long)connected);
-    publish_value(broker, "$SYS/broker/clients/active", "%llu", (unsigned long long)connected);
-    publish_value(broker, "$SYS/broker/clients/disconnected", "%llu",
-                  (unsigned long long)disconnected);
-    publish_value(broker, "$SYS/broker/clients/inactive", "%llu", (unsigned long long)disconnected);
-    publish_value(broker, "$SYS/broker/clients/total", "%llu",
-                  (unsigned long long)(connected + disconnected));
-    publish_value(broker, "$SYS/broker/clients/maximum", "%llu",
-                  (unsigned long long)s->clients_maximum);
-    publish_value(broker, "$SYS/broker/clients/expired", "%llu",
-                  (unsigned long long)s->clients_expired);
-    publish_value(broker, "$SYS/broker/messages/received", "%llu",
-                  (unsigned long long)s->messages_received);
-    publish_value(broker, "$SYS/broker/messages/sent", "%llu",
-                  (unsigned long long)s->messages_sent);
-    publish_value(broker, "$SYS/broker/messages/stored", "%llu",
-                  (unsigned long long)message_live_count);
-    publish_value(broker, "$SYS/broker/store/messages/count", "%llu",
-                  (unsigned long long)message_live_count);
-    publish_value(broker, "$SYS/broker/store/messages/bytes", "%llu",
-                  (unsigned long long)message_live_bytes);
-    publish_value(broker, "$SYS/broker/publish/messages/received", "%llu",
-                  (unsigned long long)s->publish_received);
-    publish_value(broker, "$SYS/broker/publish/messages/sent", "%llu",
-                  (unsigned long long)s->publish_sent);
-    publish_value(broker, "$SYS/broker/publish/messages/dropped", "%llu",
-                  (unsigned long long)s->publish_dropped);
-    publish_value(broker, "$SYS/broker/publish/bytes/received", "%llu",
-                  (unsigned long long)s->publish_bytes_received);
-    publish_value(broker, "$SYS/broker/publish/bytes/sent", "%llu",
-                  (unsigned long long)s->publish_bytes_sent);
-    publish_value(broker, "$SYS/broker/shared_subscriptions/count", "%llu",
-                  (unsigned long long)s->shared_subscriptions);
-    publish_value(broker, "$SYS/broker/bytes/received", "%llu",
-                  (unsigned long long)s->bytes_received);
-    publish_value(broker, "$SYS/broker/bytes/sent", "%llu", (unsigned long long)s->bytes_sent);
-    publish_value(broker, "$SYS/broker/subscriptions/count", "%llu",
-                  (unsigned long long)s->subscriptions);
-    publish_value(broker, "$SYS/broker/retained messages/count", "%zu",
-                  retain_count(broker->retained));
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+        char topic[128];
+        snprintf(topic, sizeof topic, "$SYS/broker/%s", counters[i].topic);
+        publish_value(broker, topic, "%llu", (unsigned long long)counters[i].value);
+    }
     publish_loads(broker);
 }
