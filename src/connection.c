@@ -140,8 +140,10 @@ int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_i
 {
     struct abuf *scratch = &conn->broker->scratch;
     abuf_reset(scratch);
-    if (mqtt_encode_ack(scratch, conn->version, type, packet_id, reason,
-                        (struct mqtt_props_out){0}))
+    struct mqtt_props_out props = {0};
+    if (reason >= 0x80 && conn->version == MQTT_V5 && conn->request_problem_information)
+        props = connection_reason_string(conn, connection_reason_text(reason));
+    if (mqtt_encode_ack(scratch, conn->version, type, packet_id, reason, props))
         return MQTT_RC_UNSPECIFIED;
     return connection_send_scratch(conn) ? MQTT_RC_UNSPECIFIED : 0;
 }
@@ -192,12 +194,62 @@ static void publish_will(struct connection *conn)
     broker_publish_will(broker, will);
 }
 
-static void send_disconnect(struct connection *conn, uint8_t reason)
+const char *connection_reason_text(int rc)
+{
+    switch (rc) {
+    case MQTT_RC_MALFORMED_PACKET:
+        return "malformed packet";
+    case MQTT_RC_PROTOCOL_ERROR:
+        return "protocol error";
+    case MQTT_RC_PACKET_TOO_LARGE:
+        return "packet too large";
+    case MQTT_RC_TOPIC_NAME_INVALID:
+        return "invalid topic name";
+    case MQTT_RC_TOPIC_ALIAS_INVALID:
+        return "invalid topic alias";
+    case MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED:
+        return "receive maximum exceeded";
+    case MQTT_RC_PAYLOAD_FORMAT_INVALID:
+        return "payload format invalid";
+    case MQTT_RC_RETAIN_NOT_SUPPORTED:
+        return "retain not supported";
+    case MQTT_RC_QOS_NOT_SUPPORTED:
+        return "QoS not supported";
+    case MQTT_RC_KEEP_ALIVE_TIMEOUT:
+        return "exceeded timeout";
+    case MQTT_RC_SESSION_TAKEN_OVER:
+        return "session taken over";
+    case MQTT_RC_SERVER_SHUTTING_DOWN:
+        return "server shutting down";
+    case MQTT_RC_IMPLEMENTATION_SPECIFIC:
+        return "message larger than message_size_limit";
+    case MQTT_RC_TOPIC_FILTER_INVALID:
+        return "invalid topic filter";
+    case MQTT_RC_QUOTA_EXCEEDED:
+        return "quota exceeded";
+    case MQTT_RC_PACKET_ID_NOT_FOUND:
+        return "packet identifier not found";
+    default:
+        return "error";
+    }
+}
+
+struct mqtt_props_out connection_reason_string(struct connection *conn, const char *text)
+{
+    struct abuf *props = &conn->broker->scratch_props;
+    abuf_reset(props);
+    if (!text || mqtt_property_add_bytes(props, MQTT_PROP_REASON_STRING, text, strlen(text)))
+        return (struct mqtt_props_out){0};
+    return (struct mqtt_props_out){props->data, props->len};
+}
+
+static void send_disconnect(struct connection *conn, uint8_t reason, const char *why)
 {
     struct abuf *scratch = &conn->broker->scratch;
     abuf_reset(scratch);
+    /* DISCONNECT may carry a reason string whatever Request Problem Information says. */
     if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
-                               (struct mqtt_props_out){0}) == 0)
+                               connection_reason_string(conn, why)) == 0)
         connection_send_scratch(conn);
     outq_flush(&conn->out, conn->handler.fd);
 }
@@ -218,7 +270,8 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
     if (conn->state == CONNECTION_CLOSED) return;
     struct broker *broker = conn->broker;
     bool was_active = conn->state == CONNECTION_ACTIVE;
-    if (was_active && conn->version == MQTT_V5 && reason >= 0x80) send_disconnect(conn, reason);
+    if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
+        send_disconnect(conn, reason, why);
     if (was_active) {
         if (broker->config->connection_messages) {
             if (conn->disconnect_clean)
@@ -309,38 +362,6 @@ static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
     }
 }
 
-static const char *reason_text(int rc)
-{
-    switch (rc) {
-    case MQTT_RC_MALFORMED_PACKET:
-        return "malformed packet";
-    case MQTT_RC_PROTOCOL_ERROR:
-        return "protocol error";
-    case MQTT_RC_PACKET_TOO_LARGE:
-        return "packet too large";
-    case MQTT_RC_TOPIC_NAME_INVALID:
-        return "invalid topic name";
-    case MQTT_RC_TOPIC_ALIAS_INVALID:
-        return "invalid topic alias";
-    case MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED:
-        return "receive maximum exceeded";
-    case MQTT_RC_PAYLOAD_FORMAT_INVALID:
-        return "payload format invalid";
-    case MQTT_RC_RETAIN_NOT_SUPPORTED:
-        return "retain not supported";
-    case MQTT_RC_QOS_NOT_SUPPORTED:
-        return "QoS not supported";
-    case MQTT_RC_KEEP_ALIVE_TIMEOUT:
-        return "exceeded timeout";
-    case MQTT_RC_SESSION_TAKEN_OVER:
-        return "session taken over";
-    case MQTT_RC_SERVER_SHUTTING_DOWN:
-        return "server shutting down";
-    default:
-        return "error";
-    }
-}
-
 static uint32_t inbound_packet_limit(const struct connection *conn)
 {
     uint32_t limit = conn->broker->config->max_packet_size;
@@ -379,8 +400,8 @@ static void dispatch(struct connection *conn, const struct mqtt_fixed_header *hd
     if (rc != 0 && rc != HANDLER_CLOSED) {
         if (conn->state == CONNECTION_ACTIVE)
             log_notice("Client %s sent a bad packet (type %u): %s.", conn->client_id, hdr->type,
-                       reason_text(rc));
-        connection_close(conn, (uint8_t)rc, reason_text(rc));
+                       connection_reason_text(rc));
+        connection_close(conn, (uint8_t)rc, connection_reason_text(rc));
     }
 }
 

@@ -6,6 +6,7 @@
 #define ARBOR_CONNECTION_H
 
 #include "broker.h"
+#include "packet.h"
 
 /* Called when a listener is readable: accept every pending connection. */
 void connection_accept_all(struct listener *listener);
@@ -19,6 +20,12 @@ void connection_schedule_flush(struct connection *conn);
 int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason);
 /* Write every connection's pending output (end of each loop turn). */
 void broker_flush_connections(struct broker *broker);
+
+/* Short English text for a reason code, for logs and MQTT 5 reason strings. */
+const char *connection_reason_text(int rc);
+/* A property block holding one Reason String (in the broker's scratch property buffer,
+ * valid until the next use of it); empty when text is NULL or memory ran out. */
+struct mqtt_props_out connection_reason_string(struct connection *conn, const char *text);
 
 /* Close: v5 clients get a DISCONNECT with reason first when reason != 0 (v3 clients just see
  * the socket close). Publishes the will unless the client disconnected normally. Safe to call

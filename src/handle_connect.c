@@ -41,7 +41,9 @@ static int refuse(struct connection *conn, uint8_t version, uint8_t reason, cons
     abuf_reset(scratch);
     uint8_t code = version == MQTT_V5 ? reason : v3_connack_code(reason);
     uint8_t send_version = version == MQTT_V5 ? MQTT_V5 : MQTT_V311;
-    if (mqtt_encode_connack(scratch, send_version, false, code, (struct mqtt_props_out){0}) == 0) {
+    struct mqtt_props_out props = {0};
+    if (send_version == MQTT_V5) props = connection_reason_string(conn, why);
+    if (mqtt_encode_connack(scratch, send_version, false, code, props) == 0) {
         connection_send_scratch(conn);
         outq_flush(&conn->out, conn->handler.fd);
     }

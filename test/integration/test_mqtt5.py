@@ -696,3 +696,30 @@ def test_invalid_utf8_in_user_property(broker, raw):
     pkts = c.wait_closed(5)
     for p in pkts:
         assert p.type == mp.DISCONNECT and mp.Disconnect(p).reason >= 0x80, pkts
+
+
+# ---------------------------------------------------------------- reason strings (arbor)
+
+@pytest.mark.arbor_only
+def test_reason_string_on_error_ack_only_when_problem_information_requested(broker, raw):
+    # 3.1.2.11.6: reason strings on PUBACK/PUBREC only when Request Problem Information is 1.
+    b = broker("message_size_limit 10")
+    c = client(b, raw, "wants")
+    ack = c.publish("big", b"x" * 11, qos=1)
+    assert ack.reason >= 0x80
+    assert "message_size_limit" in ack.props.get(mp.P_REASON_STRING)
+    quiet = client(b, raw, "quiet", props=[(mp.P_REQUEST_PROBLEM_INFO, 0)])
+    ack = quiet.publish("big", b"x" * 11, qos=1)
+    assert ack.reason >= 0x80 and mp.P_REASON_STRING not in ack.props
+
+
+@pytest.mark.arbor_only
+def test_reason_string_on_disconnect(broker, raw):
+    # DISCONNECT may always carry a reason string; arbor says what was wrong.
+    b = broker("max_qos 1")
+    c = client(b, raw, "c", props=[(mp.P_REQUEST_PROBLEM_INFO, 0)])
+    c.send(mp.publish("q", b"x", qos=2, pid=1, version=MQTT5))
+    pkts = c.wait_closed(5)
+    assert [p.type for p in pkts] == [mp.DISCONNECT]
+    d = mp.Disconnect(pkts[0])
+    assert d.reason == 0x9B and d.props.get(mp.P_REASON_STRING) == "QoS not supported"
