@@ -155,8 +155,8 @@ static bool queue_has_room(const struct broker *broker, const struct session *se
     const struct arbor_config *cfg = broker->config;
     if (cfg->max_queued_messages > 0 && session->queued.count >= (uint32_t)cfg->max_queued_messages)
         return false;
-    if (cfg->max_queued_bytes && session->queued.bytes + msg->payload_len > cfg->max_queued_bytes)
-        return false;
+    /* As Mosquitto: messages are queued until the limit has been exceeded. */
+    if (cfg->max_queued_bytes && session->queued.bytes >= cfg->max_queued_bytes) return false;
     return true;
 }
 
