@@ -161,12 +161,11 @@ static bool queue_has_room(const struct broker *broker, const struct session *se
 }
 
 /* A connected client that does not read its socket: QoS 0 messages beyond the queue limits
- * are dropped instead of growing its output buffer without bound. A PUBLISH is about two
- * output segments (header, payload). */
+ * are dropped instead of growing its output buffer without bound. */
 static bool socket_backlog_full(const struct broker *broker, const struct connection *conn)
 {
     const struct arbor_config *cfg = broker->config;
-    if (cfg->max_queued_messages > 0 && conn->out.count / 2 >= (size_t)cfg->max_queued_messages)
+    if (cfg->max_queued_messages > 0 && conn->out.message_refs >= (size_t)cfg->max_queued_messages)
         return true;
     return cfg->max_queued_bytes && conn->out.bytes >= cfg->max_queued_bytes;
 }

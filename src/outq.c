@@ -29,7 +29,10 @@ void outq_init(struct outq *q)
 
 static void release_segment(struct outq *q, struct outq_segment *seg)
 {
-    if (seg->msg) message_unref(seg->msg);
+    if (seg->msg) {
+        message_unref(seg->msg);
+        q->message_refs--;
+    }
     if (seg->block && --seg->block->refs == 0) {
         if (seg->block == q->tail)
             seg->block->used = 0; /* keep it for reuse */
@@ -143,6 +146,7 @@ int outq_append_ref(struct outq *q, struct message *msg, const void *data, size_
     seg->data = data;
     seg->len = len;
     seg->msg = message_ref(msg);
+    q->message_refs++;
     q->bytes += len;
     return 0;
 }

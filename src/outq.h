@@ -28,6 +28,7 @@ struct outq {
     size_t cap;
     struct outq_block *tail; /* block small bytes are appended to */
     size_t bytes;            /* total bytes queued */
+    size_t message_refs;     /* segments referencing a stored message (~ PUBLISH packets) */
 };
 
 void outq_init(struct outq *q);

@@ -1,6 +1,7 @@
 """PUBLISH at QoS 0/1/2 in both directions, byte-exact state machines, redelivery,
 inflight/queue limits and QoS downgrade/upgrade."""
 
+import socket
 import time
 
 import pytest
@@ -472,3 +473,53 @@ def test_pipelined_packets_in_one_write(broker, raw):
     assert kinds[-1] == mp.PINGRESP     # answered after everything sent before it
     pubs = [mp.Publish(p, MQTT311) for p in got if p.type == mp.PUBLISH]
     assert [m.payload for m in pubs] == [b"%d" % i for i in range(5)]
+
+
+@pytest.mark.arbor_only
+def test_qos0_backlog_of_a_stalled_subscriber_is_bounded(broker, raw):
+    # A connected subscriber that stops reading: QoS 0 messages beyond max_queued_messages
+    # in its output backlog are dropped (and counted in $SYS) instead of buffered without
+    # bound, and everyone else carries on.
+    b = broker("max_queued_messages 50", "sys_interval 1")
+    stalled = raw(b)
+    stalled.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect("stalled")
+    stalled.subscribe("flood", 0)
+    healthy = raw(b)
+    healthy.connect("healthy")
+    healthy.subscribe("flood", 0)
+    pub = raw(b)
+    pub.connect("pub")
+    payload = b"x" * 32768  # 64 MB in all: far more than the kernel's socket buffers hold
+    count = 2000
+    received = 0
+
+    def drain_healthy(timeout):
+        nonlocal received
+        while True:
+            try:
+                healthy.recv_publish(timeout=timeout)
+                received += 1
+            except mp.PacketTimeout:
+                return
+
+    for i in range(count):
+        pub.send(mp.publish("flood", payload, qos=0))
+        if i % 20 == 19:
+            drain_healthy(0.02)  # keep the healthy one reading; only the stalled one backs up
+    drain_healthy(0.5)
+    watch = raw(b)
+    watch.connect("watch")
+    watch.subscribe("$SYS/broker/publish/messages/dropped", 0)
+    deadline = time.monotonic() + 5
+    dropped = 0
+    while time.monotonic() < deadline and dropped <= count // 2:
+        dropped = int(watch.recv_publish(timeout=3).payload)  # refreshed every second
+    assert dropped > count // 2, dropped
+    assert received > 0
+    # The broker and the other clients carry on normally.
+    pub.publish("flood", b"after", qos=1)
+    while True:
+        m = healthy.recv_publish(timeout=3)
+        if m.payload == b"after":
+            break

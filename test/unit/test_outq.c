@@ -40,10 +40,12 @@ static void test_order_and_references(void **state)
     assert_int_equal(outq_append_ref(&q, msg, msg->payload, msg->payload_len), 0);
     assert_int_equal(outq_append_copy(&q, "ef", 2), 0);
     assert_int_equal(q.count, 3);
+    assert_int_equal(q.message_refs, 1);
     assert_int_equal(msg->refcount, 2);
     assert_int_equal(outq_flush(&q, sv[0]), 13);
     assert_int_equal(q.count, 0);
     assert_int_equal(q.bytes, 0);
+    assert_int_equal(q.message_refs, 0);
     assert_int_equal(msg->refcount, 1);
     uint8_t buf[13];
     read_all(sv[1], buf, sizeof buf);
