@@ -216,16 +216,19 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
 }
 
 /* Keepalive per max_keepalive: v5 clients asking for more (or for none) are told the server
- * keep alive. Returns 0. */
+ * keep alive; v3.x clients have no way to be told, so they are refused with "identifier
+ * rejected" as current Mosquitto 2.0 does. Returns 0 or HANDLER_CLOSED. */
 static int apply_keepalive(struct connection *conn, const struct mqtt_connect *c)
 {
     uint16_t max = conn->broker->config->max_keepalive;
     conn->keepalive = c->keepalive;
-    /* Only v5 has a way to tell the client; v3.x clients keep what they asked for, as with
-     * Mosquitto 2.0.11. */
-    if (max >= 65535 || c->version != MQTT_V5) return 0;
-    if (c->keepalive > max || c->keepalive == 0) conn->keepalive = max;
-    return 0;
+    if (max >= 65535 || (c->keepalive <= max && c->keepalive != 0)) return 0;
+    if (c->version == MQTT_V5) {
+        conn->keepalive = max;
+        return 0;
+    }
+    return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
+                  "keepalive outside max_keepalive");
 }
 
 static void read_client_limits(struct connection *conn, const struct mqtt_connect *c)

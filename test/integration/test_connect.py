@@ -347,16 +347,18 @@ def test_max_keepalive_v5_server_keep_alive(broker, raw):
     assert ack.props.get(mp.P_SERVER_KEEP_ALIVE) in (None, 5)
 
 
+@pytest.mark.mosquitto_deviates
 @pytest.mark.parametrize("version", [MQTT31, MQTT311])
 @pytest.mark.parametrize("keepalive", [60, 0])
-def test_max_keepalive_does_not_apply_to_v3(broker, raw, version, keepalive):
-    # mosquitto.conf(5) of Mosquitto 2.0.11: max_keepalive "only applies to MQTT v5
-    # clients"; a v3.x client asking for more (or for 0) is accepted unchanged.
+def test_max_keepalive_refuses_v3_outside_limit(broker, raw, version, keepalive):
+    # Current mosquitto.conf(5): v3.x clients cannot be told a server keepalive, so one
+    # asking for more than max_keepalive (or for none) gets CONNACK "identifier rejected"
+    # and is disconnected. Debian's 2.0.11 predates this and accepts them.
     b = broker("max_keepalive 10")
     c = raw(b, version)
-    ack = c.connect("kav3", keepalive=keepalive)
-    assert ack.rc == 0
-    assert c.is_open()
+    ack = c.connect("kav3", keepalive=keepalive, expect_rc=None)
+    assert ack.rc == 2
+    assert c.wait_closed(3) == []
 
 
 def test_max_keepalive_below_10_rejected(run_broker):
