@@ -16,6 +16,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+import mqttproto
+
 ARBOR_BIN = os.environ.get("ARBOR_BIN") or shutil.which("arbor") or ""
 IS_MOSQUITTO = os.path.basename(ARBOR_BIN).startswith("mosquitto")
 HOST = "127.0.0.1"
@@ -222,3 +224,10 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
+
+
+def v5_client(b, raw, cid, **kw):
+    """A raw MQTT 5 client connected to broker `b` as `cid` (CONNECT keywords in kw)."""
+    c = raw(b, mqttproto.MQTT5)
+    c.connect(cid, **kw)
+    return c

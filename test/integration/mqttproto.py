@@ -658,6 +658,15 @@ class RawClient:
             self.send(pubrec(msg.pid))
             self.awaiting_pubrel.add(msg.pid)
 
+    def drain_publishes(self, timeout=0.4, ack=True):
+        """Every PUBLISH that arrives until `timeout` passes without one, decoded."""
+        out = []
+        try:
+            while True:
+                out.append(self.recv_publish(timeout=timeout, ack=ack))
+        except PacketTimeout:
+            return out
+
     def disconnect(self, reason=None, props=None, wait=2.0):
         """Send DISCONNECT and wait (up to `wait` s) until the broker has closed the socket,
         so that what the test does next happens after the broker processed the DISCONNECT."""

@@ -162,12 +162,7 @@ def test_bad_utf8_in_topic(broker, raw, topic, version):
 
 
 def drain(c, timeout=0.3):
-    out = []
-    try:
-        while True:
-            out.append(c.recv_publish(timeout=timeout))
-    except mp.PacketTimeout:
-        return out
+    return c.drain_publishes(timeout)
 
 
 @pytest.mark.parametrize("filt", [b"a/\xc3\x28", b"a\x00"], ids=["invalid-seq", "nul"])

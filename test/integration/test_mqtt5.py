@@ -6,22 +6,12 @@ import time
 import pytest
 
 import mqttproto as mp
+from helpers import v5_client as client
 from mqttproto import MQTT5
 
 
-def client(b, raw, cid, **kw):
-    c = raw(b, MQTT5)
-    c.connect(cid, **kw)
-    return c
-
-
 def drain(c, timeout=0.4, ack=True):
-    out = []
-    try:
-        while True:
-            out.append(c.recv_publish(timeout=timeout, ack=ack))
-    except mp.PacketTimeout:
-        return out
+    return c.drain_publishes(timeout, ack)
 
 
 # ---------------------------------------------------------------- session expiry

@@ -9,12 +9,7 @@ from mqttproto import MQTT311, MQTT5
 
 
 def drain(c, timeout=0.4):
-    out = []
-    try:
-        while True:
-            out.append(c.recv_publish(timeout=timeout))
-    except mp.PacketTimeout:
-        return out
+    return c.drain_publishes(timeout)
 
 
 def test_subscriptions_survive_disconnect(broker, raw):
