@@ -44,10 +44,17 @@ void broker_publish_will(struct broker *broker, struct message *will)
     message_unref(will);
 }
 
-/* Build the PUBLISH properties for this recipient in broker->scratch_props. */
+/* The PUBLISH properties for this recipient: the stored forwardable ones as they are, or,
+ * when an expiry or subscription identifiers must be added, a copy in broker->scratch_props.
+ * Returns 0 or -1 on OOM. */
 static int build_publish_props(struct broker *broker, const struct message *msg,
-                               const uint32_t *sub_ids, uint8_t sub_id_count)
+                               const uint32_t *sub_ids, uint8_t sub_id_count,
+                               struct mqtt_props_out *out)
 {
+    if (!msg->expiry_at_ms && sub_id_count == 0) {
+        *out = (struct mqtt_props_out){msg->props, msg->props_len};
+        return 0;
+    }
     struct abuf *props = &broker->scratch_props;
     abuf_reset(props);
     if (msg->props_len && abuf_append(props, msg->props, msg->props_len)) return -1;
@@ -57,6 +64,7 @@ static int build_publish_props(struct broker *broker, const struct message *msg,
     for (uint8_t i = 0; i < sub_id_count; i++)
         if (mqtt_property_add_varint(props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, sub_ids[i]))
             return -1;
+    *out = (struct mqtt_props_out){props->data, props->len};
     return 0;
 }
 
@@ -78,9 +86,8 @@ static enum send_result send_publish(struct connection *conn, struct message *ms
         .payload_len = msg->payload_len,
     };
     if (conn->version == MQTT_V5) {
-        if (build_publish_props(broker, msg, sub_ids, sub_id_count)) return SEND_FAILED;
-        out.props.data = broker->scratch_props.data;
-        out.props.len = broker->scratch_props.len;
+        if (build_publish_props(broker, msg, sub_ids, sub_id_count, &out.props))
+            return SEND_FAILED;
     }
     if (conn->client_max_packet_size &&
         mqtt_publish_packet_size(&out) > conn->client_max_packet_size)
