@@ -130,7 +130,10 @@ def test_two_listeners(broker, raw):
 def test_listener_without_address_binds_all_including_loopback(broker, raw):
     port = free_port()
     b = broker("listener %d" % port, "allow_anonymous true")
-    c = mp.RawClient("127.0.0.2", port)
+    try:
+        c = mp.RawClient("127.0.0.2", port)
+    except OSError as e:
+        raise AssertionError("%s; broker log:\n%s" % (e, b.log_text()))
     try:
         assert c.connect("c").rc == 0
     finally:
