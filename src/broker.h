@@ -57,6 +57,8 @@ struct connection {
     uint8_t version;
     char *client_id;
     char *username;
+    char *mount_point; /* listener's topic prefix at CONNECT, or NULL */
+    size_t mount_point_len;
     uint16_t keepalive; /* effective, seconds (0: none) */
     int64_t last_received_ms;
     bool request_problem_information;

@@ -136,6 +136,16 @@ int connection_send_scratch(struct connection *conn)
     return rc;
 }
 
+long connection_mount_topic(const struct connection *conn, const void *name, size_t len, char *out)
+{
+    size_t total = conn->mount_point_len + len;
+    if (total > 65535) return -1;
+    if (conn->mount_point_len) memcpy(out, conn->mount_point, conn->mount_point_len);
+    memcpy(out + conn->mount_point_len, name, len);
+    out[total] = '\0';
+    return (long)total;
+}
+
 int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason)
 {
     struct abuf *scratch = &conn->broker->scratch;
@@ -316,6 +326,7 @@ static void connection_free(struct connection *conn)
     }
     free(conn->client_id);
     free(conn->username);
+    free(conn->mount_point);
     free(conn);
 }
 

@@ -21,6 +21,12 @@ int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_i
 /* Write every connection's pending output (end of each loop turn). */
 void broker_flush_connections(struct broker *broker);
 
+/* Topic or filter as the broker sees it: the listener's mount point (if any) followed by
+ * name. Writes a NUL-terminated string to out (MQTT_TOPIC_BUFFER bytes) and returns its
+ * length, or -1 if the result would be longer than a topic may be. */
+#define MQTT_TOPIC_BUFFER 65536
+long connection_mount_topic(const struct connection *conn, const void *name, size_t len, char *out);
+
 /* Short English text for a reason code, for logs and MQTT 5 reason strings. */
 const char *connection_reason_text(int rc);
 /* A property block holding one Reason String (in the broker's scratch property buffer,

@@ -75,19 +75,26 @@ static enum send_result send_publish(struct connection *conn, struct message *ms
                                      const uint32_t *sub_ids, uint8_t sub_id_count)
 {
     struct broker *broker = conn->broker;
+    /* Clients of a listener with a mount point see topics without it. */
+    const char *topic = msg->topic;
+    size_t topic_len = msg->topic_len;
+    if (conn->mount_point_len && topic_len >= conn->mount_point_len &&
+        memcmp(topic, conn->mount_point, conn->mount_point_len) == 0) {
+        topic += conn->mount_point_len;
+        topic_len -= conn->mount_point_len;
+    }
     struct mqtt_publish_out out = {
         .version = conn->version,
         .qos = qos,
         .dup = dup,
         .retain = retain,
-        .topic = msg->topic,
-        .topic_len = msg->topic_len,
+        .topic = topic,
+        .topic_len = topic_len,
         .packet_id = packet_id,
         .payload_len = msg->payload_len,
     };
     if (conn->version == MQTT_V5) {
-        if (build_publish_props(broker, msg, sub_ids, sub_id_count, &out.props))
-            return SEND_FAILED;
+        if (build_publish_props(broker, msg, sub_ids, sub_id_count, &out.props)) return SEND_FAILED;
     }
     if (conn->client_max_packet_size &&
         mqtt_publish_packet_size(&out) > conn->client_max_packet_size)

@@ -100,9 +100,15 @@ static int store_will(struct connection *conn, const struct mqtt_connect *c)
             expiry = c->will_props.message_expiry_interval;
         conn->will_delay = c->will_props.will_delay_interval;
     }
-    conn->will = message_create((const char *)c->will_topic.data, c->will_topic.len,
-                                c->will_payload.data, c->will_payload.len, props.data, props.len,
-                                c->will_qos, c->will_retain, 0, expiry, broker->now_ms);
+    char topic[MQTT_TOPIC_BUFFER];
+    long topic_len = connection_mount_topic(conn, c->will_topic.data, c->will_topic.len, topic);
+    if (topic_len < 0) {
+        abuf_free(&props);
+        return -1;
+    }
+    conn->will = message_create(topic, (size_t)topic_len, c->will_payload.data, c->will_payload.len,
+                                props.data, props.len, c->will_qos, c->will_retain, 0, expiry,
+                                broker->now_ms);
     abuf_free(&props);
     return conn->will ? 0 : -1;
 }
@@ -227,8 +233,18 @@ static int apply_keepalive(struct connection *conn, const struct mqtt_connect *c
         conn->keepalive = max;
         return 0;
     }
-    return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
-                  "keepalive outside max_keepalive");
+    return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID, "keepalive outside max_keepalive");
+}
+
+/* Copy the listener's mount point (a reload must not change it under a connected client). */
+static int take_mount_point(struct connection *conn)
+{
+    const struct arbor_listener *listener = conn->listener->config;
+    if (!listener || !listener->mount_point) return 0;
+    conn->mount_point = strdup(listener->mount_point);
+    if (!conn->mount_point) return -1;
+    conn->mount_point_len = strlen(conn->mount_point);
+    return 0;
 }
 
 static void read_client_limits(struct connection *conn, const struct mqtt_connect *c)
@@ -284,6 +300,8 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     if ((rc = check_identity(conn, &c, sec, &assigned)) != 0) return rc;
     if ((rc = apply_keepalive(conn, &c)) != 0) return rc;
     read_client_limits(conn, &c);
+    if (take_mount_point(conn))
+        return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     if (c.will_flag) {
         if (c.will_qos > broker->config->max_qos)
             return refuse(conn, c.version, MQTT_RC_QOS_NOT_SUPPORTED, "will QoS not supported");

@@ -41,7 +41,8 @@ static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
     return 0;
 }
 
-/* Store and route the message; returns the number of matching sessions or -1 on OOM. */
+/* Store and route the message; returns the number of matching sessions, -1 on OOM, or -2 if
+ * the topic under the listener's mount point is too long. */
 static long publish_message(struct connection *conn, const struct mqtt_publish *p)
 {
     struct broker *broker = conn->broker;
@@ -53,8 +54,11 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
             expiry = p->props.message_expiry_interval;
     }
-    struct message *msg = message_create((const char *)p->topic.data, p->topic.len, p->payload,
-                                         p->payload_len, props->data, props->len, p->qos, p->retain,
+    char topic[MQTT_TOPIC_BUFFER];
+    long topic_len = connection_mount_topic(conn, p->topic.data, p->topic.len, topic);
+    if (topic_len < 0) return -2;
+    struct message *msg = message_create(topic, (size_t)topic_len, p->payload, p->payload_len,
+                                         props->data, props->len, p->qos, p->retain,
                                          conn->session->serial, expiry, broker->now_ms);
     if (!msg) return -1;
     size_t matched = broker_publish(broker, msg);
@@ -98,6 +102,7 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
         reason = 0; /* clients may not publish into $SYS: dropped silently like Mosquitto */
     } else {
         long matched = publish_message(conn, &p);
+        if (matched == -2) return MQTT_RC_TOPIC_NAME_INVALID;
         if (matched < 0) return MQTT_RC_UNSPECIFIED;
         if (matched == 0) reason = MQTT_RC_NO_MATCHING_SUBSCRIBERS;
     }

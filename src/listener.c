@@ -21,13 +21,20 @@ static void listener_on_event(struct event_handler *handler, unsigned events)
     connection_accept_all((struct listener *)handler);
 }
 
-static int open_socket(const struct addrinfo *ai)
+static int open_socket(const struct addrinfo *ai, const char *interface)
 {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (interface &&
+        setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, interface, (socklen_t)strlen(interface)) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
         int saved = errno;
         close(fd);
@@ -63,7 +70,7 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
 
 static int open_listener(struct broker *broker, const struct arbor_listener *cfg)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+    struct addrinfo hints = {.ai_family = cfg->socket_domain,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     char port[8];
@@ -78,7 +85,7 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
     /* Every address must bind, except an address family the host does not have (no IPv6). */
     int opened = 0, failed_errno = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd = open_socket(ai);
+        int fd = open_socket(ai, cfg->bind_interface);
         if (fd < 0) {
             if (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL) failed_errno = errno;
             continue;

@@ -3,6 +3,7 @@ include_dir, client id rules (clientid_prefixes, auto_id_prefix), per-listener s
 byte-based queue limits."""
 
 import os
+import socket
 import signal
 import subprocess
 import time
@@ -145,3 +146,59 @@ def test_max_queued_bytes_limits_offline_queue(broker, raw):
     # As Mosquitto: messages are queued until the byte count has gone past the limit
     # (0 -> 10 -> 20 -> 30 bytes), then dropped.
     assert got == [b"%010d" % i for i in range(3)], got
+
+
+@pytest.mark.mosquitto_deviates
+def test_mount_point_isolates_listener_clients(broker, raw):
+    # mosquitto.conf(5) mount_point: topics of this listener's clients get the prefix on the
+    # way in and lose it on the way out; clients elsewhere see the full topic. (Debian's
+    # Mosquitto 2.0.11 sends the prefixed topic to the listener's own clients.)
+    site_port = free_port()
+    b = broker("listener %d 127.0.0.1" % site_port, "mount_point site1/")
+    site = mp.RawClient("127.0.0.1", site_port)
+    site_pub = mp.RawClient("127.0.0.1", site_port)
+    try:
+        site.connect("site-sub")
+        site.subscribe("#", 1)
+        central = raw(b)
+        central.connect("central")
+        central.subscribe("site1/#", 1)
+        site_pub.connect("site-pub", will={"topic": "status", "payload": b"gone"})
+        site_pub.publish("temp", b"21", qos=1)
+        m = central.recv_publish()
+        assert (m.topic, m.payload) == ("site1/temp", b"21")
+        m = site.recv_publish()
+        assert (m.topic, m.payload) == ("temp", b"21")
+        control = raw(b)
+        control.connect("control")
+        control.publish("elsewhere", b"x", qos=1)
+        control.publish("site1/cmd", b"on", qos=1)
+        m = site.recv_publish()
+        assert (m.topic, m.payload) == ("cmd", b"on")  # "elsewhere" is not under the mount
+        assert central.recv_publish().topic == "site1/cmd"
+        site_pub.sock.close()  # abrupt: the will goes out under the mount point too
+        m = central.recv_publish(timeout=5)
+        assert (m.topic, m.payload) == ("site1/status", b"gone")
+    finally:
+        site.close()
+        site_pub.close()
+
+
+def test_socket_domain_ipv4_only(broker):
+    # mosquitto.conf(5) socket_domain: ipv4 listens on IPv4 addresses only.
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this host")
+    port = free_port()
+    broker("listener %d" % port, "socket_domain ipv4")
+    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    with pytest.raises(OSError):
+        socket.create_connection(("::1", port), timeout=2).close()
+
+
+def test_bind_interface(broker, run_broker):
+    # mosquitto.conf(5) bind_interface: listen only on that network interface.
+    port = free_port()
+    broker("listener %d" % port, "bind_interface lo")
+    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    rc, out = run_broker(conf_lines=["listener %d" % free_port(), "bind_interface nosuchif0"])
+    assert rc not in (0, None), out
