@@ -31,6 +31,7 @@ struct listener {
     uint16_t port;
     char *bind_address;
     int connection_count;
+    bool paused; /* out of file descriptors: not accepting until the next tick */
     struct listener *next;
 };
 

@@ -71,6 +71,7 @@ static int retained_expired(struct message *msg, void *ctx)
 
 static void tick(struct broker *broker)
 {
+    listeners_resume(broker);
     check_keepalives(broker);
     sessions_tick(broker);
     retain_remove_if(broker->retained, retained_expired, &broker->now_ms);

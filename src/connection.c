@@ -100,9 +100,14 @@ void connection_accept_all(struct listener *listener)
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                log_error("Error accepting connection on port %u: %s", listener->port,
-                          strerror(errno));
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+            /* Out of descriptors or memory: the pending connection stays in the backlog and
+             * the socket stays readable, so stop watching it until the next tick rather
+             * than spin. */
+            log_error("Error accepting connection on port %u: %s; pausing this listener.",
+                      listener->port, strerror(errno));
+            listener->paused = true;
+            event_loop_modify(&listener->broker->loop, &listener->handler, 0);
             return;
         }
         accept_one(listener, fd, &addr);

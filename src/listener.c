@@ -128,6 +128,15 @@ void listeners_close(struct broker *broker)
     }
 }
 
+void listeners_resume(struct broker *broker)
+{
+    for (struct listener *l = broker->listeners; l; l = l->next) {
+        if (!l->paused) continue;
+        l->paused = false;
+        event_loop_modify(&broker->loop, &l->handler, EVENT_READ);
+    }
+}
+
 static bool same_address(const char *a, const char *b)
 {
     if (!a || !b) return a == b;

@@ -10,6 +10,8 @@
  * given). Returns 0, or -1 after logging which listener failed. */
 int listeners_open(struct broker *broker);
 void listeners_close(struct broker *broker);
+/* Start accepting again on listeners paused for lack of file descriptors (each tick). */
+void listeners_resume(struct broker *broker);
 /* After a reload: point listeners at the new config's entries with the same port/address. */
 void listeners_refresh_config(struct broker *broker);
 

@@ -1,12 +1,18 @@
 """Bad input: malformed and out-of-order packets close only the offending connection; other
 clients carry on. Limits: message_size_limit, max_packet_size, max_connections."""
 
+import os
+import resource
+import signal
 import socket
+import subprocess
 import time
 
 import pytest
 
 import mqttproto as mp
+from helpers import free_port
+from conftest import ARBOR_BIN
 from mqttproto import MQTT311, MQTT5
 
 
@@ -336,3 +342,67 @@ def test_max_connections_after_connection_without_connect(broker, raw):
     third = raw(b)
     third.try_send(mp.connect("c"))
     assert third.wait_closed(5) == []
+
+
+def _cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.arbor_only
+def test_out_of_file_descriptors_does_not_spin(tmp_path):
+    # With the descriptor limit reached, accept() fails; the broker must neither crash nor
+    # busy-loop on the still-readable listening socket, and must accept again once
+    # descriptors are free.
+    port = free_port()
+    conf = tmp_path / "fd.conf"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\nlog_dest stderr\n" % port)
+    log = open(tmp_path / "fd.log", "wb")
+    proc = subprocess.Popen(
+        [ARBOR_BIN, "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (24, 24)))
+    socks = []
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "broker did not start"
+                time.sleep(0.05)
+        for _ in range(40):
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        time.sleep(0.5)
+        before = _cpu_seconds(proc.pid)
+        time.sleep(1.5)
+        used = _cpu_seconds(proc.pid) - before
+        assert used < 0.5, "broker used %.2f s of CPU in 1.5 s while out of descriptors" % used
+        for s in socks:
+            s.close()
+        socks = []
+        c = None
+        deadline = time.monotonic() + 5
+        while c is None:
+            try:
+                c = mp.RawClient("127.0.0.1", port)
+                assert c.connect("after-fd-exhaustion").rc == 0
+            except (OSError, mp.ConnectionClosed, mp.PacketTimeout):
+                if c is not None:
+                    c.close()
+                c = None
+                assert time.monotonic() < deadline, "broker did not accept again"
+                time.sleep(0.2)
+        c.close()
+        assert proc.poll() is None
+    finally:
+        for s in socks:
+            s.close()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(10)
+        log.close()
+    out = (tmp_path / "fd.log").read_text()
+    assert rc == 0, out
+    assert "pausing this listener" in out
+    assert "AddressSanitizer" not in out and "runtime error" not in out
