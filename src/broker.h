@@ -17,6 +17,9 @@
 #include "event_loop.h"
 #include "outq.h"
 
+/* Bytes read from a socket at a time. */
+#define READ_CHUNK 65536
+
 struct message;
 struct session;
 struct broker;
@@ -196,6 +199,7 @@ struct broker {
     bool stopping;
     struct abuf scratch; /* reusable encode buffer */
     struct abuf scratch_props;
+    uint8_t read_buffer[READ_CHUNK]; /* sockets are read into this, see connection.c */
 };
 
 #endif

@@ -52,6 +52,7 @@ static void check_keepalives(struct broker *broker)
     struct connection *conn = broker->connections;
     while (conn) {
         struct connection *next = conn->next;
+        outq_trim(&conn->out); /* idle connections keep no output memory */
         int64_t idle = broker->now_ms - conn->last_received_ms;
         if (conn->state == CONNECTION_AWAITING_CONNECT && idle > CONNECT_TIMEOUT_MS) {
             connection_close(conn, 0, "no CONNECT received in time");

@@ -21,7 +21,6 @@
 #include "packet.h"
 #include "session.h"
 
-#define READ_CHUNK 65536
 #define READ_BUDGET (4 * READ_CHUNK) /* per connection per loop turn, for fairness */
 
 static void connection_on_event(struct event_handler *handler, unsigned events);
@@ -421,55 +420,85 @@ static void dispatch(struct connection *conn, const struct mqtt_fixed_header *hd
     }
 }
 
-/* Handle every complete packet in the input buffer. */
-static void process_input(struct connection *conn)
+/* Handle every complete packet in data[0..len). Returns the bytes consumed (whole packets);
+ * the caller keeps the rest for the next read. */
+static size_t process_packets(struct connection *conn, const uint8_t *data, size_t len)
 {
     size_t offset = 0;
     while (conn->state != CONNECTION_CLOSED) {
         struct mqtt_fixed_header hdr;
-        int st = mqtt_fixed_header_parse(conn->in.data + offset, conn->in.len - offset, &hdr);
+        int st = mqtt_fixed_header_parse(data + offset, len - offset, &hdr);
         if (st == WIRE_NEED_MORE) break;
         if (st == WIRE_MALFORMED) {
             connection_close(conn, MQTT_RC_MALFORMED_PACKET, "malformed remaining length");
-            return;
+            break;
         }
-        if (!fixed_header_acceptable(conn, &hdr)) return;
+        if (!fixed_header_acceptable(conn, &hdr)) break;
         size_t total = (size_t)hdr.header_len + hdr.remaining_length;
         /* Wait for the rest; the buffer grows with what arrives, not with what the header
          * announces, so a lying header cannot make the broker allocate. */
-        if (conn->in.len - offset < total) break;
+        if (len - offset < total) break;
         conn->last_received_ms = conn->broker->now_ms;
         conn->broker->stats.messages_received++;
         conn->broker->stats.bytes_received += total;
-        dispatch(conn, &hdr, conn->in.data + offset + hdr.header_len);
+        dispatch(conn, &hdr, data + offset + hdr.header_len);
         offset += total;
     }
-    if (conn->state != CONNECTION_CLOSED) abuf_consume(&conn->in, offset);
+    return offset;
+}
+
+/* Read once. With no partial packet pending, bytes go to the broker's shared read buffer and
+ * only an incomplete tail is copied into the connection, so idle connections hold no input
+ * buffer. Returns the bytes read, 0 when the socket is drained, or -1 after closing. */
+static ssize_t read_and_process(struct connection *conn)
+{
+    struct broker *broker = conn->broker;
+    bool direct = conn->in.len == 0;
+    uint8_t *dst = broker->read_buffer;
+    size_t room = sizeof broker->read_buffer;
+    if (!direct) {
+        if (abuf_reserve(&conn->in, READ_CHUNK)) {
+            connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+            return -1;
+        }
+        dst = conn->in.data + conn->in.len;
+        room = conn->in.cap - conn->in.len;
+    }
+    ssize_t n = read(conn->handler.fd, dst, room);
+    if (n == 0) {
+        connection_close(conn, 0, "connection closed by client");
+        return -1;
+    }
+    if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        connection_close(conn, 0, strerror(errno));
+        return -1;
+    }
+    if (direct) {
+        size_t used = process_packets(conn, dst, (size_t)n);
+        if (conn->state != CONNECTION_CLOSED && used < (size_t)n &&
+            abuf_append(&conn->in, dst + used, (size_t)n - used)) {
+            connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+            return -1;
+        }
+    } else {
+        conn->in.len += (size_t)n;
+        size_t used = process_packets(conn, conn->in.data, conn->in.len);
+        if (conn->state == CONNECTION_CLOSED) return -1;
+        abuf_consume(&conn->in, used);
+        /* Nothing pending: give the buffer back (the shared one serves the next read). */
+        if (conn->in.len == 0) abuf_free(&conn->in);
+    }
+    if (conn->state == CONNECTION_CLOSED) return -1;
+    return (size_t)n < room ? 0 : n; /* a short read drained the socket */
 }
 
 static void connection_read(struct connection *conn)
 {
     size_t budget = READ_BUDGET;
-    while (budget > 0 && conn->state != CONNECTION_CLOSED) {
-        if (abuf_reserve(&conn->in, READ_CHUNK)) {
-            connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
-            return;
-        }
-        size_t room = conn->in.cap - conn->in.len;
-        ssize_t n = read(conn->handler.fd, conn->in.data + conn->in.len, room);
-        if (n == 0) {
-            connection_close(conn, 0, "connection closed by client");
-            return;
-        }
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            connection_close(conn, 0, strerror(errno));
-            return;
-        }
-        conn->in.len += (size_t)n;
-        process_input(conn);
-        if ((size_t)n < room) return; /* drained the socket */
+    while (budget > 0) {
+        ssize_t n = read_and_process(conn);
+        if (n <= 0) return;
         budget -= (size_t)n < budget ? (size_t)n : budget;
     }
 }

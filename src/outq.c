@@ -13,13 +13,17 @@
 
 #include "message.h"
 
-#define OUTQ_BLOCK_SIZE 8192
+/* Small bytes go into blocks that start small (most connections only ever see a CONNACK
+ * and a few acknowledgements) and double up to OUTQ_BLOCK_MAX for busy ones. */
+#define OUTQ_BLOCK_MIN 256
+#define OUTQ_BLOCK_MAX 8192
 #define OUTQ_MAX_IOV 256
 
 struct outq_block {
     size_t used;
+    size_t cap;
     size_t refs;
-    uint8_t data[OUTQ_BLOCK_SIZE];
+    uint8_t data[];
 };
 
 void outq_init(struct outq *q)
@@ -58,7 +62,7 @@ int outq_reserve_segments(struct outq *q, size_t n)
         q->head = 0;
     }
     if (q->count + n <= q->cap) return 0;
-    size_t cap = q->cap ? q->cap : 64;
+    size_t cap = q->cap ? q->cap : 8;
     while (cap < q->count + n)
         cap *= 2;
     struct outq_segment *segs = realloc(q->segments, cap * sizeof *segs);
@@ -80,7 +84,7 @@ static struct outq_segment *new_segment(struct outq *q)
 static int append_large_copy(struct outq *q, const void *data, size_t len)
 {
     /* Bigger than a block: a private block sized to fit. */
-    struct outq_block *block = malloc(sizeof *block - OUTQ_BLOCK_SIZE + len);
+    struct outq_block *block = malloc(sizeof *block + len);
     if (!block) return -1;
     struct outq_segment *seg = new_segment(q);
     if (!seg) {
@@ -89,6 +93,7 @@ static int append_large_copy(struct outq *q, const void *data, size_t len)
     }
     memcpy(block->data, data, len);
     block->used = len;
+    block->cap = len;
     block->refs = 1;
     seg->data = block->data;
     seg->len = len;
@@ -97,21 +102,35 @@ static int append_large_copy(struct outq *q, const void *data, size_t len)
     return 0;
 }
 
+/* Make the tail block able to take len more bytes. Returns 0 or -1. */
+static int ensure_tail_room(struct outq *q, size_t len)
+{
+    struct outq_block *tail = q->tail;
+    if (tail && tail->cap - tail->used >= len) return 0;
+    if (tail && tail->refs == 0 && tail->cap >= len) {
+        tail->used = 0; /* drained: reuse it */
+        return 0;
+    }
+    size_t cap = tail ? tail->cap * 2 : OUTQ_BLOCK_MIN;
+    if (cap > OUTQ_BLOCK_MAX) cap = OUTQ_BLOCK_MAX;
+    while (cap < len)
+        cap *= 2;
+    struct outq_block *block = malloc(sizeof *block + cap);
+    if (!block) return -1;
+    block->used = 0;
+    block->cap = cap;
+    block->refs = 0;
+    /* A tail still referenced is freed when its last segment drains. */
+    if (tail && tail->refs == 0) free(tail);
+    q->tail = block;
+    return 0;
+}
+
 int outq_append_copy(struct outq *q, const void *data, size_t len)
 {
     if (len == 0) return 0;
-    if (len > OUTQ_BLOCK_SIZE / 2) return append_large_copy(q, data, len);
-    if (!q->tail || OUTQ_BLOCK_SIZE - q->tail->used < len) {
-        if (q->tail && q->tail->refs == 0) {
-            q->tail->used = 0;
-        } else {
-            struct outq_block *block = malloc(sizeof *block);
-            if (!block) return -1;
-            block->used = 0;
-            block->refs = 0;
-            q->tail = block; /* the old tail is freed when its last segment drains */
-        }
-    }
+    if (len > OUTQ_BLOCK_MAX / 2) return append_large_copy(q, data, len);
+    if (ensure_tail_room(q, len)) return -1;
     struct outq_block *block = q->tail;
     uint8_t *dst = block->data + block->used;
     memcpy(dst, data, len);
@@ -149,6 +168,19 @@ int outq_append_ref(struct outq *q, struct message *msg, const void *data, size_
     q->message_refs++;
     q->bytes += len;
     return 0;
+}
+
+void outq_trim(struct outq *q)
+{
+    if (q->count > 0) return;
+    if (q->tail && q->tail->refs == 0) {
+        free(q->tail);
+        q->tail = NULL;
+    }
+    free(q->segments);
+    q->segments = NULL;
+    q->cap = 0;
+    q->head = 0;
 }
 
 /* Drop n written bytes from the front. */

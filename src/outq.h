@@ -40,6 +40,8 @@ int outq_reserve_segments(struct outq *q, size_t n);
 int outq_append_copy(struct outq *q, const void *data, size_t len);
 /* Queue a reference to len bytes inside msg (taking a reference). Returns 0 or -1. */
 int outq_append_ref(struct outq *q, struct message *msg, const void *data, size_t len);
+/* Release memory kept for reuse when nothing is queued (for idle connections). */
+void outq_trim(struct outq *q);
 /* Write as much as the socket takes. Returns bytes written (>= 0), or -1 on a socket error
  * (errno set; EAGAIN is not an error and returns what was written). */
 ssize_t outq_flush(struct outq *q, int fd);

@@ -90,6 +90,31 @@ static void test_partial_writes_resume(void **state)
     close(sv[1]);
 }
 
+static void test_trim_releases_idle_memory_only(void **state)
+{
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct outq q;
+    outq_init(&q);
+    assert_int_equal(outq_append_copy(&q, "abc", 3), 0);
+    outq_trim(&q); /* data pending: nothing released */
+    assert_non_null(q.tail);
+    assert_int_equal(q.count, 1);
+    assert_int_equal(outq_flush(&q, sv[0]), 3);
+    outq_trim(&q);
+    assert_null(q.tail);
+    assert_null(q.segments);
+    assert_int_equal(outq_append_copy(&q, "de", 2), 0); /* usable again after a trim */
+    assert_int_equal(outq_flush(&q, sv[0]), 2);
+    uint8_t buf[5];
+    read_all(sv[1], buf, sizeof buf);
+    assert_memory_equal(buf, "abcde", 5);
+    outq_free(&q);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 static void test_free_with_pending_data_releases_everything(void **state)
 {
     (void)state;
@@ -111,6 +136,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_and_references),
         cmocka_unit_test(test_partial_writes_resume),
+        cmocka_unit_test(test_trim_releases_idle_memory_only),
         cmocka_unit_test(test_free_with_pending_data_releases_everything),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
