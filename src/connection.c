@@ -20,6 +20,7 @@
 #include "message.h"
 #include "packet.h"
 #include "session.h"
+#include "topic.h"
 
 #define READ_BUDGET (4 * READ_CHUNK) /* per connection per loop turn, for fairness */
 
@@ -148,6 +149,22 @@ long connection_mount_topic(const struct connection *conn, const void *name, siz
     memcpy(out + conn->mount_point_len, name, len);
     out[total] = '\0';
     return (long)total;
+}
+
+long connection_mount_filter(const struct connection *conn, const void *filter, size_t len,
+                             char *out)
+{
+    const char *text = filter;
+    bool shared;
+    const char *group, *inner;
+    size_t group_len, inner_len;
+    if (!conn->mount_point_len ||
+        topic_parse_shared(text, len, &shared, &group, &group_len, &inner, &inner_len) || !shared)
+        return connection_mount_topic(conn, text, len, out);
+    size_t prefix_len = (size_t)(inner - text);
+    if (prefix_len + conn->mount_point_len + inner_len > 65535) return -1;
+    memcpy(out, text, prefix_len);
+    return (long)prefix_len + connection_mount_topic(conn, inner, inner_len, out + prefix_len);
 }
 
 int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason)

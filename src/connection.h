@@ -27,6 +27,11 @@ void broker_flush_connections(struct broker *broker);
 #define MQTT_TOPIC_BUFFER 65536
 long connection_mount_topic(const struct connection *conn, const void *name, size_t len, char *out);
 
+/* A SUBSCRIBE/UNSUBSCRIBE filter as stored: under the mount point, which for a shared
+ * subscription goes between "$share/<group>/" and the filter. Same contract as above. */
+long connection_mount_filter(const struct connection *conn, const void *filter, size_t len,
+                             char *out);
+
 /* Short English text for a reason code, for logs and MQTT 5 reason strings. */
 const char *connection_reason_text(int rc);
 /* A property block holding one Reason String (in the broker's scratch property buffer,

@@ -54,9 +54,15 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
             expiry = p->props.message_expiry_interval;
     }
-    char topic[MQTT_TOPIC_BUFFER];
-    long topic_len = connection_mount_topic(conn, p->topic.data, p->topic.len, topic);
-    if (topic_len < 0) return -2;
+    /* Only a listener with a mount point needs the topic rewritten. */
+    const char *topic = (const char *)p->topic.data;
+    long topic_len = p->topic.len;
+    char mounted[MQTT_TOPIC_BUFFER];
+    if (conn->mount_point_len) {
+        topic_len = connection_mount_topic(conn, p->topic.data, p->topic.len, mounted);
+        if (topic_len < 0) return -2;
+        topic = mounted;
+    }
     struct message *msg = message_create(topic, (size_t)topic_len, p->payload, p->payload_len,
                                          props->data, props->len, p->qos, p->retain,
                                          conn->session->serial, expiry, broker->now_ms);

@@ -56,24 +56,6 @@ static uint8_t validate_request(const struct connection *conn,
     return req->qos < max_qos ? req->qos : max_qos;
 }
 
-/* The filter as stored: under the listener's mount point, which for a shared subscription
- * goes between "$share/<group>/" and the filter. Returns the length or -1 if too long. */
-static long mount_filter(const struct connection *conn, const struct mqtt_subscription_request *req,
-                         bool shared, char *out)
-{
-    const char *filter = (const char *)req->filter.data;
-    size_t len = req->filter.len;
-    if (!shared || !conn->mount_point_len) return connection_mount_topic(conn, filter, len, out);
-    const char *inner = memchr(filter + 7, '/', len - 7) + 1; /* validated: "$share/g/f" */
-    size_t prefix_len = (size_t)(inner - filter);
-    char mounted[MQTT_TOPIC_BUFFER];
-    long inner_len = connection_mount_topic(conn, inner, len - prefix_len, mounted);
-    if (inner_len < 0 || prefix_len + (size_t)inner_len > 65535) return -1;
-    memcpy(out, filter, prefix_len);
-    memcpy(out + prefix_len, mounted, (size_t)inner_len + 1);
-    return (long)(prefix_len + (size_t)inner_len);
-}
-
 int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
 {
     struct broker *broker = conn->broker;
@@ -100,7 +82,8 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
         if (codes[n] > 2) return MQTT_RC_TOPIC_FILTER_INVALID;
         {
             char filter[MQTT_TOPIC_BUFFER];
-            if (mount_filter(conn, req, shared, filter) < 0) return MQTT_RC_TOPIC_FILTER_INVALID;
+            if (connection_mount_filter(conn, req->filter.data, req->filter.len, filter) < 0)
+                return MQTT_RC_TOPIC_FILTER_INVALID;
             uint8_t options =
                 (uint8_t)(codes[n] | (req->no_local ? SUB_OPT_NO_LOCAL : 0) |
                           (req->retain_as_published ? SUB_OPT_RETAIN_AS_PUBLISHED : 0) |
@@ -134,7 +117,8 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
         if (!send_retained_for[i]) continue;
         struct retained_send rs = {broker, session, codes[i], sub_id};
         char filter[MQTT_TOPIC_BUFFER];
-        long filter_len = mount_filter(conn, &reqs[i], false, filter);
+        long filter_len =
+            connection_mount_filter(conn, reqs[i].filter.data, reqs[i].filter.len, filter);
         retain_for_each_match(broker->retained, filter, (size_t)filter_len, send_retained, &rs);
     }
     return 0;

@@ -10,26 +10,8 @@
 #include "packet.h"
 #include "session.h"
 #include "subs.h"
-#include "topic.h"
 
 #define MAX_FILTERS_PER_UNSUBSCRIBE 1024
-
-/* The filter as the subscription stored it (under the listener's mount point). */
-static long unsubscribe_filter(const struct connection *conn, struct wire_bytes f, char *out)
-{
-    const char *filter = (const char *)f.data;
-    bool shared;
-    const char *group, *inner;
-    size_t group_len, inner_len;
-    if (!conn->mount_point_len ||
-        topic_parse_shared(filter, f.len, &shared, &group, &group_len, &inner, &inner_len) ||
-        !shared)
-        return connection_mount_topic(conn, filter, f.len, out);
-    size_t prefix_len = (size_t)(inner - filter);
-    if (prefix_len + conn->mount_point_len + inner_len > 65535) return -1;
-    memcpy(out, filter, prefix_len);
-    return (long)prefix_len + connection_mount_topic(conn, inner, inner_len, out + prefix_len);
-}
 
 int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
 {
@@ -43,7 +25,8 @@ int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
     struct wire_bytes f;
     while (mqtt_unsubscribe_next(&unsub, &pos, &f)) {
         char filter[MQTT_TOPIC_BUFFER];
-        if (unsubscribe_filter(conn, f, filter) < 0) return MQTT_RC_TOPIC_FILTER_INVALID;
+        if (connection_mount_filter(conn, f.data, f.len, filter) < 0)
+            return MQTT_RC_TOPIC_FILTER_INVALID;
         codes[n] = MQTT_RC_NO_SUBSCRIPTION_EXISTED;
         if (session_forget_subscription(conn->session, filter)) {
             subs_remove(broker->subscriptions, filter, conn->session);

@@ -30,28 +30,16 @@ def test_v311_and_v31_and_v5_accepted(broker, raw):
         assert c.is_open()
 
 
-def test_v311_name_with_unknown_level_gets_rc1(broker, raw):
-    # 3.1.1 [MQTT-3.1.2-2]: unsupported level -> CONNACK 0x01 then close.
+@pytest.mark.parametrize("version,level,cid", [
+    (MQTT311, 6, "badlevel"),    # 3.1.1 [MQTT-3.1.2-2]: unsupported level
+    (MQTT31, 4, "badlevel31"),   # "MQIsdp" goes only with level 3
+    (MQTT311, 3, "badcombo"),    # "MQTT" with level 3 is an unsupported combination
+])
+def test_unsupported_name_level_pair_gets_rc1(broker, raw, version, level, cid):
+    # CONNACK with return code 0x01 (unacceptable protocol version), then close.
     b = broker()
-    c = raw(b, MQTT311)
-    c.send(mp.connect("badlevel", version=MQTT311, proto_level=6))
-    pkt = refused_then_closed(c, expect_len=2)
-    assert pkt.body == b"\x00\x01"
-
-
-def test_v31_name_with_wrong_level_gets_rc1(broker, raw):
-    b = broker()
-    c = raw(b, MQTT31)
-    c.send(mp.connect("badlevel31", version=MQTT31, proto_level=4))
-    pkt = refused_then_closed(c, expect_len=2)
-    assert pkt.body == b"\x00\x01"
-
-
-def test_mqtt_name_with_level_3_gets_rc1(broker, raw):
-    # Level 3 belongs with the name "MQIsdp"; "MQTT" + 3 is an unsupported combination.
-    b = broker()
-    c = raw(b, MQTT311)
-    c.send(mp.connect("badcombo", version=MQTT311, proto_level=3))
+    c = raw(b, version)
+    c.send(mp.connect(cid, version=version, proto_level=level))
     pkt = refused_then_closed(c, expect_len=2)
     assert pkt.body == b"\x00\x01"
 

@@ -602,6 +602,19 @@ def test_normal_disconnect_discards_will(broker, raw):
     sub.expect_no_packet(0.6)
 
 
+@pytest.mark.mosquitto_deviates
+def test_disconnect_with_error_reason_keeps_will(broker, raw):
+    """[MQTT-3.1.2-10]: the will is deleted only on DISCONNECT with reason 0x00; a client that
+    disconnects with an error reason (here 0x80) still has its will published. Mosquitto
+    2.0.11 discards it."""
+    b = broker()
+    sub = client(b, raw, "sub")
+    sub.subscribe("w/err", 0)
+    c = client(b, raw, "erring", will={"topic": "w/err", "payload": b"err-will"})
+    c.send(mp.disconnect(0x80))
+    assert sub.recv_publish(timeout=3).payload == b"err-will"
+
+
 def test_empty_disconnect_means_normal(broker, raw):
     # 3.14.2.1: remaining length 0 means reason 0x00.
     b = broker()

@@ -103,25 +103,3 @@ def test_mqtt31_connack_has_no_session_present_bit(broker, raw):
     c2.send(mp.connect("old31", version=mp.MQTT31, clean=False))
     ack = c2.recv_type(mp.CONNACK)
     assert ack.body[0] == 0, ack
-
-
-@pytest.mark.mosquitto_deviates
-def test_disconnect_with_error_reason_keeps_will(broker, raw):
-    """[MQTT-3.1.2-10]: the will is deleted only on DISCONNECT with reason 0x00; a client that
-    disconnects with an error reason (here 0x80) still has its will published. Mosquitto
-    2.0.11 discards it."""
-    b = broker()
-    sub = client(b, raw, "watch")
-    sub.subscribe("w/err", 0)
-    c = client(b, raw, "erring", will={"topic": "w/err", "payload": b"err-will"})
-    c.send(mp.disconnect(0x80))
-    assert sub.recv_publish(timeout=3).payload == b"err-will"
-
-
-def test_normal_disconnect_still_discards_will(broker, raw):
-    b = broker()
-    sub = client(b, raw, "watch")
-    sub.subscribe("w/ok", 0)
-    c = client(b, raw, "polite", will={"topic": "w/ok", "payload": b"no"})
-    c.send(mp.disconnect(0x00))
-    sub.expect_no_packet(0.5)
