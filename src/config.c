@@ -185,6 +185,9 @@ static int parse_integer_value(struct parse_state *st, const struct directive_li
 /* Booleans are true/false or 1/0, as Mosquitto reads them. */
 static int parse_bool_value(struct parse_state *st, const struct directive_line *dl, bool *out)
 {
+    /* Always written (a config with errors is never used), so callers never read an unset
+     * value (and gcc -O3 can see that). */
+    *out = false;
     if (expect_word_count(st, dl, 1, 1, "true or false") != 0) return -1;
     const char *word = dl->words[0];
     if (strcmp(word, "true") == 0 || strcmp(word, "1") == 0)
