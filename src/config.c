@@ -857,6 +857,7 @@ static const char *const planned_directives[] = {
     "check_retain_source",
     /* persistence */
     "persistence",
+    "retained_persistence", /* Mosquitto's alias of persistence */
     "persistence_file",
     "persistence_location",
     "autosave_interval",

@@ -1013,7 +1013,7 @@ static void test_restated_defaults_are_accepted(void **state)
     /* any other value would change behaviour: refused as before */
     expect_error("persistence true\n", TEST_NAME ":1: persistence: not supported yet (planned)");
     expect_error("retained_persistence 1\n",
-                 TEST_NAME ":1: retained_persistence: unknown directive");
+                 TEST_NAME ":1: retained_persistence: not supported yet (planned)");
     expect_error("autosave_interval 60\n",
                  TEST_NAME ":1: autosave_interval: not supported yet (planned)");
     expect_error("persistence_file other.db\n",
