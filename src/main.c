@@ -64,7 +64,7 @@ static void print_usage(void)
            " -d : put the broker into the background after starting.\n"
            " -h : display this help.\n"
            " -p : start the broker listening on the specified port (loopback only).\n"
-           "      Not recommended in conjunction with the -c option. May be given several times.\n"
+           "      Ignored together with -c, as in Mosquitto 2.0. May be given several times.\n"
            " -v : verbose mode - enable all logging types. This overrides\n"
            "      any logging options given in the config file.\n"
            " --version : print the version and exit.\n\n"
