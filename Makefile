@@ -1,10 +1,13 @@
-# Thin wrapper around CMake: the README's two commands are `make run` and `make test`.
+# Thin wrapper around CMake: the README's two commands are `make run` and `make test`;
+# `make install` installs into $(DESTDIR)$(PREFIX) (see README.md, Installing).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= 2
 CONFIG ?= config/arbor.conf
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all deps build run test unit integration sanitize bench clean
+.PHONY: all deps build run test unit integration sanitize bench install clean
 
 all: build
 
@@ -23,8 +26,16 @@ run: build
 test: deps
 	@scripts/run-tests.sh
 
+# Builds the binary if needed (in an existing build tree, whatever its build type), then
+# installs: sbin/arbor, share/man/man{5,8}, etc/arbor/arbor.conf (/etc for PREFIX=/usr; an
+# existing config is kept), lib/systemd/system/arbor.service, lib/sysusers.d/arbor.conf.
+install:
+	@test -f $(BUILD)/CMakeCache.txt || $(MAKE) --no-print-directory build
+	@cmake --build $(BUILD) -j $(JOBS) --target arbor
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
 bench: build
 	@scripts/run-bench.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-release

@@ -2,8 +2,10 @@
 # Installs the Debian packages arbor needs to build, test and benchmark, if any are missing.
 # Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
+# libsystemd-dev: sd_notify (Type=notify); systemd: systemd-analyze, which checks the unit
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
-          libcmocka-dev python3 python3-venv mosquitto mosquitto-clients gnuplot-nox iproute2)
+          libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
+          gnuplot-nox iproute2)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

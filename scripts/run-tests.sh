@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds arbor twice (normal and ASan+UBSan) and runs unit tests (ctest) and integration
-# tests (pytest) against each build. Used by `make test` and by CI.
+# tests (pytest) against each build; also builds (only) a Release tree, so that warnings
+# that only gcc -O3 finds fail here under -Werror. Used by `make test` and by CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -18,6 +19,10 @@ run_suite() {
     ARBOR_BIN="$root/$dir/arbor" ARBOR_BUILD_DIR="$root/$dir" \
         "$root/.venv/bin/python" -m pytest -q -x --timeout=120 -p no:cacheprovider test/integration
 }
+
+echo "=== [release] build only (build-release)"
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-release -j "$jobs"
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 run_suite build plain

@@ -59,7 +59,7 @@ struct parse_state {
     const char *security_directive;
     bool log_dest_given; /* the first log_dest/log_type replaces the default */
     bool log_type_given;
-    bool user_given; /* user has a non-NULL default */
+    int error_count; /* errors reported so far (all are kept in err) */
 };
 
 /* One directive line: the name, everything after it, and that remainder split in words. */
@@ -81,16 +81,26 @@ static int report_error_at(struct parse_state *st, const char *file, int line,
 static int report_error_at(struct parse_state *st, const char *file, int line,
                            const char *directive, const char *fmt, ...)
 {
+    /* Every error is kept (one per line), so an operator sees them all in one run. */
+    st->error_count++;
     if (st->err == NULL || st->errlen == 0) return -1;
+    size_t start = strlen(st->err);
+    if (start > 0) {
+        if (start + 1 >= st->errlen) return -1; /* full: later errors are counted only */
+        st->err[start++] = '\n';
+        st->err[start] = '\0';
+    }
+    char *out = st->err + start;
+    size_t room = st->errlen - start;
     int used;
     if (line > 0)
-        used = snprintf(st->err, st->errlen, "%s:%d: %s: ", file, line, directive);
+        used = snprintf(out, room, "%s:%d: %s: ", file, line, directive);
     else
-        used = snprintf(st->err, st->errlen, "%s: %s: ", file, directive);
-    if (used < 0 || (size_t)used >= st->errlen) return -1;
+        used = snprintf(out, room, "%s: %s: ", file, directive);
+    if (used < 0 || (size_t)used >= room) return -1;
     va_list args;
     va_start(args, fmt);
-    vsnprintf(st->err + used, st->errlen - (size_t)used, fmt, args);
+    vsnprintf(out + used, room - (size_t)used, fmt, args);
     va_end(args);
     return -1;
 }
@@ -102,6 +112,20 @@ static int report_error_at(struct parse_state *st, const char *file, int line,
 static int report_out_of_memory(struct parse_state *st)
 {
     return report_error(st, "out of memory");
+}
+
+/* Keep a warning for the daemon to log (parsing never logs). The text is Mosquitto's own
+ * wording where Mosquitto warns about the same line, so operators' log filters still match. */
+static int add_warning(struct parse_state *st, const char *text)
+{
+    struct arbor_config *cfg = st->cfg;
+    char **grown = realloc(cfg->warnings, (cfg->warning_count + 1) * sizeof *cfg->warnings);
+    if (grown == NULL) return report_out_of_memory(st);
+    cfg->warnings = grown;
+    cfg->warnings[cfg->warning_count] = strdup(text);
+    if (cfg->warnings[cfg->warning_count] == NULL) return report_out_of_memory(st);
+    cfg->warning_count++;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -146,6 +170,8 @@ static bool parse_decimal(const char *text, long long *out)
 static int parse_integer_value(struct parse_state *st, const struct directive_line *dl,
                                long long min, long long max, long long *out)
 {
+    /* Always written, so callers never read an unset value (and gcc -O3 can see that). */
+    *out = min;
     char what[80];
     snprintf(what, sizeof what, "an integer between %lld and %lld", min, max);
     if (expect_word_count(st, dl, 1, 1, what) != 0) return -1;
@@ -156,15 +182,20 @@ static int parse_integer_value(struct parse_state *st, const struct directive_li
     return 0;
 }
 
+/* Booleans are true/false or 1/0, as Mosquitto reads them. */
 static int parse_bool_value(struct parse_state *st, const struct directive_line *dl, bool *out)
 {
+    /* Always written (a config with errors is never used), so callers never read an unset
+     * value (and gcc -O3 can see that). */
+    *out = false;
     if (expect_word_count(st, dl, 1, 1, "true or false") != 0) return -1;
-    if (strcmp(dl->words[0], "true") == 0)
+    const char *word = dl->words[0];
+    if (strcmp(word, "true") == 0 || strcmp(word, "1") == 0)
         *out = true;
-    else if (strcmp(dl->words[0], "false") == 0)
+    else if (strcmp(word, "false") == 0 || strcmp(word, "0") == 0)
         *out = false;
     else
-        return report_error(st, "value \"%s\" is not true or false", dl->words[0]);
+        return report_error(st, "value \"%s\" is not true or false (or 1 or 0)", word);
     return 0;
 }
 
@@ -358,6 +389,9 @@ static int handle_port(struct parse_state *st, const struct directive_line *dl)
 {
     long long port;
     if (parse_integer_value(st, dl, 1, 65535, &port) != 0) return -1;
+    if (add_warning(st, "The 'port' option is now deprecated and will be removed in a future "
+                        "version. Please use 'listener' instead.") != 0)
+        return -1;
     /* Mosquitto lets a repeated port win (with a warning), so arbor does too. */
     st->default_listener.listener.port = (uint16_t)port;
     want_default_listener(st);
@@ -367,6 +401,10 @@ static int handle_port(struct parse_state *st, const struct directive_line *dl)
 static int handle_bind_address(struct parse_state *st, const struct directive_line *dl)
 {
     if (expect_word_count(st, dl, 1, 1, "an IP address or host name") != 0) return -1;
+    /* sic: Mosquitto 2.0's wording */
+    if (add_warning(st, "The 'bind_address' option is now deprecated and will be removed in a "
+                        "future version. The behaviour will default to true.") != 0)
+        return -1;
     struct arbor_listener *listener = &st->default_listener.listener;
     if (listener->bind_address != NULL) return report_error(st, "given more than once");
     listener->bind_address = strdup(dl->words[0]);
@@ -510,6 +548,9 @@ static char **copy_string_list(char *const *strings, size_t count)
 static int handle_clientid_prefixes(struct parse_state *st, const struct directive_line *dl)
 {
     if (expect_word_count(st, dl, 1, SIZE_MAX, "one or more client id prefixes") != 0) return -1;
+    if (add_warning(st, "The 'clientid_prefixes' option is now deprecated and will be removed "
+                        "in a future version.") != 0)
+        return -1;
     struct arbor_security_settings *security = &st->cfg->security;
     if (security->clientid_prefixes != NULL) return report_error(st, "given more than once");
     security->clientid_prefixes = copy_string_list(dl->words, dl->word_count);
@@ -602,6 +643,24 @@ static int handle_retain_available(struct parse_state *st, const struct directiv
 static int handle_upgrade_outgoing_qos(struct parse_state *st, const struct directive_line *dl)
 {
     return parse_bool_value(st, dl, &st->cfg->upgrade_outgoing_qos);
+}
+
+/* Removed in Mosquitto 2.0, which accepts the line (with any value) and warns. */
+static int handle_retry_interval(struct parse_state *st, const struct directive_line *dl)
+{
+    return add_warning(st, "Warning: The retry_interval option is no longer available.");
+}
+
+/* Deprecated in Mosquitto 2.0, which warns, checks the value and ignores it: a client with
+ * overlapping subscriptions gets one copy of a message either way, in Mosquitto and arbor. */
+static int handle_allow_duplicate_messages(struct parse_state *st,
+                                           const struct directive_line *dl)
+{
+    if (add_warning(st, "The 'allow_duplicate_messages' option is now deprecated and will be "
+                        "removed in a future version. The behaviour will default to true.") != 0)
+        return -1;
+    bool ignored;
+    return parse_bool_value(st, dl, &ignored);
 }
 
 static int handle_persistent_client_expiration(struct parse_state *st,
@@ -730,9 +789,7 @@ static int handle_pid_file(struct parse_state *st, const struct directive_line *
 
 static int handle_user(struct parse_state *st, const struct directive_line *dl)
 {
-    if (take_text_value(st, dl, &st->cfg->user, st->user_given, "a user name") != 0) return -1;
-    st->user_given = true;
-    return 0;
+    return take_text_value(st, dl, &st->cfg->user, st->cfg->user != NULL, "a user name");
 }
 
 static int handle_include_dir(struct parse_state *st, const struct directive_line *dl);
@@ -771,7 +828,10 @@ static const struct {
     {"max_keepalive", handle_max_keepalive},
     {"retain_available", handle_retain_available},
     {"max_qos", handle_max_qos},
+    {"maximum_qos", handle_max_qos}, /* Mosquitto's alias */
     {"upgrade_outgoing_qos", handle_upgrade_outgoing_qos},
+    {"retry_interval", handle_retry_interval},
+    {"allow_duplicate_messages", handle_allow_duplicate_messages},
     {"persistent_client_expiration", handle_persistent_client_expiration},
     {"set_tcp_nodelay", handle_set_tcp_nodelay},
     {"sys_interval", handle_sys_interval},
@@ -797,6 +857,7 @@ static const char *const planned_directives[] = {
     "check_retain_source",
     /* persistence */
     "persistence",
+    "retained_persistence", /* Mosquitto's alias of persistence */
     "persistence_file",
     "persistence_location",
     "autosave_interval",
@@ -857,11 +918,53 @@ static const char *const planned_directive_prefixes[] = {"auth_opt_", "plugin_op
 
 /* Other Mosquitto directives: recognised so the message says what is wrong. */
 static const char *const unsupported_directives[] = {
-    "allow_duplicate_messages",
     "memory_limit",
     "log_facility",
     "use_username_as_clientid",
 };
+
+/* Directives of features arbor lacks, accepted when the line only restates Mosquitto's
+ * default, which is what arbor does anyway (as in a mosquitto.conf written out in full).
+ * Any other value would change behaviour and is refused like the rest of the feature. */
+enum restated_kind { RESTATED_BOOL, RESTATED_INTEGER, RESTATED_TEXT };
+
+static const struct {
+    const char *name;
+    enum restated_kind kind;
+    const char *default_value;
+} restated_defaults[] = {
+    {"persistence", RESTATED_BOOL, "false"},
+    {"retained_persistence", RESTATED_BOOL, "false"}, /* Mosquitto's alias of persistence */
+    {"autosave_interval", RESTATED_INTEGER, "1800"},
+    {"autosave_on_changes", RESTATED_BOOL, "false"},
+    {"persistence_file", RESTATED_TEXT, "mosquitto.db"},
+    {"require_certificate", RESTATED_BOOL, "false"},
+    {"use_identity_as_username", RESTATED_BOOL, "false"},
+    {"use_subject_as_username", RESTATED_BOOL, "false"},
+    {"use_username_as_clientid", RESTATED_BOOL, "false"},
+    {"check_retain_source", RESTATED_BOOL, "true"},
+    {"memory_limit", RESTATED_INTEGER, "0"},
+    {"websockets_log_level", RESTATED_INTEGER, "0"},
+};
+
+static bool restates_default(const struct directive_line *dl)
+{
+    for (size_t i = 0; i < sizeof restated_defaults / sizeof restated_defaults[0]; i++) {
+        if (strcmp(dl->name, restated_defaults[i].name) != 0) continue;
+        const char *wanted = restated_defaults[i].default_value;
+        if (restated_defaults[i].kind == RESTATED_TEXT) return strcmp(dl->rest, wanted) == 0;
+        if (dl->word_count != 1) return false;
+        const char *word = dl->words[0];
+        if (restated_defaults[i].kind == RESTATED_BOOL) {
+            bool is_true = strcmp(word, "true") == 0 || strcmp(word, "1") == 0;
+            bool is_false = strcmp(word, "false") == 0 || strcmp(word, "0") == 0;
+            return strcmp(wanted, "true") == 0 ? is_true : is_false;
+        }
+        long long value;
+        return parse_decimal(word, &value) && value == strtoll(wanted, NULL, 10);
+    }
+    return false;
+}
 
 static bool name_in_list(const char *name, const char *const *list, size_t count)
 {
@@ -881,6 +984,7 @@ static int dispatch_directive(struct parse_state *st, const struct directive_lin
             return supported_directives[i].handle(st, dl);
         }
     }
+    if (restates_default(dl)) return 0;
     if (name_in_list(dl->name, planned_directives, COUNT_OF(planned_directives)))
         return report_error(st, "not supported yet (planned)");
     for (size_t i = 0; i < COUNT_OF(planned_directive_prefixes); i++) {
@@ -973,7 +1077,10 @@ static int parse_text(struct parse_state *st, char *text, size_t length)
 {
     char *line = text;
     char *end = text + length;
+    int status = 0;
     st->line = 0;
+    /* An error does not stop the parse: every line is checked, so that all errors are
+     * reported at once. */
     while (line < end) {
         st->line++;
         char *newline = memchr(line, '\n', (size_t)(end - line));
@@ -981,12 +1088,13 @@ static int parse_text(struct parse_state *st, char *text, size_t length)
         *line_end = '\0';
         if (strlen(line) != (size_t)(line_end - line)) {
             st->directive = "(line)";
-            return report_error(st, "contains a NUL byte");
+            status = report_error(st, "contains a NUL byte");
+        } else if (parse_line(st, line) != 0) {
+            status = -1;
         }
-        if (parse_line(st, line) != 0) return -1;
         line = line_end + 1;
     }
-    return 0;
+    return status;
 }
 
 /* Remember a source name in the config, which owns it for listener->file and messages. */
@@ -1066,11 +1174,9 @@ static int parse_file(struct parse_state *st, const char *path)
     st->file = stored_name;
     int status = parse_text(st, text, length);
     free(text);
-    if (status == 0) {
-        st->file = outer_file;
-        st->line = outer_line;
-        st->directive = outer_directive;
-    }
+    st->file = outer_file;
+    st->line = outer_line;
+    st->directive = outer_directive;
     return status;
 }
 
@@ -1176,8 +1282,8 @@ static int handle_include_dir(struct parse_state *st, const struct directive_lin
     if (list_include_files(st, dl->rest, &paths, &count) != 0) return -1;
     int status = 0;
     st->include_depth++;
-    for (size_t i = 0; i < count && status == 0; i++)
-        status = parse_file(st, paths[i]);
+    for (size_t i = 0; i < count; i++)
+        if (parse_file(st, paths[i]) != 0) status = -1;
     st->include_depth--;
     free_string_array(paths, count);
     return status;
@@ -1312,7 +1418,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->log_type = ARBOR_LOG_ERROR | ARBOR_LOG_WARNING | ARBOR_LOG_NOTICE | ARBOR_LOG_INFORMATION;
     cfg->log_timestamp = true;
     cfg->connection_messages = true;
-    cfg->user = strdup("arbor");
+    cfg->user = NULL; /* not given: main tries "arbor", then "nobody" */
 }
 
 static const char *find_or_add_source_file(struct arbor_config *cfg, const char *name)
@@ -1411,6 +1517,7 @@ void config_free(struct arbor_config *cfg)
     free(cfg->log_timestamp_format);
     free(cfg->pid_file);
     free(cfg->user);
+    free_string_array(cfg->warnings, cfg->warning_count);
     free_string_array(cfg->source_files, cfg->source_file_count);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -103,21 +103,27 @@ struct arbor_config {
 
     /* process */
     char *pid_file;
-    char *user; /* default "mosquitto"-like: "arbor"; only used when root */
+    char *user; /* NULL unless given (then "arbor", else "nobody"); only used when root */
 
     /* every file (or string name) this config was read from, main file first; owns the
      * strings that arbor_listener.file points to */
     char **source_files;
     size_t source_file_count;
+
+    /* warnings about accepted lines (deprecated or removed Mosquitto options), in
+     * Mosquitto's wording, for the daemon to log */
+    char **warnings;
+    size_t warning_count;
 };
 
 /* Fill *cfg with Mosquitto 2.0's defaults (no listeners). */
 void config_init_defaults(struct arbor_config *cfg);
 
 /* Parse a file (following include_dir) into *cfg, which must have been initialised with
- * config_init_defaults(). Returns 0 on success; on error returns -1 and writes a message of
- * the form "file:line: directive: what is wrong" into err (size errlen). After an error cfg
- * still owns what was parsed before it: release it with config_free(). */
+ * config_init_defaults(). Returns 0 on success; on error returns -1 and writes every error
+ * found, one per line ('\n' between them), each of the form "file:line: directive: what is
+ * wrong", into err (size errlen; errors that do not fit are left out). After an error cfg
+ * still owns what was parsed: release it with config_free(). */
 int config_load_file(struct arbor_config *cfg, const char *path, char *err, size_t errlen);
 
 /* Same as config_load_file but from a string; name is used in messages as the file name. */

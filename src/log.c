@@ -6,12 +6,14 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 struct logger {
     unsigned dest;
@@ -36,8 +38,16 @@ static int open_log_file(void)
         logger.file = NULL;
     }
     if (!(logger.dest & ARBOR_LOG_DEST_FILE) || logger.file_path[0] == '\0') return 0;
-    logger.file = fopen(logger.file_path, "a");
-    if (!logger.file) return -1;
+    /* 0600: a log names clients, users and addresses; an existing file keeps its mode */
+    int fd = open(logger.file_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    logger.file = fdopen(fd, "a");
+    if (!logger.file) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
     setvbuf(logger.file, NULL, _IOLBF, 0);
     return 0;
 }

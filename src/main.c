@@ -1,17 +1,28 @@
 /*
  * main.c: arbor's command line (Mosquitto's: -c, -d, -p, -v, -h, plus --version), loading
- * the configuration, daemonising, pid file, dropping privileges, signals, and running the
- * broker. The only place that may exit the process.
+ * the configuration, daemonising, pid file, dropping privileges, signals, telling systemd
+ * (sd_notify) when the broker is ready, reloading or stopping, and running the broker. The
+ * only place that may exit the process.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
+
+#ifdef ARBOR_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+/* A no-op unless systemd (or a test) set NOTIFY_SOCKET. */
+#define notify_systemd(...) ((void)sd_notifyf(0, __VA_ARGS__))
+#else
+#define notify_systemd(...) ((void)0)
+#endif
 
 #include "broker_loop.h"
 #include "config.h"
@@ -20,7 +31,9 @@
 #define MAX_CLI_PORTS 16
 
 struct options {
-    const char *config_file;
+    const char *config_file; /* absolute once main has resolved it (see resolve_paths) */
+    char config_path[PATH_MAX];
+    char start_dir[PATH_MAX]; /* relative log and pid file paths are taken from here */
     bool daemon;
     bool verbose;
     uint16_t ports[MAX_CLI_PORTS];
@@ -51,7 +64,7 @@ static void print_usage(void)
            " -d : put the broker into the background after starting.\n"
            " -h : display this help.\n"
            " -p : start the broker listening on the specified port (loopback only).\n"
-           "      Not recommended in conjunction with the -c option. May be given several times.\n"
+           "      Ignored together with -c, as in Mosquitto 2.0. May be given several times.\n"
            " -v : verbose mode - enable all logging types. This overrides\n"
            "      any logging options given in the config file.\n"
            " --version : print the version and exit.\n\n"
@@ -109,14 +122,46 @@ static int add_local_listeners(struct arbor_config *cfg, uint16_t port)
     return config_add_listener(cfg, port, "::1", "command line");
 }
 
+/* Log each error of a config (one per line in err) through the logger, so that a failed
+ * reload reaches the configured log_dest and not only stderr. */
+static void log_config_errors(const char *err)
+{
+    while (*err) {
+        size_t length = strcspn(err, "\n");
+        log_error("Error: %.*s", (int)length, err);
+        err += length;
+        if (*err == '\n') err++;
+    }
+}
+
+static void log_config_warnings(const struct arbor_config *cfg)
+{
+    for (size_t i = 0; i < cfg->warning_count; i++)
+        log_warning("%s", cfg->warnings[i]);
+}
+
+/* Make a relative path absolute against dir, so that it still names the same file after
+ * daemonising (which changes to /) and on every reload. */
+static int make_absolute(char **path, const char *dir)
+{
+    if (*path == NULL || (*path)[0] == '/' || dir[0] == '\0') return 0;
+    size_t size = strlen(dir) + strlen(*path) + 2;
+    char *absolute = malloc(size);
+    if (!absolute) return -1;
+    snprintf(absolute, size, "%s/%s", dir, *path);
+    free(*path);
+    *path = absolute;
+    return 0;
+}
+
 static struct arbor_config *load_config(const struct options *opt)
 {
     struct arbor_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return NULL;
     config_init_defaults(cfg);
-    char err[1024];
+    char err[16384];
     if (opt->config_file && config_load_file(cfg, opt->config_file, err, sizeof err) != 0) {
-        fprintf(stderr, "Error: %s\n", err);
+        log_config_errors(err);
         goto fail;
     }
     if (cfg->listener_count == 0) {
@@ -125,16 +170,20 @@ static struct arbor_config *load_config(const struct options *opt)
         if (!cfg->security.allow_anonymous_set) cfg->security.allow_anonymous = true;
         if (opt->port_count == 0 && add_local_listeners(cfg, 1883)) goto oom;
     }
-    for (size_t i = 0; i < opt->port_count; i++)
+    /* As in Mosquitto 2.0, -p only applies without -c (main warns about it). */
+    for (size_t i = 0; !opt->config_file && i < opt->port_count; i++)
         if (add_local_listeners(cfg, opt->ports[i])) goto oom;
+    if (make_absolute(&cfg->log_file, opt->start_dir) ||
+        make_absolute(&cfg->pid_file, opt->start_dir))
+        goto oom;
     if (config_validate(cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "Error: %s\n", err);
+        log_config_errors(err);
         goto fail;
     }
     if (opt->verbose) cfg->log_type = ARBOR_LOG_ALL;
     return cfg;
 oom:
-    fprintf(stderr, "Error: out of memory.\n");
+    log_error("Error: out of memory.");
 fail:
     config_free(cfg);
     free(cfg);
@@ -145,10 +194,27 @@ static struct arbor_config *reload_config(void *ctx)
 {
     const struct options *opt = ctx;
     if (!opt->config_file) return NULL;
+    notify_systemd("RELOADING=1\nSTATUS=Reloading %s", opt->config_file);
     log_notice("Reloading config file %s.", opt->config_file);
     struct arbor_config *cfg = load_config(opt);
-    if (!cfg) log_error("Error: config reload failed; keeping the current configuration.");
+    if (cfg) {
+        log_config_warnings(cfg);
+        notify_systemd("READY=1\nSTATUS=Running; configuration reloaded");
+    } else {
+        log_error("Error: config reload failed; keeping the current configuration.");
+        notify_systemd("READY=1\nSTATUS=Running; reload failed, kept the previous "
+                       "configuration (see the log)");
+    }
     return cfg;
+}
+
+/* Resolve the config file to an absolute path before daemonising (which changes to /), so
+ * that SIGHUP finds it again; remember the start directory for relative log and pid files. */
+static void resolve_paths(struct options *opt)
+{
+    if (!getcwd(opt->start_dir, sizeof opt->start_dir)) opt->start_dir[0] = '\0';
+    if (opt->config_file && realpath(opt->config_file, opt->config_path))
+        opt->config_file = opt->config_path;
 }
 
 static void install_signals(void)
@@ -190,20 +256,63 @@ static int write_pid_file(const char *path)
     return fclose(f);
 }
 
-/* Running as root: switch to the configured user, as Mosquitto does. */
-static int drop_privileges(const struct arbor_config *cfg)
+/* Who the broker runs as once its listeners, log and pid files are open. */
+struct run_user {
+    bool switch_user; /* false: keep the current user */
+    char name[256];
+    uid_t uid;
+    gid_t gid;
+};
+
+static bool lookup_user(const char *name, struct run_user *user)
 {
-    if (geteuid() != 0 || !cfg->user || !strcmp(cfg->user, "root")) return 0;
-    struct passwd *pw = getpwnam(cfg->user);
-    if (!pw) {
-        log_warning("Warning: user '%s' does not exist; continuing as root.", cfg->user);
+    struct passwd *pw = getpwnam(name);
+    if (!pw) return false;
+    snprintf(user->name, sizeof user->name, "%s", pw->pw_name);
+    user->uid = pw->pw_uid;
+    user->gid = pw->pw_gid;
+    return true;
+}
+
+/* Decided before daemonising, so that a wrong user line fails where the operator sees it.
+ * Started as root: the configured user; with no user line "arbor", else "nobody" (as
+ * Mosquitto falls back from "mosquitto"); root only when the config says "user root". */
+static int choose_run_user(const struct arbor_config *cfg, struct run_user *user)
+{
+    memset(user, 0, sizeof *user);
+    if (geteuid() != 0) return 0;
+    if (cfg->user && !strcmp(cfg->user, "root")) {
+        log_warning("Warning: arbor should not be run as root/administrator.");
         return 0;
     }
-    if (initgroups(pw->pw_name, pw->pw_gid) != 0 || setgid(pw->pw_gid) != 0 ||
-        setuid(pw->pw_uid) != 0) {
-        log_error("Error: unable to drop privileges to '%s': %s", cfg->user, strerror(errno));
+    if (cfg->user) {
+        if (!lookup_user(cfg->user, user)) {
+            log_error("Error: Unable to drop privileges to '%s' because this user does not "
+                      "exist.",
+                      cfg->user);
+            return -1;
+        }
+    } else if (!lookup_user("arbor", user) && !lookup_user("nobody", user)) {
+        log_error("Error: Unable to drop privileges: neither user 'arbor' nor 'nobody' exists; "
+                  "give a user line (\"user root\" to keep running as root).");
         return -1;
     }
+    user->switch_user = true;
+    return 0;
+}
+
+static int drop_privileges(const struct run_user *user)
+{
+    if (user->switch_user) {
+        if (initgroups(user->name, user->gid) != 0 || setgid(user->gid) != 0 ||
+            setuid(user->uid) != 0) {
+            log_error("Error: unable to drop privileges to '%s': %s", user->name,
+                      strerror(errno));
+            return -1;
+        }
+    }
+    struct passwd *pw = getpwuid(geteuid());
+    log_notice("Running as user %s (uid %ld).", pw ? pw->pw_name : "?", (long)geteuid());
     return 0;
 }
 
@@ -212,18 +321,32 @@ int main(int argc, char **argv)
     struct options opt;
     int rc = parse_args(argc, argv, &opt);
     if (rc != 0) return rc > 0 ? 0 : 1;
+    resolve_paths(&opt);
     struct arbor_config *cfg = load_config(&opt);
     if (!cfg) return 1;
-    if (log_configure(cfg) != 0) {
-        fprintf(stderr, "Error: unable to open log file %s: %s\n", cfg->log_file, strerror(errno));
+    /* errors up to here go to stderr, where the operator starting the broker sees them */
+    struct run_user user;
+    rc = choose_run_user(cfg, &user);
+    if (rc == 0 && log_configure(cfg) != 0) {
+        fprintf(stderr, "Error: unable to open log file %s: %s\n", cfg->log_file,
+                strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) {
         config_free(cfg);
         free(cfg);
+        log_close();
         return 1;
     }
+    log_config_warnings(cfg);
+    if (opt.config_file && opt.port_count > 0)
+        log_warning("Warning: -p is ignored when -c is given (as in Mosquitto 2.0); put a "
+                    "listener line in the config file instead.");
     if (opt.daemon && daemonise() != 0) {
         fprintf(stderr, "Error: unable to daemonise: %s\n", strerror(errno));
         return 1;
     }
+    /* the pid file and the log file are opened before dropping privileges, as Mosquitto does */
     if (cfg->pid_file && write_pid_file(cfg->pid_file) != 0)
         log_warning("Warning: unable to write pid file %s: %s", cfg->pid_file, strerror(errno));
     install_signals();
@@ -232,11 +355,16 @@ int main(int argc, char **argv)
 
     static struct broker broker;
     char *pid_file = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
+    size_t listener_count = cfg->listener_count;
     rc = broker_init(&broker, cfg);
-    if (rc == 0) rc = drop_privileges(cfg);
+    if (rc == 0) rc = drop_privileges(&user);
     if (rc == 0) {
         log_notice("arbor version %s running", ARBOR_VERSION);
+        /* every listener is open (broker_init fails otherwise): ready for clients */
+        notify_systemd("READY=1\nMAINPID=%ld\nSTATUS=Running with %zu listener(s)",
+                       (long)getpid(), listener_count);
         broker_run(&broker, &signals_state, reload_config, &opt);
+        notify_systemd("STOPPING=1\nSTATUS=Shutting down");
         log_notice("arbor version %s terminating", ARBOR_VERSION);
     }
     broker_shutdown(&broker);

@@ -21,9 +21,12 @@ Environment:
 """
 
 import os
+import pathlib
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -219,6 +222,22 @@ class Broker:
         if found:
             out.append("sanitizer reports %s" % ", ".join(found))
         return out
+
+
+@pytest.fixture
+def tmp_path(request):
+    """pytest's tmp_path, except when the suite runs as root: a broker started as root
+    switches to an unprivileged user (arbor, like Mosquitto, falls back to `nobody`), which
+    must still read its config on SIGHUP, create a rotated log file and remove its pid file.
+    pytest's own directories are private to root, so use a fresh world-writable one in /tmp,
+    removed after the test."""
+    if os.geteuid() != 0:
+        yield request.getfixturevalue("tmp_path_factory").mktemp("t")
+        return
+    path = tempfile.mkdtemp(prefix="arbor-test-")
+    os.chmod(path, 0o777)
+    yield pathlib.Path(path)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -274,3 +274,68 @@ def test_sighup_with_bad_config_keeps_running(broker, raw):
     assert "bogus_directive" in b.log_text()
     c = raw(b, mp.MQTT5)
     assert c.connect("still").props.get(mp.P_MAXIMUM_QOS) == 1
+
+
+# ---------------------------------------------------------------- Mosquitto leniency (issue 7)
+
+@pytest.mark.arbor_only  # Mosquitto stops at the first error
+def test_every_config_error_is_reported(run_broker):
+    port = free_port()
+    rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % port, "max_qos 9",
+                                     "allow_anonymous maybe", "# fine", "bogus_directive 1",
+                                     "persistence true"], timeout=5)
+    assert rc not in (0, None), out
+    path = run_broker.conf_path
+    for line, directive in ((2, "max_qos"), (3, "allow_anonymous"), (5, "bogus_directive"),
+                            (6, "persistence")):
+        assert "%s:%d: %s" % (path, line, directive) in out, out
+
+
+def test_booleans_accept_1_and_0(broker, raw):
+    # Mosquitto reads booleans as true/false or 1/0.
+    b = broker("allow_zero_length_clientid 1", "retain_available 0")
+    ack = raw(b, mp.MQTT5).connect("")
+    assert ack.props.get(mp.P_RETAIN_AVAILABLE) == 0
+
+
+def test_lines_restating_defaults_of_missing_features_are_accepted(broker, raw):
+    # mosquitto.conf files written out in full restate defaults of features arbor lacks.
+    b = broker("persistence false", "retained_persistence false", "autosave_interval 1800",
+               "autosave_on_changes false", "persistence_file mosquitto.db",
+               "memory_limit 0", "use_username_as_clientid false",
+               "require_certificate false", "use_identity_as_username false",
+               "use_subject_as_username false", "check_retain_source true")
+    assert raw(b).connect("full-conf").rc == 0
+
+
+# Mosquitto 2.0.11's exact warnings (alerting rules grep for them)
+DEPRECATION_WARNINGS = {
+    "retry_interval 20": "Warning: The retry_interval option is no longer available.",
+    "allow_duplicate_messages false":
+        "The 'allow_duplicate_messages' option is now deprecated and will be removed in a "
+        "future version. The behaviour will default to true.",
+    "clientid_prefixes ok-":
+        "The 'clientid_prefixes' option is now deprecated and will be removed in a future "
+        "version.",
+}
+
+
+@pytest.mark.parametrize("line", sorted(DEPRECATION_WARNINGS))
+def test_deprecated_options_are_accepted_with_mosquittos_warning(broker, raw, line):
+    b = broker(line)
+    b.wait_log(DEPRECATION_WARNINGS[line])
+    assert raw(b).connect("ok-client").rc == 0
+
+
+def test_maximum_qos_is_an_alias_of_max_qos(broker, raw):
+    b = broker("maximum_qos 1")
+    assert raw(b, mp.MQTT5).connect("alias").props.get(mp.P_MAXIMUM_QOS) == 1
+
+
+def test_port_option_with_config_file_is_ignored(broker):
+    # Mosquitto 2.0.11: with -c, -p is ignored (only the config's listeners open).
+    other = free_port()
+    b = broker(args=["-p", str(other)])
+    socket.create_connection(("127.0.0.1", b.port), timeout=2).close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", other), timeout=1).close()

@@ -3,6 +3,7 @@ include_dir, client id rules (clientid_prefixes, auto_id_prefix), per-listener s
 byte-based queue limits."""
 
 import os
+import re
 import socket
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 import mqttproto as mp
 from conftest import ARBOR_BIN
-from helpers import free_port
+from helpers import IS_MOSQUITTO, free_port
 from mqttproto import MQTT5, MQTT311
 
 
@@ -202,3 +203,279 @@ def test_bind_interface(broker, run_broker):
     socket.create_connection(("127.0.0.1", port), timeout=2).close()
     rc, out = run_broker(conf_lines=["listener %d" % free_port(), "bind_interface nosuchif0"])
     assert rc not in (0, None), out
+
+
+# ---------------------------------------------------------------- privileges (issue 7)
+
+def proc_uid(pid):
+    """The real and effective uid of a running process, from /proc/<pid>/status."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Uid:"):
+                real, effective = line.split()[1:3]
+                return int(real), int(effective)
+    raise AssertionError("no Uid line for %d" % pid)
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="privilege drop needs root")
+
+
+def fallback_user():
+    import pwd
+    for name in ("mosquitto", ) if IS_MOSQUITTO else ("arbor", "nobody"):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    pytest.skip("no fallback user on this host")
+
+
+@needs_root
+def test_root_without_user_line_drops_privileges(broker):
+    # arbor(8): started as root with no user line, the broker switches to "arbor", else to
+    # "nobody" (Mosquitto: "mosquitto"), and never keeps serving as uid 0.
+    b = broker()
+    expected = fallback_user()
+    assert proc_uid(b.proc.pid) == (expected.pw_uid, expected.pw_uid)
+    if not IS_MOSQUITTO:
+        b.wait_log("Running as user %s (uid %d)." % (expected.pw_name, expected.pw_uid))
+
+
+@needs_root
+def test_root_with_named_user_runs_as_it(broker):
+    b = broker("user nobody")
+    assert proc_uid(b.proc.pid) == (65534, 65534)
+
+
+@needs_root
+def test_user_root_keeps_root_only_when_explicit(broker):
+    b = broker("user root")
+    assert proc_uid(b.proc.pid) == (0, 0)
+    b.wait_log("should not be run as root")
+
+
+@needs_root
+def test_missing_user_stops_start_up(run_broker):
+    # A user that does not exist is an error, not a reason to stay root (Mosquitto's wording).
+    rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % free_port(),
+                                     "allow_anonymous true", "user no-such-user-7"])
+    assert rc not in (0, None), out
+    assert "Unable to drop privileges to 'no-such-user-7' because this user does not exist." \
+        in out, out
+
+
+# ---------------------------------------------------------------- log file and reload (issue 7)
+
+@pytest.mark.arbor_only
+def test_log_file_is_created_0600(broker, tmp_path):
+    log_path = tmp_path / "private.log"
+    b = broker("log_dest file %s" % log_path)
+    wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
+    assert (os.stat(log_path).st_mode & 0o777) == 0o600
+    assert b.running()
+
+
+@pytest.mark.arbor_only
+def test_failed_reload_reason_goes_to_the_log_file(broker, raw, tmp_path):
+    # The reason a SIGHUP reload failed reaches log_dest (here a file), not only stderr.
+    # (user root: reopening a root-owned log file on SIGHUP needs root, see arbor(8).)
+    log_path = tmp_path / "reload.log"
+    b = broker("allow_anonymous true", "log_dest file %s" % log_path, "user root",
+               defaults=False)
+    wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
+    with open(b.conf_path, "a") as f:
+        f.write("max_qos 9\nbogus_directive 1\n")
+    b.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "keeping the current configuration" in log_path.read_text(),
+             what="reload failure in log file")
+    log = log_path.read_text()
+    assert "%s:5: max_qos" % b.conf_path in log, log
+    assert "%s:6: bogus_directive: unknown directive" % b.conf_path in log, log
+    assert raw(b).connect("still-up").rc == 0
+
+
+@pytest.mark.arbor_only
+def test_daemon_with_relative_config_path_reloads(tmp_path):
+    # -d changes to /; the -c path is resolved first, so SIGHUP still finds the file.
+    port = free_port()
+    conf = tmp_path / "rel.conf"
+    log_path = tmp_path / "rel.log"
+    pid_path = tmp_path / "rel.pid"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\nlog_dest file rel.log\n"
+                    "pid_file rel.pid\nuser root\n" % port)
+    started = subprocess.run([ARBOR_BIN, "-d", "-c", "rel.conf"], cwd=str(tmp_path),
+                             timeout=10)
+    assert started.returncode == 0
+    wait_for(lambda: pid_path.exists() and pid_path.read_text().strip(), what="pid file")
+    pid = int(pid_path.read_text())
+    try:
+        wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
+        conf.write_text(conf.read_text() + "max_qos 1\n")
+        os.kill(pid, signal.SIGHUP)
+        wait_for(lambda: "Reloaded configuration" in log_path.read_text()
+                 or "reload failed" in log_path.read_text(), what="reload in log")
+        assert "Reloaded configuration" in log_path.read_text(), log_path.read_text()
+        c = mp.RawClient("127.0.0.1", port, version=MQTT5)
+        try:
+            assert c.connect("after-reload").props.get(mp.P_MAXIMUM_QOS) == 1
+        finally:
+            c.close()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not pid_alive(pid), what="daemon exit")
+
+
+# ---------------------------------------------------------------- sd_notify (issue 7)
+
+def notify_socket():
+    """A unix datagram socket in the abstract namespace (reachable after the broker drops
+    privileges) and the NOTIFY_SOCKET value that names it."""
+    name = "arbor-test-notify-%d-%d" % (os.getpid(), free_port())
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind("\0" + name)
+    s.settimeout(10)
+    return s, "@" + name
+
+
+def recv_notify(s, wanted):
+    """Read notify datagrams until one has the line `wanted`; return that datagram."""
+    while True:
+        msg = s.recv(4096).decode()
+        if wanted in msg.split("\n"):
+            return msg
+
+
+def test_sd_notify_ready_only_once_listeners_accept(tmp_path):
+    # systemd Type=notify: READY=1 is sent once every listener accepts connections.
+    ports = [free_port(), free_port()]
+    conf = tmp_path / "notify.conf"
+    conf.write_text("listener %d 127.0.0.1\nlistener %d 127.0.0.1\nallow_anonymous true\n"
+                    % tuple(ports))
+    s, address = notify_socket()
+    env = dict(os.environ, NOTIFY_SOCKET=address)
+    log = open(tmp_path / "notify.out", "wb")
+    proc = subprocess.Popen([ARBOR_BIN, "-c", str(conf)], env=env, stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        recv_notify(s, "READY=1")
+        for port in ports:   # at once, no retry: the listeners are open when READY arrives
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        time.sleep(0.3)  # Mosquitto loses a SIGTERM that comes before its main loop runs
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        s.close()
+        log.close()
+
+
+@pytest.mark.arbor_only
+def test_sd_notify_reloading_and_stopping(tmp_path):
+    port = free_port()
+    conf = tmp_path / "notify.conf"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\n" % port)
+    s, address = notify_socket()
+    env = dict(os.environ, NOTIFY_SOCKET=address)
+    proc = subprocess.Popen([ARBOR_BIN, "-c", str(conf)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        ready = recv_notify(s, "READY=1")
+        assert "MAINPID=%d" % proc.pid in ready and "STATUS=" in ready
+        proc.send_signal(signal.SIGHUP)
+        recv_notify(s, "RELOADING=1")
+        recv_notify(s, "READY=1")
+        proc.send_signal(signal.SIGTERM)
+        recv_notify(s, "STOPPING=1")
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        s.close()
+
+
+# ---------------------------------------------------------------- systemd unit, install (issue 7)
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def man_tree(tmp_path):
+    """A MANPATH with arbor's pages, so systemd-analyze can check Documentation=."""
+    for section, page in (("8", "arbor.8"), ("5", "arbor.conf.5")):
+        d = tmp_path / "man" / ("man" + section)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / page).write_text(open(os.path.join(ROOT, "man", page)).read())
+    return str(tmp_path / "man")
+
+
+@pytest.mark.arbor_only
+def test_systemd_unit_is_hardened_and_verifies(tmp_path):
+    import shutil
+    unit = open(os.path.join(ROOT, "config", "arbor.service")).read()
+    settings = dict(line.split("=", 1) for line in unit.splitlines()
+                    if "=" in line and not line.startswith("#"))
+    assert settings["Type"] == "notify"
+    assert settings["User"] == "arbor"
+    assert settings["NoNewPrivileges"] == "yes"
+    assert settings["ProtectSystem"] == "strict"
+    assert settings["PrivateTmp"] == "yes"
+    assert settings["CapabilityBoundingSet"] == "CAP_NET_BIND_SERVICE"
+    for path in ("/run/arbor", "/var/log/arbor", "/var/lib/arbor"):
+        assert path in settings["ReadWritePaths"]
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        pytest.skip("systemd-analyze is not installed (scripts/install-deps.sh installs it)")
+    exec_start = "ExecStart=%s -c %s" % (ARBOR_BIN, os.path.join(ROOT, "config", "arbor.conf"))
+    local = tmp_path / "arbor.service"
+    local.write_text(re.sub(r"(?m)^ExecStart=.*$", exec_start, unit))
+    env = dict(os.environ, MANPATH=man_tree(tmp_path))
+    r = subprocess.run([analyze, "verify", str(local)], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout + r.stderr == "", r.stdout + r.stderr
+
+
+BUILD_DIR = os.environ.get("ARBOR_BUILD_DIR")
+
+
+def installed_files(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, files in os.walk(root) for f in files)
+
+
+INSTALLED = ["etc/arbor/arbor.conf", "usr/lib/systemd/system/arbor.service",
+             "usr/lib/sysusers.d/arbor.conf", "usr/sbin/arbor",
+             "usr/share/man/man5/arbor.conf.5", "usr/share/man/man8/arbor.8"]
+
+
+@pytest.mark.arbor_only
+@pytest.mark.skipif(not BUILD_DIR, reason="ARBOR_BUILD_DIR is not set")
+def test_cmake_install_into_destdir(tmp_path):
+    dest = tmp_path / "dest"
+    env = dict(os.environ, DESTDIR=str(dest))
+    subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", "/usr"], env=env, check=True,
+                   capture_output=True, timeout=120)
+    assert installed_files(dest) == INSTALLED
+    assert os.access(dest / "usr/sbin/arbor", os.X_OK)
+    unit = (dest / "usr/lib/systemd/system/arbor.service").read_text()
+    assert "\nExecStart=/usr/sbin/arbor -c /etc/arbor/arbor.conf\n" in unit
+    assert (dest / "etc/arbor/arbor.conf").read_text() == \
+        open(os.path.join(ROOT, "config", "arbor.conf")).read()
+    # an operator's edited config survives a second install
+    (dest / "etc/arbor/arbor.conf").write_text("# mine\n")
+    subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", "/usr"], env=env, check=True,
+                   capture_output=True, timeout=120)
+    assert (dest / "etc/arbor/arbor.conf").read_text() == "# mine\n"
+
+
+@pytest.mark.arbor_only
+@pytest.mark.skipif(not BUILD_DIR, reason="ARBOR_BUILD_DIR is not set")
+def test_make_install_honours_prefix_and_destdir(tmp_path):
+    dest = tmp_path / "dest"
+    subprocess.run(["make", "-C", ROOT, "--no-print-directory", "install", "BUILD=" + BUILD_DIR,
+                    "DESTDIR=" + str(dest), "PREFIX=/opt/arbor"],
+                   check=True, capture_output=True, timeout=300)
+    assert installed_files(dest) == [
+        "opt/arbor/etc/arbor/arbor.conf", "opt/arbor/lib/systemd/system/arbor.service",
+        "opt/arbor/lib/sysusers.d/arbor.conf", "opt/arbor/sbin/arbor",
+        "opt/arbor/share/man/man5/arbor.conf.5", "opt/arbor/share/man/man8/arbor.8"]
+    unit = (dest / "opt/arbor/lib/systemd/system/arbor.service").read_text()
+    assert "\nExecStart=/opt/arbor/sbin/arbor -c /opt/arbor/etc/arbor/arbor.conf\n" in unit

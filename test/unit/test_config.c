@@ -149,7 +149,8 @@ static void test_defaults(void **state)
     assert_null(cfg.log_timestamp_format);
     assert_true(cfg.connection_messages);
     assert_null(cfg.pid_file);
-    assert_string_equal(cfg.user, "arbor");
+    assert_null(cfg.user); /* not given: the daemon tries "arbor", then "nobody" */
+    assert_int_equal(cfg.warning_count, 0);
     assert_int_equal(cfg.source_file_count, 0);
     assert_ptr_equal(config_security_for(&cfg, NULL), &cfg.security);
     assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), 0);
@@ -196,7 +197,7 @@ static void test_unknown_directive(void **state)
     /* names are case sensitive, as in Mosquitto */
     expect_error("Listener 1883\n", TEST_NAME ":1: Listener: unknown directive");
     /* removed Mosquitto 1.x options are unknown too */
-    expect_error("retry_interval 20\n", TEST_NAME ":1: retry_interval: unknown directive");
+    expect_error("trace_level 3\n", TEST_NAME ":1: trace_level: unknown directive");
 }
 
 static void test_extra_value_and_trailing_comment(void **state)
@@ -312,11 +313,23 @@ static void test_boolean_directives(void **state)
         assert_int_equal(get(&cfg), 0);
         config_free(&cfg);
 
-        /* Mosquitto accepts only the exact words */
-        const char *bad_values[] = {"yes", "1", "TRUE", "False", "on"};
+        /* Mosquitto also reads 1 and 0 */
+        snprintf(text, sizeof text, "%s 1\n", name);
+        load_ok(&cfg, text);
+        assert_int_equal(get(&cfg), 1);
+        config_free(&cfg);
+
+        snprintf(text, sizeof text, "%s 0\n", name);
+        load_ok(&cfg, text);
+        assert_int_equal(get(&cfg), 0);
+        config_free(&cfg);
+
+        /* and only those words */
+        const char *bad_values[] = {"yes", "2", "01", "TRUE", "False", "on"};
         for (size_t j = 0; j < sizeof bad_values / sizeof bad_values[0]; j++) {
             snprintf(expected, sizeof expected,
-                     TEST_NAME ":2: %s: value \"%s\" is not true or false", name, bad_values[j]);
+                     TEST_NAME ":2: %s: value \"%s\" is not true or false (or 1 or 0)", name,
+                     bad_values[j]);
             expect_errorf(expected, "\n%s %s\n", name, bad_values[j]);
         }
         snprintf(expected, sizeof expected, TEST_NAME ":1: %s: missing value (true or false)",
@@ -968,13 +981,121 @@ static void test_planned_directives_are_refused(void **state)
                  planned[i]);
         expect_errorf(expected, "listener 1883\n%s some value\n", planned[i]);
     }
-    const char *unsupported[] = {"memory_limit", "allow_duplicate_messages", "log_facility",
-                                 "use_username_as_clientid"};
+    const char *unsupported[] = {"memory_limit", "log_facility", "use_username_as_clientid"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         char expected[1024];
         snprintf(expected, sizeof expected, TEST_NAME ":1: %s: not supported yet", unsupported[i]);
         expect_errorf(expected, "%s 1\n", unsupported[i]);
     }
+}
+
+static void test_restated_defaults_are_accepted(void **state)
+{
+    (void)state;
+    /* a line that only restates Mosquitto's default of a feature arbor lacks changes nothing */
+    struct arbor_config cfg;
+    load_ok(&cfg, "persistence false\n"
+                  "retained_persistence 0\n"
+                  "autosave_interval 1800\n"
+                  "autosave_on_changes false\n"
+                  "persistence_file mosquitto.db\n"
+                  "listener 1883\n"
+                  "require_certificate false\n"
+                  "use_identity_as_username false\n"
+                  "use_subject_as_username 0\n"
+                  "use_username_as_clientid false\n"
+                  "check_retain_source true\n"
+                  "memory_limit 0\n"
+                  "websockets_log_level 0\n");
+    assert_int_equal(cfg.listener_count, 1);
+    assert_int_equal(cfg.warning_count, 0);
+    config_free(&cfg);
+    /* any other value would change behaviour: refused as before */
+    expect_error("persistence true\n", TEST_NAME ":1: persistence: not supported yet (planned)");
+    expect_error("retained_persistence 1\n",
+                 TEST_NAME ":1: retained_persistence: not supported yet (planned)");
+    expect_error("autosave_interval 60\n",
+                 TEST_NAME ":1: autosave_interval: not supported yet (planned)");
+    expect_error("persistence_file other.db\n",
+                 TEST_NAME ":1: persistence_file: not supported yet (planned)");
+    expect_error("listener 1883\nrequire_certificate true\n",
+                 TEST_NAME ":2: require_certificate: not supported yet (planned)");
+    expect_error("memory_limit 1000000\n", TEST_NAME ":1: memory_limit: not supported yet");
+    expect_error("use_username_as_clientid true\n",
+                 TEST_NAME ":1: use_username_as_clientid: not supported yet");
+    expect_error("check_retain_source false\n",
+                 TEST_NAME ":1: check_retain_source: not supported yet (planned)");
+    expect_error("persistence false extra\n",
+                 TEST_NAME ":1: persistence: not supported yet (planned)");
+}
+
+static void test_deprecated_options_warn_like_mosquitto(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "retry_interval 20\n"
+                  "allow_duplicate_messages false\n"
+                  "allow_duplicate_messages 1\n"
+                  "maximum_qos 1\n"
+                  "clientid_prefixes p-\n"
+                  "port 1884\n"
+                  "bind_address 127.0.0.1\n");
+    assert_int_equal(cfg.max_qos, 1); /* maximum_qos is Mosquitto's alias of max_qos */
+    assert_int_equal(cfg.listener_count, 1);
+    assert_int_equal(cfg.listeners[0].port, 1884);
+    /* Mosquitto 2.0.11's wording, word for word */
+    const char *expected[] = {
+        "Warning: The retry_interval option is no longer available.",
+        "The 'allow_duplicate_messages' option is now deprecated and will be removed in a "
+        "future version. The behaviour will default to true.",
+        "The 'allow_duplicate_messages' option is now deprecated and will be removed in a "
+        "future version. The behaviour will default to true.",
+        "The 'clientid_prefixes' option is now deprecated and will be removed in a future "
+        "version.",
+        "The 'port' option is now deprecated and will be removed in a future version. Please "
+        "use 'listener' instead.",
+        "The 'bind_address' option is now deprecated and will be removed in a future version. "
+        "The behaviour will default to true.",
+    };
+    assert_int_equal(cfg.warning_count, sizeof expected / sizeof expected[0]);
+    for (size_t i = 0; i < cfg.warning_count; i++)
+        assert_string_equal(cfg.warnings[i], expected[i]);
+    config_free(&cfg);
+    /* retry_interval takes any value, as in Mosquitto; the others still check theirs */
+    load_ok(&cfg, "retry_interval\n");
+    assert_int_equal(cfg.warning_count, 1);
+    config_free(&cfg);
+    expect_error("allow_duplicate_messages maybe\n",
+                 TEST_NAME ":1: allow_duplicate_messages: value \"maybe\" is not true or false "
+                           "(or 1 or 0)");
+    expect_error("maximum_qos 3\n",
+                 TEST_NAME ":1: maximum_qos: value \"3\" is not an integer between 0 and 2");
+}
+
+static void test_every_error_is_reported(void **state)
+{
+    (void)state;
+    /* not only the first: each with file:line and the directive, one per line */
+    expect_error("listener 1883\n"
+                 "max_qos 7\n"
+                 "allow_anonymous maybe\n"
+                 "\n"
+                 "bogus_directive 1\n"
+                 "max_keepalive 60\n"
+                 "persistence true\n",
+                 TEST_NAME ":2: max_qos: value \"7\" is not an integer between 0 and 2\n" TEST_NAME
+                           ":3: allow_anonymous: value \"maybe\" is not true or false (or 1 or "
+                           "0)\n" TEST_NAME ":5: bogus_directive: unknown directive\n" TEST_NAME
+                           ":7: persistence: not supported yet (planned)");
+    /* errors that do not fit the buffer are left out, never cut into the middle of memory */
+    struct arbor_config cfg;
+    char small[48];
+    config_init_defaults(&cfg);
+    assert_int_equal(config_load_string(&cfg, "bogus\nbogus2\nbogus3\n", TEST_NAME, small,
+                                        sizeof small),
+                     -1);
+    assert_string_equal(small, TEST_NAME ":1: bogus: unknown directive\ntest.conf");
+    config_free(&cfg);
 }
 
 static void test_error_after_allocations_frees_everything(void **state)
@@ -1132,8 +1253,8 @@ static void test_include_dir_error_location(void **state)
              "65535",
              dir);
     assert_string_equal(error_text, expected);
-    /* the files before the error were parsed, the one after was not */
-    assert_int_equal(cfg.listener_count, 2);
+    /* the error does not stop the parse: the other files and the main file are read too */
+    assert_int_equal(cfg.listener_count, 4);
     assert_int_equal(cfg.listeners[1].port, 1884);
     assert_int_equal(cfg.max_inflight_messages, 10);
     config_free(&cfg);
@@ -1296,6 +1417,9 @@ int main(void)
         cmocka_unit_test(test_log_type),
         cmocka_unit_test(test_text_directives),
         cmocka_unit_test(test_planned_directives_are_refused),
+        cmocka_unit_test(test_restated_defaults_are_accepted),
+        cmocka_unit_test(test_deprecated_options_warn_like_mosquitto),
+        cmocka_unit_test(test_every_error_is_reported),
         cmocka_unit_test(test_error_after_allocations_frees_everything),
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_load_missing_file),
