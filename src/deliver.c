@@ -217,8 +217,10 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
     d->state = DELIVERY_QUEUED;
     if (in_flight_now)
         start_flight(broker, session, d);
-    else
+    else {
         delivery_list_append(&session->queued, d);
+        session_note_queued(broker, session, msg);
+    }
 }
 
 void session_pump(struct broker *broker, struct session *session)
