@@ -107,9 +107,9 @@ static int store_will(struct connection *conn, const struct mqtt_connect *c)
         abuf_free(&props);
         return -1;
     }
-    conn->will = message_create(&broker->messages, topic, (size_t)topic_len, c->will_payload.data, c->will_payload.len,
-                                props.data, props.len, c->will_qos, c->will_retain, 0, expiry,
-                                broker->now_ms);
+    conn->will = message_create(&broker->messages, topic, (size_t)topic_len, c->will_payload.data,
+                                c->will_payload.len, props.data, props.len, c->will_qos,
+                                c->will_retain, 0, expiry, broker->now_ms);
     abuf_free(&props);
     return conn->will ? 0 : -1;
 }

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct message *message_create(struct message_counters *counters, const char *topic, size_t topic_len, const void *payload,
-                               size_t payload_len, const void *props, size_t props_len, uint8_t qos,
-                               bool retain, uint64_t origin_session, uint32_t expiry_interval_s,
-                               int64_t now_ms)
+struct message *message_create(struct message_counters *counters, const char *topic,
+                               size_t topic_len, const void *payload, size_t payload_len,
+                               const void *props, size_t props_len, uint8_t qos, bool retain,
+                               uint64_t origin_session, uint32_t expiry_interval_s, int64_t now_ms)
 {
     struct message *msg = malloc(sizeof *msg + topic_len + 1 + payload_len + props_len);
     if (!msg) return NULL;

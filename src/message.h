@@ -36,10 +36,10 @@ struct message {
 
 /* Create with refcount 1, counted in counters (may be NULL) until freed. expiry_interval_s
  * 0 means no expiry. Returns NULL on OOM. */
-struct message *message_create(struct message_counters *counters, const char *topic, size_t topic_len, const void *payload,
-                               size_t payload_len, const void *props, size_t props_len, uint8_t qos,
-                               bool retain, uint64_t origin_session, uint32_t expiry_interval_s,
-                               int64_t now_ms);
+struct message *message_create(struct message_counters *counters, const char *topic,
+                               size_t topic_len, const void *payload, size_t payload_len,
+                               const void *props, size_t props_len, uint8_t qos, bool retain,
+                               uint64_t origin_session, uint32_t expiry_interval_s, int64_t now_ms);
 static inline struct message *message_ref(struct message *msg)
 {
     msg->refcount++;

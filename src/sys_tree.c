@@ -27,8 +27,8 @@ static void publish_value(struct broker *broker, const char *topic, const char *
     int n = vsnprintf(value, sizeof value, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    struct message *msg = message_create(&broker->messages, topic, strlen(topic), value, (size_t)n, NULL, 0, 0, true,
-                                         0, 0, broker->now_ms);
+    struct message *msg = message_create(&broker->messages, topic, strlen(topic), value, (size_t)n,
+                                         NULL, 0, 0, true, 0, 0, broker->now_ms);
     if (!msg) return;
     broker_publish(broker, msg);
     message_unref(msg);
@@ -43,29 +43,35 @@ static void update_average(struct sys_load_average *avg, double rate_per_min, do
 
 static void publish_loads(struct broker *broker)
 {
-    static const char *const names[SYS_LOAD_COUNT] = {
-        "messages/received", "messages/sent",  "publish/dropped",
-        "publish/received",  "publish/sent",   "bytes/received",
-        "bytes/sent",        "sockets",        "connections"};
     const struct broker_stats *s = &broker->stats;
-    uint64_t now_values[SYS_LOAD_COUNT] = {
-        s->messages_received, s->messages_sent, s->publish_dropped,
-        s->publish_received,  s->publish_sent,  s->bytes_received,
-        s->bytes_sent,        s->connections_total, s->connects_total};
+    const struct {
+        const char *name;
+        uint64_t value;
+    } loads[SYS_LOAD_COUNT] = {
+        {"messages/received", s->messages_received},
+        {"messages/sent", s->messages_sent},
+        {"publish/dropped", s->publish_dropped},
+        {"publish/received", s->publish_received},
+        {"publish/sent", s->publish_sent},
+        {"bytes/received", s->bytes_received},
+        {"bytes/sent", s->bytes_sent},
+        {"sockets", s->connections_total},
+        {"connections", s->connects_total},
+    };
     struct sys_tree_state *sys = &broker->sys;
     double interval = sys->last_ms ? (double)(broker->now_ms - sys->last_ms) / 1000.0 : 0;
     for (int i = 0; i < SYS_LOAD_COUNT; i++) {
         if (interval > 0) {
-            double per_min = (double)(now_values[i] - sys->last[i]) * 60.0 / interval;
+            double per_min = (double)(loads[i].value - sys->last[i]) * 60.0 / interval;
             update_average(&sys->avg[i], per_min, interval);
         }
-        sys->last[i] = now_values[i];
+        sys->last[i] = loads[i].value;
         char topic[128];
-        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/1min", names[i]);
+        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/1min", loads[i].name);
         publish_value(broker, topic, "%.2f", sys->avg[i].one);
-        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/5min", names[i]);
+        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/5min", loads[i].name);
         publish_value(broker, topic, "%.2f", sys->avg[i].five);
-        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/15min", names[i]);
+        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/15min", loads[i].name);
         publish_value(broker, topic, "%.2f", sys->avg[i].fifteen);
     }
     sys->last_ms = broker->now_ms;
