@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "connection.h"
 #include "broker_loop.h"
+#include "connection.h"
 #include "deliver.h"
 #include "handlers.h"
 #include "log.h"

@@ -16,6 +16,18 @@
 #include "message.h"
 #include "retain.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ARBOR_ASAN_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARBOR_ASAN_ALLOCATOR 1
+#endif
+#endif
+#ifdef ARBOR_ASAN_ALLOCATOR
+/* From the sanitizer runtime (sanitizer/allocator_interface.h, not shipped with gcc). */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
+
 static void publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -78,11 +90,16 @@ static void publish_loads(struct broker *broker)
 }
 
 /* Bytes of heap in use (malloc'd and not freed, by arbor and the libraries it uses), from
- * glibc's mallinfo2(). Mosquitto counts only its own allocations; the topic means the same. */
+ * glibc's mallinfo2(), or from the sanitizer's allocator, which replaces glibc's in the
+ * sanitizer build. Mosquitto counts only its own allocations; the topic means the same. */
 static uint64_t heap_current(void)
 {
+#ifdef ARBOR_ASAN_ALLOCATOR
+    return (uint64_t)__sanitizer_get_current_allocated_bytes();
+#else
     struct mallinfo2 mi = mallinfo2();
     return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+#endif
 }
 
 static uint64_t count_sessions(const struct broker *broker, bool connected)
