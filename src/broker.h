@@ -230,4 +230,13 @@ struct broker {
     uint8_t read_buffer[READ_CHUNK]; /* sockets are read into this, see connection.c */
 };
 
+/* Has the broker's clock passed deadline_ms (stamped as now_ms + an interval)? now_ms is
+ * read when the loop wakes, rounded down to the millisecond, so an event may have happened up
+ * to 1 ms after the now_ms it was stamped with: a deadline is only passed once a whole
+ * millisecond beyond it has begun, and so never fires before the event + its interval. */
+static inline bool broker_past(const struct broker *broker, int64_t deadline_ms)
+{
+    return broker->now_ms > deadline_ms;
+}
+
 #endif

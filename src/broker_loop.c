@@ -76,7 +76,7 @@ static void connection_timer_fired(struct broker *broker, struct connection *con
 {
     int64_t deadline = connection_deadline(conn);
     if (deadline == TIMER_NONE) return;
-    if (broker->now_ms < deadline) {
+    if (!broker_past(broker, deadline)) {
         broker_watch_connection(conn);
     } else if (conn->state == CONNECTION_AWAITING_CONNECT) {
         connection_close(conn, 0, "no CONNECT received in time");
@@ -91,7 +91,7 @@ static void connection_timer_fired(struct broker *broker, struct connection *con
 static void fire_due_timers(struct broker *broker)
 {
     struct timer *timer;
-    while ((timer = timers_pop_due(&broker->timers, broker->now_ms))) {
+    while ((timer = timers_pop_due(&broker->timers, broker->now_ms - 1))) { /* broker_past */
         if (timer->kind == TIMER_CONNECTION)
             connection_timer_fired(broker, container_of(timer, struct connection, timer));
         else if (timer->kind == TIMER_SESSION)
@@ -134,7 +134,7 @@ static int wait_timeout(const struct broker *broker)
     if (broker->flush_list) return 0;
     int64_t next = broker->next_tick_ms;
     int64_t timer = timers_next_deadline(&broker->timers);
-    if (timer < next) next = timer;
+    if (timer != TIMER_NONE && timer + 1 < next) next = timer + 1; /* see broker_past */
     if (broker->config->sys_interval > 0 && broker->next_sys_ms < next) next = broker->next_sys_ms;
     int64_t wait = next - broker->now_ms;
     return wait < 0 ? 0 : (int)wait;

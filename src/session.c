@@ -267,12 +267,13 @@ void session_note_queued(struct broker *broker, struct session *session,
 static bool run_due(struct broker *broker, struct session *session)
 {
     if (session->connection) return false;
-    if (session->pending_will && broker->now_ms >= session->pending_will_at_ms) {
+    if (session->pending_will && broker_past(broker, session->pending_will_at_ms)) {
         struct message *will = session->pending_will;
         session->pending_will = NULL;
         broker_publish_will(broker, will);
     }
-    if (broker->now_ms >= expiry_deadline(broker, session)) {
+    int64_t expiry = expiry_deadline(broker, session);
+    if (expiry != TIMER_NONE && broker_past(broker, expiry)) {
         log_info("Expiring client %s.", session->client_id);
         broker->stats.clients_expired++;
         session_destroy(broker, session);
