@@ -1,6 +1,7 @@
 /*
  * sys_tree.c: builds and publishes the $SYS tree: the same topics, with the same value
- * formats, as Mosquitto 2.0 (see "$SYS TOPICS" in man/arbor.8). Load averages are per-minute
+ * formats, as Mosquitto 2.0 (see "$SYS TOPICS" in man/arbor.8), each only when its value
+ * changed. Load averages are per-minute
  * rates exponentially weighted over 1, 5 and 15 minutes, like Mosquitto's, from the counters
  * in broker->stats sampled at each publication; their state lives in broker->sys.
  */
@@ -28,6 +29,28 @@
 size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
+struct retained_value {
+    const char *value;
+    size_t len;
+    bool same;
+};
+
+static void compare_retained(struct message *msg, void *ctx)
+{
+    struct retained_value *check = ctx;
+    check->same =
+        msg->payload_len == check->len && memcmp(msg->payload, check->value, check->len) == 0;
+}
+
+/* As Mosquitto, a value is published again only when it changed: the retained store holds
+ * the last one published. */
+static bool unchanged(struct broker *broker, const char *topic, const char *value, size_t len)
+{
+    struct retained_value check = {value, len, false};
+    retain_for_each_match(broker->retained, topic, strlen(topic), compare_retained, &check);
+    return check.same;
+}
+
 static void publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -38,7 +61,7 @@ static void publish_value(struct broker *broker, const char *topic, const char *
     va_start(ap, fmt);
     int n = vsnprintf(value, sizeof value, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
+    if (n < 0 || unchanged(broker, topic, value, (size_t)n)) return;
     struct message *msg = message_create(&broker->messages, topic, strlen(topic), value, (size_t)n,
                                          NULL, 0, 0, true, 0, 0, broker->now_ms);
     if (!msg) return;
