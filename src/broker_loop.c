@@ -3,8 +3,8 @@
  * events, at most until the earliest deadline (a timer in broker->timers, the one-second
  * tick or the next $SYS publication), handle them, fire the timers that are due, then write
  * all pending output in one batch per connection, then free connections closed during the
- * turn. Timers fire at or after their deadline, never before: deadlines are counted in
- * milliseconds from the turn in which their event arrived.
+ * turn. Deadlines are counted in milliseconds from the wake-up in which their event arrived,
+ * and a timer fires only once the clock has passed its deadline (broker_past), never before.
  */
 #include "broker_loop.h"
 
@@ -91,7 +91,8 @@ static void connection_timer_fired(struct broker *broker, struct connection *con
 static void fire_due_timers(struct broker *broker)
 {
     struct timer *timer;
-    while ((timer = timers_pop_due(&broker->timers, broker->now_ms - 1))) { /* broker_past */
+    /* Due once now_ms > deadline (broker_past), i.e. deadline <= now_ms - 1. */
+    while ((timer = timers_pop_due(&broker->timers, broker->now_ms - 1))) {
         if (timer->kind == TIMER_CONNECTION)
             connection_timer_fired(broker, container_of(timer, struct connection, timer));
         else if (timer->kind == TIMER_SESSION)
