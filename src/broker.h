@@ -15,12 +15,13 @@
 #include "buffer.h"
 #include "config.h"
 #include "event_loop.h"
+#include "message.h"
 #include "outq.h"
+#include "timers.h"
 
 /* Bytes read from a socket at a time. */
 #define READ_CHUNK 65536
 
-struct message;
 struct session;
 struct broker;
 struct subscription_tree;
@@ -36,6 +37,12 @@ struct listener {
     int connection_count;
     bool paused; /* out of file descriptors: not accepting until the next tick */
     struct listener *next;
+};
+
+/* What embeds a struct timer (see timers.h), to find the object when it fires. */
+enum timer_kind {
+    TIMER_CONNECTION = 1, /* connection.timer: CONNECT timeout, then keepalive */
+    TIMER_SESSION,        /* session.timer: delayed will, expiry, offline queue expiry */
 };
 
 enum connection_state {
@@ -65,6 +72,7 @@ struct connection {
     size_t mount_point_len;
     uint16_t keepalive; /* effective, seconds (0: none) */
     int64_t last_received_ms;
+    struct timer timer; /* CONNECT timeout, then keepalive; moved lazily (broker_loop.c) */
     bool request_problem_information;
     uint32_t client_max_packet_size; /* 0: protocol maximum */
     uint16_t client_receive_maximum;
@@ -139,6 +147,8 @@ struct session {
     struct message *pending_will;
     int64_t pending_will_at_ms;
 
+    struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
+
     /* Scratch used while matching a PUBLISH: see subs.c. */
     uint64_t match_stamp;
     uint32_t match_index;
@@ -168,12 +178,27 @@ struct broker_stats {
     uint64_t bytes_received;
     uint64_t bytes_sent;
     uint64_t clients_maximum;
-    uint64_t connections_total;
+    uint64_t connections_total; /* sockets accepted ($SYS load/sockets) */
+    uint64_t connects_total;    /* CONNECTs accepted ($SYS load/connections) */
     uint64_t publish_bytes_received; /* PUBLISH payload bytes */
     uint64_t publish_bytes_sent;
     uint64_t subscriptions;
     uint64_t shared_subscriptions;
     uint64_t clients_expired;
+};
+
+/* $SYS load averages (sys_tree.c): one per counter, like Mosquitto's. */
+enum { SYS_LOAD_COUNT = 9 };
+
+struct sys_load_average {
+    double one, five, fifteen;
+};
+
+struct sys_tree_state {
+    int64_t last_ms; /* when the loads were last sampled, 0 before the first */
+    uint64_t last[SYS_LOAD_COUNT];
+    struct sys_load_average avg[SYS_LOAD_COUNT];
+    uint64_t heap_maximum; /* largest heap/current published */
 };
 
 struct broker {
@@ -192,7 +217,10 @@ struct broker {
     struct delivery *delivery_pool; /* free list */
     struct match_result match;      /* reused for every PUBLISH */
     struct broker_stats stats;
-    int64_t now_ms; /* monotonic, updated each loop turn */
+    struct message_counters messages; /* live stored messages */
+    struct sys_tree_state sys;
+    struct timer_heap timers;
+    int64_t now_ms; /* monotonic: when the current loop turn woke up */
     int64_t start_wall;
     int64_t next_sys_ms;
     int64_t next_tick_ms;
@@ -201,5 +229,14 @@ struct broker {
     struct abuf scratch_props;
     uint8_t read_buffer[READ_CHUNK]; /* sockets are read into this, see connection.c */
 };
+
+/* Has the broker's clock passed deadline_ms (stamped as now_ms + an interval)? now_ms is
+ * read when the loop wakes, rounded down to the millisecond, so an event may have happened up
+ * to 1 ms after the now_ms it was stamped with: a deadline is only passed once a whole
+ * millisecond beyond it has begun, and so never fires before the event + its interval. */
+static inline bool broker_past(const struct broker *broker, int64_t deadline_ms)
+{
+    return broker->now_ms > deadline_ms;
+}
 
 #endif

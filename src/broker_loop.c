@@ -1,12 +1,16 @@
 /*
  * broker_loop.c: broker set-up, the main loop and shutdown. Each loop turn: wait for socket
- * events (at most until the next one-second tick), handle them, then write all pending output
- * in one batch per connection, then free connections closed during the turn.
+ * events, at most until the earliest deadline (a timer in broker->timers, the one-second
+ * tick or the next $SYS publication), handle them, fire the timers that are due, then write
+ * all pending output in one batch per connection, then free connections closed during the
+ * turn. Deadlines are counted in milliseconds from the wake-up in which their event arrived,
+ * and a timer fires only once the clock has passed its deadline (broker_past), never before.
  */
 #include "broker_loop.h"
 
 #include "arbor/protocol.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +33,7 @@ int broker_init(struct broker *broker, struct arbor_config *config)
     broker->config = config;
     broker->now_ms = clock_monotonic_ms();
     broker->start_wall = clock_wall_seconds();
+    timers_init(&broker->timers);
     if (event_loop_init(&broker->loop) != 0) {
         log_error("Error: unable to create event loop.");
         return -1;
@@ -47,22 +52,59 @@ int broker_init(struct broker *broker, struct arbor_config *config)
     return 0;
 }
 
-static void check_keepalives(struct broker *broker)
+/* When the connection must have received something: its CONNECT within CONNECT_TIMEOUT_MS
+ * of the accept, then a packet within 1.5 times its keepalive (MQTT 3.1.2.10). */
+static int64_t connection_deadline(const struct connection *conn)
 {
-    struct connection *conn = broker->connections;
-    while (conn) {
-        struct connection *next = conn->next;
-        outq_trim(&conn->out); /* idle connections keep no output memory */
-        int64_t idle = broker->now_ms - conn->last_received_ms;
-        if (conn->state == CONNECTION_AWAITING_CONNECT && idle > CONNECT_TIMEOUT_MS) {
-            connection_close(conn, 0, "no CONNECT received in time");
-        } else if (conn->state == CONNECTION_ACTIVE && conn->keepalive &&
-                   idle > (int64_t)conn->keepalive * 1500) {
-            log_notice("Client %s has exceeded timeout, disconnecting.", conn->client_id);
-            connection_close(conn, MQTT_RC_KEEP_ALIVE_TIMEOUT, "exceeded timeout");
-        }
-        conn = next;
+    if (conn->state == CONNECTION_AWAITING_CONNECT)
+        return conn->last_received_ms + CONNECT_TIMEOUT_MS;
+    if (conn->state == CONNECTION_ACTIVE && conn->keepalive)
+        return conn->last_received_ms + (int64_t)conn->keepalive * 1500;
+    return TIMER_NONE;
+}
+
+void broker_watch_connection(struct connection *conn)
+{
+    struct broker *broker = conn->broker;
+    conn->timer.kind = TIMER_CONNECTION;
+    if (timer_set(&broker->timers, &conn->timer, connection_deadline(conn)) != 0)
+        log_error("Error: out of memory arming the timeout of %s.", conn->address);
+}
+
+/* Every packet moves the deadline; the timer is only moved here, when it fires early. */
+static void connection_timer_fired(struct broker *broker, struct connection *conn)
+{
+    int64_t deadline = connection_deadline(conn);
+    if (deadline == TIMER_NONE) return;
+    if (!broker_past(broker, deadline)) {
+        broker_watch_connection(conn);
+    } else if (conn->state == CONNECTION_AWAITING_CONNECT) {
+        connection_close(conn, 0, "no CONNECT received in time");
+    } else {
+        log_notice("Client %s has exceeded timeout, disconnecting.", conn->client_id);
+        connection_close(conn, MQTT_RC_KEEP_ALIVE_TIMEOUT, "exceeded timeout");
     }
+}
+
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+static void fire_due_timers(struct broker *broker)
+{
+    struct timer *timer;
+    /* Due once now_ms > deadline (broker_past), i.e. deadline <= now_ms - 1. */
+    while ((timer = timers_pop_due(&broker->timers, broker->now_ms - 1))) {
+        if (timer->kind == TIMER_CONNECTION)
+            connection_timer_fired(broker, container_of(timer, struct connection, timer));
+        else if (timer->kind == TIMER_SESSION)
+            session_timer_fired(broker, container_of(timer, struct session, timer));
+    }
+}
+
+/* Idle connections keep no output memory. */
+static void trim_output(struct broker *broker)
+{
+    for (struct connection *conn = broker->connections; conn; conn = conn->next)
+        outq_trim(&conn->out);
 }
 
 static int retained_expired(struct message *msg, void *ctx)
@@ -73,14 +115,30 @@ static int retained_expired(struct message *msg, void *ctx)
 static void tick(struct broker *broker)
 {
     listeners_resume(broker);
-    check_keepalives(broker);
-    sessions_tick(broker);
+    trim_output(broker);
     retain_remove_if(broker->retained, retained_expired, &broker->now_ms);
+}
+
+static void publish_sys_if_due(struct broker *broker)
+{
     int interval = broker->config->sys_interval;
-    if (interval > 0 && broker->now_ms >= broker->next_sys_ms) {
-        sys_tree_publish(broker);
+    if (interval <= 0 || broker->now_ms < broker->next_sys_ms) return;
+    sys_tree_publish(broker);
+    broker->next_sys_ms += (int64_t)interval * 1000;
+    if (broker->next_sys_ms <= broker->now_ms)
         broker->next_sys_ms = broker->now_ms + (int64_t)interval * 1000;
-    }
+}
+
+/* How long the loop may sleep: until the earliest deadline, 0 with output waiting. */
+static int wait_timeout(const struct broker *broker)
+{
+    if (broker->flush_list) return 0;
+    int64_t next = broker->next_tick_ms;
+    int64_t timer = timers_next_deadline(&broker->timers);
+    if (timer != TIMER_NONE && timer + 1 < next) next = timer + 1; /* see broker_past */
+    if (broker->config->sys_interval > 0 && broker->next_sys_ms < next) next = broker->next_sys_ms;
+    int64_t wait = next - broker->now_ms;
+    return wait < 0 ? 0 : (int)wait;
 }
 
 static void apply_reload(struct broker *broker, struct arbor_config *config)
@@ -88,6 +146,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config)
     struct arbor_config *old = broker->config;
     broker->config = config;
     listeners_refresh_config(broker);
+    sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
     log_configure(config);
     config_free(old);
     free(old);
@@ -98,24 +157,23 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
                 struct arbor_config *(*reload_config)(void *ctx), void *ctx)
 {
     while (!signals->stop) {
-        int timeout = (int)(broker->next_tick_ms - broker->now_ms);
-        if (timeout < 0) timeout = 0;
-        if (broker->flush_list) timeout = 0;
-        if (event_loop_run_once(&broker->loop, timeout) < 0) {
+        if (event_loop_run_once(&broker->loop, wait_timeout(broker), &broker->now_ms) < 0) {
             log_error("Error: event loop failed.");
             break;
         }
-        broker->now_ms = clock_monotonic_ms();
+        broker->now_ms = clock_monotonic_ms(); /* handling the events took time */
         if (signals->reload) {
             signals->reload = 0;
             log_reopen();
             struct arbor_config *config = reload_config(ctx);
             if (config) apply_reload(broker, config);
         }
+        fire_due_timers(broker);
         if (broker->now_ms >= broker->next_tick_ms) {
             tick(broker);
             broker->next_tick_ms = broker->now_ms + TICK_MS;
         }
+        publish_sys_if_due(broker);
         broker_flush_connections(broker);
         broker_reap_connections(broker);
     }
@@ -156,6 +214,7 @@ void broker_shutdown(struct broker *broker)
     match_result_free(&broker->match);
     abuf_free(&broker->scratch);
     abuf_free(&broker->scratch_props);
+    timers_free(&broker->timers);
     event_loop_free(&broker->loop);
     config_free(broker->config);
     free(broker->config);

@@ -1,6 +1,7 @@
 /*
  * broker_loop.h: the broker's lifetime: set up from a config, run the event loop with its
- * periodic work (keepalive, session expiry, delayed wills, $SYS), reload, and shut down.
+ * timers (keepalive, session expiry, delayed wills) and periodic work ($SYS), reload, and
+ * shut down.
  */
 #ifndef ARBOR_BROKER_LOOP_H
 #define ARBOR_BROKER_LOOP_H
@@ -21,6 +22,10 @@ int broker_init(struct broker *broker, struct arbor_config *config);
  * returns a new config (owned by the broker from then) or NULL to keep the current one. */
 void broker_run(struct broker *broker, struct broker_signals *signals,
                 struct arbor_config *(*reload_config)(void *ctx), void *ctx);
+/* (Re)arm the connection's CONNECT timeout or keepalive timer from its state: called when
+ * the connection is accepted and when its CONNECT is accepted. */
+void broker_watch_connection(struct connection *conn);
+
 /* Publish wills, tell v5 clients the server is shutting down, close and free everything. */
 void broker_shutdown(struct broker *broker);
 

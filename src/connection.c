@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "broker_loop.h"
 #include "deliver.h"
 #include "handlers.h"
 #include "log.h"
@@ -88,6 +89,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     broker->connection_count++;
     listener->connection_count++;
     broker->stats.connections_total++;
+    broker_watch_connection(conn); /* CONNECT timeout */
     log_info("New connection from %s on port %u.", peer, listener->port);
 }
 
@@ -315,13 +317,17 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
         log_info("Connection from %s closed: %s.", conn->address, why);
     }
     conn->state = CONNECTION_CLOSED;
+    timer_cancel(&broker->timers, &conn->timer);
     event_loop_remove(&broker->loop, &conn->handler);
     close(conn->handler.fd);
     conn->handler.fd = -1;
     struct session *offline = session_go_offline(conn);
     if (was_active && !conn->disconnect_clean) publish_will(conn);
     conn->session = NULL;
-    if (offline && offline->expiry_interval == 0) session_destroy(broker, offline);
+    if (offline && offline->expiry_interval == 0)
+        session_destroy(broker, offline);
+    else if (offline)
+        session_update_timer(broker, offline); /* delayed will, expiry */
 
     if (conn->prev)
         conn->prev->next = conn->next;

@@ -215,10 +215,12 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
     d->sub_id_count = sub_id_count;
     memcpy(d->sub_ids, sub_ids, sub_id_count * sizeof *sub_ids);
     d->state = DELIVERY_QUEUED;
-    if (in_flight_now)
+    if (in_flight_now) {
         start_flight(broker, session, d);
-    else
+    } else {
         delivery_list_append(&session->queued, d);
+        session_note_queued(broker, session, msg);
+    }
 }
 
 void session_pump(struct broker *broker, struct session *session)

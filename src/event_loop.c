@@ -54,10 +54,11 @@ void event_loop_remove(struct event_loop *loop, struct event_handler *handler)
     handler->interest = 0;
 }
 
-int event_loop_run_once(struct event_loop *loop, int timeout_ms)
+int event_loop_run_once(struct event_loop *loop, int timeout_ms, int64_t *now_ms)
 {
     struct epoll_event events[EVENT_BATCH];
     int n = epoll_wait(loop->epoll_fd, events, EVENT_BATCH, timeout_ms);
+    *now_ms = clock_monotonic_ms();
     if (n < 0) return errno == EINTR ? 0 : -1;
     for (int i = 0; i < n; i++) {
         struct event_handler *handler = events[i].data.ptr;
@@ -75,6 +76,13 @@ int64_t clock_monotonic_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t clock_monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 int64_t clock_wall_seconds(void)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "broker_loop.h"
 #include "connection.h"
 #include "deliver.h"
 #include "handlers.h"
@@ -106,9 +107,9 @@ static int store_will(struct connection *conn, const struct mqtt_connect *c)
         abuf_free(&props);
         return -1;
     }
-    conn->will = message_create(topic, (size_t)topic_len, c->will_payload.data, c->will_payload.len,
-                                props.data, props.len, c->will_qos, c->will_retain, 0, expiry,
-                                broker->now_ms);
+    conn->will = message_create(&broker->messages, topic, (size_t)topic_len, c->will_payload.data,
+                                c->will_payload.len, props.data, props.len, c->will_qos,
+                                c->will_retain, 0, expiry, broker->now_ms);
     abuf_free(&props);
     return conn->will ? 0 : -1;
 }
@@ -167,7 +168,7 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
                                       bool *session_present)
 {
     struct broker *broker = conn->broker;
-    struct session *session = session_find(broker, conn->client_id);
+    struct session *session = session_find_live(broker, conn->client_id);
     if (session) {
         take_over_existing(conn, session);
         /* The takeover may have destroyed a session with expiry 0. */
@@ -314,6 +315,8 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     struct session *session = attach_session(conn, &c, &session_present);
     if (!session) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     conn->state = CONNECTION_ACTIVE;
+    broker_watch_connection(conn); /* keepalive from now on */
+    broker->stats.connects_total++;
     broker->client_count++;
     if (broker->client_count > broker->stats.clients_maximum)
         broker->stats.clients_maximum = broker->client_count;

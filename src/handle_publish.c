@@ -63,9 +63,9 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         if (topic_len < 0) return -2;
         topic = mounted;
     }
-    struct message *msg = message_create(topic, (size_t)topic_len, p->payload, p->payload_len,
-                                         props->data, props->len, p->qos, p->retain,
-                                         conn->session->serial, expiry, broker->now_ms);
+    struct message *msg = message_create(&broker->messages, topic, (size_t)topic_len, p->payload,
+                                         p->payload_len, props->data, props->len, p->qos,
+                                         p->retain, conn->session->serial, expiry, broker->now_ms);
     if (!msg) return -1;
     size_t matched = broker_publish(broker, msg);
     message_unref(msg);

@@ -6,16 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t message_live_count;
-uint64_t message_live_bytes;
-
-struct message *message_create(const char *topic, size_t topic_len, const void *payload,
-                               size_t payload_len, const void *props, size_t props_len, uint8_t qos,
-                               bool retain, uint64_t origin_session, uint32_t expiry_interval_s,
-                               int64_t now_ms)
+struct message *message_create(struct message_counters *counters, const char *topic,
+                               size_t topic_len, const void *payload, size_t payload_len,
+                               const void *props, size_t props_len, uint8_t qos, bool retain,
+                               uint64_t origin_session, uint32_t expiry_interval_s, int64_t now_ms)
 {
     struct message *msg = malloc(sizeof *msg + topic_len + 1 + payload_len + props_len);
     if (!msg) return NULL;
+    msg->counters = counters;
     msg->refcount = 1;
     msg->qos = qos;
     msg->retain = retain;
@@ -35,16 +33,20 @@ struct message *message_create(const char *topic, size_t topic_len, const void *
     p += payload_len;
     if (props_len) memcpy(p, props, props_len);
     msg->props = p;
-    message_live_count++;
-    message_live_bytes += payload_len;
+    if (counters) {
+        counters->count++;
+        counters->bytes += payload_len;
+    }
     return msg;
 }
 
 void message_unref(struct message *msg)
 {
     if (!msg || --msg->refcount > 0) return;
-    message_live_count--;
-    message_live_bytes -= msg->payload_len;
+    if (msg->counters) {
+        msg->counters->count--;
+        msg->counters->bytes -= msg->payload_len;
+    }
     free(msg);
 }
 

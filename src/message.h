@@ -10,7 +10,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Live count and total payload bytes of the messages created against these counters, for
+ * $SYS; owned by the broker (one per event loop), not global. */
+struct message_counters {
+    uint64_t count;
+    uint64_t bytes;
+};
+
 struct message {
+    struct message_counters *counters; /* NULL: not counted */
     uint32_t refcount;
     uint8_t qos; /* QoS it was published with */
     bool retain; /* published with the retain flag */
@@ -26,11 +34,12 @@ struct message {
     uint8_t data[];
 };
 
-/* Create with refcount 1. expiry_interval_s 0 means no expiry. Returns NULL on OOM. */
-struct message *message_create(const char *topic, size_t topic_len, const void *payload,
-                               size_t payload_len, const void *props, size_t props_len, uint8_t qos,
-                               bool retain, uint64_t origin_session, uint32_t expiry_interval_s,
-                               int64_t now_ms);
+/* Create with refcount 1, counted in counters (may be NULL) until freed. expiry_interval_s
+ * 0 means no expiry. Returns NULL on OOM. */
+struct message *message_create(struct message_counters *counters, const char *topic,
+                               size_t topic_len, const void *payload, size_t payload_len,
+                               const void *props, size_t props_len, uint8_t qos, bool retain,
+                               uint64_t origin_session, uint32_t expiry_interval_s, int64_t now_ms);
 static inline struct message *message_ref(struct message *msg)
 {
     msg->refcount++;
@@ -45,9 +54,5 @@ void message_restart_expiry(struct message *msg, int64_t now_ms);
 
 /* Seconds left before expiry, rounded up (at least 1), for the outgoing expiry property. */
 uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms);
-
-/* Live count and total payload bytes of stored messages, for $SYS. */
-extern uint64_t message_live_count;
-extern uint64_t message_live_bytes;
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * session.c: session lifecycle, the session's own record of its subscriptions, the QoS 2
- * receive bitmap, delivery record pooling, and the periodic expiry of sessions and delayed
- * wills. Sending is left to deliver.c.
+ * receive bitmap, delivery record pooling, and the session's timer: while offline it fires
+ * for the delayed will, the session's expiry and (at most once a second) for expired queued
+ * messages. Sending is left to deliver.c.
  */
 #include "session.h"
 
@@ -12,6 +13,10 @@
 #include "log.h"
 #include "message.h"
 #include "subs.h"
+
+/* Expired messages are dropped from an offline queue at most this often (delivery checks
+ * expiry anyway, to the millisecond; this only frees the memory). */
+#define QUEUE_SWEEP_MS 1000
 
 struct session *session_find(struct broker *broker, const char *client_id)
 {
@@ -30,6 +35,7 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
         return NULL;
     }
     session->serial = ++broker->next_session_serial;
+    session->timer.kind = TIMER_SESSION;
     session->version = version;
     HASH_ADD_KEYPTR(hh, broker->sessions, session->client_id, strlen(session->client_id), session);
     return session;
@@ -51,6 +57,7 @@ static void release_list(struct broker *broker, struct delivery_list *list)
 
 void session_destroy(struct broker *broker, struct session *session)
 {
+    timer_cancel(&broker->timers, &session->timer);
     struct session_subscription *sub, *tmp;
     HASH_ITER(hh, session->subscriptions, sub, tmp)
     {
@@ -199,32 +206,101 @@ struct delivery *delivery_list_find(struct delivery_list *list, uint16_t packet_
     return NULL;
 }
 
-static bool session_expired(const struct broker *broker, const struct session *session)
+/* When an offline session expires (persistent_client_expiration may shorten the client's
+ * interval), or TIMER_NONE. */
+static int64_t expiry_deadline(const struct broker *broker, const struct session *session)
 {
-    if (session->connection) return false;
     uint32_t expiry = session->expiry_interval;
     int64_t limit = broker->config->persistent_client_expiry;
     if (limit >= 0 && (uint64_t)limit < expiry) expiry = (uint32_t)limit;
-    if (expiry == UINT32_MAX) return false;
-    return broker->now_ms - session->disconnected_at_ms >= (int64_t)expiry * 1000;
+    if (expiry == UINT32_MAX) return TIMER_NONE;
+    return session->disconnected_at_ms + (int64_t)expiry * 1000;
 }
 
-void sessions_tick(struct broker *broker)
+static int64_t earliest_queued_expiry(const struct session *session)
+{
+    int64_t earliest = TIMER_NONE;
+    for (const struct delivery *d = session->queued.head; d; d = d->next)
+        if (d->msg && d->msg->expiry_at_ms && d->msg->expiry_at_ms < earliest)
+            earliest = d->msg->expiry_at_ms;
+    return earliest;
+}
+
+static int64_t queue_sweep_at(const struct broker *broker, int64_t expiry_at_ms)
+{
+    int64_t soonest = broker->now_ms + QUEUE_SWEEP_MS;
+    return expiry_at_ms < soonest ? soonest : expiry_at_ms;
+}
+
+static void set_timer(struct broker *broker, struct session *session, int64_t deadline)
+{
+    if (timer_set(&broker->timers, &session->timer, deadline) != 0)
+        log_error("Error: out of memory arming the timer of session %s.", session->client_id);
+}
+
+void session_update_timer(struct broker *broker, struct session *session)
+{
+    if (session->connection) {
+        timer_cancel(&broker->timers, &session->timer);
+        return;
+    }
+    int64_t deadline = expiry_deadline(broker, session);
+    if (session->pending_will && session->pending_will_at_ms < deadline)
+        deadline = session->pending_will_at_ms;
+    int64_t queued = earliest_queued_expiry(session);
+    if (queued != TIMER_NONE && queue_sweep_at(broker, queued) < deadline)
+        deadline = queue_sweep_at(broker, queued);
+    set_timer(broker, session, deadline);
+}
+
+void session_note_queued(struct broker *broker, struct session *session,
+                         const struct message *msg)
+{
+    if (session->connection || !msg->expiry_at_ms) return;
+    int64_t sweep = queue_sweep_at(broker, msg->expiry_at_ms);
+    if (!timer_armed(&session->timer) || sweep < session->timer.deadline_ms)
+        set_timer(broker, session, sweep);
+}
+
+/* Publish the will and expire the session if their time has come. Returns true if the
+ * session was destroyed. */
+static bool run_due(struct broker *broker, struct session *session)
+{
+    if (session->connection) return false;
+    if (session->pending_will && broker_past(broker, session->pending_will_at_ms)) {
+        struct message *will = session->pending_will;
+        session->pending_will = NULL;
+        broker_publish_will(broker, will);
+    }
+    int64_t expiry = expiry_deadline(broker, session);
+    if (expiry != TIMER_NONE && broker_past(broker, expiry)) {
+        log_info("Expiring client %s.", session->client_id);
+        broker->stats.clients_expired++;
+        session_destroy(broker, session);
+        return true;
+    }
+    return false;
+}
+
+void session_timer_fired(struct broker *broker, struct session *session)
+{
+    if (run_due(broker, session)) return;
+    if (!session->connection && session->queued.count) session_drop_expired(broker, session);
+    session_update_timer(broker, session);
+}
+
+struct session *session_find_live(struct broker *broker, const char *client_id)
+{
+    struct session *session = session_find(broker, client_id);
+    if (session && run_due(broker, session)) return NULL;
+    return session;
+}
+
+void sessions_rearm_timers(struct broker *broker)
 {
     struct session *session, *tmp;
     HASH_ITER(hh, broker->sessions, session, tmp)
     {
-        if (session->pending_will && broker->now_ms >= session->pending_will_at_ms) {
-            struct message *will = session->pending_will;
-            session->pending_will = NULL;
-            broker_publish_will(broker, will);
-        }
-        if (session_expired(broker, session)) {
-            log_info("Expiring client %s.", session->client_id);
-            broker->stats.clients_expired++;
-            session_destroy(broker, session);
-            continue;
-        }
-        if (!session->connection && session->queued.count) session_drop_expired(broker, session);
+        if (!session->connection) session_update_timer(broker, session);
     }
 }

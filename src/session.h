@@ -34,7 +34,19 @@ void delivery_list_prepend(struct delivery_list *list, struct delivery *delivery
 void delivery_list_remove(struct delivery_list *list, struct delivery *delivery);
 struct delivery *delivery_list_find(struct delivery_list *list, uint16_t packet_id);
 
-/* Called once a second: expire sessions and publish delayed wills that are due. */
-void sessions_tick(struct broker *broker);
+/* Like session_find, but a session whose expiry (or delayed will) is due at this moment is
+ * expired (published) first, even if its timer has not fired yet in this loop turn. */
+struct session *session_find_live(struct broker *broker, const char *client_id);
+
+/* Session timer (offline sessions only): arm it for the earliest of the delayed will, the
+ * session expiry and the next expiry among queued messages. Call when the session goes
+ * offline; session_note_queued when a message with an expiry is queued while offline. */
+void session_update_timer(struct broker *broker, struct session *session);
+void session_note_queued(struct broker *broker, struct session *session,
+                         const struct message *msg);
+/* The timer fired: publish the will, expire the session, drop expired messages as due. */
+void session_timer_fired(struct broker *broker, struct session *session);
+/* After a reload (persistent_client_expiration may have changed). */
+void sessions_rearm_timers(struct broker *broker);
 
 #endif

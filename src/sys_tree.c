@@ -1,10 +1,13 @@
 /*
- * sys_tree.c: builds and publishes the $SYS tree. Load averages are exponentially weighted
- * over 1, 5 and 15 minutes, like Mosquitto's, from the counters in broker->stats sampled at
- * each publication.
+ * sys_tree.c: builds and publishes the $SYS tree: the same topics, with the same value
+ * formats, as Mosquitto 2.0 (see "$SYS TOPICS" in man/arbor.8), each only when its value
+ * changed. Load averages are per-minute
+ * rates exponentially weighted over 1, 5 and 15 minutes, like Mosquitto's, from the counters
+ * in broker->stats sampled at each publication; their state lives in broker->sys.
  */
 #include "sys_tree.h"
 
+#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,19 +17,39 @@
 #include "message.h"
 #include "retain.h"
 
-enum { LOAD_COUNT = 7 };
+#if defined(__SANITIZE_ADDRESS__)
+#define ARBOR_ASAN_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARBOR_ASAN_ALLOCATOR 1
+#endif
+#endif
+#ifdef ARBOR_ASAN_ALLOCATOR
+/* From the sanitizer runtime (sanitizer/allocator_interface.h, not shipped with gcc). */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
-struct load_average {
-    double one, five, fifteen;
+struct retained_value {
+    const char *value;
+    size_t len;
+    bool same;
 };
 
-struct sys_loads {
-    int64_t last_ms;
-    uint64_t last[LOAD_COUNT];
-    struct load_average avg[LOAD_COUNT];
-};
+static void compare_retained(struct message *msg, void *ctx)
+{
+    struct retained_value *check = ctx;
+    check->same =
+        msg->payload_len == check->len && memcmp(msg->payload, check->value, check->len) == 0;
+}
 
-static struct sys_loads loads; /* one broker per process for now; see ARCHITECTURE.md */
+/* As Mosquitto, a value is published again only when it changed: the retained store holds
+ * the last one published. */
+static bool unchanged(struct broker *broker, const char *topic, const char *value, size_t len)
+{
+    struct retained_value check = {value, len, false};
+    retain_for_each_match(broker->retained, topic, strlen(topic), compare_retained, &check);
+    return check.same;
+}
 
 static void publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -38,15 +61,15 @@ static void publish_value(struct broker *broker, const char *topic, const char *
     va_start(ap, fmt);
     int n = vsnprintf(value, sizeof value, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
-    struct message *msg = message_create(topic, strlen(topic), value, (size_t)n, NULL, 0, 0, true,
-                                         0, 0, broker->now_ms);
+    if (n < 0 || unchanged(broker, topic, value, (size_t)n)) return;
+    struct message *msg = message_create(&broker->messages, topic, strlen(topic), value, (size_t)n,
+                                         NULL, 0, 0, true, 0, 0, broker->now_ms);
     if (!msg) return;
     broker_publish(broker, msg);
     message_unref(msg);
 }
 
-static void update_average(struct load_average *avg, double rate_per_min, double interval_s)
+static void update_average(struct sys_load_average *avg, double rate_per_min, double interval_s)
 {
     avg->one = rate_per_min + exp(-interval_s / 60.0) * (avg->one - rate_per_min);
     avg->five = rate_per_min + exp(-interval_s / 300.0) * (avg->five - rate_per_min);
@@ -55,33 +78,51 @@ static void update_average(struct load_average *avg, double rate_per_min, double
 
 static void publish_loads(struct broker *broker)
 {
-    static const char *names[LOAD_COUNT] = {"messages/received",
-                                            "messages/sent",
-                                            "publish/messages/received",
-                                            "publish/messages/sent",
-                                            "bytes/received",
-                                            "bytes/sent",
-                                            "connections"};
     const struct broker_stats *s = &broker->stats;
-    uint64_t now_values[LOAD_COUNT] = {s->messages_received, s->messages_sent,  s->publish_received,
-                                       s->publish_sent,      s->bytes_received, s->bytes_sent,
-                                       s->connections_total};
-    double interval = loads.last_ms ? (double)(broker->now_ms - loads.last_ms) / 1000.0 : 0;
-    for (int i = 0; i < LOAD_COUNT; i++) {
+    const struct {
+        const char *name;
+        uint64_t value;
+    } loads[SYS_LOAD_COUNT] = {
+        {"messages/received", s->messages_received},
+        {"messages/sent", s->messages_sent},
+        {"publish/dropped", s->publish_dropped},
+        {"publish/received", s->publish_received},
+        {"publish/sent", s->publish_sent},
+        {"bytes/received", s->bytes_received},
+        {"bytes/sent", s->bytes_sent},
+        {"sockets", s->connections_total},
+        {"connections", s->connects_total},
+    };
+    struct sys_tree_state *sys = &broker->sys;
+    double interval = sys->last_ms ? (double)(broker->now_ms - sys->last_ms) / 1000.0 : 0;
+    for (int i = 0; i < SYS_LOAD_COUNT; i++) {
         if (interval > 0) {
-            double per_min = (double)(now_values[i] - loads.last[i]) * 60.0 / interval;
-            update_average(&loads.avg[i], per_min, interval);
+            double per_min = (double)(loads[i].value - sys->last[i]) * 60.0 / interval;
+            update_average(&sys->avg[i], per_min, interval);
         }
-        loads.last[i] = now_values[i];
+        sys->last[i] = loads[i].value;
         char topic[128];
-        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/1min", names[i]);
-        publish_value(broker, topic, "%.2f", loads.avg[i].one);
-        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/5min", names[i]);
-        publish_value(broker, topic, "%.2f", loads.avg[i].five);
-        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/15min", names[i]);
-        publish_value(broker, topic, "%.2f", loads.avg[i].fifteen);
+        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/1min", loads[i].name);
+        publish_value(broker, topic, "%.2f", sys->avg[i].one);
+        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/5min", loads[i].name);
+        publish_value(broker, topic, "%.2f", sys->avg[i].five);
+        snprintf(topic, sizeof topic, "$SYS/broker/load/%s/15min", loads[i].name);
+        publish_value(broker, topic, "%.2f", sys->avg[i].fifteen);
     }
-    loads.last_ms = broker->now_ms;
+    sys->last_ms = broker->now_ms;
+}
+
+/* Bytes of heap in use (malloc'd and not freed, by arbor and the libraries it uses), from
+ * glibc's mallinfo2(), or from the sanitizer's allocator, which replaces glibc's in the
+ * sanitizer build. Mosquitto counts only its own allocations; the topic means the same. */
+static uint64_t heap_current(void)
+{
+#ifdef ARBOR_ASAN_ALLOCATOR
+    return (uint64_t)__sanitizer_get_current_allocated_bytes();
+#else
+    struct mallinfo2 mi = mallinfo2();
+    return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+#endif
 }
 
 static uint64_t count_sessions(const struct broker *broker, bool connected)
@@ -100,6 +141,8 @@ void sys_tree_publish(struct broker *broker)
     const struct broker_stats *s = &broker->stats;
     uint64_t connected = count_sessions(broker, true);
     uint64_t disconnected = count_sessions(broker, false);
+    uint64_t heap = heap_current();
+    if (heap > broker->sys.heap_maximum) broker->sys.heap_maximum = heap;
     const struct {
         const char *topic;
         uint64_t value;
@@ -113,9 +156,11 @@ void sys_tree_publish(struct broker *broker)
         {"clients/expired", s->clients_expired},
         {"messages/received", s->messages_received},
         {"messages/sent", s->messages_sent},
-        {"messages/stored", message_live_count},
-        {"store/messages/count", message_live_count},
-        {"store/messages/bytes", message_live_bytes},
+        {"messages/stored", broker->messages.count},
+        {"store/messages/count", broker->messages.count},
+        {"store/messages/bytes", broker->messages.bytes},
+        {"heap/current", heap},
+        {"heap/maximum", broker->sys.heap_maximum},
         {"publish/messages/received", s->publish_received},
         {"publish/messages/sent", s->publish_sent},
         {"publish/messages/dropped", s->publish_dropped},

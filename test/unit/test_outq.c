@@ -32,7 +32,7 @@ static void test_order_and_references(void **state)
     (void)state;
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    struct message *msg = message_create("t", 1, "PAYLOAD", 7, NULL, 0, 0, false, 0, 0, 0);
+    struct message *msg = message_create(NULL, "t", 1, "PAYLOAD", 7, NULL, 0, 0, false, 0, 0, 0);
     struct outq q;
     outq_init(&q);
     assert_int_equal(outq_append_copy(&q, "ab", 2), 0);
@@ -66,7 +66,7 @@ static void test_partial_writes_resume(void **state)
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     static uint8_t big[300000];
     for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 7);
-    struct message *msg = message_create("t", 1, big, sizeof big, NULL, 0, 0, false, 0, 0, 0);
+    struct message *msg = message_create(NULL, "t", 1, big, sizeof big, NULL, 0, 0, false, 0, 0, 0);
     struct outq q;
     outq_init(&q);
     uint8_t header[5000]; /* larger than half a block: its own allocation */
@@ -118,7 +118,7 @@ static void test_trim_releases_idle_memory_only(void **state)
 static void test_free_with_pending_data_releases_everything(void **state)
 {
     (void)state;
-    struct message *msg = message_create("t", 1, "x", 1, NULL, 0, 0, false, 0, 0, 0);
+    struct message *msg = message_create(NULL, "t", 1, "x", 1, NULL, 0, 0, false, 0, 0, 0);
     struct outq q;
     outq_init(&q);
     for (int i = 0; i < 5000; i++) {
