@@ -15,6 +15,7 @@
 #include "listener.h"
 #include "log.h"
 #include "message.h"
+#include "packet_log.h"
 #include "retain.h"
 #include "session.h"
 #include "subs.h"
@@ -27,6 +28,7 @@ int broker_init(struct broker *broker, struct arbor_config *config)
 {
     memset(broker, 0, sizeof *broker);
     broker->config = config;
+    broker->log_packets = packet_log_wanted(config);
     broker->now_ms = clock_monotonic_ms();
     broker->start_wall = clock_wall_seconds();
     if (event_loop_init(&broker->loop) != 0) {
@@ -89,6 +91,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config)
     broker->config = config;
     listeners_refresh_config(broker);
     log_configure(config);
+    broker->log_packets = packet_log_wanted(config);
     config_free(old);
     free(old);
     log_notice("Reloaded configuration.");

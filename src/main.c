@@ -227,17 +227,17 @@ int main(int argc, char **argv)
     if (cfg->pid_file && write_pid_file(cfg->pid_file) != 0)
         log_warning("Warning: unable to write pid file %s: %s", cfg->pid_file, strerror(errno));
     install_signals();
-    log_notice("arbor version %s starting", ARBOR_VERSION);
-    if (opt.config_file) log_notice("Config loaded from %s.", opt.config_file);
+    log_info("arbor version %s starting", ARBOR_VERSION);
+    if (opt.config_file) log_info("Config loaded from %s.", opt.config_file);
 
     static struct broker broker;
     char *pid_file = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
     rc = broker_init(&broker, cfg);
     if (rc == 0) rc = drop_privileges(cfg);
     if (rc == 0) {
-        log_notice("arbor version %s running", ARBOR_VERSION);
+        log_info("arbor version %s running", ARBOR_VERSION);
         broker_run(&broker, &signals_state, reload_config, &opt);
-        log_notice("arbor version %s terminating", ARBOR_VERSION);
+        log_info("arbor version %s terminating", ARBOR_VERSION);
     }
     broker_shutdown(&broker);
     if (pid_file) unlink(pid_file);
