@@ -425,3 +425,26 @@ def test_debug_enabled_by_sighup(broker, raw):
     assert c2.is_open()
     wait_lines(b, r"Received PINGREQ from after", r"Sending PINGRESP to after")
     assert not has_line(b, r"Received PINGREQ from before")
+
+
+def test_max_connections_denied(broker, raw):
+    b = broker("max_connections 1")
+    first = raw(b)
+    first.connect("one")
+    second = raw(b)
+    second.wait_closed()
+    wait_lines(b, r"Client connection from 127\.0\.0\.1 denied: max_connections exceeded\.")
+    assert first.is_open()
+
+
+def test_listen_socket_per_address_family(broker):
+    # A listener without an address opens an IPv4 and an IPv6 socket (where the host has
+    # IPv6), each with its own line.
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    from helpers import free_port
+    port = free_port()
+    b = broker("listener %d" % port)
+    wait_lines(b, r"Opening ipv4 listen socket on port %d\." % b.port,
+               r"Opening ipv4 listen socket on port %d\." % port,
+               r"Opening ipv6 listen socket on port %d\." % port)
