@@ -307,7 +307,13 @@ static struct session *session_go_offline(struct connection *conn)
 /* The line Mosquitto logs when a client goes away, which operators' alerting greps for. */
 static void log_client_gone(const struct connection *conn, uint8_t reason, const char *why)
 {
-    const char *id = conn->state == CONNECTION_ACTIVE ? conn->client_id : "<unknown>";
+    bool identified = conn->state == CONNECTION_ACTIVE;
+    const char *id = identified ? conn->client_id : "<unknown>";
+    bool socket_end = reason == 0 && why && (!strcmp(why, CLOSED_BY_CLIENT) ||
+                                             !strcmp(why, SOCKET_ERROR));
+    /* Before CONNACK, Mosquitto calls every bad first packet a protocol error. */
+    if (!identified && !socket_end && (reason == 0 || reason == MQTT_RC_MALFORMED_PACKET))
+        reason = MQTT_RC_PROTOCOL_ERROR;
     switch (reason) {
     case MQTT_RC_SUCCESS:
         if (!why)
@@ -446,7 +452,7 @@ static uint32_t inbound_packet_limit(const struct connection *conn)
 static bool fixed_header_acceptable(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
     if (conn->state == CONNECTION_AWAITING_CONNECT && hdr->type != MQTT_CONNECT) {
-        connection_close(conn, MQTT_RC_PROTOCOL_ERROR, "first packet was not CONNECT");
+        connection_close(conn, 0, "first packet was not CONNECT");
         return false;
     }
     if (hdr->type == 0 || !mqtt_fixed_header_flags_valid(hdr->type, hdr->flags)) {

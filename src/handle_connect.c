@@ -298,7 +298,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
         if (known_name)
             return refuse(conn, c.version == MQTT_V5 ? MQTT_V5 : MQTT_V311, (uint8_t)rc,
                           "unsupported protocol version");
-        connection_close(conn, MQTT_RC_PROTOCOL_ERROR, "unsupported protocol name");
+        connection_close(conn, 0, "unsupported protocol name");
         return HANDLER_CLOSED;
     }
     if (rc != 0) {

@@ -448,3 +448,30 @@ def test_listen_socket_per_address_family(broker):
     wait_lines(b, r"Opening ipv4 listen socket on port %d\." % b.port,
                r"Opening ipv4 listen socket on port %d\." % port,
                r"Opening ipv6 listen socket on port %d\." % port)
+
+
+@pytest.mark.parametrize("version", [mp.MQTT311, mp.MQTT5])
+def test_malformed_connect_is_protocol_error(broker, raw, version):
+    b = broker()
+    c = raw(b, version)
+    c.send(mp.connect("ok", version=version, flags=0x03))  # reserved flag bit set
+    c.wait_closed()
+    wait_lines(b, r"Client <unknown> disconnected due to protocol error\.")
+    assert not has_line(b, r"New client connected.*")
+
+
+def test_unknown_protocol_name(broker, raw):
+    b = broker()
+    c = raw(b)
+    c.send(mp.connect("x", proto_name="XYZW"))
+    c.wait_closed()
+    wait_lines(b, r"Client <unknown> disconnected due to protocol error\.")
+
+
+@pytest.mark.parametrize("version,rc", [(mp.MQTT311, 5), (mp.MQTT5, 0x87)])
+def test_clientid_prefix_refusal_is_not_authorised(broker, raw, version, rc):
+    b = broker("clientid_prefixes ok-")
+    c = raw(b, version)
+    assert c.connect("intruder", expect_rc=None).rc == rc
+    wait_lines(b, r"Sending CONNACK to 127\.0\.0\.1 \(0, %d\)" % rc,
+               r"Client <unknown> disconnected, not authorised\.")
