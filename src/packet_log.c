@@ -109,10 +109,7 @@ void packet_log_describe_received(const struct connection *conn,
     case MQTT_DISCONNECT:
         log_debug("Received DISCONNECT from %s", name);
         break;
-    case MQTT_AUTH:
-        log_debug("Received AUTH from %s", name);
-        break;
-    default: /* CONNECT is described by the "New client connected" line */
+    default: /* CONNECT: see "New client connected"; AUTH: Mosquitto logs none when refused */
         break;
     }
 }

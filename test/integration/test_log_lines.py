@@ -475,3 +475,35 @@ def test_clientid_prefix_refusal_is_not_authorised(broker, raw, version, rc):
     assert c.connect("intruder", expect_rc=None).rc == rc
     wait_lines(b, r"Sending CONNACK to 127\.0\.0\.1 \(0, %d\)" % rc,
                r"Client <unknown> disconnected, not authorised\.")
+
+
+def test_packet_lines_resend_with_dup(broker, raw):
+    b = broker()
+    pub = raw(b)
+    pub.connect("p")
+    pub.publish("r/1", b"kept", qos=1, retain=True)
+    s = raw(b)
+    s.connect("s", clean=False)
+    s.subscribe("r/#", 1)
+    msg = s.recv_publish(ack=False)
+    s.close()
+    wait_lines(b, r"Client s closed its connection\.")
+    s = raw(b)
+    s.connect("s", clean=False)
+    again = s.recv_publish()
+    assert again.pid == msg.pid
+    wait_lines(b, r"Sending PUBLISH to s \(d0, q1, r1, m%d, 'r/1', \.\.\. \(4 bytes\)\)" % msg.pid,
+               r"Client s closed its connection\.",
+               r"Sending CONNACK to s \(1, 0\)",
+               r"Sending PUBLISH to s \(d1, q1, r1, m%d, 'r/1', \.\.\. \(4 bytes\)\)" % msg.pid)
+
+
+def test_auth_is_not_described(broker, raw):
+    # Mosquitto logs no packet line for an AUTH it refuses (no authentication methods).
+    b = broker()
+    c = raw(b, mp.MQTT5)
+    c.connect("au")
+    c.send(mp.auth(0x18))
+    c.wait_closed()
+    wait_lines(b, r"Client au disconnected due to protocol error\.")
+    assert not has_line(b, r"Received AUTH.*")
