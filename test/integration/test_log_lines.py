@@ -507,3 +507,17 @@ def test_auth_is_not_described(broker, raw):
     c.wait_closed()
     wait_lines(b, r"Client au disconnected due to protocol error\.")
     assert not has_line(b, r"Received AUTH.*")
+
+
+def test_verbose_option_logs_packets(broker, raw):
+    # mosquitto(8) -v: every log type, so the packet lines too.
+    from helpers import free_port
+    port = free_port()
+    b = broker(use_config=False, port=port, args=["-p", str(port), "-v"])
+    c = raw(b)
+    c.connect("verbose")
+    assert c.is_open()
+    wait_lines(b, r"New client connected from %s as verbose \(p2, c1, k60\)\." % peer(c),
+               r"Sending CONNACK to verbose \(0, 0\)",
+               r"Received PINGREQ from verbose",
+               r"Sending PINGRESP to verbose")
