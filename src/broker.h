@@ -225,6 +225,7 @@ struct broker {
     int64_t next_sys_ms;
     int64_t next_tick_ms;
     bool stopping;
+    bool log_packets; /* log_type debug: each packet is described, see packet_log.h */
     struct abuf scratch; /* reusable encode buffer */
     struct abuf scratch_props;
     uint8_t read_buffer[READ_CHUNK]; /* sockets are read into this, see connection.c */

@@ -19,6 +19,7 @@
 #include "listener.h"
 #include "log.h"
 #include "message.h"
+#include "packet_log.h"
 #include "retain.h"
 #include "session.h"
 #include "subs.h"
@@ -31,6 +32,7 @@ int broker_init(struct broker *broker, struct arbor_config *config)
 {
     memset(broker, 0, sizeof *broker);
     broker->config = config;
+    broker->log_packets = packet_log_wanted(config);
     broker->now_ms = clock_monotonic_ms();
     broker->start_wall = clock_wall_seconds();
     timers_init(&broker->timers);
@@ -148,6 +150,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config)
     listeners_refresh_config(broker);
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
     log_configure(config);
+    broker->log_packets = packet_log_wanted(config);
     config_free(old);
     free(old);
     log_notice("Reloaded configuration.");

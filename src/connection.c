@@ -20,10 +20,15 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
+#include "packet_log.h"
 #include "session.h"
 #include "topic.h"
 
 #define READ_BUDGET (4 * READ_CHUNK) /* per connection per loop turn, for fairness */
+
+/* Reasons given to connection_close that decide which of Mosquitto's lines is logged. */
+#define CLOSED_BY_CLIENT "connection closed by client"
+#define SOCKET_ERROR "socket error"
 
 static void connection_on_event(struct event_handler *handler, unsigned events);
 
@@ -57,7 +62,8 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     char peer[sizeof((struct connection *)0)->address];
     format_peer(addr, peer, sizeof peer);
     if (over_connection_limit(listener)) {
-        log_notice("Client connection from %s denied: max_connections reached.", peer);
+        int host_len = (int)(strrchr(peer, ':') - peer); /* Mosquitto prints the host only */
+        log_notice("Client connection from %.*s denied: max_connections exceeded.", host_len, peer);
         close(fd);
         return;
     }
@@ -90,7 +96,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     listener->connection_count++;
     broker->stats.connections_total++;
     broker_watch_connection(conn); /* CONNECT timeout */
-    log_info("New connection from %s on port %u.", peer, listener->port);
+    log_notice("New connection from %s on port %u.", peer, listener->port);
 }
 
 void connection_accept_all(struct listener *listener)
@@ -138,6 +144,7 @@ int connection_send_scratch(struct connection *conn)
 {
     struct abuf *scratch = &conn->broker->scratch;
     conn->broker->stats.messages_sent++; /* the scratch buffer holds one packet */
+    packet_log_sent(conn, scratch->data, scratch->len);
     int rc = connection_send(conn, scratch->data, scratch->len);
     abuf_reset(scratch);
     return rc;
@@ -186,7 +193,8 @@ static void connection_flush(struct connection *conn)
     if (conn->state == CONNECTION_CLOSED) return;
     ssize_t n = outq_flush(&conn->out, conn->handler.fd);
     if (n < 0) {
-        connection_close(conn, 0, strerror(errno));
+        connection_close(conn, 0, errno == EPIPE || errno == ECONNRESET ? CLOSED_BY_CLIENT
+                                                                        : SOCKET_ERROR);
         return;
     }
     conn->broker->stats.bytes_sent += (uint64_t)n;
@@ -298,6 +306,54 @@ static struct session *session_go_offline(struct connection *conn)
     return session;
 }
 
+/* The line Mosquitto logs when a client goes away, which operators' alerting greps for. */
+static void log_client_gone(const struct connection *conn, uint8_t reason, const char *why)
+{
+    bool identified = conn->state == CONNECTION_ACTIVE;
+    const char *id = identified ? conn->client_id : "<unknown>";
+    bool socket_end = reason == 0 && why && (!strcmp(why, CLOSED_BY_CLIENT) ||
+                                             !strcmp(why, SOCKET_ERROR));
+    /* Before CONNACK, Mosquitto calls every bad first packet a protocol error. */
+    if (!identified && !socket_end && (reason == 0 || reason == MQTT_RC_MALFORMED_PACKET))
+        reason = MQTT_RC_PROTOCOL_ERROR;
+    switch (reason) {
+    case MQTT_RC_SUCCESS:
+        if (!why)
+            log_notice("Client %s disconnected.", id);
+        else if (!strcmp(why, CLOSED_BY_CLIENT))
+            log_notice("Client %s closed its connection.", id);
+        else if (!strcmp(why, SOCKET_ERROR))
+            log_notice("Socket error on client %s, disconnecting.", id);
+        else
+            log_notice("Client %s disconnected due to %s.", id, why);
+        break;
+    case MQTT_RC_DISCONNECT_WITH_WILL:
+        log_notice("Client %s disconnected.", id);
+        break;
+    case MQTT_RC_KEEP_ALIVE_TIMEOUT:   /* logged by the keepalive check */
+    case MQTT_RC_SESSION_TAKEN_OVER:   /* logged by the connection taking over */
+    case MQTT_RC_SERVER_SHUTTING_DOWN: /* Mosquitto logs nothing per client */
+        break;
+    case MQTT_RC_NOT_AUTHORIZED:
+    case MQTT_RC_BAD_USERNAME_OR_PASSWORD:
+        log_notice("Client %s disconnected, not authorised.", id);
+        break;
+    case MQTT_RC_MALFORMED_PACKET:
+        log_notice("Client %s disconnected due to malformed packet.", id);
+        break;
+    case MQTT_RC_PACKET_TOO_LARGE:
+        log_notice("Client %s disconnected due to oversize packet.", id);
+        break;
+    case MQTT_RC_UNSPECIFIED:
+    case MQTT_RC_SERVER_UNAVAILABLE:
+        log_notice("Client %s disconnected due to %s.", id, why ? why : "error");
+        break;
+    default:
+        log_notice("Client %s disconnected due to protocol error.", id);
+        break;
+    }
+}
+
 void connection_close(struct connection *conn, uint8_t reason, const char *why)
 {
     if (conn->state == CONNECTION_CLOSED) return;
@@ -305,17 +361,8 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
     bool was_active = conn->state == CONNECTION_ACTIVE;
     if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
         send_disconnect(conn, reason, why);
-    if (was_active) {
-        if (broker->config->connection_messages) {
-            if (conn->disconnect_clean)
-                log_notice("Client %s disconnected.", conn->client_id);
-            else
-                log_notice("Client %s disconnected: %s.", conn->client_id, why ? why : "closed");
-        }
-        broker->client_count--;
-    } else if (why) {
-        log_info("Connection from %s closed: %s.", conn->address, why);
-    }
+    if (broker->config->connection_messages) log_client_gone(conn, reason, why);
+    if (was_active) broker->client_count--;
     conn->state = CONNECTION_CLOSED;
     timer_cancel(&broker->timers, &conn->timer);
     event_loop_remove(&broker->loop, &conn->handler);
@@ -430,6 +477,7 @@ static void dispatch(struct connection *conn, const struct mqtt_fixed_header *hd
                      const uint8_t *body)
 {
     int rc;
+    packet_log_received(conn, hdr, body);
     if (conn->state == CONNECTION_AWAITING_CONNECT) {
         rc = handle_connect(conn, body, hdr->remaining_length);
     } else {
@@ -489,12 +537,12 @@ static ssize_t read_and_process(struct connection *conn)
     }
     ssize_t n = read(conn->handler.fd, dst, room);
     if (n == 0) {
-        connection_close(conn, 0, "connection closed by client");
+        connection_close(conn, 0, CLOSED_BY_CLIENT);
         return -1;
     }
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-        connection_close(conn, 0, strerror(errno));
+        connection_close(conn, 0, errno == ECONNRESET ? CLOSED_BY_CLIENT : SOCKET_ERROR);
         return -1;
     }
     if (direct) {

@@ -49,7 +49,7 @@ static int refuse(struct connection *conn, uint8_t version, uint8_t reason, cons
         outq_flush(&conn->out, conn->handler.fd);
     }
     log_notice("Client connection from %s refused: %s.", conn->address, why);
-    connection_close(conn, 0, NULL);
+    connection_close(conn, reason, why);
     return HANDLER_CLOSED;
 }
 
@@ -268,6 +268,26 @@ static void read_client_limits(struct connection *conn, const struct mqtt_connec
         conn->request_problem_information = p->request_problem_information;
 }
 
+/* Mosquitto's lines for an accepted CONNECT, logged before the CONNACK as Mosquitto does. Its
+ * protocol numbers: p1 is 3.1, p2 is 3.1.1, p5 is 5.0. */
+static void log_connected(const struct connection *conn, const struct mqtt_connect *c)
+{
+    if (conn->broker->config->connection_messages) {
+        unsigned p = c->version == MQTT_V31 ? 1 : c->version == MQTT_V311 ? 2 : c->version;
+        char user[300] = "";
+        if (conn->username) snprintf(user, sizeof user, ", u'%.256s'", conn->username);
+        log_notice("New client connected from %s as %s (p%u, c%u, k%u%s).", conn->address,
+                   conn->client_id, p, c->clean_start, conn->keepalive, user);
+    }
+    if (!c->will_flag) {
+        log_debug("No will message specified.");
+        return;
+    }
+    log_debug("Will message specified (%u bytes) (r%d, q%u).", (unsigned)c->will_payload.len,
+              c->will_retain, c->will_qos);
+    log_debug("\t%.*s", (int)c->will_topic.len, (const char *)c->will_topic.data);
+}
+
 int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
 {
     struct broker *broker = conn->broker;
@@ -320,15 +340,10 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     broker->client_count++;
     if (broker->client_count > broker->stats.clients_maximum)
         broker->stats.clients_maximum = broker->client_count;
+    log_connected(conn, &c);
     if (send_connack(conn, session_present, assigned, c.keepalive)) {
         connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
         return HANDLER_CLOSED;
-    }
-    if (broker->config->connection_messages) {
-        char user[300] = "";
-        if (conn->username) snprintf(user, sizeof user, ", u'%.256s'", conn->username);
-        log_notice("New client connected from %s as %s (p%u, c%u, k%u%s).", conn->address,
-                   conn->client_id, c.version, c.clean_start, conn->keepalive, user);
     }
     if (session_present) session_resume(broker, session);
     return 0;

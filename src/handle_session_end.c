@@ -31,7 +31,7 @@ int handle_disconnect(struct connection *conn, const uint8_t *body, size_t len)
     /* Only a normal disconnection (0x00) discards the will [MQTT-3.1.2-10]; 0x04 asks for it
      * and error reasons keep it too. */
     conn->disconnect_clean = d.reason == MQTT_RC_SUCCESS;
-    connection_close(conn, 0, conn->disconnect_clean ? NULL : "disconnected with will");
+    connection_close(conn, conn->disconnect_clean ? 0 : MQTT_RC_DISCONNECT_WITH_WILL, NULL);
     return HANDLER_CLOSED;
 }
 

@@ -85,6 +85,8 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
     /* Every address must bind, except an address family the host does not have (no IPv6). */
     int opened = 0, failed_errno = 0;
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        log_info("Opening ipv%d listen socket on port %u.", ai->ai_family == AF_INET6 ? 6 : 4,
+                 cfg->port);
         int fd = open_socket(ai, cfg->bind_interface);
         if (fd < 0) {
             if (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL) failed_errno = errno;
@@ -104,8 +106,6 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
                   cfg->bind_address ? cfg->bind_address : "*", cfg->port, strerror(failed_errno));
         return -1;
     }
-    log_notice("Opening listener on %s port %u.", cfg->bind_address ? cfg->bind_address : "*",
-               cfg->port);
     return 0;
 }
 

@@ -350,8 +350,8 @@ int main(int argc, char **argv)
     if (cfg->pid_file && write_pid_file(cfg->pid_file) != 0)
         log_warning("Warning: unable to write pid file %s: %s", cfg->pid_file, strerror(errno));
     install_signals();
-    log_notice("arbor version %s starting", ARBOR_VERSION);
-    if (opt.config_file) log_notice("Config loaded from %s.", opt.config_file);
+    log_info("arbor version %s starting", ARBOR_VERSION);
+    if (opt.config_file) log_info("Config loaded from %s.", opt.config_file);
 
     static struct broker broker;
     char *pid_file = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
@@ -359,13 +359,13 @@ int main(int argc, char **argv)
     rc = broker_init(&broker, cfg);
     if (rc == 0) rc = drop_privileges(&user);
     if (rc == 0) {
-        log_notice("arbor version %s running", ARBOR_VERSION);
+        log_info("arbor version %s running", ARBOR_VERSION);
         /* every listener is open (broker_init fails otherwise): ready for clients */
         notify_systemd("READY=1\nMAINPID=%ld\nSTATUS=Running with %zu listener(s)",
                        (long)getpid(), listener_count);
         broker_run(&broker, &signals_state, reload_config, &opt);
         notify_systemd("STOPPING=1\nSTATUS=Shutting down");
-        log_notice("arbor version %s terminating", ARBOR_VERSION);
+        log_info("arbor version %s terminating", ARBOR_VERSION);
     }
     broker_shutdown(&broker);
     if (pid_file) unlink(pid_file);
