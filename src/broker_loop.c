@@ -56,7 +56,7 @@ static void check_keepalives(struct broker *broker)
         int64_t idle = broker->now_ms - conn->last_received_ms;
         if (conn->state == CONNECTION_AWAITING_CONNECT && idle > CONNECT_TIMEOUT_MS) {
             connection_close(conn, 0, "no CONNECT received in time");
-        } else if (conn->state == CONNECTION_ACTIVE && conn->keepalive &&
+        } else if (conn->state == CONNECTION_ACTIVE && conn->keepalive && !conn->input_paused &&
                    idle > (int64_t)conn->keepalive * 1500) {
             log_notice("Client %s has exceeded timeout, disconnecting.", conn->client_id);
             connection_close(conn, MQTT_RC_KEEP_ALIVE_TIMEOUT, "exceeded timeout");
