@@ -290,8 +290,10 @@ void session_pump(struct broker *broker, struct session *session)
         if (d->qos > 0 && !window_has_room(broker, session, d->msg)) break;
         delivery_list_remove(&session->queued, d);
         if (d->qos == 0) {
-            if (!message_expired(d->msg, broker->now_ms))
-                send_publish(conn, d->msg, 0, d->retain, false, 0, d->sub_ids, d->sub_id_count);
+            if (!message_expired(d->msg, broker->now_ms) &&
+                send_publish(conn, d->msg, 0, d->retain, false, 0, d->sub_ids, d->sub_id_count) !=
+                    SEND_OK)
+                broker->stats.publish_dropped++;
             delivery_release(broker, d);
         } else {
             start_flight(broker, session, d);
@@ -341,6 +343,8 @@ void session_resume(struct broker *broker, struct session *session)
             connection_send_scratch(conn);
         } else if (send_publish(conn, d->msg, d->qos, d->retain, true, d->packet_id, d->sub_ids,
                                 d->sub_id_count) != SEND_OK) {
+            /* Too large for the new connection's Maximum Packet Size (or out of memory). */
+            broker->stats.publish_dropped++;
             delivery_list_remove(&session->inflight, d);
             delivery_release(broker, d);
         }

@@ -377,4 +377,33 @@ def test_message_over_client_maximum_packet_size_is_skipped(broker, raw, qos):
     assert [p for _, p, _, _, _ in got] == [b"small0", b"small1", b"small2"]
     assert all(q == qos for _, _, q, _, _ in got)
     time.sleep(1.1)
-    assert sys_dropped(b, raw) >= 4
+    assert sys_dropped(b, raw) == 4
+
+
+def test_resumed_session_skips_messages_over_new_maximum_packet_size(broker, raw):
+    """In-flight and queued messages of a persistent session that reconnects with a smaller
+    Maximum Packet Size: the ones too large are discarded (and counted), later ones flow."""
+    b = broker("sys_interval 1")
+    sub = raw(b, MQTT5)
+    sub.connect("sub", clean=False, props={mp.P_SESSION_EXPIRY: 60})
+    sub.subscribe("big/#", 1)
+    pub = raw(b)
+    pub.connect("pub")
+    pub.publish("big/t", b"X" * 200, qos=1)
+    m = sub.recv_publish(ack=False)   # in flight, never acknowledged
+    assert m.payload == b"X" * 200
+    sub.close()
+    time.sleep(0.2)
+    pub.publish("big/t", b"Y" * 200, qos=1)   # queued while offline
+    pub.publish("big/t", b"small", qos=1)
+    sub = raw(b, MQTT5)
+    ack = sub.connect("sub", clean=False,
+                      props={mp.P_SESSION_EXPIRY: 60, mp.P_MAXIMUM_PACKET_SIZE: 100})
+    assert ack.session_present
+    got = StreamReader(sub).receive(idle=0.5)
+    assert [p for _, p, _, _, _ in got] == [b"small"]
+    pub.publish("big/t", b"after", qos=1)
+    got = StreamReader(sub).receive(idle=0.5)
+    assert [p for _, p, _, _, _ in got] == [b"after"]
+    time.sleep(1.1)
+    assert sys_dropped(b, raw) == 2
