@@ -17,7 +17,12 @@ import time
 import pytest
 
 import mqttproto as mp
+from helpers import IS_MOSQUITTO
 from mqttproto import MQTT311, MQTT5
+
+# Mosquitto 2.0 (observed with 2.0.11) queues the retained messages a SUBSCRIBE matches like
+# any others: a QoS 1/2 subscriber gets max_inflight_messages + max_queued_messages of them.
+QUEUE_LIMITED = pytest.mark.arbor_only
 
 FLOOD_LIMIT = 300 * 1024 * 1024   # bytes a flooding client tries to send
 FLOOD_SECONDS = 3.0               # ... or for at most this long
@@ -100,6 +105,7 @@ def test_pingreq_flood_without_reading_is_paused(broker, raw):
     chunk = mp.pingreq() * 32768
     chunks, tail, total = flood(c.sock, chunk)
     grown = rss_bytes(b) - before
+    print("PINGREQ flood: %d bytes sent, RSS +%d KiB" % (total, grown // 1024))
     assert grown < RSS_GROWTH_LIMIT, "RSS grew by %d bytes after %d bytes of PINGREQ" % (
         grown, total)
     # Not reading for longer than 1.5 x the keepalive: a paused client is not timed out.
@@ -128,6 +134,7 @@ def test_qos1_publish_flood_without_reading_is_paused(broker, raw):
     chunks, tail, total = flood(c.sock, chunk)
     time.sleep(0.3)
     grown = rss_bytes(b) - before
+    print("QoS 1 PUBLISH flood: %d bytes sent, RSS +%d KiB" % (total, grown // 1024))
     assert grown < RSS_GROWTH_LIMIT, "RSS grew by %d bytes after %d bytes of PUBLISH" % (
         grown, total)
     assert_other_clients_served(b, raw)
@@ -280,7 +287,8 @@ def assert_all_retained(got, count, qos):
         assert payload == b"v" + topic[4:].encode() and retain and q == qos
 
 
-@pytest.mark.parametrize("qos", [0, 1, 2])
+@pytest.mark.parametrize("qos", [0, pytest.param(1, marks=QUEUE_LIMITED),
+                                 pytest.param(2, marks=QUEUE_LIMITED)])
 def test_all_retained_delivered_on_subscribe(broker, raw, qos):
     b = broker()
     store_retained(b, raw, 5000, qos)
@@ -292,7 +300,7 @@ def test_all_retained_delivered_on_subscribe(broker, raw, qos):
     assert sub.is_open()
 
 
-@pytest.mark.parametrize("qos", [0, 1])
+@pytest.mark.parametrize("qos", [0, pytest.param(1, marks=QUEUE_LIMITED)])
 def test_100k_retained_delivered_on_subscribe(broker, raw, qos):
     b = broker()
     store_retained(b, raw, 100000, qos)
@@ -308,6 +316,7 @@ def test_100k_retained_delivered_on_subscribe(broker, raw, qos):
         qos, elapsed, (rss_bytes(b) - before) // 1024))
 
 
+@QUEUE_LIMITED
 def test_retained_delivery_resumes_with_persistent_session(broker, raw):
     b = broker()
     store_retained(b, raw, 5000)
@@ -328,6 +337,7 @@ def test_retained_delivery_resumes_with_persistent_session(broker, raw):
     assert len(new) + len(first) <= 5000 + 20
 
 
+@QUEUE_LIMITED
 def test_retained_pending_does_not_reorder_live_messages(broker, raw):
     """A live message on a topic arriving while the retained messages are still being paced
     out comes after them, so the subscriber ends with the newest value."""
@@ -376,8 +386,9 @@ def test_message_over_client_maximum_packet_size_is_skipped(broker, raw, qos):
     got = StreamReader(sub).receive(idle=0.5)
     assert [p for _, p, _, _, _ in got] == [b"small0", b"small1", b"small2"]
     assert all(q == qos for _, _, q, _, _ in got)
-    time.sleep(1.1)
-    assert sys_dropped(b, raw) == 4
+    if not IS_MOSQUITTO:  # Mosquitto 2.0 does not count these as dropped
+        time.sleep(1.1)
+        assert sys_dropped(b, raw) == 4
 
 
 def test_resumed_session_skips_messages_over_new_maximum_packet_size(broker, raw):
@@ -405,5 +416,6 @@ def test_resumed_session_skips_messages_over_new_maximum_packet_size(broker, raw
     pub.publish("big/t", b"after", qos=1)
     got = StreamReader(sub).receive(idle=0.5)
     assert [p for _, p, _, _, _ in got] == [b"after"]
-    time.sleep(1.1)
-    assert sys_dropped(b, raw) == 2
+    if not IS_MOSQUITTO:
+        time.sleep(1.1)
+        assert sys_dropped(b, raw) == 2
