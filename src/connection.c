@@ -195,6 +195,14 @@ bool connection_output_full(const struct connection *conn)
 
 static void resume_input(struct connection *conn);
 
+/* Read unless paused; write while output is pending. */
+static void update_interest(struct connection *conn)
+{
+    unsigned interest =
+        (conn->input_paused ? 0 : EVENT_READ) | (conn->out.count > 0 ? EVENT_WRITE : 0);
+    event_loop_modify(&conn->broker->loop, &conn->handler, interest);
+}
+
 static void connection_flush(struct connection *conn)
 {
     if (conn->state == CONNECTION_CLOSED) return;
@@ -211,9 +219,7 @@ static void connection_flush(struct connection *conn)
         session_pump(conn->broker, session);
     if (conn->input_paused && conn->out.bytes < OUTPUT_LOW_WATER) resume_input(conn);
     if (conn->state == CONNECTION_CLOSED) return;
-    unsigned interest =
-        (conn->input_paused ? 0 : EVENT_READ) | (conn->out.count > 0 ? EVENT_WRITE : 0);
-    event_loop_modify(&conn->broker->loop, &conn->handler, interest);
+    update_interest(conn);
 }
 
 void broker_flush_connections(struct broker *broker)
@@ -469,6 +475,7 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
         if (connection_output_full(conn)) {
             /* Back-pressure: the rest waits in conn->in until the output drains. */
             conn->input_paused = true;
+            update_interest(conn);
             break;
         }
         struct mqtt_fixed_header hdr;

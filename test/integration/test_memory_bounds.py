@@ -419,3 +419,44 @@ def test_resumed_session_skips_messages_over_new_maximum_packet_size(broker, raw
     if not IS_MOSQUITTO:
         time.sleep(1.1)
         assert sys_dropped(b, raw) == 2
+
+
+def cpu_seconds(b):
+    with open("/proc/%d/stat" % b.proc.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime (clock ticks)
+
+
+def test_paused_connection_does_not_spin(broker, raw):
+    """A subscriber whose output backlog is full is paused when it sends: the broker then
+    waits for the socket to drain instead of being woken for its input again and again."""
+    b = broker()
+    sub = raw(b)
+    small = socket.socket()
+    small.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before the handshake
+    small.settimeout(5)
+    small.connect((b.host, b.port))
+    sub.sock.close()
+    sub.sock = small
+    sub.connect("slow-sub")
+    sub.subscribe("q0", 0)
+    pub = raw(b)
+    pub.connect("pub")
+    pub.send(b"".join(mp.publish("q0", b"x" * 8000) for _ in range(1000)))
+    assert pub.is_open(timeout=5)
+    sub.send(mp.pingreq() * 100)   # input for a connection whose output is over the bound
+    time.sleep(0.2)
+    sub.send(mp.pingreq() * 100)   # ... and more, left unread in the socket
+    time.sleep(0.2)
+    before = cpu_seconds(b)
+    time.sleep(1.0)
+    used = cpu_seconds(b) - before
+    assert used < 0.3, "broker used %.2f s of CPU in 1 s while idle" % used
+    # The subscriber reads: it gets its messages, then its 200 PINGRESPs.
+    sub.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    pings = 0
+    reader = StreamReader(sub)
+    for ptype, _, _ in reader.packets(1.0):
+        if ptype == mp.PINGRESP:
+            pings += 1
+    assert pings == 200
