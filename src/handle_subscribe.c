@@ -13,7 +13,6 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
-#include "retain.h"
 #include "session.h"
 #include "subs.h"
 #include "topic.h"
