@@ -28,8 +28,8 @@
  * PUBLISH headers and referenced payloads) reaches OUTPUT_HIGH_WATER bytes is not read any
  * further until its client has taken the output down below OUTPUT_LOW_WATER: a client that
  * sends without reading holds at most the high-water mark plus one packet's answers, plus the
- * input of one read (READ_CHUNK) kept unprocessed. One read's worth: the bound is as large as
- * what a single read can make the broker answer. */
+ * input of one read (READ_CHUNK) kept unprocessed. The mark is the size of one read; a
+ * paused client is not subject to the keepalive check (it is sending, we are not reading). */
 #define OUTPUT_HIGH_WATER READ_CHUNK
 #define OUTPUT_LOW_WATER (READ_CHUNK / 4)
 

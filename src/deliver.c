@@ -3,7 +3,9 @@
  * session: QoS 0 to a connected client is encoded straight into its output queue; QoS 1/2
  * goes in flight while the client's receive window has room and is queued otherwise; offline
  * sessions queue within max_queued_messages / max_queued_bytes. Payloads are referenced, not
- * copied; the only per-recipient work is a header of a few bytes.
+ * copied; the only per-recipient work is a header of a few bytes. Retained messages for a new
+ * subscription wait as a snapshot of references and are handed over by session_pump, ahead of
+ * the queue, as the window and the output allow.
  */
 #include "deliver.h"
 
