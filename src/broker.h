@@ -60,6 +60,7 @@ struct connection {
     struct abuf in;
     struct outq out;
     bool want_write;
+    bool input_paused; /* output over the high-water mark: not reading (see connection.c) */
     bool in_flush_list;
     struct connection *next_flush;
     struct connection *prev, *next; /* broker's list of connections */
@@ -118,6 +119,18 @@ struct delivery_list {
     uint64_t bytes;
 };
 
+/* The retained messages one SUBSCRIBE filter matched, not yet handed to the session: a
+ * reference to each (8 bytes per message) taken when the subscription was made, fed into the
+ * session as its window and output allow (deliver.c). */
+struct retained_snapshot {
+    struct retained_snapshot *next;
+    struct message **msgs;
+    uint32_t count;
+    uint32_t next_index; /* first not yet handed over */
+    uint8_t qos;         /* granted QoS of the subscription */
+    uint32_t sub_id;     /* subscription identifier, 0 for none */
+};
+
 /* A subscription as the session remembers it (for UNSUBSCRIBE and cleanup). */
 struct session_subscription {
     UT_hash_handle hh;
@@ -138,6 +151,7 @@ struct session {
 
     struct delivery_list inflight; /* sent, awaiting acknowledgement, in send order */
     struct delivery_list queued;   /* waiting for an inflight slot or for the client */
+    struct retained_snapshot *retained_head, *retained_tail; /* sent before queued */
     uint16_t last_packet_id;
 
     uint8_t *incoming_qos2; /* bitmap of packet ids awaiting PUBREL, allocated on use */

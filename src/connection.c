@@ -30,6 +30,15 @@
 #define CLOSED_BY_CLIENT "connection closed by client"
 #define SOCKET_ERROR "socket error"
 
+/* Back-pressure. A connection whose pending output (acknowledgements, PINGRESP, SUBACK,
+ * PUBLISH headers and referenced payloads) reaches OUTPUT_HIGH_WATER bytes is not read any
+ * further until its client has taken the output down below OUTPUT_LOW_WATER: a client that
+ * sends without reading holds at most the high-water mark plus one packet's answers, plus the
+ * input of one read (READ_CHUNK) kept unprocessed. The mark is the size of one read; a
+ * paused client is not subject to the keepalive check (it is sending, we are not reading). */
+#define OUTPUT_HIGH_WATER READ_CHUNK
+#define OUTPUT_LOW_WATER (READ_CHUNK / 4)
+
 static void connection_on_event(struct event_handler *handler, unsigned events);
 
 static void format_peer(const struct sockaddr_storage *addr, char *out, size_t len)
@@ -188,6 +197,21 @@ int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_i
     return connection_send_scratch(conn) ? MQTT_RC_UNSPECIFIED : 0;
 }
 
+bool connection_output_full(const struct connection *conn)
+{
+    return conn->out.bytes >= OUTPUT_HIGH_WATER;
+}
+
+static void resume_input(struct connection *conn);
+
+/* Read unless paused; write while output is pending. */
+static void update_interest(struct connection *conn)
+{
+    unsigned interest =
+        (conn->input_paused ? 0 : EVENT_READ) | (conn->out.count > 0 ? EVENT_WRITE : 0);
+    event_loop_modify(&conn->broker->loop, &conn->handler, interest);
+}
+
 static void connection_flush(struct connection *conn)
 {
     if (conn->state == CONNECTION_CLOSED) return;
@@ -198,9 +222,14 @@ static void connection_flush(struct connection *conn)
         return;
     }
     conn->broker->stats.bytes_sent += (uint64_t)n;
-    bool pending = conn->out.count > 0;
-    unsigned interest = EVENT_READ | (pending ? EVENT_WRITE : 0);
-    event_loop_modify(&conn->broker->loop, &conn->handler, interest);
+    /* Output drained: retained messages waiting for room, then input waiting for it. */
+    struct session *session = conn->session;
+    if (n > 0 && session && session->connection == conn &&
+        (session->retained_head || session->queued.head))
+        session_pump(conn->broker, session);
+    if (conn->input_paused && conn->out.bytes < OUTPUT_LOW_WATER) resume_input(conn);
+    if (conn->state == CONNECTION_CLOSED) return;
+    update_interest(conn);
 }
 
 void broker_flush_connections(struct broker *broker)
@@ -497,6 +526,12 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
 {
     size_t offset = 0;
     while (conn->state != CONNECTION_CLOSED) {
+        if (connection_output_full(conn)) {
+            /* Back-pressure: the rest waits in conn->in until the output drains. */
+            conn->input_paused = true;
+            update_interest(conn);
+            break;
+        }
         struct mqtt_fixed_header hdr;
         int st = mqtt_fixed_header_parse(data + offset, len - offset, &hdr);
         if (st == WIRE_NEED_MORE) break;
@@ -561,7 +596,22 @@ static ssize_t read_and_process(struct connection *conn)
         if (conn->in.len == 0) abuf_free(&conn->in);
     }
     if (conn->state == CONNECTION_CLOSED) return -1;
+    if (conn->input_paused) return 0;
     return (size_t)n < room ? 0 : n; /* a short read drained the socket */
+}
+
+/* The output drained below the low-water mark: handle the packets kept while paused, then
+ * read the socket again (connection_flush restores the read interest). The keepalive counts
+ * from now: the client was sending, the broker was not reading. */
+static void resume_input(struct connection *conn)
+{
+    conn->input_paused = false;
+    conn->last_received_ms = conn->broker->now_ms;
+    if (conn->in.len == 0) return;
+    size_t used = process_packets(conn, conn->in.data, conn->in.len);
+    if (conn->state == CONNECTION_CLOSED) return;
+    abuf_consume(&conn->in, used);
+    if (conn->in.len == 0) abuf_free(&conn->in);
 }
 
 static void connection_read(struct connection *conn)
@@ -579,5 +629,11 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
     struct connection *conn = (struct connection *)handler;
     if (conn->state == CONNECTION_CLOSED) return;
     if (events & EVENT_WRITE) connection_flush(conn);
-    if ((events & EVENT_READ) && conn->state != CONNECTION_CLOSED) connection_read(conn);
+    if (conn->state == CONNECTION_CLOSED) return;
+    if (conn->input_paused) {
+        /* Not reading: an error or hang-up would be reported again and again. */
+        if (events & EVENT_ERROR) connection_close(conn, 0, "connection error while paused");
+        return;
+    }
+    if (events & EVENT_READ) connection_read(conn);
 }

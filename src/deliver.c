@@ -3,10 +3,13 @@
  * session: QoS 0 to a connected client is encoded straight into its output queue; QoS 1/2
  * goes in flight while the client's receive window has room and is queued otherwise; offline
  * sessions queue within max_queued_messages / max_queued_bytes. Payloads are referenced, not
- * copied; the only per-recipient work is a header of a few bytes.
+ * copied; the only per-recipient work is a header of a few bytes. Retained messages for a new
+ * subscription wait as a snapshot of references and are handed over by session_pump, ahead of
+ * the queue, as the window and the output allow.
  */
 #include "deliver.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "connection.h"
@@ -189,16 +192,19 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
 {
     struct connection *conn = session->connection;
     bool online = conn && conn->state == CONNECTION_ACTIVE;
+    /* While retained messages are still being handed over, newer messages queue behind
+     * them, so that a subscriber does not see a topic's new value and then its old one. */
+    bool behind = session->retained_head != NULL;
     if (message_expired(msg, broker->now_ms)) return;
-    if (qos == 0 && online) {
+    if (qos == 0 && online && !behind) {
         if (socket_backlog_full(broker, conn) ||
             send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != SEND_OK)
             broker->stats.publish_dropped++;
         return;
     }
-    if (qos == 0 && !broker->config->queue_qos0_messages) return;
-    bool in_flight_now =
-        qos > 0 && session->queued.count == 0 && window_has_room(broker, session, msg);
+    if (qos == 0 && !online && !broker->config->queue_qos0_messages) return;
+    bool in_flight_now = qos > 0 && !behind && session->queued.count == 0 &&
+                         window_has_room(broker, session, msg);
     if (!in_flight_now && !queue_has_room(broker, session, msg)) {
         broker->stats.publish_dropped++;
         log_debug("Outgoing messages are being dropped for client %s.", session->client_id);
@@ -223,17 +229,75 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
     }
 }
 
+/* Give msg (the snapshot's reference, consumed) to the session at qos: QoS 0 straight to the
+ * socket, QoS 1/2 into flight (the caller checked the window). */
+static void hand_over_retained(struct broker *broker, struct session *session,
+                               struct message *msg, uint8_t qos, uint32_t sub_id)
+{
+    uint8_t sub_id_count = sub_id ? 1 : 0;
+    if (message_expired(msg, broker->now_ms)) {
+        message_unref(msg);
+        return;
+    }
+    if (qos == 0) {
+        if (send_publish(session->connection, msg, 0, true, false, 0, &sub_id, sub_id_count) !=
+            SEND_OK)
+            broker->stats.publish_dropped++;
+        message_unref(msg);
+        return;
+    }
+    struct delivery *d = delivery_alloc(broker);
+    if (!d) {
+        broker->stats.publish_dropped++;
+        message_unref(msg);
+        return;
+    }
+    d->msg = msg;
+    d->qos = qos;
+    d->retain = true;
+    d->sub_id_count = sub_id_count;
+    d->sub_ids[0] = sub_id;
+    d->state = DELIVERY_QUEUED;
+    start_flight(broker, session, d);
+}
+
+/* Hand over the next retained message of the oldest snapshot, if the output has room and, at
+ * QoS 1/2, the window too. Returns false when it has to wait. */
+static bool feed_retained(struct broker *broker, struct session *session)
+{
+    struct retained_snapshot *snap = session->retained_head;
+    struct message *msg = snap->msgs[snap->next_index];
+    uint8_t qos = broker->config->upgrade_outgoing_qos || msg->qos > snap->qos ? snap->qos
+                                                                              : msg->qos;
+    if (connection_output_full(session->connection)) return false;
+    if (qos > 0 && !window_has_room(broker, session, msg)) return false;
+    uint32_t sub_id = snap->sub_id;
+    snap->next_index++;
+    if (snap->next_index == snap->count) {
+        session->retained_head = snap->next;
+        if (!session->retained_head) session->retained_tail = NULL;
+        retained_snapshot_free(snap);
+    }
+    hand_over_retained(broker, session, msg, qos, sub_id);
+    return true;
+}
+
 void session_pump(struct broker *broker, struct session *session)
 {
     struct connection *conn = session->connection;
     if (!conn || conn->state != CONNECTION_ACTIVE) return;
+    while (session->retained_head)
+        if (!feed_retained(broker, session)) return;
     while (session->queued.head) {
         struct delivery *d = session->queued.head;
+        if (connection_output_full(conn)) break; /* connection_flush pumps again */
         if (d->qos > 0 && !window_has_room(broker, session, d->msg)) break;
         delivery_list_remove(&session->queued, d);
         if (d->qos == 0) {
-            if (!message_expired(d->msg, broker->now_ms))
-                send_publish(conn, d->msg, 0, d->retain, false, 0, d->sub_ids, d->sub_id_count);
+            if (!message_expired(d->msg, broker->now_ms) &&
+                send_publish(conn, d->msg, 0, d->retain, false, 0, d->sub_ids, d->sub_id_count) !=
+                    SEND_OK)
+                broker->stats.publish_dropped++;
             delivery_release(broker, d);
         } else {
             start_flight(broker, session, d);
@@ -283,6 +347,8 @@ void session_resume(struct broker *broker, struct session *session)
             connection_send_scratch(conn);
         } else if (send_publish(conn, d->msg, d->qos, d->retain, true, d->packet_id, d->sub_ids,
                                 d->sub_id_count) != SEND_OK) {
+            /* Too large for the new connection's Maximum Packet Size (or out of memory). */
+            broker->stats.publish_dropped++;
             delivery_list_remove(&session->inflight, d);
             delivery_release(broker, d);
         }
@@ -302,4 +368,52 @@ void session_drop_expired(struct broker *broker, struct session *session)
         }
         d = next;
     }
+}
+
+struct snapshot_builder {
+    struct message **msgs;
+    uint32_t count, cap;
+    bool failed;
+};
+
+static void collect_retained(struct message *msg, void *ctx)
+{
+    struct snapshot_builder *b = ctx;
+    if (b->failed) return;
+    if (b->count == b->cap) {
+        uint32_t cap = b->cap ? b->cap * 2 : 16;
+        struct message **msgs = cap > b->cap ? realloc(b->msgs, cap * sizeof *msgs) : NULL;
+        if (!msgs) {
+            b->failed = true;
+            return;
+        }
+        b->msgs = msgs;
+        b->cap = cap;
+    }
+    b->msgs[b->count++] = message_ref(msg);
+}
+
+int session_add_retained(struct broker *broker, struct session *session, const char *filter,
+                         size_t filter_len, uint8_t qos, uint32_t sub_id)
+{
+    struct snapshot_builder b = {0};
+    retain_for_each_match(broker->retained, filter, filter_len, collect_retained, &b);
+    struct retained_snapshot *snap = b.failed || !b.count ? NULL : calloc(1, sizeof *snap);
+    if (!snap) {
+        for (uint32_t i = 0; i < b.count; i++)
+            message_unref(b.msgs[i]);
+        free(b.msgs);
+        return b.failed || b.count ? -1 : 0;
+    }
+    struct message **fitted = realloc(b.msgs, b.count * sizeof *b.msgs);
+    snap->msgs = fitted ? fitted : b.msgs;
+    snap->count = b.count;
+    snap->qos = qos;
+    snap->sub_id = sub_id;
+    if (session->retained_tail)
+        session->retained_tail->next = snap;
+    else
+        session->retained_head = snap;
+    session->retained_tail = snap;
+    return 0;
 }

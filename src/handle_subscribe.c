@@ -1,7 +1,8 @@
 /*
  * handle_subscribe.c: SUBSCRIBE: validate each filter, record it in the subscription tree
  * and the session, answer with SUBACK, then send the retained messages each new
- * subscription asks for (retain handling 0/1/2; none for shared subscriptions).
+ * subscription asks for (retain handling 0/1/2; none for shared subscriptions), paced by
+ * the session (session_add_retained).
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,28 +13,11 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
-#include "retain.h"
 #include "session.h"
 #include "subs.h"
 #include "topic.h"
 
 #define MAX_FILTERS_PER_SUBSCRIBE 1024
-
-struct retained_send {
-    struct broker *broker;
-    struct session *session;
-    uint8_t qos;
-    uint32_t sub_id;
-};
-
-static void send_retained(struct message *msg, void *ctx)
-{
-    struct retained_send *rs = ctx;
-    uint8_t qos = rs->broker->config->upgrade_outgoing_qos
-                      ? rs->qos
-                      : (msg->qos < rs->qos ? msg->qos : rs->qos);
-    session_deliver(rs->broker, rs->session, msg, qos, true, &rs->sub_id, rs->sub_id ? 1 : 0);
-}
 
 /* Check one requested filter; returns the SUBACK code for it. */
 static uint8_t validate_request(const struct connection *conn,
@@ -115,11 +99,12 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
         return MQTT_RC_UNSPECIFIED;
     for (size_t i = 0; i < n; i++) {
         if (!send_retained_for[i]) continue;
-        struct retained_send rs = {broker, session, codes[i], sub_id};
         char filter[MQTT_TOPIC_BUFFER];
         long filter_len =
             connection_mount_filter(conn, reqs[i].filter.data, reqs[i].filter.len, filter);
-        retain_for_each_match(broker->retained, filter, (size_t)filter_len, send_retained, &rs);
+        if (session_add_retained(broker, session, filter, (size_t)filter_len, codes[i], sub_id))
+            log_error("Out of memory sending retained messages to %s.", conn->client_id);
     }
+    session_pump(broker, session);
     return 0;
 }

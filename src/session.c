@@ -55,6 +55,14 @@ static void release_list(struct broker *broker, struct delivery_list *list)
     }
 }
 
+void retained_snapshot_free(struct retained_snapshot *snap)
+{
+    for (uint32_t i = snap->next_index; i < snap->count; i++)
+        message_unref(snap->msgs[i]);
+    free(snap->msgs);
+    free(snap);
+}
+
 void session_destroy(struct broker *broker, struct session *session)
 {
     timer_cancel(&broker->timers, &session->timer);
@@ -70,6 +78,11 @@ void session_destroy(struct broker *broker, struct session *session)
     }
     release_list(broker, &session->inflight);
     release_list(broker, &session->queued);
+    while (session->retained_head) {
+        struct retained_snapshot *snap = session->retained_head;
+        session->retained_head = snap->next;
+        retained_snapshot_free(snap);
+    }
     HASH_DEL(broker->sessions, session);
     struct message *will = session->pending_will;
     session->pending_will = NULL;

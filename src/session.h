@@ -26,6 +26,9 @@ bool session_incoming_qos2_has(const struct session *session, uint16_t packet_id
 int session_incoming_qos2_add(struct session *session, uint16_t packet_id);
 void session_incoming_qos2_remove(struct session *session, uint16_t packet_id);
 
+/* Free a retained snapshot, releasing the messages not handed over yet. */
+void retained_snapshot_free(struct retained_snapshot *snap);
+
 /* Delivery records */
 struct delivery *delivery_alloc(struct broker *broker);
 void delivery_release(struct broker *broker, struct delivery *delivery);
