@@ -17,6 +17,8 @@
 #define BRIDGE_STATE_PREFIX_LEN (sizeof(BRIDGE_STATE_PREFIX) - 1)
 #define BRIDGE_STATE_SUFFIX "/state"
 #define BRIDGE_STATE_SUFFIX_LEN (sizeof(BRIDGE_STATE_SUFFIX) - 1)
+#define SHARE_WORD "$share"
+#define SHARE_WORD_LEN (sizeof(SHARE_WORD) - 1)
 
 /* At most TOPIC_MAX_SEPARATORS '/' in s. */
 static bool depth_is_valid(const char *s, size_t len)
@@ -121,11 +123,11 @@ static bool has_prefix(const char *s, size_t len, const char *prefix, size_t pre
     return len >= prefix_len && memcmp(s, prefix, prefix_len) == 0;
 }
 
-/* "$SYS/broker/connection/<name>/state" with a one-level name: what a Mosquitto bridge
- * publishes about its own link on the remote broker. */
+/* "$SYS/broker/connection/<name>/state" with a one-level name (Mosquitto also lets an empty
+ * one through): what a Mosquitto bridge publishes about its own link on the remote broker. */
 static bool is_bridge_state_topic(const char *topic, size_t len)
 {
-    if (len <= BRIDGE_STATE_PREFIX_LEN + BRIDGE_STATE_SUFFIX_LEN ||
+    if (len < BRIDGE_STATE_PREFIX_LEN + BRIDGE_STATE_SUFFIX_LEN ||
         !has_prefix(topic, len, BRIDGE_STATE_PREFIX, BRIDGE_STATE_PREFIX_LEN) ||
         memcmp(topic + len - BRIDGE_STATE_SUFFIX_LEN, BRIDGE_STATE_SUFFIX, BRIDGE_STATE_SUFFIX_LEN))
         return false;
@@ -136,7 +138,7 @@ static bool is_bridge_state_topic(const char *topic, size_t len)
 
 bool topic_is_reserved_for_broker(const char *topic, size_t len)
 {
-    if (has_prefix(topic, len, SHARE_PREFIX, SHARE_PREFIX_LEN)) return true;
+    if (has_prefix(topic, len, SHARE_WORD, SHARE_WORD_LEN)) return true;
     if (!has_prefix(topic, len, SYS_PREFIX, SYS_PREFIX_LEN)) return false;
     return !is_bridge_state_topic(topic, len);
 }

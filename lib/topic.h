@@ -27,9 +27,10 @@ bool topic_matches(const char *filter, size_t filter_len, const char *topic, siz
  *  0 and sets *is_shared=false if filter does not start with "$share/";
  *  0 and sets group/inner on a well-formed shared filter (group non-empty, no '+', '#' or '/');
  * -1 if it starts with "$share/" but is malformed (missing group or filter). */
-/* Topics clients may not publish to (a valid name assumed): "$SYS" and everything under it,
- * except the bridge state topics "$SYS/broker/connection/<name>/state", and anything starting
- * with "$share/" (a subscription syntax, never a topic). Other '$' topics are ordinary. */
+/* Topics clients may not publish to (a valid name assumed), as Mosquitto 2.0 decides: any name
+ * starting with "$SYS" except the bridge state topics "$SYS/broker/connection/<name>/state",
+ * and any starting with "$share" (a subscription syntax, never a topic). Other '$' topics are
+ * ordinary. */
 bool topic_is_reserved_for_broker(const char *topic, size_t len);
 
 int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const char **group,
