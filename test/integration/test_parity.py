@@ -449,3 +449,12 @@ def test_unsubscribe_with_invalid_filter_is_malformed(broker, raw, version, filt
     c.send(mp.unsubscribe(1, filt, version=version))
     expected = [bytes.fromhex("e00181")] if version == MQTT5 else []
     assert [p.raw for p in c.wait_closed(5)] == expected
+
+
+@pytest.mark.mosquitto_deviates("2.0.11 accepts the CONNECT and never publishes the will")
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+def test_will_topic_deeper_than_limit_is_malformed(broker, raw, version):
+    b = broker()
+    c = raw(b, version)
+    c.send(mp.connect("w", version=version, will={"topic": levels(201), "payload": b"x"}))
+    assert c.wait_closed(5) == []
