@@ -20,9 +20,11 @@
 #define SHARE_WORD "$share"
 #define SHARE_WORD_LEN (sizeof(SHARE_WORD) - 1)
 
-/* At most TOPIC_MAX_SEPARATORS '/' in s. */
+/* At most TOPIC_MAX_SEPARATORS '/' in s. Runs for every PUBLISH: short topics, nearly all
+ * of them, cannot have too many and are not scanned. */
 static bool depth_is_valid(const char *s, size_t len)
 {
+    if (len <= TOPIC_MAX_SEPARATORS) return true;
     size_t separators = 0;
     for (size_t i = 0; i < len; i++)
         if (s[i] == '/' && ++separators > TOPIC_MAX_SEPARATORS) return false;

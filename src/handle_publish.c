@@ -84,8 +84,9 @@ static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_p
                    (int)p->topic.len, (const char *)p->topic.data, p->payload_len);
         reason = MQTT_RC_PACKET_TOO_LARGE;
     } else if (topic_is_reserved_for_broker((const char *)p->topic.data, p->topic.len)) {
-        log_notice("Denied PUBLISH from %s on %.*s.", conn->client_id, (int)p->topic.len,
-                   (const char *)p->topic.data);
+        /* debug, as Mosquitto: a client must not be able to flood the log */
+        log_debug("Denied PUBLISH from %s on %.*s.", conn->client_id, (int)p->topic.len,
+                  (const char *)p->topic.data);
         reason = MQTT_RC_NOT_AUTHORIZED;
     }
     return reason;
