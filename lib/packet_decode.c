@@ -367,6 +367,21 @@ bool mqtt_subscribe_next(const struct mqtt_subscribe *sub, size_t *pos,
     return true;
 }
 
+/* A filter no SUBSCRIBE could have made (bad wildcards, too deep) makes the UNSUBSCRIBE
+ * malformed, as Mosquitto treats it; a shared filter is judged by its inner filter. */
+static bool unsubscribe_filter_is_valid(const struct wire_bytes *filter)
+{
+    const char *text = (const char *)filter->data;
+    bool shared;
+    const char *group, *inner;
+    size_t group_len, inner_len;
+    if (topic_parse_shared(text, filter->len, &shared, &group, &group_len, &inner, &inner_len) ==
+            0 &&
+        shared)
+        return topic_filter_is_valid(inner, inner_len);
+    return topic_filter_is_valid(text, filter->len);
+}
+
 int mqtt_decode_unsubscribe(uint8_t version, const uint8_t *body, size_t len,
                             struct mqtt_unsubscribe *out)
 {
@@ -380,6 +395,7 @@ int mqtt_decode_unsubscribe(uint8_t version, const uint8_t *body, size_t len,
     while (wire_reader_remaining(&r) > 0) {
         struct wire_bytes filter;
         if (!wire_read_utf8(&r, &filter)) return MQTT_RC_MALFORMED_PACKET;
+        if (!unsubscribe_filter_is_valid(&filter)) return MQTT_RC_MALFORMED_PACKET;
         out->count++;
     }
     return out->count == 0 ? MQTT_RC_PROTOCOL_ERROR : 0; /* [MQTT-3.10.3-2] */

@@ -11,17 +11,35 @@
 #define SHARE_PREFIX "$share/"
 #define SHARE_PREFIX_LEN (sizeof(SHARE_PREFIX) - 1)
 #define TOPIC_MAX_LEN 65535u
+#define SYS_PREFIX "$SYS"
+#define SYS_PREFIX_LEN (sizeof(SYS_PREFIX) - 1)
+#define BRIDGE_STATE_PREFIX "$SYS/broker/connection/"
+#define BRIDGE_STATE_PREFIX_LEN (sizeof(BRIDGE_STATE_PREFIX) - 1)
+#define BRIDGE_STATE_SUFFIX "/state"
+#define BRIDGE_STATE_SUFFIX_LEN (sizeof(BRIDGE_STATE_SUFFIX) - 1)
+#define SHARE_WORD "$share"
+#define SHARE_WORD_LEN (sizeof(SHARE_WORD) - 1)
+
+/* At most TOPIC_MAX_SEPARATORS '/' in s. Runs for every PUBLISH: short topics, nearly all
+ * of them, cannot have too many and are not scanned. */
+static bool depth_is_valid(const char *s, size_t len)
+{
+    if (len <= TOPIC_MAX_SEPARATORS) return true;
+    size_t separators = 0;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '/' && ++separators > TOPIC_MAX_SEPARATORS) return false;
+    return true;
+}
 
 bool topic_name_is_valid(const char *topic, size_t len)
 {
     if (len == 0 || len > TOPIC_MAX_LEN) return false;
-    /* memchr is vectorised in libc; this runs for every PUBLISH. */
-    return !memchr(topic, '+', len) && !memchr(topic, '#', len);
+    return !memchr(topic, '+', len) && !memchr(topic, '#', len) && depth_is_valid(topic, len);
 }
 
 bool topic_filter_is_valid(const char *filter, size_t len)
 {
-    if (len == 0 || len > TOPIC_MAX_LEN) return false;
+    if (len == 0 || len > TOPIC_MAX_LEN || !depth_is_valid(filter, len)) return false;
     for (size_t i = 0; i < len; i++) {
         char c = filter[i];
         if (c != '+' && c != '#') continue;
@@ -100,4 +118,29 @@ int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const ch
     *inner = slash + 1;
     *inner_len = ilen;
     return 0;
+}
+
+static bool has_prefix(const char *s, size_t len, const char *prefix, size_t prefix_len)
+{
+    return len >= prefix_len && memcmp(s, prefix, prefix_len) == 0;
+}
+
+/* "$SYS/broker/connection/<name>/state" with a one-level name (Mosquitto also lets an empty
+ * one through): what a Mosquitto bridge publishes about its own link on the remote broker. */
+static bool is_bridge_state_topic(const char *topic, size_t len)
+{
+    if (len < BRIDGE_STATE_PREFIX_LEN + BRIDGE_STATE_SUFFIX_LEN ||
+        !has_prefix(topic, len, BRIDGE_STATE_PREFIX, BRIDGE_STATE_PREFIX_LEN) ||
+        memcmp(topic + len - BRIDGE_STATE_SUFFIX_LEN, BRIDGE_STATE_SUFFIX, BRIDGE_STATE_SUFFIX_LEN))
+        return false;
+    const char *name = topic + BRIDGE_STATE_PREFIX_LEN;
+    size_t name_len = len - BRIDGE_STATE_PREFIX_LEN - BRIDGE_STATE_SUFFIX_LEN;
+    return !memchr(name, '/', name_len);
+}
+
+bool topic_is_reserved_for_broker(const char *topic, size_t len)
+{
+    if (has_prefix(topic, len, SHARE_WORD, SHARE_WORD_LEN)) return true;
+    if (!has_prefix(topic, len, SYS_PREFIX, SYS_PREFIX_LEN)) return false;
+    return !is_bridge_state_topic(topic, len);
 }

@@ -100,6 +100,7 @@ struct arbor_config {
     bool log_timestamp;         /* default true */
     char *log_timestamp_format; /* strftime format or NULL for epoch seconds */
     bool connection_messages;   /* default true */
+    bool reason_strings;        /* MQTT 5 reason strings on acks/DISCONNECT; default false */
 
     /* process */
     char *pid_file;

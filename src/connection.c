@@ -304,8 +304,10 @@ const char *connection_reason_text(int rc)
     }
 }
 
+/* Empty unless `reason_strings true`: Mosquitto sends none, and captures must match. */
 struct mqtt_props_out connection_reason_string(struct connection *conn, const char *text)
 {
+    if (!conn->broker->config->reason_strings) return (struct mqtt_props_out){0};
     struct abuf *props = &conn->broker->scratch_props;
     abuf_reset(props);
     if (!text || mqtt_property_add_bytes(props, MQTT_PROP_REASON_STRING, text, strlen(text)))

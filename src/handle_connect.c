@@ -29,6 +29,7 @@ static uint8_t v3_connack_code(uint8_t reason)
     case MQTT_RC_BAD_USERNAME_OR_PASSWORD:
         return MQTT3_CONNACK_BAD_USERNAME_PASSWORD;
     case MQTT_RC_NOT_AUTHORIZED:
+    case MQTT_RC_PACKET_TOO_LARGE: /* a will over message_size_limit, as Mosquitto says it */
         return MQTT3_CONNACK_NOT_AUTHORIZED;
     default:
         return MQTT3_CONNACK_SERVER_UNAVAILABLE;
@@ -67,9 +68,11 @@ static bool has_allowed_prefix(const struct arbor_security_settings *sec, const 
     return false;
 }
 
+/* The prefix and 16 random bytes written as a UUID in upper case hex (8-4-4-4-12), the form
+ * Mosquitto 2.0 assigns: "auto-0F8E5C1A-3B2D-4C6E-9A7B-112233445566". */
 static char *generate_client_id(const struct arbor_security_settings *sec)
 {
-    static const char hex[] = "0123456789abcdef";
+    static const char hex[] = "0123456789ABCDEF";
     unsigned char random[16];
     if (getrandom(random, sizeof random, 0) != (ssize_t)sizeof random) {
         /* Not cryptographic use: uniqueness is what matters, so a fallback will do. */
@@ -78,20 +81,25 @@ static char *generate_client_id(const struct arbor_security_settings *sec)
     }
     const char *prefix = sec->auto_id_prefix ? sec->auto_id_prefix : "auto-";
     size_t plen = strlen(prefix);
-    char *id = malloc(plen + 2 * sizeof random + 1);
+    char *id = malloc(plen + 36 + 1);
     if (!id) return NULL;
     memcpy(id, prefix, plen);
+    char *out = id + plen;
     for (size_t i = 0; i < sizeof random; i++) {
-        id[plen + 2 * i] = hex[random[i] >> 4];
-        id[plen + 2 * i + 1] = hex[random[i] & 15];
+        if (i == 4 || i == 6 || i == 8 || i == 10) *out++ = '-';
+        *out++ = hex[random[i] >> 4];
+        *out++ = hex[random[i] & 15];
     }
-    id[plen + 2 * sizeof random] = '\0';
+    *out = '\0';
     return id;
 }
 
 static int store_will(struct connection *conn, const struct mqtt_connect *c)
 {
     struct broker *broker = conn->broker;
+    /* A will to "$SYS/..." or "$share/..." is accepted but never published, as Mosquitto. */
+    if (topic_is_reserved_for_broker((const char *)c->will_topic.data, c->will_topic.len))
+        return 0;
     struct abuf props = {0};
     uint32_t expiry = 0;
     conn->will_delay = 0;
@@ -122,22 +130,24 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
     struct abuf *props = &broker->scratch_props;
     abuf_reset(props);
     if (conn->version == MQTT_V5) {
+        /* In the order Mosquitto 2.0 sends them, so captures of the two cannot be told apart. */
         int rc = 0;
-        if (conn->receive_maximum < 65535)
-            rc |= mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, conn->receive_maximum);
-        if (!cfg->retain_available)
-            rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
-        if (cfg->max_qos < 2)
-            rc |= mqtt_property_add_u8(props, MQTT_PROP_MAXIMUM_QOS, cfg->max_qos);
-        if (cfg->max_packet_size)
-            rc |= mqtt_property_add_u32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, cfg->max_packet_size);
+        if (conn->topic_alias_maximum)
+            rc |= mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM,
+                                        conn->topic_alias_maximum);
+        if (conn->keepalive != requested_keepalive)
+            rc |= mqtt_property_add_u16(props, MQTT_PROP_SERVER_KEEP_ALIVE, conn->keepalive);
         if (assigned_id)
             rc |= mqtt_property_add_bytes(props, MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER,
                                           conn->client_id, strlen(conn->client_id));
-        rc |=
-            mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM, conn->topic_alias_maximum);
-        if (conn->keepalive != requested_keepalive)
-            rc |= mqtt_property_add_u16(props, MQTT_PROP_SERVER_KEEP_ALIVE, conn->keepalive);
+        if (!cfg->retain_available)
+            rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
+        if (cfg->max_packet_size)
+            rc |= mqtt_property_add_u32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, cfg->max_packet_size);
+        if (conn->receive_maximum < 65535)
+            rc |= mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, conn->receive_maximum);
+        if (cfg->max_qos < 2)
+            rc |= mqtt_property_add_u8(props, MQTT_PROP_MAXIMUM_QOS, cfg->max_qos);
         if (rc) return -1;
     }
     abuf_reset(&broker->scratch);
@@ -216,10 +226,21 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
         conn->username = copy_string(c->username);
         if (!conn->username)
             return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    } else if (!sec->allow_anonymous) {
-        return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "anonymous clients not allowed");
     }
     return 0;
+}
+
+/* The one place that decides whether a client's credentials let it in. arbor has no
+ * password file or other authentication backend yet, so a user name proves nothing: with
+ * `allow_anonymous false` nothing can authenticate and every client is refused, whatever user
+ * name and password it gives, as Mosquitto does. A backend (password_file) hooks in here:
+ * a client that presents credentials is checked against it and refused if they do not match. */
+static int authenticate(struct connection *conn, const struct mqtt_connect *c,
+                        const struct arbor_security_settings *sec)
+{
+    if (sec->allow_anonymous) return 0;
+    /* password_file: a client whose credentials match returns 0 here. */
+    return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "not authorised");
 }
 
 /* Keepalive per max_keepalive: v5 clients asking for more (or for none) are told the server
@@ -229,11 +250,12 @@ static int apply_keepalive(struct connection *conn, const struct mqtt_connect *c
 {
     uint16_t max = conn->broker->config->max_keepalive;
     conn->keepalive = c->keepalive;
-    if (max >= 65535 || (c->keepalive <= max && c->keepalive != 0)) return 0;
     if (c->version == MQTT_V5) {
-        conn->keepalive = max;
+        /* Also with the default 65535: Mosquitto then answers keepalive 0 with 65535. */
+        if (c->keepalive == 0 || c->keepalive > max) conn->keepalive = max;
         return 0;
     }
+    if (max >= 65535 || (c->keepalive <= max && c->keepalive != 0)) return 0;
     return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID, "keepalive outside max_keepalive");
 }
 
@@ -303,7 +325,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
         return HANDLER_CLOSED;
     }
     if (rc != 0) {
-        if (c.version == MQTT_V5) return refuse(conn, MQTT_V5, (uint8_t)rc, "malformed CONNECT");
+        /* Any version: closed without CONNACK, as Mosquitto does (MQTT 5 §4.13.1 allows it). */
         connection_close(conn, 0, "malformed CONNECT");
         return HANDLER_CLOSED;
     }
@@ -319,6 +341,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
                                : &broker->config->security;
     bool assigned;
     if ((rc = check_identity(conn, &c, sec, &assigned)) != 0) return rc;
+    if ((rc = authenticate(conn, &c, sec)) != 0) return rc;
     if ((rc = apply_keepalive(conn, &c)) != 0) return rc;
     read_client_limits(conn, &c);
     if (take_mount_point(conn))
@@ -328,6 +351,10 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
             return refuse(conn, c.version, MQTT_RC_QOS_NOT_SUPPORTED, "will QoS not supported");
         if (c.will_retain && !broker->config->retain_available && c.version == MQTT_V5)
             return refuse(conn, c.version, MQTT_RC_RETAIN_NOT_SUPPORTED, "retain not available");
+        uint32_t size_limit = broker->config->message_size_limit;
+        if (size_limit && c.will_payload.len > size_limit)
+            return refuse(conn, c.version, MQTT_RC_PACKET_TOO_LARGE,
+                          "will payload larger than message_size_limit");
         if (store_will(conn, &c))
             return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }

@@ -13,6 +13,7 @@
 #include "message.h"
 #include "packet.h"
 #include "session.h"
+#include "topic.h"
 
 /* Resolve or record a topic alias. On success p->topic names the topic to use. */
 static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
@@ -72,9 +73,23 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
     return (long)matched;
 }
 
-static bool is_sys_topic(const struct mqtt_publish *p)
+/* Why the message is dropped instead of routed, as an MQTT 5 reason code (0: route it). The
+ * QoS flow still completes, as with Mosquitto; v3.x clients cannot be told why. */
+static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_publish *p)
 {
-    return p->topic.len >= 4 && memcmp(p->topic.data, "$SYS", 4) == 0;
+    uint32_t size_limit = conn->broker->config->message_size_limit;
+    uint8_t reason = 0;
+    if (size_limit && p->payload_len > size_limit) {
+        log_notice("Dropped too large PUBLISH from %s on %.*s (%u bytes).", conn->client_id,
+                   (int)p->topic.len, (const char *)p->topic.data, p->payload_len);
+        reason = MQTT_RC_PACKET_TOO_LARGE;
+    } else if (topic_is_reserved_for_broker((const char *)p->topic.data, p->topic.len)) {
+        /* debug, as Mosquitto: a client must not be able to flood the log */
+        log_debug("Denied PUBLISH from %s on %.*s.", conn->client_id, (int)p->topic.len,
+                  (const char *)p->topic.data);
+        reason = MQTT_RC_NOT_AUTHORIZED;
+    }
+    return reason;
 }
 
 int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, size_t len)
@@ -95,22 +110,21 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
         /* Resent before PUBREL: acknowledge again, deliver once. */
         return connection_send_ack(conn, MQTT_PUBREC, p.packet_id, 0);
     }
-    if (p.qos == 2 && session->incoming_qos2_count >= conn->receive_maximum)
+    /* Only MQTT 5 has a Receive Maximum; a v3.x client may pipeline any number (the id
+     * bitmap bounds the memory). */
+    if (p.qos == 2 && conn->version == MQTT_V5 &&
+        session->incoming_qos2_count >= conn->receive_maximum)
         return MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED;
 
-    uint32_t size_limit = broker->config->message_size_limit;
-    uint8_t reason = 0;
-    if (size_limit && p.payload_len > size_limit) {
-        log_notice("Dropped too large PUBLISH from %s on %.*s (%u bytes).", conn->client_id,
-                   (int)p.topic.len, (const char *)p.topic.data, p.payload_len);
-        reason = MQTT_RC_IMPLEMENTATION_SPECIFIC;
-    } else if (is_sys_topic(&p)) {
-        reason = 0; /* clients may not publish into $SYS: dropped silently like Mosquitto */
+    uint8_t reason = refusal_reason(conn, &p);
+    if (reason) {
+        if (conn->version != MQTT_V5) reason = 0;
     } else {
         long matched = publish_message(conn, &p);
         if (matched == -2) return MQTT_RC_TOPIC_NAME_INVALID;
         if (matched < 0) return MQTT_RC_UNSPECIFIED;
-        if (matched == 0) reason = MQTT_RC_NO_MATCHING_SUBSCRIBERS;
+        /* PUBACK says 0x10; Mosquitto answers a QoS 2 one with 0x00 (short form). */
+        if (matched == 0 && p.qos == 1) reason = MQTT_RC_NO_MATCHING_SUBSCRIBERS;
     }
     if (p.qos == 0) return 0;
     if (p.qos == 2 && reason < 0x80 && session_incoming_qos2_add(session, p.packet_id))

@@ -16,6 +16,7 @@
 
 #include "arbor/protocol.h"
 #include "packet.h"
+#include "topic.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define EMPTY NULL, 0
@@ -534,6 +535,30 @@ static void test_unsubscribe(void **state)
     assert_int_equal(u.props.user_property_count, 1);
 }
 
+/* UNSUBSCRIBE filters deeper than TOPIC_MAX_SEPARATORS are malformed; at the limit they decode. */
+static void test_unsubscribe_depth_limit(void **state)
+{
+    (void)state;
+    static uint8_t body[2 + 2 + 2 * (TOPIC_MAX_SEPARATORS + 1) + 1];
+    for (size_t separators = TOPIC_MAX_SEPARATORS; separators <= TOPIC_MAX_SEPARATORS + 1;
+         separators++) {
+        size_t len = 0;
+        body[len++] = 0x00;
+        body[len++] = 0x01;
+        size_t filter_len = 2 * separators + 1;
+        body[len++] = (uint8_t)(filter_len >> 8);
+        body[len++] = (uint8_t)filter_len;
+        for (size_t i = 0; i < separators; i++) {
+            body[len++] = 'a';
+            body[len++] = '/';
+        }
+        body[len++] = '#';
+        struct mqtt_unsubscribe u;
+        int expected = separators > TOPIC_MAX_SEPARATORS ? MQTT_RC_MALFORMED_PACKET : 0;
+        assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, body, len, &u), expected);
+    }
+}
+
 static void test_suback_and_unsuback(void **state)
 {
     (void)state;
@@ -807,6 +832,16 @@ static const struct bad_case bad_cases[] = {
      BYTES(0x00, 0x01, 0x00, 0x00, 0x01, 0xF8), MALFORMED},
     {"unsubscribe v5 property not allowed", 5, MQTT_UNSUBSCRIBE, 2,
      BYTES(0x00, 0x01, 0x02, 0x0B, 0x01, 0x00, 0x01, 'a'), PROTOCOL},
+    /* a filter no SUBSCRIBE could have made: malformed, as Mosquitto closes the connection */
+    {"unsubscribe filter a/b+", 4, MQTT_UNSUBSCRIBE, 2,
+     BYTES(0x00, 0x01, 0x00, 0x04, 'a', '/', 'b', '+'), MALFORMED},
+    {"unsubscribe filter # not last", 5, MQTT_UNSUBSCRIBE, 2,
+     BYTES(0x00, 0x01, 0x00, 0x00, 0x03, '#', '/', 'a'), MALFORMED},
+    {"unsubscribe empty filter", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x00),
+     MALFORMED},
+    {"unsubscribe shared inner filter bad", 4, MQTT_UNSUBSCRIBE, 2,
+     BYTES(0x00, 0x01, 0x00, 0x0A, '$', 's', 'h', 'a', 'r', 'e', '/', 'g', '/', '+', 'x'),
+     MALFORMED},
 
     /* SUBACK, UNSUBACK */
     {"suback empty", 4, MQTT_SUBACK, 0, EMPTY, MALFORMED},
@@ -1116,6 +1151,7 @@ int main(void)
         cmocka_unit_test(test_subscribe_v311),
         cmocka_unit_test(test_subscribe_v5),
         cmocka_unit_test(test_unsubscribe),
+        cmocka_unit_test(test_unsubscribe_depth_limit),
         cmocka_unit_test(test_suback_and_unsuback),
         cmocka_unit_test(test_disconnect_and_auth),
         cmocka_unit_test(test_bad_packets),

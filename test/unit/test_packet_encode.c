@@ -310,6 +310,26 @@ static void test_ack_bytes(void **state)
     assert_out(0x70, 0x03, 0x00, 0x07, 0x92);
 }
 
+/* MQTT 5 acks with reason 0x00 and no properties take the short form (remaining length 2,
+ * 3.4.2.1), as Mosquitto sends them, also when the caller passes an empty property block
+ * that has a buffer behind it (a reset scratch buffer). */
+static void test_ack_short_form(void **state)
+{
+    (void)state;
+    const uint8_t first[] = {0x40, 0x50, 0x62, 0x70};
+    static const uint8_t storage[] = {0x1F};
+    struct mqtt_props_out empty = {storage, 0};
+    for (uint8_t type = MQTT_PUBACK; type <= MQTT_PUBCOMP; type++) {
+        abuf_reset(&out);
+        assert_int_equal(mqtt_encode_ack(&out, MQTT_V5, type, 0xFFFF, 0, empty), 0);
+        assert_out(first[type - MQTT_PUBACK], 0x02, 0xFF, 0xFF);
+        abuf_reset(&out);
+        /* an error reason with no properties: the code, but no property length */
+        assert_int_equal(mqtt_encode_ack(&out, MQTT_V5, type, 2, 0x87, empty), 0);
+        assert_out(first[type - MQTT_PUBACK], 0x03, 0x00, 0x02, 0x87);
+    }
+}
+
 static void test_subscribe_bytes(void **state)
 {
     (void)state;
@@ -990,6 +1010,7 @@ int main(void)
         T(test_publish_header_then_payload),
         T(test_publish_size_matches_encoding),
         T(test_ack_bytes),
+        T(test_ack_short_form),
         T(test_subscribe_bytes),
         T(test_unsubscribe_bytes),
         T(test_suback_bytes),

@@ -1,7 +1,8 @@
 /*
  * test_topic.c: unit tests for lib/topic.c: topic name and filter validation tables, a table
  * of filter/topic matches (MQTT 3.1.1 section 4.7 and MQTT 5.0 section 4.7 examples and the
- * '$' rule), and "$share/<group>/<filter>" parsing.
+ * '$' rule), the depth limit, the topics reserved for the broker, and "$share/<group>/<filter>"
+ * parsing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,6 +103,79 @@ static void test_topic_length_limits(void **state)
     assert_false(topic_name_is_valid(long_topic, 65536));
     assert_true(topic_filter_is_valid(long_topic, 65535));
     assert_false(topic_filter_is_valid(long_topic, 65536));
+}
+
+/* "a/a/.../a" with `separators` '/' into buf; returns its length. */
+static size_t make_levels(char *buf, size_t separators, char last)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < separators; i++) {
+        buf[len++] = 'a';
+        buf[len++] = '/';
+    }
+    buf[len++] = last;
+    return len;
+}
+
+/* At most TOPIC_MAX_SEPARATORS '/' (201 levels), as Mosquitto 2.0: it accepts 200 and refuses
+ * 201, for names and filters alike. */
+static void test_topic_depth_limit(void **state)
+{
+    (void)state;
+    static char deep[65536];
+    assert_int_equal(TOPIC_MAX_SEPARATORS, 200);
+    size_t len = make_levels(deep, TOPIC_MAX_SEPARATORS, 'a');
+    assert_true(topic_name_is_valid(deep, len));
+    assert_true(topic_filter_is_valid(deep, len));
+    len = make_levels(deep, TOPIC_MAX_SEPARATORS, '#');
+    assert_true(topic_filter_is_valid(deep, len));
+    len = make_levels(deep, TOPIC_MAX_SEPARATORS + 1, 'a');
+    assert_false(topic_name_is_valid(deep, len));
+    assert_false(topic_filter_is_valid(deep, len));
+    len = make_levels(deep, TOPIC_MAX_SEPARATORS + 1, '+');
+    assert_false(topic_filter_is_valid(deep, len));
+    /* the absurd case: 65535 empty levels in a maximal-length topic */
+    memset(deep, '/', 65534);
+    assert_false(topic_name_is_valid(deep, 65534));
+    assert_false(topic_filter_is_valid(deep, 65534));
+    memset(deep, '/', TOPIC_MAX_SEPARATORS);
+    assert_true(topic_name_is_valid(deep, TOPIC_MAX_SEPARATORS));
+}
+
+static const struct validity_case reserved_cases[] = {
+    {"$SYS", true},
+    {"$SYS/", true},
+    {"$SYS/broker/uptime", true},
+    {"$SYSx", true},
+    {"$SYS/broker/connection/", true},
+    {"$SYS/broker/connection/state", true},
+    {"$SYS/broker/connection/a/b/state", true},
+    {"$SYS/broker/connection/br1/state/x", true},
+    {"$SYS/broker/connection/br1/stat", true},
+    {"$share/g/t", true},
+    {"$share/x", true},
+    {"$share/", true},
+    {"$share", true},
+    {"$sharex/t", true},
+    {"$SYS/broker/connection/x/state/", true},
+    {"$SYS/broker/connection/br1/state", false},
+    {"$SYS/broker/connection/a b/state", false},
+    {"$SYS/broker/connection//state", false},
+    {"$SHARE/g/t", false},
+    {"$sys/x", false},
+    {"$foo/bar", false},
+    {"SYS/x", false},
+    {"a/$SYS/x", false},
+};
+
+static void test_topic_reserved_for_broker(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < ARRAY_LEN(reserved_cases); i++) {
+        const struct validity_case *c = &reserved_cases[i];
+        if (topic_is_reserved_for_broker(c->text, strlen(c->text)) != c->valid)
+            fail_msg("\"%s\": expected %s", c->text, c->valid ? "reserved" : "publishable");
+    }
 }
 
 /* Lengths are honoured: bytes after len are never looked at. */
@@ -269,6 +343,8 @@ int main(void)
         cmocka_unit_test(test_topic_filter_validity),
         cmocka_unit_test(test_topic_length_limits),
         cmocka_unit_test(test_topic_not_nul_terminated),
+        cmocka_unit_test(test_topic_depth_limit),
+        cmocka_unit_test(test_topic_reserved_for_broker),
         cmocka_unit_test(test_topic_match_table),
         cmocka_unit_test(test_topic_match_empty_inputs),
         cmocka_unit_test(test_topic_parse_shared_table),
