@@ -60,7 +60,10 @@ struct connection {
     struct abuf in;
     struct outq out;
     bool want_write;
-    bool input_paused; /* output over the high-water mark: not reading (see connection.c) */
+    bool input_paused;    /* reply_backlog over the high-water mark: not reading (connection.c) */
+    bool peer_gone;       /* socket ended: buffered input is handled without back-pressure */
+    size_t reply_backlog; /* output this client's own packets caused, not yet written */
+    int64_t last_output_ms; /* when the client last took some of its output */
     bool in_flush_list;
     struct connection *next_flush;
     struct connection *prev, *next; /* broker's list of connections */
@@ -116,6 +119,7 @@ struct delivery {
 struct delivery_list {
     struct delivery *head, *tail;
     uint32_t count;
+    uint32_t qos0_count; /* QoS 0 deliveries among them (a live QoS 0 may not overtake these) */
     uint64_t bytes;
 };
 
@@ -152,6 +156,7 @@ struct session {
     struct delivery_list inflight; /* sent, awaiting acknowledgement, in send order */
     struct delivery_list queued;   /* waiting for an inflight slot or for the client */
     struct retained_snapshot *retained_head, *retained_tail; /* sent before queued */
+    uint32_t retained_pending; /* references held by the snapshots, see session_add_retained */
     uint16_t last_packet_id;
 
     uint8_t *incoming_qos2; /* bitmap of packet ids awaiting PUBREL, allocated on use */

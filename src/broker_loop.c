@@ -60,9 +60,10 @@ static int64_t connection_deadline(const struct connection *conn)
 {
     if (conn->state == CONNECTION_AWAITING_CONNECT)
         return conn->last_received_ms + CONNECT_TIMEOUT_MS;
-    /* A connection paused by back-pressure is sending while we do not read: its keepalive
-     * restarts when reading resumes (connection.c), so until then the deadline moves on. */
-    int64_t from = conn->input_paused ? conn->broker->now_ms : conn->last_received_ms;
+    /* A connection paused by back-pressure has sent what we do not read yet: it counts as
+     * alive while it takes its output, and is dropped when it does neither (connection.c). */
+    int64_t from = conn->last_received_ms;
+    if (conn->input_paused && conn->last_output_ms > from) from = conn->last_output_ms;
     if (conn->state == CONNECTION_ACTIVE && conn->keepalive)
         return from + (int64_t)conn->keepalive * 1500;
     return TIMER_NONE;

@@ -30,12 +30,16 @@
 #define CLOSED_BY_CLIENT "connection closed by client"
 #define SOCKET_ERROR "socket error"
 
-/* Back-pressure. A connection whose pending output (acknowledgements, PINGRESP, SUBACK,
- * PUBLISH headers and referenced payloads) reaches OUTPUT_HIGH_WATER bytes is not read any
- * further until its client has taken the output down below OUTPUT_LOW_WATER: a client that
- * sends without reading holds at most the high-water mark plus one packet's answers, plus the
- * input of one read (READ_CHUNK) kept unprocessed. The mark is the size of one read; a
- * paused client is not subject to the keepalive check (it is sending, we are not reading). */
+/* Back-pressure. What a client's own packets add to its output (acknowledgements, PINGRESP,
+ * SUBACK, its own messages echoed back) is counted in conn->reply_backlog, and every byte
+ * written takes it down. When it reaches OUTPUT_HIGH_WATER the connection is not read any
+ * further until it is below OUTPUT_LOW_WATER: a client that sends without reading holds at
+ * most the high-water mark plus one packet's answers, plus one read (READ_CHUNK) of unhandled
+ * input. Output the broker makes for it on its own (messages from other clients, bounded by
+ * the in-flight window and the queue limits; retained messages, fed only while the output is
+ * under OUTPUT_HIGH_WATER) does not pause it, so a subscriber kept busy by others can still
+ * be heard: its PINGREQ and PUBACKs are read. While paused, the keepalive counts from the
+ * last packet read or the last byte the client took, whichever is later (broker_loop.c). */
 #define OUTPUT_HIGH_WATER READ_CHUNK
 #define OUTPUT_LOW_WATER (READ_CHUNK / 4)
 
@@ -203,6 +207,7 @@ bool connection_output_full(const struct connection *conn)
 }
 
 static void resume_input(struct connection *conn);
+static void close_after_pending_input(struct connection *conn, const char *why);
 
 /* Read unless paused; write while output is pending. */
 static void update_interest(struct connection *conn)
@@ -217,26 +222,34 @@ static void connection_flush(struct connection *conn)
     if (conn->state == CONNECTION_CLOSED) return;
     ssize_t n = outq_flush(&conn->out, conn->handler.fd);
     if (n < 0) {
-        connection_close(conn, 0, errno == EPIPE || errno == ECONNRESET ? CLOSED_BY_CLIENT
-                                                                        : SOCKET_ERROR);
+        close_after_pending_input(conn, errno == EPIPE || errno == ECONNRESET ? CLOSED_BY_CLIENT
+                                                                              : SOCKET_ERROR);
         return;
     }
     conn->broker->stats.bytes_sent += (uint64_t)n;
-    /* Output drained: retained messages waiting for room, then input waiting for it. */
+    if (n > 0) conn->last_output_ms = conn->broker->now_ms;
+    conn->reply_backlog -= (size_t)n < conn->reply_backlog ? (size_t)n : conn->reply_backlog;
+    /* Output drained: first the input kept while paused (its answers come before more of the
+     * broker's own output), then retained and queued messages waiting for room. */
+    if (conn->input_paused && conn->reply_backlog < OUTPUT_LOW_WATER) resume_input(conn);
+    if (conn->state == CONNECTION_CLOSED) return;
     struct session *session = conn->session;
     if (n > 0 && session && session->connection == conn &&
         (session->retained_head || session->queued.head))
         session_pump(conn->broker, session);
-    if (conn->input_paused && conn->out.bytes < OUTPUT_LOW_WATER) resume_input(conn);
     if (conn->state == CONNECTION_CLOSED) return;
     update_interest(conn);
 }
 
+/* Each connection is written once per turn: one that gets more output while being flushed
+ * (the pump refilling it) goes on the list for the next turn, which then does not wait. */
 void broker_flush_connections(struct broker *broker)
 {
-    while (broker->flush_list) {
-        struct connection *conn = broker->flush_list;
-        broker->flush_list = conn->next_flush;
+    struct connection *list = broker->flush_list;
+    broker->flush_list = NULL;
+    while (list) {
+        struct connection *conn = list;
+        list = conn->next_flush;
         conn->in_flush_list = false;
         conn->next_flush = NULL;
         connection_flush(conn);
@@ -437,6 +450,17 @@ static void connection_free(struct connection *conn)
 
 void broker_reap_connections(struct broker *broker)
 {
+    /* A connection closed this turn may already be on the next turn's flush list. */
+    struct connection **link = &broker->flush_list;
+    while (*link) {
+        struct connection *conn = *link;
+        if (conn->state == CONNECTION_CLOSED) {
+            *link = conn->next_flush;
+            conn->in_flush_list = false;
+        } else {
+            link = &conn->next_flush;
+        }
+    }
     while (broker->closed_list) {
         struct connection *conn = broker->closed_list;
         broker->closed_list = conn->next;
@@ -528,7 +552,7 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
 {
     size_t offset = 0;
     while (conn->state != CONNECTION_CLOSED) {
-        if (connection_output_full(conn)) {
+        if (conn->reply_backlog >= OUTPUT_HIGH_WATER && !conn->peer_gone) {
             /* Back-pressure: the rest waits in conn->in until the output drains. */
             conn->input_paused = true;
             update_interest(conn);
@@ -549,10 +573,22 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
         conn->last_received_ms = conn->broker->now_ms;
         conn->broker->stats.messages_received++;
         conn->broker->stats.bytes_received += total;
+        size_t output_before = conn->out.bytes;
         dispatch(conn, &hdr, data + offset + hdr.header_len);
+        if (conn->out.bytes > output_before) conn->reply_backlog += conn->out.bytes - output_before;
         offset += total;
     }
     return offset;
+}
+
+/* Handle the complete packets in conn->in and keep the rest; the buffer is given back when
+ * nothing is left (the shared one serves the next read). */
+static void process_buffered_input(struct connection *conn)
+{
+    size_t used = process_packets(conn, conn->in.data, conn->in.len);
+    if (conn->state == CONNECTION_CLOSED) return;
+    abuf_consume(&conn->in, used);
+    if (conn->in.len == 0) abuf_free(&conn->in);
 }
 
 /* Read once. With no partial packet pending, bytes go to the broker's shared read buffer and
@@ -591,11 +627,7 @@ static ssize_t read_and_process(struct connection *conn)
         }
     } else {
         conn->in.len += (size_t)n;
-        size_t used = process_packets(conn, conn->in.data, conn->in.len);
-        if (conn->state == CONNECTION_CLOSED) return -1;
-        abuf_consume(&conn->in, used);
-        /* Nothing pending: give the buffer back (the shared one serves the next read). */
-        if (conn->in.len == 0) abuf_free(&conn->in);
+        process_buffered_input(conn);
     }
     if (conn->state == CONNECTION_CLOSED) return -1;
     if (conn->input_paused) return 0;
@@ -609,11 +641,26 @@ static void resume_input(struct connection *conn)
 {
     conn->input_paused = false;
     conn->last_received_ms = conn->broker->now_ms;
-    if (conn->in.len == 0) return;
-    size_t used = process_packets(conn, conn->in.data, conn->in.len);
-    if (conn->state == CONNECTION_CLOSED) return;
-    abuf_consume(&conn->in, used);
-    if (conn->in.len == 0) abuf_free(&conn->in);
+    if (conn->in.len) process_buffered_input(conn);
+}
+
+/* The socket ended (hang-up, reset, broken pipe). What the client sent before it went still
+ * counts, even if back-pressure kept it unread: its messages are published and a DISCONNECT
+ * among them discards its will. So handle the kept input and what is left in the kernel,
+ * without back-pressure (nothing will be written any more), then close. */
+static void close_after_pending_input(struct connection *conn, const char *why)
+{
+    conn->peer_gone = true;
+    conn->input_paused = false;
+    if (conn->in.len) process_buffered_input(conn);
+    /* Nothing more can arrive after a hang-up or reset: what the kernel holds is finite
+     * (its receive buffer); the cap only guards against a socket that is not really done. */
+    for (size_t budget = 256 * READ_CHUNK; conn->state != CONNECTION_CLOSED && budget > 0;) {
+        ssize_t n = read_and_process(conn);
+        if (n <= 0) break;
+        budget -= (size_t)n < budget ? (size_t)n : budget;
+    }
+    if (conn->state != CONNECTION_CLOSED) connection_close(conn, 0, why);
 }
 
 static void connection_read(struct connection *conn)
@@ -634,7 +681,7 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
     if (conn->state == CONNECTION_CLOSED) return;
     if (conn->input_paused) {
         /* Not reading: an error or hang-up would be reported again and again. */
-        if (events & EVENT_ERROR) connection_close(conn, 0, "connection error while paused");
+        if (events & EVENT_ERROR) close_after_pending_input(conn, SOCKET_ERROR);
         return;
     }
     if (events & EVENT_READ) connection_read(conn);

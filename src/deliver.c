@@ -196,7 +196,7 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
      * them, so that a subscriber does not see a topic's new value and then its old one. */
     bool behind = session->retained_head != NULL;
     if (message_expired(msg, broker->now_ms)) return;
-    if (qos == 0 && online && !behind) {
+    if (qos == 0 && online && !behind && session->queued.qos0_count == 0) {
         if (socket_backlog_full(broker, conn) ||
             send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != SEND_OK)
             broker->stats.publish_dropped++;
@@ -273,6 +273,7 @@ static bool feed_retained(struct broker *broker, struct session *session)
     if (qos > 0 && !window_has_room(broker, session, msg)) return false;
     uint32_t sub_id = snap->sub_id;
     snap->next_index++;
+    session->retained_pending--;
     if (snap->next_index == snap->count) {
         session->retained_head = snap->next;
         if (!session->retained_head) session->retained_tail = NULL;
@@ -373,6 +374,8 @@ void session_drop_expired(struct broker *broker, struct session *session)
 struct snapshot_builder {
     struct message **msgs;
     uint32_t count, cap;
+    uint32_t limit;   /* at most this many references */
+    uint32_t dropped; /* matches beyond the limit */
     bool failed;
 };
 
@@ -380,6 +383,10 @@ static void collect_retained(struct message *msg, void *ctx)
 {
     struct snapshot_builder *b = ctx;
     if (b->failed) return;
+    if (b->count == b->limit) {
+        b->dropped++;
+        return;
+    }
     if (b->count == b->cap) {
         uint32_t cap = b->cap ? b->cap * 2 : 16;
         struct message **msgs = cap > b->cap ? realloc(b->msgs, cap * sizeof *msgs) : NULL;
@@ -393,11 +400,33 @@ static void collect_retained(struct message *msg, void *ctx)
     b->msgs[b->count++] = message_ref(msg);
 }
 
+/* How many retained references a session's snapshots may hold together: one copy of the
+ * whole store (a subscription to '#' gets everything), at least max_queued_messages. Beyond
+ * it (say, the same wide filter subscribed again and again by a client that does not take
+ * its messages) retained messages are dropped, so a few bytes of SUBSCRIBE cannot make the
+ * broker hold a reference to every retained message per packet. */
+static uint32_t retained_pending_limit(const struct broker *broker)
+{
+    size_t limit = retain_count(broker->retained);
+    if (broker->config->max_queued_messages > 0 &&
+        limit < (size_t)broker->config->max_queued_messages)
+        limit = (size_t)broker->config->max_queued_messages;
+    return limit > UINT32_MAX ? UINT32_MAX : (uint32_t)limit;
+}
+
 int session_add_retained(struct broker *broker, struct session *session, const char *filter,
                          size_t filter_len, uint8_t qos, uint32_t sub_id)
 {
-    struct snapshot_builder b = {0};
+    uint32_t limit = retained_pending_limit(broker);
+    uint32_t room = session->retained_pending < limit ? limit - session->retained_pending : 0;
+    struct snapshot_builder b = {.limit = room};
     retain_for_each_match(broker->retained, filter, filter_len, collect_retained, &b);
+    if (b.dropped) {
+        broker->stats.publish_dropped += b.dropped;
+        log_debug("Outgoing messages are being dropped for client %s: %u retained messages "
+                   "over the retained snapshot limit.",
+                   session->client_id, b.dropped);
+    }
     struct retained_snapshot *snap = b.failed || !b.count ? NULL : calloc(1, sizeof *snap);
     if (!snap) {
         for (uint32_t i = 0; i < b.count; i++)
@@ -405,9 +434,9 @@ int session_add_retained(struct broker *broker, struct session *session, const c
         free(b.msgs);
         return b.failed || b.count ? -1 : 0;
     }
-    struct message **fitted = realloc(b.msgs, b.count * sizeof *b.msgs);
-    snap->msgs = fitted ? fitted : b.msgs;
+    snap->msgs = b.msgs;
     snap->count = b.count;
+    session->retained_pending += b.count;
     snap->qos = qos;
     snap->sub_id = sub_id;
     if (session->retained_tail)

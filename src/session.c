@@ -181,6 +181,7 @@ void delivery_list_append(struct delivery_list *list, struct delivery *delivery)
         list->head = delivery;
     list->tail = delivery;
     list->count++;
+    list->qos0_count += delivery->qos == 0;
     list->bytes += delivery_bytes(delivery);
 }
 
@@ -194,6 +195,7 @@ void delivery_list_prepend(struct delivery_list *list, struct delivery *delivery
         list->tail = delivery;
     list->head = delivery;
     list->count++;
+    list->qos0_count += delivery->qos == 0;
     list->bytes += delivery_bytes(delivery);
 }
 
@@ -209,6 +211,7 @@ void delivery_list_remove(struct delivery_list *list, struct delivery *delivery)
         list->tail = delivery->prev;
     delivery->prev = delivery->next = NULL;
     list->count--;
+    list->qos0_count -= delivery->qos == 0;
     list->bytes -= delivery_bytes(delivery);
 }
 

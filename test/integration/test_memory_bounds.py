@@ -9,9 +9,11 @@
   and later messages still flow.
 """
 
+import fcntl
 import select
 import socket
 import struct
+import termios
 import time
 
 import pytest
@@ -120,13 +122,13 @@ def assert_other_clients_served(b, raw):
 def test_pingreq_flood_without_reading_is_paused(broker, raw):
     b = broker()
     c = raw(b)
-    c.connect("flooder", keepalive=1)
+    c.connect("flooder", keepalive=5)
     before = rss_bytes(b)
     chunk = mp.pingreq() * 32768
     chunks, tail, total = flood(c.sock, chunk)
     grown = rss_bytes(b) - before
     assert_rss_growth_small(grown, total, "PINGREQ")
-    # Not reading for longer than 1.5 x the keepalive: a paused client is not timed out.
+    # Not reading for a while (within 1.5 x the keepalive) loses nothing.
     time.sleep(2.0)
     assert_other_clients_served(b, raw)
 
@@ -172,6 +174,114 @@ def test_qos1_publish_flood_without_reading_is_paused(broker, raw):
     read_stream(c.sock, tail, packets * 4, check)
     c.sock.setblocking(True)
     assert c.is_open()
+
+
+@pytest.mark.arbor_only  # Mosquitto 2.0.11 kept such a client (k1) for 4 s and more
+def test_client_that_neither_reads_nor_is_read_is_timed_out(broker, raw):
+    """Paused by back-pressure, a client still counts as alive while it takes its output;
+    one that takes nothing for 1.5 x its keepalive (hung, or blocked writing) is dropped
+    instead of holding its connection, buffers and session forever."""
+    b = broker()
+    c = raw(b)
+    c.connect("frozen", keepalive=1)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    flood(c.sock, mp.pingreq() * 32768)
+    started = time.monotonic()
+    # The broker must end the connection within 1.5 s of the last packet it read (plus the
+    # flood's own BLOCKED_SECONDS and slack); reading what it sent shows the end.
+    time.sleep(3.0)
+    c.sock.setblocking(True)
+    c.sock.settimeout(1)
+    ended = False
+    deadline = time.monotonic() + 5
+    try:
+        while not ended and time.monotonic() < deadline:
+            ended = not c.sock.recv(1 << 20)
+    except ConnectionResetError:
+        ended = True
+    except socket.timeout:
+        pass
+    assert ended, "a client that took nothing for %.1f s is still connected" % (
+        time.monotonic() - started)
+    b.wait_log("frozen has exceeded timeout", timeout=5)
+
+
+def test_busy_subscriber_is_still_heard(broker, raw):
+    """A subscriber kept busy by a long stream of retained messages (output it did not cause
+    by itself) still has its PINGREQ read and answered long before the stream ends."""
+    b = broker()
+    pub = raw(b)
+    pub.connect("retainer")
+    count = 1500
+    pub.send(b"".join(mp.publish("big/%d" % i, b"x" * 1000, retain=True) for i in range(count)))
+    assert pub.is_open(timeout=10)
+    sub = raw(b)
+    sub.connect("busy", keepalive=60)
+    sub.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    sub.send(mp.subscribe(1, [("big/#", 0)]) + mp.pingreq())
+    reader = StreamReader(sub)
+    publishes, pingresp_at = 0, None
+    for ptype, _, _ in reader.packets(2.0):
+        if ptype == mp.PUBLISH:
+            publishes += 1
+            if publishes % 20 == 0:
+                time.sleep(0.01)  # a slow reader: about 2 MB/s
+        elif ptype == mp.PINGRESP:
+            pingresp_at = publishes
+    assert publishes == count
+    assert pingresp_at is not None, "no PINGRESP"
+    assert pingresp_at < count // 2, "PINGRESP only after %d of %d messages" % (
+        pingresp_at, count)
+
+
+def unsent_bytes(sock):
+    """Bytes still in the socket's send queue (SIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+
+
+def test_input_kept_by_back_pressure_is_handled_when_the_socket_ends(broker, raw):
+    """A QoS 1 publisher that pipelines more than the bound of PUBACKs, then DISCONNECT, then
+    closes without reading: the messages kept unread by back-pressure are still published and
+    its DISCONNECT still discards the will."""
+    b = broker()
+    sub = raw(b)
+    sub.connect("watcher")
+    sub.subscribe([("f", 0), ("will/t", 0)])
+    c = raw(b)
+    small = socket.socket()
+    small.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # PUBACKs back up at once
+    small.settimeout(5)
+    small.connect((b.host, b.port))
+    c.sock.close()
+    c.sock = small
+    c.connect("bulk", will={"topic": "will/t", "payload": b"gone"})
+    count = 150000  # 600 KB of PUBACKs: over what the kernel and the 64 KiB bound take
+    data = b"".join(mp.publish("f", b"", qos=1, pid=i % 65535 + 1) for i in range(count))
+    data += mp.disconnect()
+    c.sock.setblocking(False)
+    sent, deadline = 0, time.monotonic() + 5
+    while sent < len(data) and time.monotonic() < deadline:
+        _, w, _ = select.select([], [c.sock], [], 0.2)
+        if w:
+            try:
+                sent += c.sock.send(data[sent:])
+            except BlockingIOError:
+                pass
+    assert sent == len(data), "the kernel took only %d of %d bytes" % (sent, len(data))
+    # Everything must have reached the broker's side before the reset (which discards what
+    # is still in this socket's send queue): wait for the queue to drain into the broker's
+    # receive buffer and its bounded input buffer.
+    deadline = time.monotonic() + 5
+    while unsent_bytes(c.sock) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert unsent_bytes(c.sock) == 0, "%d bytes never left the client" % unsent_bytes(c.sock)
+    c.sock.close()   # unread PUBACKs: the kernel resets the connection
+    got = StreamReader(sub).receive(idle=1.5)
+    topics = [t for t, _, _, _, _ in got]
+    assert topics.count("f") == count, "%d of %d messages published" % (topics.count("f"),
+                                                                        count)
+    assert "will/t" not in topics, "the will was published although DISCONNECT was sent"
+
 
 
 # ---------------------------------------------------------------- retained messages
@@ -330,6 +440,33 @@ def test_100k_retained_delivered_on_subscribe(broker, raw, qos):
     assert_all_retained(got, 100000, qos)
     print("100k retained at QoS %d: %.2f s (incl. 1 s idle), RSS +%d KiB" % (
         qos, elapsed, (rss_bytes(b) - before) // 1024))
+
+
+@pytest.mark.arbor_only  # Mosquitto queues retained messages within its queue limits
+def test_repeated_subscribe_does_not_pile_up_retained_references(broker, raw):
+    """A QoS 1 subscriber that takes nothing and subscribes to the same wide filter again and
+    again: its pending retained references stay within one copy of the store, the rest is
+    counted as dropped, and the broker's memory does not grow with each SUBSCRIBE."""
+    b = broker("sys_interval 1")
+    store_retained(b, raw, 20000)
+    sub = raw(b, timeout=10)
+    sub.connect("greedy")
+    sub.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sub.send(mp.subscribe(1, [("ret/#", 1)]))
+    time.sleep(0.3)
+    before = rss_bytes(b)
+    # 200 more SUBSCRIBEs: without the limit, 200 x 20 000 references (32 MB).
+    sub.send(b"".join(mp.subscribe(i, [("ret/#", 1)]) for i in range(2, 202)))
+    time.sleep(1.0)
+    grown = rss_bytes(b) - before
+    print("200 SUBSCRIBEs over 20 000 retained: RSS +%d KiB" % (grown // 1024))
+    if not SANITIZED:
+        assert grown < RSS_GROWTH_LIMIT, "RSS grew by %d bytes" % grown
+    watcher = raw(b)
+    watcher.connect("watcher")
+    watcher.subscribe("$SYS/broker/publish/messages/dropped", 0)
+    dropped = int(watcher.recv_publish(timeout=3).payload)
+    assert dropped >= 200 * 19000, "only %d dropped" % dropped
 
 
 @QUEUE_LIMITED
