@@ -36,6 +36,14 @@ static struct wire_bytes received_topic(const struct connection *conn, const str
     return topic;
 }
 
+/* A PUBLISH that handle_publish drops for message_size_limit: Mosquitto's one debug line for it
+ * says so instead of "Received PUBLISH" (one line per packet, never more). */
+static bool publish_over_limit(const struct connection *conn, const struct mqtt_publish *p)
+{
+    uint32_t limit = conn->broker->config->message_size_limit;
+    return limit && p->payload_len > limit;
+}
+
 static void log_publish(const char *direction, const char *name, const struct mqtt_publish *p,
                         struct wire_bytes topic, unsigned long payload_bytes)
 {
@@ -87,7 +95,9 @@ void packet_log_describe_received(const struct connection *conn,
     switch (hdr->type) {
     case MQTT_PUBLISH:
         if (mqtt_decode_publish(conn->version, hdr->flags, body, len, &p) == 0)
-            log_publish("Received PUBLISH from", name, &p, received_topic(conn, &p), p.payload_len);
+            log_publish(publish_over_limit(conn, &p) ? "Dropped too large PUBLISH from"
+                                                     : "Received PUBLISH from",
+                        name, &p, received_topic(conn, &p), p.payload_len);
         break;
     case MQTT_PUBACK:
     case MQTT_PUBREC:
