@@ -10,7 +10,12 @@
 
 /* Apply logging settings from cfg (opens the log file if any). Returns 0 or -1 (errno set). */
 int log_configure(const struct arbor_config *cfg);
-/* Reopen the log file (after rotation); called on SIGHUP. */
+/* After a reload: apply cfg's logging settings; the log file is opened only if its path changed
+ * (log_reopen has just reopened it). A file that cannot be opened is logged, and lines keep
+ * going to the file opened before (else to stderr too). */
+void log_reconfigure(const struct arbor_config *cfg);
+/* Reopen the log file (after rotation); called on SIGHUP. If that fails, the file already open
+ * stays in use and the failure is logged once. */
 void log_reopen(void);
 void log_close(void);
 
