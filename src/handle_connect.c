@@ -336,9 +336,12 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     if (c.version == MQTT_V5 && (c.props.present & MQTT_PROP_BIT(MQTT_PROP_AUTHENTICATION_METHOD)))
         return refuse(conn, c.version, MQTT_RC_BAD_AUTHENTICATION_METHOD,
                       "authentication method not supported");
+    /* A listener a reload removed from the config stays open (as in Mosquitto) but has no
+     * settings any more: it admits nobody, rather than falling back to looser global ones. */
+    if (!conn->listener->config)
+        return refuse(conn, c.version, MQTT_RC_NOT_AUTHORIZED, "listener no longer configured");
     const struct arbor_security_settings *sec =
-        conn->listener->config ? config_security_for(broker->config, conn->listener->config)
-                               : &broker->config->security;
+        config_security_for(broker->config, conn->listener->config);
     bool assigned;
     if ((rc = check_identity(conn, &c, sec, &assigned)) != 0) return rc;
     if ((rc = authenticate(conn, &c, sec)) != 0) return rc;
