@@ -1351,9 +1351,19 @@ static int handle_include_dir(struct parse_state *st, const struct directive_lin
     if (dl->rest[0] == '\0') return report_error(st, "missing value (a directory)");
     if (st->include_depth > 0)
         return report_error(st, "only allowed in the main configuration file");
+    char *dir = NULL;
+    const char *base = st->cfg->base_dir;
+    if (dl->rest[0] != '/' && base != NULL && base[0] != '\0') {
+        size_t size = strlen(base) + strlen(dl->rest) + 2;
+        dir = malloc(size);
+        if (dir == NULL) return report_out_of_memory(st);
+        snprintf(dir, size, "%s/%s", base, dl->rest);
+    }
     char **paths = NULL;
     size_t count = 0;
-    if (list_include_files(st, dl->rest, &paths, &count) != 0) return -1;
+    int listed = list_include_files(st, dir ? dir : dl->rest, &paths, &count);
+    free(dir);
+    if (listed != 0) return -1;
     int status = 0;
     st->include_depth++;
     for (size_t i = 0; i < count; i++)
@@ -1584,6 +1594,7 @@ void config_free(struct arbor_config *cfg)
 {
     if (cfg == NULL) return;
     free(cfg->config_file);
+    free(cfg->base_dir);
     for (size_t i = 0; i < cfg->listener_count; i++)
         listener_free(&cfg->listeners[i]);
     free(cfg->listeners);
