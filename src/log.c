@@ -1,7 +1,8 @@
 /*
  * log.c: writes log lines to the configured destinations. Format follows Mosquitto's:
  * "<timestamp>: <message>", the timestamp in seconds since the epoch unless
- * log_timestamp_format gives a strftime format. Must not allocate per line.
+ * log_timestamp_format gives a strftime format. Must not allocate per line. Control
+ * characters in a line (client-supplied strings) are escaped, so one call is one line.
  */
 #include "log.h"
 
@@ -148,14 +149,45 @@ static void format_timestamp(char *out, size_t len)
     }
 }
 
+static bool is_control(unsigned char c)
+{
+    return c < 0x20 || c == 0x7f;
+}
+
+/* Client ids, user names, topics and filters may hold any character but NUL (MQTT only says
+ * SHOULD NOT for control characters), and lines quote them: every control character is
+ * written as \xHH, so that no client can split a line or forge one (e.g. a client id with
+ * "\n1700000000: New client connected ..."). A leading tab is ours (Mosquitto's indented
+ * lines). Returns text itself when there is nothing to escape. */
+static const char *escape_controls(const char *text, char *out, size_t outlen)
+{
+    size_t start = text[0] == '\t';
+    const char *p = text + start;
+    while (*p && !is_control((unsigned char)*p))
+        p++;
+    if (*p == '\0') return text;
+    size_t n = 0;
+    for (size_t i = 0; text[i] && n + 5 < outlen; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (i >= start && is_control(c))
+            n += (size_t)snprintf(out + n, outlen - n, "\\x%02x", c);
+        else
+            out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 void log_printf(unsigned type, const char *fmt, ...)
 {
     if (!(logger.types & type)) return;
-    char message[2048];
+    char formatted[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    vsnprintf(formatted, sizeof formatted, fmt, ap);
     va_end(ap);
+    char escaped[4 * sizeof formatted];
+    const char *message = escape_controls(formatted, escaped, sizeof escaped);
     char stamp[160];
     format_timestamp(stamp, sizeof stamp);
     if (logger.dest & ARBOR_LOG_DEST_STDERR) fprintf(stderr, "%s%s\n", stamp, message);

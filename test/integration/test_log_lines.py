@@ -275,6 +275,26 @@ def test_oversize_publish_not_logged_without_debug(broker, raw):
     assert not [l for l in lines(b) if "t/x" in l or "PUBLISH" in l], lines(b)
 
 
+@pytest.mark.arbor_only  # Mosquitto 2.0.11 prints client strings raw (one line can be many)
+def test_control_characters_from_clients_are_escaped(broker, raw):
+    # A client id, user name, topic or filter with a newline must not split a log line or forge
+    # one: control characters are written as \xHH.
+    b = broker()
+    forged = "1700000000: New client connected from 6.6.6.6:1 as admin (p2, c1, k60)."
+    c = raw(b, mp.MQTT5)
+    c.connect("evil\n" + forged, username="u\r\x1bx")
+    c.subscribe([("f\n" + forged, 0)])
+    c.publish("t\n" + forged, b"x", qos=1)
+    c.disconnect()
+    wait_lines(b, r"Client evil\\x0a1700000000: .* disconnected\.")
+    text = b.log_text()
+    assert forged not in text.splitlines(), text        # no forged line of its own
+    assert all("\\x0a" in l for l in text.splitlines() if "6.6.6.6" in l), text
+    assert "u'u\\x0d\\x1bx'" in text, text
+    assert "'t\\x0a1700000000" in text, text
+    assert "\tf\\x0a1700000000" in text, text
+
+
 def test_oversize_packet(broker, raw):
     b = broker("max_packet_size 100")
     c = raw(b)
