@@ -15,8 +15,7 @@
 static const char *client_name(const struct connection *conn, char *buf, size_t len)
 {
     if (conn->state == CONNECTION_ACTIVE && conn->client_id) return conn->client_id;
-    const char *colon = strrchr(conn->address, ':');
-    size_t host_len = colon ? (size_t)(colon - conn->address) : strlen(conn->address);
+    size_t host_len = log_host_length(conn->address);
     if (host_len >= len) host_len = len - 1;
     memcpy(buf, conn->address, host_len);
     buf[host_len] = '\0';
