@@ -7,7 +7,8 @@ Covers: allow_anonymous false with nothing to authenticate against; no publishin
 (except bridge state topics) or $share/; the topic depth limit; no Receive Maximum for v3.x;
 PUBREL for unknown packet ids; will payloads over message_size_limit; oversize PUBLISH reason
 codes; short-form acks; no reason strings by default; CONNACK property order and assigned
-client ids; malformed CONNECT closed without CONNACK.
+client ids; malformed CONNECT closed without CONNACK; reserved topics and the depth limit
+judged on the mounted topic.
 """
 
 import re
