@@ -120,6 +120,20 @@ int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const ch
     return 0;
 }
 
+bool topic_subscription_filter_is_valid(const char *filter, size_t len)
+{
+    bool shared;
+    const char *group, *inner;
+    size_t group_len, inner_len;
+    if (topic_parse_shared(filter, len, &shared, &group, &group_len, &inner, &inner_len) != 0)
+        return false;
+    if (!shared) {
+        inner = filter;
+        inner_len = len;
+    }
+    return topic_filter_is_valid(inner, inner_len) && !memchr(filter, '\0', len);
+}
+
 static bool has_prefix(const char *s, size_t len, const char *prefix, size_t prefix_len)
 {
     return len >= prefix_len && memcmp(s, prefix, prefix_len) == 0;

@@ -8,16 +8,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A topic name for PUBLISH: non-empty, no '+' or '#'. (UTF-8 is checked by the decoder.) */
-bool topic_name_is_valid(const char *topic, size_t len);
-
 /* Topic names and filters may have at most this many '/' separators (201 levels): deeper ones
  * are malformed. The same limit as Mosquitto 2.0, which keeps matching cheap and bounded. */
 #define TOPIC_MAX_SEPARATORS 200
 
+/* A topic name for PUBLISH: non-empty, no '+' or '#', at most TOPIC_MAX_SEPARATORS '/'.
+ * (UTF-8 is checked by the decoder.) */
+bool topic_name_is_valid(const char *topic, size_t len);
+
 /* A topic filter for SUBSCRIBE/UNSUBSCRIBE: non-empty; '#' only as the whole last level;
- * '+' only as a whole level. Shared filters must be passed through topic_parse_shared first. */
+ * '+' only as a whole level; at most TOPIC_MAX_SEPARATORS '/'. Shared filters must be passed
+ * through topic_parse_shared first (or use topic_subscription_filter_is_valid). */
 bool topic_filter_is_valid(const char *filter, size_t len);
+
+/* What a client may put in SUBSCRIBE or UNSUBSCRIBE: a valid filter, or a well-formed
+ * "$share/<group>/<filter>" whose inner filter is valid; no NUL byte. The one decision both
+ * packets share, so UNSUBSCRIBE never accepts a filter SUBSCRIBE refuses. */
+bool topic_subscription_filter_is_valid(const char *filter, size_t len);
 
 /* Does topic (a valid name) match filter (a valid filter)? Names starting with '$' are not
  * matched by a filter whose first level is '+' or '#'. */
@@ -27,13 +34,13 @@ bool topic_matches(const char *filter, size_t filter_len, const char *topic, siz
  *  0 and sets *is_shared=false if filter does not start with "$share/";
  *  0 and sets group/inner on a well-formed shared filter (group non-empty, no '+', '#' or '/');
  * -1 if it starts with "$share/" but is malformed (missing group or filter). */
+int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const char **group,
+                       size_t *group_len, const char **inner, size_t *inner_len);
+
 /* Topics clients may not publish to (a valid name assumed), as Mosquitto 2.0 decides: any name
  * starting with "$SYS" except the bridge state topics "$SYS/broker/connection/<name>/state",
  * and any starting with "$share" (a subscription syntax, never a topic). Other '$' topics are
  * ordinary. */
 bool topic_is_reserved_for_broker(const char *topic, size_t len);
-
-int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const char **group,
-                       size_t *group_len, const char **inner, size_t *inner_len);
 
 #endif

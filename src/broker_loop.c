@@ -153,7 +153,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config)
     broker->config = config;
     listeners_refresh_config(broker);
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
-    log_configure(config);
+    log_reconfigure(config);
     broker->log_packets = packet_log_wanted(config);
     config_free(old);
     free(old);

@@ -52,6 +52,10 @@ struct parse_state {
     ino_t main_file_ino;
     size_t current_listener; /* index into cfg->listeners, valid if in_listener_block */
     bool in_listener_block;
+    /* After a listener line with an error, the lines up to the next listener line configure
+     * this placeholder, which is thrown away: they report only their own errors. */
+    bool in_failed_listener;
+    struct arbor_listener failed_listener;
     struct pending_default_listener default_listener;
     /* first security setting, which per_listener_settings must precede */
     const char *security_file;
@@ -59,7 +63,9 @@ struct parse_state {
     const char *security_directive;
     bool log_dest_given; /* the first log_dest/log_type replaces the default */
     bool log_type_given;
-    int error_count; /* errors reported so far (all are kept in err) */
+    int error_count;  /* errors reported so far */
+    int errors_kept;  /* those written whole into err; the rest are summed up at the end */
+    size_t err_used;  /* length of the text in err (never read from err itself) */
 };
 
 /* One directive line: the name, everything after it, and that remainder split in words. */
@@ -78,31 +84,68 @@ static int report_error_at(struct parse_state *st, const char *file, int line,
                            const char *directive, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Room kept at the end of err for "(and N more errors)". */
+#define ERROR_SUMMARY_ROOM 32
+
+/* Start an empty error text in err; whatever the caller's buffer held is not read. */
+static void errors_init(struct parse_state *st, char *err, size_t errlen)
+{
+    st->err = err;
+    st->errlen = errlen;
+    st->err_used = 0;
+    if (err != NULL && errlen > 0) err[0] = '\0';
+}
+
 static int report_error_at(struct parse_state *st, const char *file, int line,
                            const char *directive, const char *fmt, ...)
 {
-    /* Every error is kept (one per line), so an operator sees them all in one run. */
+    /* Every error is kept (one per line), so an operator sees them all in one run; one that
+     * does not fit whole is left out and counted in the summary (errors_finish). */
     st->error_count++;
     if (st->err == NULL || st->errlen == 0) return -1;
-    size_t start = strlen(st->err);
-    if (start > 0) {
-        if (start + 1 >= st->errlen) return -1; /* full: later errors are counted only */
-        st->err[start++] = '\n';
-        st->err[start] = '\0';
-    }
+    size_t capacity = st->errlen > 2 * ERROR_SUMMARY_ROOM ? st->errlen - ERROR_SUMMARY_ROOM
+                                                          : st->errlen;
+    size_t start = st->err_used + (st->err_used > 0); /* after a '\n' separator */
+    if (start + 1 >= capacity) return -1;
     char *out = st->err + start;
-    size_t room = st->errlen - start;
+    size_t room = capacity - start;
     int used;
     if (line > 0)
         used = snprintf(out, room, "%s:%d: %s: ", file, line, directive);
     else
         used = snprintf(out, room, "%s: %s: ", file, directive);
-    if (used < 0 || (size_t)used >= room) return -1;
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(out + used, room - (size_t)used, fmt, args);
-    va_end(args);
+    if (used >= 0 && (size_t)used < room) {
+        va_list args;
+        va_start(args, fmt);
+        int more = vsnprintf(out + used, room - (size_t)used, fmt, args);
+        va_end(args);
+        if (more >= 0 && (size_t)used + (size_t)more < room) {
+            if (st->err_used > 0) st->err[st->err_used] = '\n';
+            st->err_used = start + (size_t)used + (size_t)more;
+            st->errors_kept++;
+            return -1;
+        }
+    }
+    if (st->err_used == 0) {
+        /* the first error is kept even if cut short: better than none */
+        st->err_used = strlen(st->err);
+        st->errors_kept++;
+        return -1;
+    }
+    st->err[st->err_used] = '\0'; /* did not fit whole: left out */
     return -1;
+}
+
+/* Say how many errors did not fit in err. */
+static void errors_finish(struct parse_state *st)
+{
+    int left_out = st->error_count - st->errors_kept;
+    if (left_out <= 0 || st->err == NULL) return;
+    char summary[ERROR_SUMMARY_ROOM];
+    int length = snprintf(summary, sizeof summary, "\n(and %d more error%s)", left_out,
+                          left_out == 1 ? "" : "s");
+    if (length > 0 && st->err_used + (size_t)length < st->errlen)
+        memcpy(st->err + st->err_used, summary, (size_t)length + 1);
 }
 
 /* Report a problem with the directive being parsed. */
@@ -182,20 +225,24 @@ static int parse_integer_value(struct parse_state *st, const struct directive_li
     return 0;
 }
 
-/* Booleans are true/false or 1/0, as Mosquitto reads them. */
+/* Booleans are true/false or 1/0, as Mosquitto reads them: 1, 0, or -1 for anything else. */
+static int bool_word(const char *word)
+{
+    if (strcmp(word, "true") == 0 || strcmp(word, "1") == 0) return 1;
+    if (strcmp(word, "false") == 0 || strcmp(word, "0") == 0) return 0;
+    return -1;
+}
+
 static int parse_bool_value(struct parse_state *st, const struct directive_line *dl, bool *out)
 {
     /* Always written (a config with errors is never used), so callers never read an unset
      * value (and gcc -O3 can see that). */
     *out = false;
     if (expect_word_count(st, dl, 1, 1, "true or false") != 0) return -1;
-    const char *word = dl->words[0];
-    if (strcmp(word, "true") == 0 || strcmp(word, "1") == 0)
-        *out = true;
-    else if (strcmp(word, "false") == 0 || strcmp(word, "0") == 0)
-        *out = false;
-    else
-        return report_error(st, "value \"%s\" is not true or false (or 1 or 0)", word);
+    int value = bool_word(dl->words[0]);
+    if (value < 0)
+        return report_error(st, "value \"%s\" is not true or false (or 1 or 0)", dl->words[0]);
+    *out = value == 1;
     return 0;
 }
 
@@ -309,11 +356,21 @@ static int append_listener(struct parse_state *st, struct arbor_listener *listen
     return 0;
 }
 
+/* The listener whose block the parser is in (the placeholder after a failed listener line), or
+ * NULL before any listener line. */
+static struct arbor_listener *block_listener(struct parse_state *st)
+{
+    if (st->in_failed_listener) return &st->failed_listener;
+    if (st->in_listener_block) return &st->cfg->listeners[st->current_listener];
+    return NULL;
+}
+
 /* The listener a listener-scoped setting applies to: the one opened by the latest listener
  * line, or the default listener before any (remembering that it must end up existing). */
 static struct arbor_listener *target_listener(struct parse_state *st)
 {
-    if (st->in_listener_block) return &st->cfg->listeners[st->current_listener];
+    struct arbor_listener *in_block = block_listener(st);
+    if (in_block != NULL) return in_block;
     struct pending_default_listener *pending = &st->default_listener;
     if (pending->needs_directive == NULL) {
         pending->needs_file = st->file;
@@ -336,7 +393,7 @@ static struct arbor_security_settings *target_security(struct parse_state *st)
     return &target_listener(st)->security;
 }
 
-static int handle_listener(struct parse_state *st, const struct directive_line *dl)
+static int open_listener_block(struct parse_state *st, const struct directive_line *dl)
 {
     if (expect_word_count(st, dl, 1, 2,
                           "a port between 1 and 65535, then optionally a bind "
@@ -373,6 +430,18 @@ static int handle_listener(struct parse_state *st, const struct directive_line *
     st->current_listener = st->cfg->listener_count - 1;
     st->in_listener_block = true;
     return 0;
+}
+
+static int handle_listener(struct parse_state *st, const struct directive_line *dl)
+{
+    listener_free(&st->failed_listener);
+    st->in_failed_listener = false;
+    if (open_listener_block(st, dl) == 0) return 0;
+    /* The lines up to the next listener line belong to the listener that failed: they
+     * configure a placeholder, so that each reports only its own errors (not "must follow a
+     * listener line") and none changes the global settings or the previous listener. */
+    if (listener_init(&st->failed_listener, st) == 0) st->in_failed_listener = true;
+    return -1;
 }
 
 static void want_default_listener(struct parse_state *st)
@@ -450,8 +519,8 @@ static int handle_protocol(struct parse_state *st, const struct directive_line *
 static int handle_mount_point(struct parse_state *st, const struct directive_line *dl)
 {
     /* Mosquitto refuses a mount point for the default listener; so does arbor. */
-    if (!st->in_listener_block) return report_error(st, "must follow a listener line");
-    struct arbor_listener *listener = &st->cfg->listeners[st->current_listener];
+    struct arbor_listener *listener = block_listener(st);
+    if (listener == NULL) return report_error(st, "must follow a listener line");
     if (dl->rest[0] != '\0' && strpbrk(dl->rest, "+#") != NULL)
         return report_error(st, "value \"%s\" must not contain the wildcards + or #", dl->rest);
     return take_text_value(st, dl, &listener->mount_point, listener->mount_point != NULL,
@@ -462,8 +531,8 @@ static int handle_max_connections(struct parse_state *st, const struct directive
 {
     long long value;
     if (parse_integer_value(st, dl, -1, INT_MAX, &value) != 0) return -1;
-    if (st->in_listener_block) {
-        struct arbor_listener *listener = &st->cfg->listeners[st->current_listener];
+    struct arbor_listener *listener = block_listener(st);
+    if (listener != NULL) {
         listener->max_connections = (int)value;
         listener->max_connections_set = true;
     } else {
@@ -476,8 +545,8 @@ static int handle_max_topic_alias(struct parse_state *st, const struct directive
 {
     long long value;
     if (parse_integer_value(st, dl, 0, 65535, &value) != 0) return -1;
-    if (st->in_listener_block) {
-        struct arbor_listener *listener = &st->cfg->listeners[st->current_listener];
+    struct arbor_listener *listener = block_listener(st);
+    if (listener != NULL) {
         listener->max_topic_alias = (uint16_t)value;
         listener->max_topic_alias_set = true;
     } else {
@@ -937,37 +1006,36 @@ enum restated_kind { RESTATED_BOOL, RESTATED_INTEGER, RESTATED_TEXT };
 static const struct {
     const char *name;
     enum restated_kind kind;
-    const char *default_value;
+    long long number; /* RESTATED_BOOL (0 or 1) and RESTATED_INTEGER */
+    const char *text; /* RESTATED_TEXT */
 } restated_defaults[] = {
-    {"persistence", RESTATED_BOOL, "false"},
-    {"retained_persistence", RESTATED_BOOL, "false"}, /* Mosquitto's alias of persistence */
-    {"autosave_interval", RESTATED_INTEGER, "1800"},
-    {"autosave_on_changes", RESTATED_BOOL, "false"},
-    {"persistence_file", RESTATED_TEXT, "mosquitto.db"},
-    {"require_certificate", RESTATED_BOOL, "false"},
-    {"use_identity_as_username", RESTATED_BOOL, "false"},
-    {"use_subject_as_username", RESTATED_BOOL, "false"},
-    {"use_username_as_clientid", RESTATED_BOOL, "false"},
-    {"check_retain_source", RESTATED_BOOL, "true"},
-    {"memory_limit", RESTATED_INTEGER, "0"},
-    {"websockets_log_level", RESTATED_INTEGER, "0"},
+    {"persistence", RESTATED_BOOL, 0, NULL},
+    {"retained_persistence", RESTATED_BOOL, 0, NULL}, /* Mosquitto's alias of persistence */
+    {"autosave_interval", RESTATED_INTEGER, 1800, NULL},
+    {"autosave_on_changes", RESTATED_BOOL, 0, NULL},
+    {"persistence_file", RESTATED_TEXT, 0, "mosquitto.db"},
+    {"require_certificate", RESTATED_BOOL, 0, NULL},
+    {"use_identity_as_username", RESTATED_BOOL, 0, NULL},
+    {"use_subject_as_username", RESTATED_BOOL, 0, NULL},
+    {"use_username_as_clientid", RESTATED_BOOL, 0, NULL},
+    {"check_retain_source", RESTATED_BOOL, 1, NULL},
+    {"memory_limit", RESTATED_INTEGER, 0, NULL},
+    {"websockets_log_level", RESTATED_INTEGER, 0, NULL},
 };
 
 static bool restates_default(const struct directive_line *dl)
 {
     for (size_t i = 0; i < sizeof restated_defaults / sizeof restated_defaults[0]; i++) {
         if (strcmp(dl->name, restated_defaults[i].name) != 0) continue;
-        const char *wanted = restated_defaults[i].default_value;
-        if (restated_defaults[i].kind == RESTATED_TEXT) return strcmp(dl->rest, wanted) == 0;
+        if (restated_defaults[i].kind == RESTATED_TEXT)
+            return strcmp(dl->rest, restated_defaults[i].text) == 0;
         if (dl->word_count != 1) return false;
-        const char *word = dl->words[0];
-        if (restated_defaults[i].kind == RESTATED_BOOL) {
-            bool is_true = strcmp(word, "true") == 0 || strcmp(word, "1") == 0;
-            bool is_false = strcmp(word, "false") == 0 || strcmp(word, "0") == 0;
-            return strcmp(wanted, "true") == 0 ? is_true : is_false;
-        }
         long long value;
-        return parse_decimal(word, &value) && value == strtoll(wanted, NULL, 10);
+        if (restated_defaults[i].kind == RESTATED_BOOL)
+            value = bool_word(dl->words[0]);
+        else if (!parse_decimal(dl->words[0], &value))
+            return false;
+        return value == restated_defaults[i].number;
     }
     return false;
 }
@@ -1283,9 +1351,19 @@ static int handle_include_dir(struct parse_state *st, const struct directive_lin
     if (dl->rest[0] == '\0') return report_error(st, "missing value (a directory)");
     if (st->include_depth > 0)
         return report_error(st, "only allowed in the main configuration file");
+    char *dir = NULL;
+    const char *base = st->cfg->base_dir;
+    if (dl->rest[0] != '/' && base != NULL && base[0] != '\0') {
+        size_t size = strlen(base) + strlen(dl->rest) + 2;
+        dir = malloc(size);
+        if (dir == NULL) return report_out_of_memory(st);
+        snprintf(dir, size, "%s/%s", base, dl->rest);
+    }
     char **paths = NULL;
     size_t count = 0;
-    if (list_include_files(st, dl->rest, &paths, &count) != 0) return -1;
+    int listed = list_include_files(st, dir ? dir : dl->rest, &paths, &count);
+    free(dir);
+    if (listed != 0) return -1;
     int status = 0;
     st->include_depth++;
     for (size_t i = 0; i < count; i++)
@@ -1304,9 +1382,7 @@ static int parse_state_init(struct parse_state *st, struct arbor_config *cfg, ch
 {
     memset(st, 0, sizeof *st);
     st->cfg = cfg;
-    st->err = err;
-    st->errlen = errlen;
-    if (err != NULL && errlen > 0) err[0] = '\0';
+    errors_init(st, err, errlen);
     st->file = "config";
     st->directive = "config";
     struct arbor_listener *default_listener = &st->default_listener.listener;
@@ -1357,6 +1433,8 @@ static int finish_parse(struct parse_state *st, int status)
 {
     if (status == 0) status = finish_loading(st);
     listener_free(&st->default_listener.listener);
+    listener_free(&st->failed_listener);
+    errors_finish(st);
     return status;
 }
 
@@ -1482,8 +1560,7 @@ int config_validate(struct arbor_config *cfg, char *err, size_t errlen)
     struct parse_state st;
     memset(&st, 0, sizeof st);
     st.cfg = cfg;
-    st.err = err;
-    st.errlen = errlen;
+    errors_init(&st, err, errlen);
     for (size_t i = 0; i < cfg->listener_count; i++) {
         const struct arbor_listener *later = &cfg->listeners[i];
         for (size_t j = 0; j < i; j++) {
@@ -1494,14 +1571,16 @@ int config_validate(struct arbor_config *cfg, char *err, size_t errlen)
                 continue;
             const char *file = later->file ? later->file : "config";
             /* the default listener is first, so the later one is always a listener line */
-            return report_error_at(&st, file, later->line, "listener",
-                                   "port %u on %s is already used by the listener at %s:%d",
-                                   (unsigned)later->port,
-                                   later->bind_address ? later->bind_address : "all addresses",
-                                   earlier->file ? earlier->file : "config", earlier->line);
+            report_error_at(&st, file, later->line, "listener",
+                            "port %u on %s is already used by the listener at %s:%d",
+                            (unsigned)later->port,
+                            later->bind_address ? later->bind_address : "all addresses",
+                            earlier->file ? earlier->file : "config", earlier->line);
+            break;
         }
     }
-    return 0;
+    errors_finish(&st);
+    return st.error_count > 0 ? -1 : 0;
 }
 
 const struct arbor_security_settings *config_security_for(const struct arbor_config *cfg,
@@ -1515,6 +1594,7 @@ void config_free(struct arbor_config *cfg)
 {
     if (cfg == NULL) return;
     free(cfg->config_file);
+    free(cfg->base_dir);
     for (size_t i = 0; i < cfg->listener_count; i++)
         listener_free(&cfg->listeners[i]);
     free(cfg->listeners);

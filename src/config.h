@@ -68,6 +68,10 @@ struct arbor_listener {
 struct arbor_config {
     /* where this config came from (NULL for defaults / command line only) */
     char *config_file;
+    /* directory a relative include_dir is read from: set by the caller before loading to the
+     * directory the broker started in (Mosquitto reads it from its working directory, which a
+     * daemon leaves for /); NULL: the current directory. Owned by the config. */
+    char *base_dir;
 
     struct arbor_listener *listeners;
     size_t listener_count;

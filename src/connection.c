@@ -75,7 +75,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     char peer[sizeof((struct connection *)0)->address];
     format_peer(addr, peer, sizeof peer);
     if (over_connection_limit(listener)) {
-        int host_len = (int)(strrchr(peer, ':') - peer); /* Mosquitto prints the host only */
+        int host_len = (int)log_host_length(peer); /* Mosquitto prints the host only */
         log_notice("Client connection from %.*s denied: max_connections exceeded.", host_len, peer);
         close(fd);
         return;

@@ -49,7 +49,8 @@ static int refuse(struct connection *conn, uint8_t version, uint8_t reason, cons
         connection_send_scratch(conn);
         outq_flush(&conn->out, conn->handler.fd);
     }
-    log_notice("Client connection from %s refused: %s.", conn->address, why);
+    /* connection_close logs Mosquitto's one line ("Client <unknown> disconnected, not
+     * authorised."); Mosquitto prints nothing more for a refused CONNECT. */
     connection_close(conn, reason, why);
     return HANDLER_CLOSED;
 }
@@ -94,12 +95,17 @@ static char *generate_client_id(const struct arbor_security_settings *sec)
     return id;
 }
 
+/* Returns 0, -1 when out of memory, or -2 when the will topic under the listener's mount point
+ * is too long or too deep. */
 static int store_will(struct connection *conn, const struct mqtt_connect *c)
 {
     struct broker *broker = conn->broker;
-    /* A will to "$SYS/..." or "$share/..." is accepted but never published, as Mosquitto. */
-    if (topic_is_reserved_for_broker((const char *)c->will_topic.data, c->will_topic.len))
-        return 0;
+    char topic[MQTT_TOPIC_BUFFER];
+    long topic_len = connection_mount_topic(conn, c->will_topic.data, c->will_topic.len, topic);
+    if (topic_len < 0 || !topic_name_is_valid(topic, (size_t)topic_len)) return -2;
+    /* A will to "$SYS/..." or "$share/..." (as the broker sees it, mounted) is accepted but
+     * never published, as Mosquitto. */
+    if (topic_is_reserved_for_broker(topic, (size_t)topic_len)) return 0;
     struct abuf props = {0};
     uint32_t expiry = 0;
     conn->will_delay = 0;
@@ -108,12 +114,6 @@ static int store_will(struct connection *conn, const struct mqtt_connect *c)
         if (c->will_props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
             expiry = c->will_props.message_expiry_interval;
         conn->will_delay = c->will_props.will_delay_interval;
-    }
-    char topic[MQTT_TOPIC_BUFFER];
-    long topic_len = connection_mount_topic(conn, c->will_topic.data, c->will_topic.len, topic);
-    if (topic_len < 0) {
-        abuf_free(&props);
-        return -1;
     }
     conn->will = message_create(&broker->messages, topic, (size_t)topic_len, c->will_payload.data,
                                 c->will_payload.len, props.data, props.len, c->will_qos,
@@ -336,9 +336,12 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     if (c.version == MQTT_V5 && (c.props.present & MQTT_PROP_BIT(MQTT_PROP_AUTHENTICATION_METHOD)))
         return refuse(conn, c.version, MQTT_RC_BAD_AUTHENTICATION_METHOD,
                       "authentication method not supported");
+    /* A listener a reload removed from the config stays open (as in Mosquitto) but has no
+     * settings any more: it admits nobody, rather than falling back to looser global ones. */
+    if (!conn->listener->config)
+        return refuse(conn, c.version, MQTT_RC_NOT_AUTHORIZED, "listener no longer configured");
     const struct arbor_security_settings *sec =
-        conn->listener->config ? config_security_for(broker->config, conn->listener->config)
-                               : &broker->config->security;
+        config_security_for(broker->config, conn->listener->config);
     bool assigned;
     if ((rc = check_identity(conn, &c, sec, &assigned)) != 0) return rc;
     if ((rc = authenticate(conn, &c, sec)) != 0) return rc;
@@ -355,8 +358,12 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
         if (size_limit && c.will_payload.len > size_limit)
             return refuse(conn, c.version, MQTT_RC_PACKET_TOO_LARGE,
                           "will payload larger than message_size_limit");
-        if (store_will(conn, &c))
-            return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+        if ((rc = store_will(conn, &c)) == -2) {
+            /* as a will topic that is invalid on its own: closed without CONNACK */
+            connection_close(conn, 0, "malformed CONNECT");
+            return HANDLER_CLOSED;
+        }
+        if (rc != 0) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }
     bool session_present;
     struct session *session = attach_session(conn, &c, &session_present);

@@ -42,9 +42,24 @@ static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
     return 0;
 }
 
-/* Store and route the message; returns the number of matching sessions, -1 on OOM, or -2 if
- * the topic under the listener's mount point is too long. */
-static long publish_message(struct connection *conn, const struct mqtt_publish *p)
+/* The topic as the broker sees it: under the listener's mount point, which counts towards the
+ * topic's length and depth. Returns its length (*topic set), or -1 if mounting makes it too long
+ * or deeper than TOPIC_MAX_SEPARATORS. */
+static long mounted_topic(const struct connection *conn, const struct mqtt_publish *p, char *buf,
+                          const char **topic)
+{
+    *topic = (const char *)p->topic.data;
+    if (!conn->mount_point_len) return p->topic.len; /* only a mount point rewrites the topic */
+    long len = connection_mount_topic(conn, p->topic.data, p->topic.len, buf);
+    if (len < 0 || !topic_name_is_valid(buf, (size_t)len)) return -1;
+    *topic = buf;
+    return len;
+}
+
+/* Store and route the message under topic; returns the number of matching sessions, or -1 on
+ * OOM. */
+static long publish_message(struct connection *conn, const struct mqtt_publish *p,
+                            const char *topic, size_t topic_len)
 {
     struct broker *broker = conn->broker;
     struct abuf *props = &broker->scratch_props;
@@ -55,16 +70,7 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
             expiry = p->props.message_expiry_interval;
     }
-    /* Only a listener with a mount point needs the topic rewritten. */
-    const char *topic = (const char *)p->topic.data;
-    long topic_len = p->topic.len;
-    char mounted[MQTT_TOPIC_BUFFER];
-    if (conn->mount_point_len) {
-        topic_len = connection_mount_topic(conn, p->topic.data, p->topic.len, mounted);
-        if (topic_len < 0) return -2;
-        topic = mounted;
-    }
-    struct message *msg = message_create(&broker->messages, topic, (size_t)topic_len, p->payload,
+    struct message *msg = message_create(&broker->messages, topic, topic_len, p->payload,
                                          p->payload_len, props->data, props->len, p->qos,
                                          p->retain, conn->session->serial, expiry, broker->now_ms);
     if (!msg) return -1;
@@ -74,22 +80,20 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
 }
 
 /* Why the message is dropped instead of routed, as an MQTT 5 reason code (0: route it). The
- * QoS flow still completes, as with Mosquitto; v3.x clients cannot be told why. */
-static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_publish *p)
+ * QoS flow still completes, as with Mosquitto; v3.x clients cannot be told why. The reserved
+ * topic check sees the mounted topic, so a mount point cannot lead into $SYS. An oversize
+ * PUBLISH is logged by packet_log.c ("Dropped too large PUBLISH", debug, as Mosquitto). */
+static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_publish *p,
+                              const char *topic, size_t topic_len)
 {
     uint32_t size_limit = conn->broker->config->message_size_limit;
-    uint8_t reason = 0;
-    if (size_limit && p->payload_len > size_limit) {
-        log_notice("Dropped too large PUBLISH from %s on %.*s (%u bytes).", conn->client_id,
-                   (int)p->topic.len, (const char *)p->topic.data, p->payload_len);
-        reason = MQTT_RC_PACKET_TOO_LARGE;
-    } else if (topic_is_reserved_for_broker((const char *)p->topic.data, p->topic.len)) {
+    if (size_limit && p->payload_len > size_limit) return MQTT_RC_PACKET_TOO_LARGE;
+    if (topic_is_reserved_for_broker(topic, topic_len)) {
         /* debug, as Mosquitto: a client must not be able to flood the log */
-        log_debug("Denied PUBLISH from %s on %.*s.", conn->client_id, (int)p->topic.len,
-                  (const char *)p->topic.data);
-        reason = MQTT_RC_NOT_AUTHORIZED;
+        log_debug("Denied PUBLISH from %s on %.*s.", conn->client_id, (int)topic_len, topic);
+        return MQTT_RC_NOT_AUTHORIZED;
     }
-    return reason;
+    return 0;
 }
 
 int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, size_t len)
@@ -116,15 +120,18 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
         session->incoming_qos2_count >= conn->receive_maximum)
         return MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED;
 
-    uint8_t reason = refusal_reason(conn, &p);
-    if (reason) {
-        if (conn->version != MQTT_V5) reason = 0;
-    } else {
-        long matched = publish_message(conn, &p);
-        if (matched == -2) return MQTT_RC_TOPIC_NAME_INVALID;
+    char mounted[MQTT_TOPIC_BUFFER];
+    const char *topic;
+    long topic_len = mounted_topic(conn, &p, mounted, &topic);
+    if (topic_len < 0) return MQTT_RC_TOPIC_NAME_INVALID;
+    uint8_t reason = refusal_reason(conn, &p, topic, (size_t)topic_len);
+    if (!reason) {
+        long matched = publish_message(conn, &p, topic, (size_t)topic_len);
         if (matched < 0) return MQTT_RC_UNSPECIFIED;
         /* PUBACK says 0x10; Mosquitto answers a QoS 2 one with 0x00 (short form). */
         if (matched == 0 && p.qos == 1) reason = MQTT_RC_NO_MATCHING_SUBSCRIBERS;
+    } else if (conn->version != MQTT_V5) {
+        reason = 0;
     }
     if (p.qos == 0) return 0;
     if (p.qos == 2 && reason < 0x80 && session_incoming_qos2_add(session, p.packet_id))

@@ -25,17 +25,11 @@ static uint8_t validate_request(const struct connection *conn,
 {
     const char *filter = (const char *)req->filter.data;
     size_t len = req->filter.len;
+    uint8_t invalid = conn->version == MQTT_V5 ? MQTT_RC_TOPIC_FILTER_INVALID : 0x80;
     const char *group, *inner;
     size_t group_len, inner_len;
-    uint8_t invalid = conn->version == MQTT_V5 ? MQTT_RC_TOPIC_FILTER_INVALID : 0x80;
-    if (topic_parse_shared(filter, len, shared, &group, &group_len, &inner, &inner_len))
-        return invalid;
-    if (!*shared) {
-        inner = filter;
-        inner_len = len;
-    }
-    if (!topic_filter_is_valid(inner, inner_len)) return invalid;
-    if (memchr(filter, '\0', len)) return invalid;
+    (void)topic_parse_shared(filter, len, shared, &group, &group_len, &inner, &inner_len);
+    if (!topic_subscription_filter_is_valid(filter, len)) return invalid;
     uint8_t max_qos = conn->broker->config->max_qos;
     return req->qos < max_qos ? req->qos : max_qos;
 }

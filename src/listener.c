@@ -155,8 +155,8 @@ void listeners_refresh_config(struct broker *broker)
             }
         }
         if (!l->config)
-            log_warning("Listener on port %u was removed from the config; it stays open until "
-                        "restart.",
+            log_warning("Warning: listener on port %u was removed from the config; it stays open "
+                        "until restart but refuses new clients (not authorised).",
                         l->port);
     }
 }

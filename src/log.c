@@ -1,13 +1,15 @@
 /*
  * log.c: writes log lines to the configured destinations. Format follows Mosquitto's:
  * "<timestamp>: <message>", the timestamp in seconds since the epoch unless
- * log_timestamp_format gives a strftime format. Must not allocate per line.
+ * log_timestamp_format gives a strftime format. Must not allocate per line. Control
+ * characters in a line (client-supplied strings) are escaped, so one call is one line.
  */
 #include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,9 @@ struct logger {
     unsigned types;
     int timestamp;
     char timestamp_format[128];
-    char file_path[4096];
+    char file_path[4096]; /* the configured log file */
     FILE *file;
+    char open_path[4096]; /* the path file was opened from (it may differ after a failure) */
     int syslog_open;
 };
 
@@ -31,28 +34,44 @@ static struct logger logger = {
     .timestamp = 1,
 };
 
-static int open_log_file(void)
+static void close_log_file(void)
 {
-    if (logger.file) {
-        fclose(logger.file);
-        logger.file = NULL;
+    if (logger.file) fclose(logger.file);
+    logger.file = NULL;
+    logger.open_path[0] = '\0';
+}
+
+/* Open the configured log file; with reopen false, not if it is the one already open (so a
+ * SIGHUP opens it once). On failure the file already open, if any, stays: after dropping
+ * privileges root's 0600 log cannot be opened again, but the descriptor opened as root is still
+ * writable, so lines keep going somewhere. */
+static int open_log_file(bool reopen)
+{
+    if (!(logger.dest & ARBOR_LOG_DEST_FILE) || logger.file_path[0] == '\0') {
+        close_log_file();
+        return 0;
     }
-    if (!(logger.dest & ARBOR_LOG_DEST_FILE) || logger.file_path[0] == '\0') return 0;
-    /* 0600: a log names clients, users and addresses; an existing file keeps its mode */
-    int fd = open(logger.file_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (!reopen && logger.file && strcmp(logger.open_path, logger.file_path) == 0) return 0;
+    /* 0600: a log names clients, users and addresses; an existing file keeps its mode.
+     * O_NOFOLLOW: root opens it, maybe in a directory the dropped user owns, where a planted
+     * symlink must not make root append to another file. */
+    int fd = open(logger.file_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return -1;
-    logger.file = fdopen(fd, "a");
-    if (!logger.file) {
+    FILE *file = fdopen(fd, "a");
+    if (!file) {
         int saved = errno;
         close(fd);
         errno = saved;
         return -1;
     }
-    setvbuf(logger.file, NULL, _IOLBF, 0);
+    setvbuf(file, NULL, _IOLBF, 0);
+    close_log_file();
+    logger.file = file;
+    snprintf(logger.open_path, sizeof logger.open_path, "%s", logger.file_path);
     return 0;
 }
 
-int log_configure(const struct arbor_config *cfg)
+static void apply_settings(const struct arbor_config *cfg)
 {
     logger.dest = cfg->log_dest;
     logger.types = cfg->log_type;
@@ -64,22 +83,37 @@ int log_configure(const struct arbor_config *cfg)
         openlog("arbor", LOG_PID | LOG_NDELAY, LOG_DAEMON);
         logger.syslog_open = 1;
     }
-    return open_log_file();
+}
+
+int log_configure(const struct arbor_config *cfg)
+{
+    apply_settings(cfg);
+    return open_log_file(false);
+}
+
+/* A log file that cannot be opened is reported once, where lines still go: the file opened
+ * before, else stderr as well. */
+static void report_open_failure(const char *what, int error)
+{
+    if (!logger.file) logger.dest |= ARBOR_LOG_DEST_STDERR;
+    log_error("Error: unable to %s log file %s: %s%s", what, logger.file_path, strerror(error),
+              logger.file ? "; still writing to the file opened before" : "");
+}
+
+void log_reconfigure(const struct arbor_config *cfg)
+{
+    apply_settings(cfg);
+    if (open_log_file(false) != 0) report_open_failure("open", errno);
 }
 
 void log_reopen(void)
 {
-    if (open_log_file() != 0) {
-        int saved = errno;
-        logger.dest |= ARBOR_LOG_DEST_STDERR;
-        log_error("Error: unable to reopen log file %s: %s", logger.file_path, strerror(saved));
-    }
+    if (open_log_file(true) != 0) report_open_failure("reopen", errno);
 }
 
 void log_close(void)
 {
-    if (logger.file) fclose(logger.file);
-    logger.file = NULL;
+    close_log_file();
     if (logger.syslog_open) closelog();
     logger.syslog_open = 0;
 }
@@ -115,14 +149,45 @@ static void format_timestamp(char *out, size_t len)
     }
 }
 
+static bool is_control(unsigned char c)
+{
+    return c < 0x20 || c == 0x7f;
+}
+
+/* Client ids, user names, topics and filters may hold any character but NUL (MQTT only says
+ * SHOULD NOT for control characters), and lines quote them: every control character is
+ * written as \xHH, so that no client can split a line or forge one (e.g. a client id with
+ * "\n1700000000: New client connected ..."). A leading tab is ours (Mosquitto's indented
+ * lines). Returns text itself when there is nothing to escape. */
+static const char *escape_controls(const char *text, char *out, size_t outlen)
+{
+    size_t start = text[0] == '\t';
+    const char *p = text + start;
+    while (*p && !is_control((unsigned char)*p))
+        p++;
+    if (*p == '\0') return text;
+    size_t n = 0;
+    for (size_t i = 0; text[i] && n + 5 < outlen; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (i >= start && is_control(c))
+            n += (size_t)snprintf(out + n, outlen - n, "\\x%02x", c);
+        else
+            out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 void log_printf(unsigned type, const char *fmt, ...)
 {
     if (!(logger.types & type)) return;
-    char message[2048];
+    char formatted[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    vsnprintf(formatted, sizeof formatted, fmt, ap);
     va_end(ap);
+    char escaped[4 * sizeof formatted];
+    const char *message = escape_controls(formatted, escaped, sizeof escaped);
     char stamp[160];
     format_timestamp(stamp, sizeof stamp);
     if (logger.dest & ARBOR_LOG_DEST_STDERR) fprintf(stderr, "%s%s\n", stamp, message);

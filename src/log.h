@@ -6,13 +6,28 @@
 #ifndef ARBOR_LOG_H
 #define ARBOR_LOG_H
 
+#include <string.h>
+
 #include "config.h"
 
 /* Apply logging settings from cfg (opens the log file if any). Returns 0 or -1 (errno set). */
 int log_configure(const struct arbor_config *cfg);
-/* Reopen the log file (after rotation); called on SIGHUP. */
+/* After a reload: apply cfg's logging settings; the log file is opened only if its path changed
+ * (log_reopen has just reopened it). A file that cannot be opened is logged, and lines keep
+ * going to the file opened before (else to stderr too). */
+void log_reconfigure(const struct arbor_config *cfg);
+/* Reopen the log file (after rotation); called on SIGHUP. If that fails, the file already open
+ * stays in use and the failure is logged once. */
 void log_reopen(void);
 void log_close(void);
+
+/* Length of the host part of a "host:port" address: Mosquitto's lines name a client that has
+ * not identified itself by its host only. */
+static inline size_t log_host_length(const char *address)
+{
+    const char *colon = strrchr(address, ':');
+    return colon ? (size_t)(colon - address) : strlen(address);
+}
 
 /* type is one arbor_log_type bit */
 void log_printf(unsigned type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef ARBOR_HAVE_SYSTEMD
@@ -64,7 +65,8 @@ static void print_usage(void)
            " -d : put the broker into the background after starting.\n"
            " -h : display this help.\n"
            " -p : start the broker listening on the specified port (loopback only).\n"
-           "      Ignored together with -c, as in Mosquitto 2.0. May be given several times.\n"
+           "      Ignored when the -c file has listeners, as in Mosquitto 2.0. May be given\n"
+           "      several times.\n"
            " -v : verbose mode - enable all logging types. This overrides\n"
            "      any logging options given in the config file.\n"
            " --version : print the version and exit.\n\n"
@@ -154,25 +156,30 @@ static int make_absolute(char **path, const char *dir)
     return 0;
 }
 
-static struct arbor_config *load_config(const struct options *opt)
+/* Load the config file (if any) and the command line's listeners. *ports_ignored (may be NULL)
+ * tells whether -p was ignored because the file has listeners. */
+static struct arbor_config *load_config(const struct options *opt, bool *ports_ignored)
 {
     struct arbor_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return NULL;
     config_init_defaults(cfg);
+    if (opt->start_dir[0] && !(cfg->base_dir = strdup(opt->start_dir))) goto oom;
     char err[16384];
     if (opt->config_file && config_load_file(cfg, opt->config_file, err, sizeof err) != 0) {
         log_config_errors(err);
         goto fail;
     }
+    if (ports_ignored) *ports_ignored = cfg->listener_count > 0 && opt->port_count > 0;
     if (cfg->listener_count == 0) {
         /* No listener configured: Mosquitto 2.0's local-only mode, which lets anonymous
-         * clients in unless the config says otherwise. */
+         * clients in unless the config says otherwise, on the -p ports (also with a config
+         * file that has no listener, as Mosquitto 2.0.11), else on 1883. With listeners in
+         * the config file, -p is ignored (main warns about it). */
         if (!cfg->security.allow_anonymous_set) cfg->security.allow_anonymous = true;
         if (opt->port_count == 0 && add_local_listeners(cfg, 1883)) goto oom;
+        for (size_t i = 0; i < opt->port_count; i++)
+            if (add_local_listeners(cfg, opt->ports[i])) goto oom;
     }
-    /* As in Mosquitto 2.0, -p only applies without -c (main warns about it). */
-    for (size_t i = 0; !opt->config_file && i < opt->port_count; i++)
-        if (add_local_listeners(cfg, opt->ports[i])) goto oom;
     if (make_absolute(&cfg->log_file, opt->start_dir) ||
         make_absolute(&cfg->pid_file, opt->start_dir))
         goto oom;
@@ -194,9 +201,15 @@ static struct arbor_config *reload_config(void *ctx)
 {
     const struct options *opt = ctx;
     if (!opt->config_file) return NULL;
-    notify_systemd("RELOADING=1\nSTATUS=Reloading %s", opt->config_file);
+    /* systemd's notify-reload protocol wants the monotonic time of the reload with it */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    notify_systemd("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=Reloading %s",
+                   (unsigned long long)now.tv_sec * 1000000ULL +
+                       (unsigned long long)now.tv_nsec / 1000ULL,
+                   opt->config_file);
     log_notice("Reloading config file %s.", opt->config_file);
-    struct arbor_config *cfg = load_config(opt);
+    struct arbor_config *cfg = load_config(opt, NULL);
     if (cfg) {
         log_config_warnings(cfg);
         notify_systemd("READY=1\nSTATUS=Running; configuration reloaded");
@@ -208,13 +221,17 @@ static struct arbor_config *reload_config(void *ctx)
     return cfg;
 }
 
-/* Resolve the config file to an absolute path before daemonising (which changes to /), so
- * that SIGHUP finds it again; remember the start directory for relative log and pid files. */
+/* Make the config file's path absolute before daemonising (which changes to /), so that
+ * SIGHUP finds it again. Symlinks are not resolved: SIGHUP reads whatever the path names then
+ * (e.g. /etc/arbor.conf re-pointed to a new file). Remember the start directory for relative
+ * log and pid files and include_dir. */
 static void resolve_paths(struct options *opt)
 {
     if (!getcwd(opt->start_dir, sizeof opt->start_dir)) opt->start_dir[0] = '\0';
-    if (opt->config_file && realpath(opt->config_file, opt->config_path))
-        opt->config_file = opt->config_path;
+    if (!opt->config_file || opt->config_file[0] == '/' || opt->start_dir[0] == '\0') return;
+    int n = snprintf(opt->config_path, sizeof opt->config_path, "%s/%s", opt->start_dir,
+                     opt->config_file);
+    if (n > 0 && (size_t)n < sizeof opt->config_path) opt->config_file = opt->config_path;
 }
 
 static void install_signals(void)
@@ -248,10 +265,19 @@ static int daemonise(void)
     return 0;
 }
 
+/* Written as root, maybe in a directory the dropped user owns: O_NOFOLLOW, so that a symlink
+ * planted there cannot make root truncate another file. */
 static int write_pid_file(const char *path)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
     fprintf(f, "%ld\n", (long)getpid());
     return fclose(f);
 }
@@ -281,10 +307,7 @@ static int choose_run_user(const struct arbor_config *cfg, struct run_user *user
 {
     memset(user, 0, sizeof *user);
     if (geteuid() != 0) return 0;
-    if (cfg->user && !strcmp(cfg->user, "root")) {
-        log_warning("Warning: arbor should not be run as root/administrator.");
-        return 0;
-    }
+    if (cfg->user && !strcmp(cfg->user, "root")) return 0; /* drop_privileges warns */
     if (cfg->user) {
         if (!lookup_user(cfg->user, user)) {
             log_error("Error: Unable to drop privileges to '%s' because this user does not "
@@ -313,6 +336,8 @@ static int drop_privileges(const struct run_user *user)
     }
     struct passwd *pw = getpwuid(geteuid());
     log_notice("Running as user %s (uid %ld).", pw ? pw->pw_name : "?", (long)geteuid());
+    /* whatever the user is called ("user root", or another name for uid 0) */
+    if (geteuid() == 0) log_warning("Warning: arbor should not be run as root/administrator.");
     return 0;
 }
 
@@ -322,7 +347,8 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &opt);
     if (rc != 0) return rc > 0 ? 0 : 1;
     resolve_paths(&opt);
-    struct arbor_config *cfg = load_config(&opt);
+    bool ports_ignored;
+    struct arbor_config *cfg = load_config(&opt, &ports_ignored);
     if (!cfg) return 1;
     /* errors up to here go to stderr, where the operator starting the broker sees them */
     struct run_user user;
@@ -339,7 +365,7 @@ int main(int argc, char **argv)
         return 1;
     }
     log_config_warnings(cfg);
-    if (opt.config_file && opt.port_count > 0)
+    if (ports_ignored)
         log_warning("Warning: -p is ignored when -c is given (as in Mosquitto 2.0); put a "
                     "listener line in the config file instead.");
     if (opt.daemon && daemonise() != 0) {
@@ -357,6 +383,11 @@ int main(int argc, char **argv)
     char *pid_file = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
     size_t listener_count = cfg->listener_count;
     rc = broker_init(&broker, cfg);
+    if (rc == 0 && !broker.listeners) {
+        /* e.g. only addresses this host does not have: never run (and say READY) unreachable */
+        log_error("Error: no listener could be opened.");
+        rc = -1;
+    }
     if (rc == 0) rc = drop_privileges(&user);
     if (rc == 0) {
         log_info("arbor version %s running", ARBOR_VERSION);

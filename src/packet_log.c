@@ -15,8 +15,7 @@
 static const char *client_name(const struct connection *conn, char *buf, size_t len)
 {
     if (conn->state == CONNECTION_ACTIVE && conn->client_id) return conn->client_id;
-    const char *colon = strrchr(conn->address, ':');
-    size_t host_len = colon ? (size_t)(colon - conn->address) : strlen(conn->address);
+    size_t host_len = log_host_length(conn->address);
     if (host_len >= len) host_len = len - 1;
     memcpy(buf, conn->address, host_len);
     buf[host_len] = '\0';
@@ -34,6 +33,14 @@ static struct wire_bytes received_topic(const struct connection *conn, const str
         topic.len = (uint16_t)strlen(conn->topic_aliases[alias]);
     }
     return topic;
+}
+
+/* A PUBLISH that handle_publish drops for message_size_limit: Mosquitto's one debug line for it
+ * says so instead of "Received PUBLISH" (one line per packet, never more). */
+static bool publish_over_limit(const struct connection *conn, const struct mqtt_publish *p)
+{
+    uint32_t limit = conn->broker->config->message_size_limit;
+    return limit && p->payload_len > limit;
 }
 
 static void log_publish(const char *direction, const char *name, const struct mqtt_publish *p,
@@ -87,7 +94,9 @@ void packet_log_describe_received(const struct connection *conn,
     switch (hdr->type) {
     case MQTT_PUBLISH:
         if (mqtt_decode_publish(conn->version, hdr->flags, body, len, &p) == 0)
-            log_publish("Received PUBLISH from", name, &p, received_topic(conn, &p), p.payload_len);
+            log_publish(publish_over_limit(conn, &p) ? "Dropped too large PUBLISH from"
+                                                     : "Received PUBLISH from",
+                        name, &p, received_topic(conn, &p), p.payload_len);
         break;
     case MQTT_PUBACK:
     case MQTT_PUBREC:

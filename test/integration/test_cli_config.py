@@ -332,6 +332,32 @@ def test_maximum_qos_is_an_alias_of_max_qos(broker, raw):
     assert raw(b, mp.MQTT5).connect("alias").props.get(mp.P_MAXIMUM_QOS) == 1
 
 
+def test_port_option_with_config_file_without_listener(broker, raw, tmp_path):
+    # Mosquitto 2.0.11 `-c file_without_listener -p N`: local-only mode on port N (and not on
+    # 1883); the -p is not ignored and there is no warning that it is.
+    port = free_port()
+    conf = tmp_path / "nolistener.conf"
+    conf.write_text("log_dest stderr\n")
+    b = broker(use_config=False, port=port, args=["-c", str(conf), "-p", str(port)])
+    assert raw(b).connect("local").rc == 0      # local-only mode lets anonymous clients in
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.2", port), timeout=1).close()
+    assert "ignored" not in b.log_text()
+
+
+@pytest.mark.arbor_only
+def test_duplicate_port_options_report_a_clean_error(run_broker):
+    # The error text is built from scratch (it once read an uninitialised buffer).
+    port = free_port()
+    rc, out = run_broker(["-p", str(port), "-p", str(port)])
+    assert rc == 1, out
+    errors = [l.split(": ", 1)[1] for l in out.splitlines() if ": Error: " in l]
+    assert errors, out
+    for e in errors:
+        assert re.fullmatch(r"Error: command line: listener: port %d on (127\.0\.0\.1|::1) is "
+                            r"already used by the listener at command line:0" % port, e), out
+
+
 def test_port_option_with_config_file_is_ignored(broker):
     # Mosquitto 2.0.11: with -c, -p is ignored (only the config's listeners open).
     other = free_port()

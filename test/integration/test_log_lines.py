@@ -218,6 +218,8 @@ def test_not_authorised(broker, raw, version, rc):
     wait_lines(b, r"Sending CONNACK to 127\.0\.0\.1 \(0, %d\)" % rc,
                r"Client <unknown> disconnected, not authorised\.")
     assert not has_line(b, r"New client connected.*")
+    # Mosquitto prints only those two lines for the refusal, nothing about a "refused" client.
+    assert not [l for l in lines(b) if "refused" in l], lines(b)
 
 
 def test_second_connect_is_protocol_error(broker, raw):
@@ -237,6 +239,60 @@ def test_malformed_packet(broker, raw):
     c.wait_closed()
     wait_lines(b, r"Received SUBSCRIBE from mal",
                r"Client mal disconnected due to malformed packet\.")
+
+
+def test_oversize_publish_one_debug_line(broker, raw):
+    # Mosquitto 2.0.11 -v: one debug line instead of "Received PUBLISH", and the PUBACK it sends
+    # with reason 149 (0x95, outside MQTT 5's PUBACK table but what Mosquitto sends).
+    b = broker("message_size_limit 10")
+    c = raw(b, mp.MQTT5)
+    c.connect("big")
+    c.publish("t/x", b"x" * 50, qos=1)
+    c.send(mp.publish("t/y", b"y" * 50, qos=2, pid=2, version=mp.MQTT5))
+    c.recv()
+    c.disconnect()
+    wait_lines(b, r"Dropped too large PUBLISH from big \(d0, q1, r0, m1, 't/x', \.\.\. \(50 bytes\)\)",
+               r"Sending PUBACK to big \(m1, rc149\)",
+               r"Dropped too large PUBLISH from big \(d0, q2, r0, m2, 't/y', \.\.\. \(50 bytes\)\)",
+               r"Sending PUBREC to big \(m2, rc149\)")
+    log = lines(b)
+    assert not [l for l in log if "t/x" in l and "Dropped too large" not in l], log
+    assert len([l for l in log if "Dropped too large" in l]) == 2, log
+
+
+def test_oversize_publish_not_logged_without_debug(broker, raw):
+    # Without debug, Mosquitto logs nothing for a dropped oversize PUBLISH (a client cannot
+    # flood the log with them).
+    b = broker("message_size_limit 10", "allow_anonymous true", "log_dest stderr",
+               "log_type error", "log_type warning",
+               "log_type notice", "log_type information", defaults=False)
+    c = raw(b, mp.MQTT5)
+    c.connect("big")
+    for pid in range(1, 4):
+        c.publish("t/x", b"x" * 50, qos=1, pid=pid)
+    c.disconnect()
+    wait_lines(b, r"Client big (disconnected|closed its connection)\.")
+    assert not [l for l in lines(b) if "t/x" in l or "PUBLISH" in l], lines(b)
+
+
+@pytest.mark.arbor_only  # Mosquitto 2.0.11 prints client strings raw (one line can be many)
+def test_control_characters_from_clients_are_escaped(broker, raw):
+    # A client id, user name, topic or filter with a newline must not split a log line or forge
+    # one: control characters are written as \xHH.
+    b = broker()
+    forged = "1700000000: New client connected from 6.6.6.6:1 as admin (p2, c1, k60)."
+    c = raw(b, mp.MQTT5)
+    c.connect("evil\n" + forged, username="u\r\x1bx")
+    c.subscribe([("f\n" + forged, 0)])
+    c.publish("t\n" + forged, b"x", qos=1)
+    c.disconnect()
+    wait_lines(b, r"Client evil\\x0a1700000000: .* disconnected\.")
+    text = b.log_text()
+    assert forged not in text.splitlines(), text        # no forged line of its own
+    assert all("\\x0a" in l for l in text.splitlines() if "6.6.6.6" in l), text
+    assert "u'u\\x0d\\x1bx'" in text, text
+    assert "'t\\x0a1700000000" in text, text
+    assert "\tf\\x0a1700000000" in text, text
 
 
 def test_oversize_packet(broker, raw):

@@ -4,6 +4,7 @@ byte-based queue limits."""
 
 import os
 import re
+import shutil
 import socket
 import signal
 import subprocess
@@ -325,6 +326,165 @@ def test_daemon_with_relative_config_path_reloads(tmp_path):
     wait_for(lambda: not pid_alive(pid), what="daemon exit")
 
 
+@pytest.mark.arbor_only
+def test_daemon_with_relative_include_dir_reloads(tmp_path):
+    # A relative include_dir is read from the start directory (Mosquitto 2.0.11 reads it from
+    # its working directory), also on a SIGHUP after -d changed to /.
+    port = free_port()
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "a.conf").write_text("max_qos 1\n")
+    conf = tmp_path / "inc.conf"
+    log_path = tmp_path / "inc.log"
+    pid_path = tmp_path / "inc.pid"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\nlog_dest file inc.log\n"
+                    "pid_file inc.pid\nuser root\ninclude_dir inc\n" % port)
+    started = subprocess.run([ARBOR_BIN, "-d", "-c", str(conf)], cwd=str(tmp_path), timeout=10)
+    assert started.returncode == 0
+    wait_for(lambda: pid_path.exists() and pid_path.read_text().strip(), what="pid file")
+    pid = int(pid_path.read_text())
+    try:
+        wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
+        (inc / "a.conf").write_text("max_qos 0\n")
+        os.kill(pid, signal.SIGHUP)
+        wait_for(lambda: "Reloaded configuration" in log_path.read_text()
+                 or "reload failed" in log_path.read_text(), what="reload in log")
+        assert "Reloaded configuration" in log_path.read_text(), log_path.read_text()
+        c = mp.RawClient("127.0.0.1", port, version=MQTT5)
+        try:
+            assert c.connect("after-reload").props.get(mp.P_MAXIMUM_QOS) == 0
+        finally:
+            c.close()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not pid_alive(pid), what="daemon exit")
+
+
+@pytest.mark.arbor_only
+def test_reload_reads_the_config_path_not_its_old_symlink_target(broker, raw, tmp_path):
+    # -c names a symlink; re-pointing it and sending SIGHUP loads the new target.
+    port = free_port()
+    first = tmp_path / "first.conf"
+    second = tmp_path / "second.conf"
+    base = "listener %d 127.0.0.1\nallow_anonymous true\nlog_dest stderr\nuser root\n" % port
+    first.write_text(base + "max_qos 2\n")
+    second.write_text(base + "max_qos 1\n")
+    link = tmp_path / "arbor.conf"
+    link.symlink_to(first)
+    b = broker(use_config=False, port=port, args=["-c", str(link)])
+    tmp_link = tmp_path / "arbor.conf.new"
+    tmp_link.symlink_to(second)
+    os.rename(tmp_link, link)
+    b.proc.send_signal(signal.SIGHUP)
+    b.wait_log("Reloaded configuration")
+    assert raw(b, MQTT5).connect("c").props.get(mp.P_MAXIMUM_QOS) == 1
+
+
+@pytest.mark.arbor_only
+def test_removed_listener_refuses_clients_after_reload(broker, raw, tmp_path):
+    # Mosquitto does not close listeners on reload; one no longer in the config must not fall
+    # back to looser (global, local-only) settings: it refuses every CONNECT, not authorised.
+    other = free_port()
+    b = broker("listener %d 127.0.0.1" % other)
+    c = mp.RawClient(b.host, other)
+    try:
+        assert c.connect("before").rc == 0
+    finally:
+        c.close()
+    with open(b.conf_path) as f:
+        kept = [l for l in f.read().splitlines() if not l.startswith("listener %d" % other)]
+    with open(b.conf_path, "w") as f:
+        f.write("\n".join(kept) + "\n")
+    b.proc.send_signal(signal.SIGHUP)
+    b.wait_log("Reloaded configuration")
+    b.wait_log("port %d was removed from the config" % other)
+    for version, rc in ((MQTT311, 5), (MQTT5, 0x87)):
+        c = mp.RawClient(b.host, other, version=version)
+        try:
+            assert c.connect("after", expect_rc=None).rc == rc
+        finally:
+            c.close()
+    assert raw(b).connect("on-kept-listener").rc == 0
+
+
+@needs_root
+def test_log_file_kept_when_reopen_fails_after_privilege_drop(broker, raw, tmp_path):
+    # The log file is root's (0600) and the broker runs as nobody after start-up: SIGHUP cannot
+    # open it again, so lines keep going to the descriptor opened as root, and the failure is
+    # logged once there.
+    log_path = tmp_path / "root.log"
+    b = broker("allow_anonymous true", "log_dest file %s" % log_path, "log_type all",
+               defaults=False)
+    wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
+    assert os.stat(log_path).st_uid == 0
+    b.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "Reloaded configuration" in log_path.read_text(), what="reload in log")
+    raw(b).connect("after-hup")
+    wait_for(lambda: "after-hup" in log_path.read_text(), what="client after SIGHUP in log")
+    log = log_path.read_text()
+    assert log.count("unable to reopen log file") == 1, log
+    assert "unable to open log file" not in log, log
+
+
+@pytest.mark.arbor_only
+def test_pid_and_log_files_do_not_follow_symlinks(run_broker, tmp_path):
+    # Root writes them before dropping privileges, maybe in a directory the dropped user owns:
+    # a symlink planted there must not make root truncate or append to another file.
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    pid_link = tmp_path / "arbor.pid"
+    pid_link.symlink_to(victim)
+    port = free_port()
+    rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % port, "allow_anonymous true",
+                                     "pid_file %s" % pid_link, "sys_interval 0"], timeout=1.5)
+    assert rc is None, out           # still running: a pid file failure is only a warning
+    assert "unable to write pid file %s" % pid_link in out, out
+    assert victim.read_text() == "precious\n"
+    log_link = tmp_path / "arbor.log"
+    log_link.symlink_to(victim)
+    rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % port, "allow_anonymous true",
+                                     "log_dest file %s" % log_link])
+    assert rc == 1, out
+    assert "unable to open log file %s" % log_link in out, out
+    assert victim.read_text() == "precious\n"
+
+
+@needs_root
+@pytest.mark.arbor_only
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare(1)")
+def test_user_with_uid_0_warns(tmp_path):
+    # `user toor` where toor is uid 0 keeps root: warned like `user root`. The alias exists
+    # only in a private mount namespace (a copy of /etc/passwd bound over it).
+    passwd = tmp_path / "passwd"
+    with open("/etc/passwd") as f:
+        passwd.write_text(f.read() + "arbortoor:x:0:0:alias:/root:/bin/sh\n")
+    port = free_port()
+    conf = tmp_path / "toor.conf"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\nuser arbortoor\n" % port)
+    script = 'mount --bind "$1" /etc/passwd && exec "$2" -c "$3"'
+    p = subprocess.Popen(["unshare", "--mount", "sh", "-c", script, "sh", str(passwd),
+                          ARBOR_BIN, str(conf)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: port_listening(port), what="listener")
+        time.sleep(0.3)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=15)[0].decode()
+    if "mount" in out and "denied" in out:
+        pytest.skip("cannot bind-mount here: " + out)
+    assert "Running as user" in out and "(uid 0)" in out, out
+    assert "should not be run as root" in out, out
+
+
+def port_listening(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
 # ---------------------------------------------------------------- sd_notify (issue 7)
 
 def notify_socket():
@@ -381,7 +541,12 @@ def test_sd_notify_reloading_and_stopping(tmp_path):
         ready = recv_notify(s, "READY=1")
         assert "MAINPID=%d" % proc.pid in ready and "STATUS=" in ready
         proc.send_signal(signal.SIGHUP)
-        recv_notify(s, "RELOADING=1")
+        reloading = recv_notify(s, "RELOADING=1")
+        # systemd's notify-reload protocol: the reload's CLOCK_MONOTONIC time in microseconds
+        usec = [l for l in reloading.split("\n") if l.startswith("MONOTONIC_USEC=")]
+        assert len(usec) == 1, reloading
+        now = time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6
+        assert now - 10e6 < int(usec[0].split("=")[1]) <= now, reloading
         recv_notify(s, "READY=1")
         proc.send_signal(signal.SIGTERM)
         recv_notify(s, "STOPPING=1")

@@ -7,7 +7,8 @@ Covers: allow_anonymous false with nothing to authenticate against; no publishin
 (except bridge state topics) or $share/; the topic depth limit; no Receive Maximum for v3.x;
 PUBREL for unknown packet ids; will payloads over message_size_limit; oversize PUBLISH reason
 codes; short-form acks; no reason strings by default; CONNACK property order and assigned
-client ids; malformed CONNECT closed without CONNACK.
+client ids; malformed CONNECT closed without CONNACK; reserved topics and the depth limit
+judged on the mounted topic.
 """
 
 import re
@@ -266,6 +267,45 @@ def test_oversize_publish_v5_reason_0x95(broker, raw):
         bytes.fromhex("5003000695")
     assert sub.drain_publishes(0.4) == []
     assert c.is_open()
+
+
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+def test_mount_point_cannot_lead_into_sys(broker, raw, version):
+    # The reserved-topic rule applies to the topic as the broker sees it (mounted): a listener
+    # with `mount_point $SYS/` must not let its clients publish into $SYS, nor leave a will there.
+    from helpers import free_port
+    port = free_port()
+    b = broker("sys_interval 0", "listener %d 127.0.0.1" % port, "mount_point $SYS/")
+    sub = connected(b, raw, "sub")
+    sub.subscribe([("$SYS/#", 1)])
+    c2 = mp.RawClient(b.host, port, version=version)
+    try:
+        assert c2.connect("mounted", will={"topic": "w", "payload": b"bye"}).rc == 0
+        expected = "4003000787" if version == MQTT5 else "40020007"
+        assert raw_ack(c2, 7, mp.publish("x", b"x", qos=1, pid=7, version=version)) == \
+            bytes.fromhex(expected)
+        c2.close()
+        assert sub.drain_publishes(0.5) == []
+    finally:
+        c2.close()
+
+
+@pytest.mark.mosquitto_deviates("2.0.11 checks the depth before adding the mount point")
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+def test_mount_point_levels_count_towards_depth_limit(broker, raw, version):
+    # 199 separators in the topic plus the mount point's 2 are deeper than the limit (200).
+    from helpers import free_port
+    port = free_port()
+    b = broker("listener %d 127.0.0.1" % port, "mount_point m/n/")
+    c = mp.RawClient(b.host, port, version=version)
+    try:
+        c.connect("deep")
+        ok = "/".join(["a"] * 199)            # 198 separators + 2 = 200: accepted
+        assert c.publish(ok, b"1", qos=1).reason in (0, 0x10)
+        c.send(mp.publish("/".join(["a"] * 200), b"1", qos=1, pid=9, version=version))
+        c.wait_closed(5)
+    finally:
+        c.close()
 
 
 # ---------------------------------------------------------------- byte-level parity

@@ -1094,7 +1094,66 @@ static void test_every_error_is_reported(void **state)
     assert_int_equal(config_load_string(&cfg, "bogus\nbogus2\nbogus3\n", TEST_NAME, small,
                                         sizeof small),
                      -1);
-    assert_string_equal(small, TEST_NAME ":1: bogus: unknown directive\ntest.conf");
+    assert_string_equal(small, TEST_NAME ":1: bogus: unknown directive");
+    config_free(&cfg);
+    /* with room for it, the errors left out are counted at the end */
+    char medium[120];
+    config_init_defaults(&cfg);
+    assert_int_equal(config_load_string(&cfg, "bogus\nbogus2\nbogus3\nbogus4\nbogus5\n", TEST_NAME,
+                                        medium, sizeof medium),
+                     -1);
+    assert_string_equal(medium, TEST_NAME ":1: bogus: unknown directive\n" TEST_NAME
+                                          ":2: bogus2: unknown directive\n(and 3 more errors)");
+    config_free(&cfg);
+}
+
+/* config_validate writes its own error text: it never reads what the caller's buffer held
+ * (arbor -p 1884 -p 1884 passed an uninitialised buffer). */
+static void test_validate_ignores_buffer_contents(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    config_init_defaults(&cfg);
+    assert_int_equal(config_add_listener(&cfg, 1884, "127.0.0.1", "command line"), 0);
+    assert_int_equal(config_add_listener(&cfg, 1884, "127.0.0.1", "command line"), 0);
+    char err[256];
+    memset(err, 'X', sizeof err); /* no NUL anywhere */
+    assert_int_equal(config_validate(&cfg, err, sizeof err), -1);
+    assert_string_equal(err, "command line: listener: port 1884 on 127.0.0.1 is already used by "
+                             "the listener at command line:0");
+    config_free(&cfg);
+}
+
+/* After a listener line with an error, the settings of its block report only their own
+ * errors, and change neither the global settings nor the previous listener. */
+static void test_failed_listener_line_does_not_cascade(void **state)
+{
+    (void)state;
+    expect_error("listener 1883\n"
+                 "listener 70000\n"
+                 "mount_point a/\n"
+                 "max_connections 5\n"
+                 "max_topic_alias 3\n"
+                 "socket_domain ipv4\n"
+                 "bind_interface lo\n"
+                 "mount_point x+\n",
+                 TEST_NAME ":2: listener: value \"70000\" is not an integer between 1 and 65535\n"
+                 TEST_NAME ":8: mount_point: value \"x+\" must not contain the wildcards + or #");
+    struct arbor_config cfg;
+    assert_int_equal(load_text(&cfg, "listener 1883\nlistener 0\nmax_connections 5\n"
+                                     "mount_point m/\nlistener 1884\nmount_point n/\n"),
+                     -1);
+    assert_int_equal(cfg.max_connections, -1);
+    assert_int_equal(cfg.listener_count, 2);
+    assert_null(cfg.listeners[0].mount_point);
+    assert_string_equal(cfg.listeners[1].mount_point, "n/");
+    assert_null(strchr(error_text, '\n')); /* one error only */
+    config_free(&cfg);
+    /* per_listener_settings: security lines of the failed block go nowhere */
+    assert_int_equal(load_text(&cfg, "per_listener_settings true\nlistener 1883\n"
+                                     "listener bad\nallow_anonymous true\n"),
+                     -1);
+    assert_false(cfg.listeners[0].security.allow_anonymous);
     config_free(&cfg);
 }
 
@@ -1424,6 +1483,8 @@ int main(void)
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_load_missing_file),
         cmocka_unit_test(test_small_error_buffer),
+        cmocka_unit_test(test_validate_ignores_buffer_contents),
+        cmocka_unit_test(test_failed_listener_line_does_not_cascade),
         cmocka_unit_test(test_include_dir_order),
         cmocka_unit_test(test_include_dir_error_location),
         cmocka_unit_test(test_include_dir_errors),

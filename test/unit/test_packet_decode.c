@@ -465,6 +465,22 @@ static void test_acks(void **state)
     assert_int_equal(mqtt_decode_ack(MQTT_V5, MQTT_PUBCOMP, pubrel_missing, 3, &a), 0);
 }
 
+/* 0x95 is not in the spec's PUBACK/PUBREC table, but arbor (as Mosquitto) sends it for a
+ * PUBLISH over message_size_limit, so the decoder (the debug log reads acks with it) accepts
+ * it. Other codes outside the table stay malformed. */
+static void test_ack_packet_too_large(void **state)
+{
+    (void)state;
+    struct mqtt_ack a;
+    const uint8_t too_large[] = {0x00, 0x01, 0x95};
+    assert_int_equal(mqtt_decode_ack(MQTT_V5, MQTT_PUBACK, too_large, 3, &a), 0);
+    assert_int_equal(a.reason, MQTT_RC_PACKET_TOO_LARGE);
+    assert_int_equal(mqtt_decode_ack(MQTT_V5, MQTT_PUBREC, too_large, 3, &a), 0);
+    assert_int_equal(a.reason, MQTT_RC_PACKET_TOO_LARGE);
+    const uint8_t not_in_table[] = {0x00, 0x01, 0x96};
+    assert_int_not_equal(mqtt_decode_ack(MQTT_V5, MQTT_PUBACK, not_in_table, 3, &a), 0);
+}
+
 static void test_subscribe_v311(void **state)
 {
     (void)state;
@@ -533,6 +549,21 @@ static void test_unsubscribe(void **state)
     assert_int_equal(mqtt_decode_unsubscribe(MQTT_V5, v5, sizeof(v5), &u), 0);
     assert_int_equal(u.count, 1);
     assert_int_equal(u.props.user_property_count, 1);
+}
+
+/* A malformed shared filter that SUBSCRIBE refuses makes an UNSUBSCRIBE malformed too. */
+static void test_unsubscribe_malformed_shared(void **state)
+{
+    (void)state;
+    struct mqtt_unsubscribe u;
+    const uint8_t no_filter[] = {0x00, 0x01, 0x00, 0x08, '$', 's', 'h', 'a', 'r', 'e', '/', 'g'};
+    assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, no_filter, sizeof no_filter, &u),
+                     MQTT_RC_MALFORMED_PACKET);
+    const uint8_t no_group[] = {0x00, 0x01, 0x00, 0x07, '$', 's', 'h', 'a', 'r', 'e', '/'};
+    assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, no_group, sizeof no_group, &u),
+                     MQTT_RC_MALFORMED_PACKET);
+    const uint8_t good[] = {0x00, 0x01, 0x00, 0x0A, '$', 's', 'h', 'a', 'r', 'e', '/', 'g', '/', 't'};
+    assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, good, sizeof good, &u), 0);
 }
 
 /* UNSUBSCRIBE filters deeper than TOPIC_MAX_SEPARATORS are malformed; at the limit they decode. */
@@ -1151,6 +1182,8 @@ int main(void)
         cmocka_unit_test(test_subscribe_v311),
         cmocka_unit_test(test_subscribe_v5),
         cmocka_unit_test(test_unsubscribe),
+        cmocka_unit_test(test_unsubscribe_malformed_shared),
+        cmocka_unit_test(test_ack_packet_too_large),
         cmocka_unit_test(test_unsubscribe_depth_limit),
         cmocka_unit_test(test_suback_and_unsuback),
         cmocka_unit_test(test_disconnect_and_auth),

@@ -336,6 +336,28 @@ static void test_topic_parse_shared_table(void **state)
     }
 }
 
+/* One decision for SUBSCRIBE and UNSUBSCRIBE: plain and shared filters. */
+static void test_topic_subscription_filter_validity(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *filter;
+        bool valid;
+    } cases[] = {
+        {"a/b", true},           {"a/+/#", true},       {"$share/g/a/#", true},
+        {"$share/g/+", true},    {"$share/g", false},   {"$share/", false},
+        {"$share//t", false},    {"$share/g/", false},  {"$share/g+/t", false},
+        {"$share/g/a#", false},  {"a/b#", false},       {"", false},
+        {"$shared/x", true},     {"$share", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *f = cases[i].filter;
+        if (topic_subscription_filter_is_valid(f, strlen(f)) != cases[i].valid)
+            fail_msg("\"%s\": expected %s", f, cases[i].valid ? "valid" : "invalid");
+    }
+    assert_false(topic_subscription_filter_is_valid("a\0b", 3));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_topic_match_table),
         cmocka_unit_test(test_topic_match_empty_inputs),
         cmocka_unit_test(test_topic_parse_shared_table),
+        cmocka_unit_test(test_topic_subscription_filter_validity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
