@@ -295,69 +295,56 @@ def test_failed_reload_reason_goes_to_the_log_file(broker, raw, tmp_path):
     assert raw(b).connect("still-up").rc == 0
 
 
-@pytest.mark.arbor_only
-def test_daemon_with_relative_config_path_reloads(tmp_path):
-    # -d changes to /; the -c path is resolved first, so SIGHUP still finds the file.
+def daemon_reload_gives_max_qos(tmp_path, config_arg, extra_lines, change):
+    """Start arbor with -d (which changes to /) from tmp_path with `-c config_arg`, apply
+    `change()` to the configuration, send SIGHUP and return the Maximum QoS a new MQTT 5
+    client is told, proving the reload read the files again."""
     port = free_port()
-    conf = tmp_path / "rel.conf"
-    log_path = tmp_path / "rel.log"
-    pid_path = tmp_path / "rel.pid"
-    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\nlog_dest file rel.log\n"
-                    "pid_file rel.pid\nuser root\n" % port)
-    started = subprocess.run([ARBOR_BIN, "-d", "-c", "rel.conf"], cwd=str(tmp_path),
-                             timeout=10)
+    log_path = tmp_path / "daemon.log"
+    pid_path = tmp_path / "daemon.pid"
+    (tmp_path / "daemon.conf").write_text(
+        "listener %d 127.0.0.1\nallow_anonymous true\nlog_dest file daemon.log\n"
+        "pid_file daemon.pid\nuser root\n%s" % (port, extra_lines))
+    started = subprocess.run([ARBOR_BIN, "-d", "-c", config_arg], cwd=str(tmp_path), timeout=10)
     assert started.returncode == 0
     wait_for(lambda: pid_path.exists() and pid_path.read_text().strip(), what="pid file")
     pid = int(pid_path.read_text())
     try:
         wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
-        conf.write_text(conf.read_text() + "max_qos 1\n")
+        change()
         os.kill(pid, signal.SIGHUP)
         wait_for(lambda: "Reloaded configuration" in log_path.read_text()
                  or "reload failed" in log_path.read_text(), what="reload in log")
         assert "Reloaded configuration" in log_path.read_text(), log_path.read_text()
         c = mp.RawClient("127.0.0.1", port, version=MQTT5)
         try:
-            assert c.connect("after-reload").props.get(mp.P_MAXIMUM_QOS) == 1
+            return c.connect("after-reload").props.get(mp.P_MAXIMUM_QOS)
         finally:
             c.close()
     finally:
         os.kill(pid, signal.SIGTERM)
-    wait_for(lambda: not pid_alive(pid), what="daemon exit")
+        wait_for(lambda: not pid_alive(pid), what="daemon exit")
+
+
+@pytest.mark.arbor_only
+def test_daemon_with_relative_config_path_reloads(tmp_path):
+    # -d changes to /; the -c path is resolved first, so SIGHUP still finds the file.
+    conf = tmp_path / "daemon.conf"
+    assert daemon_reload_gives_max_qos(
+        tmp_path, "daemon.conf", "",
+        lambda: conf.write_text(conf.read_text() + "max_qos 1\n")) == 1
 
 
 @pytest.mark.arbor_only
 def test_daemon_with_relative_include_dir_reloads(tmp_path):
     # A relative include_dir is read from the start directory (Mosquitto 2.0.11 reads it from
     # its working directory), also on a SIGHUP after -d changed to /.
-    port = free_port()
     inc = tmp_path / "inc"
     inc.mkdir()
     (inc / "a.conf").write_text("max_qos 1\n")
-    conf = tmp_path / "inc.conf"
-    log_path = tmp_path / "inc.log"
-    pid_path = tmp_path / "inc.pid"
-    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\nlog_dest file inc.log\n"
-                    "pid_file inc.pid\nuser root\ninclude_dir inc\n" % port)
-    started = subprocess.run([ARBOR_BIN, "-d", "-c", str(conf)], cwd=str(tmp_path), timeout=10)
-    assert started.returncode == 0
-    wait_for(lambda: pid_path.exists() and pid_path.read_text().strip(), what="pid file")
-    pid = int(pid_path.read_text())
-    try:
-        wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
-        (inc / "a.conf").write_text("max_qos 0\n")
-        os.kill(pid, signal.SIGHUP)
-        wait_for(lambda: "Reloaded configuration" in log_path.read_text()
-                 or "reload failed" in log_path.read_text(), what="reload in log")
-        assert "Reloaded configuration" in log_path.read_text(), log_path.read_text()
-        c = mp.RawClient("127.0.0.1", port, version=MQTT5)
-        try:
-            assert c.connect("after-reload").props.get(mp.P_MAXIMUM_QOS) == 0
-        finally:
-            c.close()
-    finally:
-        os.kill(pid, signal.SIGTERM)
-    wait_for(lambda: not pid_alive(pid), what="daemon exit")
+    assert daemon_reload_gives_max_qos(
+        tmp_path, str(tmp_path / "daemon.conf"), "include_dir inc\n",
+        lambda: (inc / "a.conf").write_text("max_qos 0\n")) == 0
 
 
 @pytest.mark.arbor_only
