@@ -20,6 +20,13 @@
 #include "session.h"
 #include "subs.h"
 
+/* The QoS a message goes out at to a subscription granted `granted`. */
+static uint8_t outgoing_qos(const struct broker *broker, uint8_t granted, uint8_t published)
+{
+    if (broker->config->upgrade_outgoing_qos) return granted;
+    return granted < published ? granted : published;
+}
+
 size_t broker_publish(struct broker *broker, struct message *msg)
 {
     if (msg->retain && broker->config->retain_available) {
@@ -32,8 +39,7 @@ size_t broker_publish(struct broker *broker, struct message *msg)
     size_t count = broker->match.count;
     for (size_t i = 0; i < count; i++) {
         struct match_entry *e = &broker->match.entries[i];
-        uint8_t qos =
-            broker->config->upgrade_outgoing_qos ? e->qos : (e->qos < msg->qos ? e->qos : msg->qos);
+        uint8_t qos = outgoing_qos(broker, e->qos, msg->qos);
         bool retain = e->retain_as_published && msg->retain;
         session_deliver(broker, e->session, msg, qos, retain, e->sub_ids, e->sub_id_count);
     }
@@ -111,6 +117,14 @@ static enum send_result send_publish(struct connection *conn, struct message *ms
     broker->stats.publish_sent++;
     broker->stats.publish_bytes_sent += msg->payload_len;
     return SEND_OK;
+}
+
+/* QoS 0 needs no state: send it, or count it as dropped (too large for the client, OOM). */
+static void send_qos0(struct connection *conn, struct message *msg, bool retain,
+                      const uint32_t *sub_ids, uint8_t sub_id_count)
+{
+    if (send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != SEND_OK)
+        conn->broker->stats.publish_dropped++;
 }
 
 static uint32_t inflight_limit(const struct broker *broker, const struct connection *conn)
@@ -197,9 +211,10 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
     bool behind = session->retained_head != NULL;
     if (message_expired(msg, broker->now_ms)) return;
     if (qos == 0 && online && !behind && session->queued.qos0_count == 0) {
-        if (socket_backlog_full(broker, conn) ||
-            send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != SEND_OK)
+        if (socket_backlog_full(broker, conn))
             broker->stats.publish_dropped++;
+        else
+            send_qos0(conn, msg, retain, sub_ids, sub_id_count);
         return;
     }
     if (qos == 0 && !online && !broker->config->queue_qos0_messages) return;
@@ -240,9 +255,7 @@ static void hand_over_retained(struct broker *broker, struct session *session,
         return;
     }
     if (qos == 0) {
-        if (send_publish(session->connection, msg, 0, true, false, 0, &sub_id, sub_id_count) !=
-            SEND_OK)
-            broker->stats.publish_dropped++;
+        send_qos0(session->connection, msg, true, &sub_id, sub_id_count);
         message_unref(msg);
         return;
     }
@@ -267,8 +280,7 @@ static bool feed_retained(struct broker *broker, struct session *session)
 {
     struct retained_snapshot *snap = session->retained_head;
     struct message *msg = snap->msgs[snap->next_index];
-    uint8_t qos = broker->config->upgrade_outgoing_qos || msg->qos > snap->qos ? snap->qos
-                                                                              : msg->qos;
+    uint8_t qos = outgoing_qos(broker, snap->qos, msg->qos);
     if (connection_output_full(session->connection)) return false;
     if (qos > 0 && !window_has_room(broker, session, msg)) return false;
     uint32_t sub_id = snap->sub_id;
@@ -295,10 +307,8 @@ void session_pump(struct broker *broker, struct session *session)
         if (d->qos > 0 && !window_has_room(broker, session, d->msg)) break;
         delivery_list_remove(&session->queued, d);
         if (d->qos == 0) {
-            if (!message_expired(d->msg, broker->now_ms) &&
-                send_publish(conn, d->msg, 0, d->retain, false, 0, d->sub_ids, d->sub_id_count) !=
-                    SEND_OK)
-                broker->stats.publish_dropped++;
+            if (!message_expired(d->msg, broker->now_ms))
+                send_qos0(conn, d->msg, d->retain, d->sub_ids, d->sub_id_count);
             delivery_release(broker, d);
         } else {
             start_flight(broker, session, d);
