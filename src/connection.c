@@ -81,7 +81,8 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
         return;
     }
     struct connection *conn = calloc(1, sizeof *conn);
-    if (!conn) {
+    if (!conn || timers_reserve(&broker->timers) != 0) {
+        free(conn);
         close(fd);
         return;
     }
@@ -98,6 +99,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     if (event_loop_add(&broker->loop, &conn->handler, EVENT_READ) != 0) {
+        timers_unreserve(&broker->timers);
         close(fd);
         free(conn);
         return;
@@ -409,6 +411,7 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
     if (was_active) broker->client_count--;
     conn->state = CONNECTION_CLOSED;
     timer_cancel(&broker->timers, &conn->timer);
+    timers_unreserve(&broker->timers);
     event_loop_remove(&broker->loop, &conn->handler);
     close(conn->handler.fd);
     conn->handler.fd = -1;

@@ -200,6 +200,7 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
     session->expiry_interval = session_expiry_for(c);
     session->connection = conn;
     conn->session = session;
+    session_update_timer(conn->broker, session); /* online: its offline timer is cancelled */
     return session;
 }
 

@@ -34,6 +34,11 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
         free(session);
         return NULL;
     }
+    if (timers_reserve(&broker->timers) != 0) {
+        free(session->client_id);
+        free(session);
+        return NULL;
+    }
     session->serial = ++broker->next_session_serial;
     session->timer.kind = TIMER_SESSION;
     session->version = version;
@@ -66,6 +71,7 @@ void retained_snapshot_free(struct retained_snapshot *snap)
 void session_destroy(struct broker *broker, struct session *session)
 {
     timer_cancel(&broker->timers, &session->timer);
+    timers_unreserve(&broker->timers);
     struct session_subscription *sub, *tmp;
     HASH_ITER(hh, session->subscriptions, sub, tmp)
     {

@@ -14,6 +14,7 @@ void timers_init(struct timer_heap *heap)
     heap->items = NULL;
     heap->count = 0;
     heap->capacity = 0;
+    heap->reserved = 0;
 }
 
 void timers_free(struct timer_heap *heap)
@@ -57,15 +58,34 @@ static void sift_down(struct timer_heap *heap, uint32_t index)
     place(heap, index, timer);
 }
 
-static int reserve_one(struct timer_heap *heap)
+/* Room for `needed` timers. */
+static int grow_to(struct timer_heap *heap, uint32_t needed)
 {
-    if (heap->count < heap->capacity) return 0;
+    if (needed <= heap->capacity) return 0;
     uint32_t capacity = heap->capacity ? heap->capacity * 2 : INITIAL_CAPACITY;
+    if (capacity < needed) capacity = needed;
     struct timer **items = realloc(heap->items, capacity * sizeof *items);
     if (!items) return -1;
     heap->items = items;
     heap->capacity = capacity;
     return 0;
+}
+
+static int reserve_one(struct timer_heap *heap)
+{
+    return grow_to(heap, heap->count + 1);
+}
+
+int timers_reserve(struct timer_heap *heap)
+{
+    if (heap->reserved == UINT32_MAX || grow_to(heap, heap->reserved + 1) != 0) return -1;
+    heap->reserved++;
+    return 0;
+}
+
+void timers_unreserve(struct timer_heap *heap)
+{
+    if (heap->reserved > 0) heap->reserved--;
 }
 
 int timer_set(struct timer_heap *heap, struct timer *timer, int64_t deadline_ms)

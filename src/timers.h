@@ -31,6 +31,7 @@ struct timer_heap {
     struct timer **items;
     uint32_t count;
     uint32_t capacity;
+    uint32_t reserved; /* timers that may be armed at once (see timers_reserve) */
 };
 
 void timers_init(struct timer_heap *heap);
@@ -41,8 +42,15 @@ static inline bool timer_armed(const struct timer *timer)
     return timer->slot != 0;
 }
 
+/* An object that embeds a timer reserves its place in the heap when it is created (where
+ * running out of memory can still be handled by not creating it) and gives it back when it
+ * is freed, so that arming its timer later never fails. Returns 0 or -1 when out of memory. */
+int timers_reserve(struct timer_heap *heap);
+void timers_unreserve(struct timer_heap *heap);
+
 /* Arm the timer for deadline_ms, or move it if armed. deadline_ms TIMER_NONE cancels it.
- * Returns 0, or -1 when the heap cannot grow (the timer is then left as it was). */
+ * Returns 0, or -1 when the heap cannot grow (only possible for a timer whose place was not
+ * reserved; the timer is then left as it was). */
 int timer_set(struct timer_heap *heap, struct timer *timer, int64_t deadline_ms);
 /* Disarm; harmless on a timer that is not armed. */
 void timer_cancel(struct timer_heap *heap, struct timer *timer);

@@ -107,6 +107,36 @@ static void test_random_against_reference(void **state)
     timers_free(&heap);
 }
 
+/* Reserved places: arming every reserved timer never needs the heap to grow, and the
+ * reservation count follows reserve/unreserve. */
+static void test_reserved_timers_arm_without_growing(void **state)
+{
+    (void)state;
+    struct timer_heap heap;
+    timers_init(&heap);
+    struct timer timers[300] = {0};
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(timers_reserve(&heap), 0);
+    assert_int_equal(heap.reserved, 300);
+    assert_true(heap.capacity >= 300);
+    struct timer **items = heap.items;
+    uint32_t capacity = heap.capacity;
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(timer_set(&heap, &timers[i], 1000 - i), 0);
+    assert_ptr_equal(heap.items, items); /* no realloc while arming */
+    assert_int_equal(heap.capacity, capacity);
+    assert_int_equal(timers_next_deadline(&heap), 701);
+    for (int i = 0; i < 300; i++) {
+        timer_cancel(&heap, &timers[i]);
+        timers_unreserve(&heap);
+    }
+    assert_int_equal(heap.reserved, 0);
+    assert_int_equal(heap.count, 0);
+    timers_unreserve(&heap); /* harmless below zero */
+    assert_int_equal(heap.reserved, 0);
+    timers_free(&heap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -114,6 +144,7 @@ int main(void)
         cmocka_unit_test(test_order_and_not_early),
         cmocka_unit_test(test_move_and_cancel),
         cmocka_unit_test(test_random_against_reference),
+        cmocka_unit_test(test_reserved_timers_arm_without_growing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
