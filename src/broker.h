@@ -51,10 +51,32 @@ enum connection_state {
     CONNECTION_CLOSED, /* closed, waiting to be freed at the end of the loop turn */
 };
 
+struct mqtt_fixed_header;
+struct connection;
+
+/* What a connection means (ARCHITECTURE.md, "Connections have roles"): connection.c moves
+ * bytes and frames packets for every connection; its role gives them meaning. Accepted
+ * connections are clients (client.c); peer broker links will be a role of their own. */
+struct connection_role {
+    const char *name;
+    /* The fixed header of the next packet, before its body arrives, so that garbage is
+     * refused at once. Returns false after closing the connection. */
+    bool (*header_allowed)(struct connection *conn, const struct mqtt_fixed_header *hdr);
+    /* One complete packet (its body has hdr->remaining_length bytes). */
+    void (*on_packet)(struct connection *conn, const struct mqtt_fixed_header *hdr,
+                      const uint8_t *body);
+    /* The connection is closing; its socket is still open for a last packet. The role lets
+     * go of what it holds elsewhere (session, will). */
+    void (*on_close)(struct connection *conn, uint8_t reason, const char *why);
+    /* Free what the role allocated (at the end of the loop turn). */
+    void (*on_free)(struct connection *conn);
+};
+
 struct connection {
     struct event_handler handler;
     struct broker *broker;
     struct listener *listener;
+    const struct connection_role *role;
     enum connection_state state;
     char address[INET6_ADDRSTRLEN + 8]; /* "host:port" for logs */
     struct abuf in;

@@ -1,7 +1,9 @@
 /*
- * connection.c: accepting clients, reading and framing packets, dispatching to the handlers,
- * output scheduling and closing. Packet meaning lives in handle_*.c; this file only knows the
- * fixed header, the size limits and which packets are allowed in which state.
+ * connection.c: the transport under every connection, whatever it means: accepting sockets,
+ * reading and framing packets (fixed header, size limits, back-pressure), buffered output and
+ * its flushing, closing and freeing. What a connection means is its role (client.c for MQTT
+ * clients): the role sees each complete packet and decides what happens on close. This file
+ * must not know packet meanings, sessions or wills.
  */
 #include "connection.h"
 
@@ -15,20 +17,14 @@
 #include <unistd.h>
 
 #include "broker_loop.h"
+#include "client.h"
 #include "deliver.h"
-#include "handlers.h"
 #include "log.h"
-#include "message.h"
-#include "packet.h"
 #include "packet_log.h"
-#include "session.h"
 #include "topic.h"
 
 #define READ_BUDGET (4 * READ_CHUNK) /* per connection per loop turn, for fairness */
 
-/* Reasons given to connection_close that decide which of Mosquitto's lines is logged. */
-#define CLOSED_BY_CLIENT "connection closed by client"
-#define SOCKET_ERROR "socket error"
 
 /* Back-pressure. What a client's own packets add to its output (acknowledgements, PINGRESP,
  * SUBACK, its own messages echoed back) is counted in conn->reply_backlog, and every byte
@@ -90,6 +86,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     conn->handler.on_event = connection_on_event;
     conn->broker = broker;
     conn->listener = listener;
+    conn->role = &client_role; /* what an accepted connection is until it says otherwise */
     conn->state = CONNECTION_AWAITING_CONNECT;
     conn->last_received_ms = broker->now_ms;
     snprintf(conn->address, sizeof conn->address, "%s", peer);
@@ -260,25 +257,6 @@ void broker_flush_connections(struct broker *broker)
 
 /* ---- closing ---- */
 
-static void publish_will(struct connection *conn)
-{
-    struct broker *broker = conn->broker;
-    struct message *will = conn->will;
-    conn->will = NULL;
-    if (!will) return;
-    struct session *session = conn->session;
-    bool session_survives = session && session->expiry_interval > 0;
-    if (conn->will_delay > 0 && session_survives) {
-        uint32_t delay = conn->will_delay;
-        if (session->expiry_interval < delay) delay = session->expiry_interval;
-        if (session->pending_will) message_unref(session->pending_will);
-        session->pending_will = will;
-        session->pending_will_at_ms = broker->now_ms + (int64_t)delay * 1000;
-        return;
-    }
-    broker_publish_will(broker, will);
-}
-
 const char *connection_reason_text(int rc)
 {
     switch (rc) {
@@ -330,98 +308,17 @@ struct mqtt_props_out connection_reason_string(struct connection *conn, const ch
     return (struct mqtt_props_out){props->data, props->len};
 }
 
-static void send_disconnect(struct connection *conn, uint8_t reason, const char *why)
-{
-    struct abuf *scratch = &conn->broker->scratch;
-    abuf_reset(scratch);
-    /* DISCONNECT may carry a reason string whatever Request Problem Information says. */
-    if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
-                               connection_reason_string(conn, why)) == 0)
-        connection_send_scratch(conn);
-    outq_flush(&conn->out, conn->handler.fd);
-}
-
-/* The session goes offline first, so that the closing client's own will is not handed
- * back to it (e.g. through a shared subscription); it is destroyed after the will is out. */
-static struct session *session_go_offline(struct connection *conn)
-{
-    struct session *session = conn->session;
-    if (!session || session->connection != conn) return NULL;
-    session->connection = NULL;
-    session->disconnected_at_ms = conn->broker->now_ms;
-    return session;
-}
-
-/* The line Mosquitto logs when a client goes away, which operators' alerting greps for. */
-static void log_client_gone(const struct connection *conn, uint8_t reason, const char *why)
-{
-    bool identified = conn->state == CONNECTION_ACTIVE;
-    const char *id = identified ? conn->client_id : "<unknown>";
-    bool socket_end = reason == 0 && why && (!strcmp(why, CLOSED_BY_CLIENT) ||
-                                             !strcmp(why, SOCKET_ERROR));
-    /* Before CONNACK, Mosquitto calls every bad first packet a protocol error. */
-    if (!identified && !socket_end && (reason == 0 || reason == MQTT_RC_MALFORMED_PACKET))
-        reason = MQTT_RC_PROTOCOL_ERROR;
-    switch (reason) {
-    case MQTT_RC_SUCCESS:
-        if (!why)
-            log_notice("Client %s disconnected.", id);
-        else if (!strcmp(why, CLOSED_BY_CLIENT))
-            log_notice("Client %s closed its connection.", id);
-        else if (!strcmp(why, SOCKET_ERROR))
-            log_notice("Socket error on client %s, disconnecting.", id);
-        else
-            log_notice("Client %s disconnected due to %s.", id, why);
-        break;
-    case MQTT_RC_DISCONNECT_WITH_WILL:
-        log_notice("Client %s disconnected.", id);
-        break;
-    case MQTT_RC_KEEP_ALIVE_TIMEOUT:   /* logged by the keepalive check */
-    case MQTT_RC_SESSION_TAKEN_OVER:   /* logged by the connection taking over */
-    case MQTT_RC_SERVER_SHUTTING_DOWN: /* Mosquitto logs nothing per client */
-        break;
-    case MQTT_RC_NOT_AUTHORIZED:
-    case MQTT_RC_BAD_USERNAME_OR_PASSWORD:
-        log_notice("Client %s disconnected, not authorised.", id);
-        break;
-    case MQTT_RC_MALFORMED_PACKET:
-        log_notice("Client %s disconnected due to malformed packet.", id);
-        break;
-    case MQTT_RC_PACKET_TOO_LARGE:
-        log_notice("Client %s disconnected due to oversize packet.", id);
-        break;
-    case MQTT_RC_UNSPECIFIED:
-    case MQTT_RC_SERVER_UNAVAILABLE:
-        log_notice("Client %s disconnected due to %s.", id, why ? why : "error");
-        break;
-    default:
-        log_notice("Client %s disconnected due to protocol error.", id);
-        break;
-    }
-}
-
 void connection_close(struct connection *conn, uint8_t reason, const char *why)
 {
     if (conn->state == CONNECTION_CLOSED) return;
     struct broker *broker = conn->broker;
-    bool was_active = conn->state == CONNECTION_ACTIVE;
-    if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
-        send_disconnect(conn, reason, why);
-    if (broker->config->connection_messages) log_client_gone(conn, reason, why);
-    if (was_active) broker->client_count--;
+    conn->role->on_close(conn, reason, why); /* the socket is still open for a last packet */
     conn->state = CONNECTION_CLOSED;
     timer_cancel(&broker->timers, &conn->timer);
     timers_unreserve(&broker->timers);
     event_loop_remove(&broker->loop, &conn->handler);
     close(conn->handler.fd);
     conn->handler.fd = -1;
-    struct session *offline = session_go_offline(conn);
-    if (was_active && !conn->disconnect_clean) publish_will(conn);
-    conn->session = NULL;
-    if (offline && offline->expiry_interval == 0)
-        session_destroy(broker, offline);
-    else if (offline)
-        session_update_timer(broker, offline); /* delayed will, expiry */
 
     if (conn->prev)
         conn->prev->next = conn->next;
@@ -435,19 +332,16 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
     broker->closed_list = conn;
 }
 
+void connection_write_now(struct connection *conn)
+{
+    if (conn->state != CONNECTION_CLOSED) outq_flush(&conn->out, conn->handler.fd);
+}
+
 static void connection_free(struct connection *conn)
 {
+    conn->role->on_free(conn);
     abuf_free(&conn->in);
     outq_free(&conn->out);
-    if (conn->will) message_unref(conn->will);
-    if (conn->topic_aliases) {
-        for (size_t i = 0; i <= conn->topic_alias_maximum; i++)
-            free(conn->topic_aliases[i]);
-        free(conn->topic_aliases);
-    }
-    free(conn->client_id);
-    free(conn->username);
-    free(conn->mount_point);
     free(conn);
 }
 
@@ -473,38 +367,6 @@ void broker_reap_connections(struct broker *broker)
 
 /* ---- input ---- */
 
-static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
-                           const uint8_t *body, size_t len)
-{
-    switch (type) {
-    case MQTT_PUBLISH:
-        return handle_publish(conn, flags, body, len);
-    case MQTT_PUBACK:
-        return handle_puback(conn, body, len);
-    case MQTT_PUBREC:
-        return handle_pubrec(conn, body, len);
-    case MQTT_PUBREL:
-        return handle_pubrel(conn, body, len);
-    case MQTT_PUBCOMP:
-        return handle_pubcomp(conn, body, len);
-    case MQTT_SUBSCRIBE:
-        return handle_subscribe(conn, body, len);
-    case MQTT_UNSUBSCRIBE:
-        return handle_unsubscribe(conn, body, len);
-    case MQTT_PINGREQ:
-        return handle_pingreq(conn, body, len);
-    case MQTT_DISCONNECT:
-        return handle_disconnect(conn, body, len);
-    case MQTT_AUTH:
-        if (conn->version != MQTT_V5) return MQTT_RC_MALFORMED_PACKET;
-        return handle_auth(conn, body, len);
-    case MQTT_CONNECT:
-        return MQTT_RC_PROTOCOL_ERROR; /* second CONNECT */
-    default:
-        return MQTT_RC_PROTOCOL_ERROR; /* server-to-client packets */
-    }
-}
-
 static uint32_t inbound_packet_limit(const struct connection *conn)
 {
     uint32_t limit = conn->broker->config->max_packet_size;
@@ -515,10 +377,7 @@ static uint32_t inbound_packet_limit(const struct connection *conn)
  * (say, an HTTP request) is refused at once. Returns false after closing the connection. */
 static bool fixed_header_acceptable(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
-    if (conn->state == CONNECTION_AWAITING_CONNECT && hdr->type != MQTT_CONNECT) {
-        connection_close(conn, 0, "first packet was not CONNECT");
-        return false;
-    }
+    if (!conn->role->header_allowed(conn, hdr)) return false;
     if (hdr->type == 0 || !mqtt_fixed_header_flags_valid(hdr->type, hdr->flags)) {
         connection_close(conn, MQTT_RC_MALFORMED_PACKET, "malformed packet");
         return false;
@@ -529,24 +388,6 @@ static bool fixed_header_acceptable(struct connection *conn, const struct mqtt_f
         return false;
     }
     return true;
-}
-
-static void dispatch(struct connection *conn, const struct mqtt_fixed_header *hdr,
-                     const uint8_t *body)
-{
-    int rc;
-    packet_log_received(conn, hdr, body);
-    if (conn->state == CONNECTION_AWAITING_CONNECT) {
-        rc = handle_connect(conn, body, hdr->remaining_length);
-    } else {
-        rc = dispatch_active(conn, hdr->type, hdr->flags, body, hdr->remaining_length);
-    }
-    if (rc != 0 && rc != HANDLER_CLOSED) {
-        if (conn->state == CONNECTION_ACTIVE)
-            log_notice("Client %s sent a bad packet (type %u): %s.", conn->client_id, hdr->type,
-                       connection_reason_text(rc));
-        connection_close(conn, (uint8_t)rc, connection_reason_text(rc));
-    }
 }
 
 /* Handle every complete packet in data[0..len). Returns the bytes consumed (whole packets);
@@ -577,7 +418,8 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
         conn->broker->stats.messages_received++;
         conn->broker->stats.bytes_received += total;
         size_t output_before = conn->out.bytes;
-        dispatch(conn, &hdr, data + offset + hdr.header_len);
+        packet_log_received(conn, &hdr, data + offset + hdr.header_len);
+        conn->role->on_packet(conn, &hdr, data + offset + hdr.header_len);
         if (conn->out.bytes > output_before) conn->reply_backlog += conn->out.bytes - output_before;
         offset += total;
     }

@@ -1,12 +1,17 @@
 /*
- * connection.h: one client TCP connection: accepting, reading and framing packets,
- * dispatching them to the packet handlers, queueing output and closing.
+ * connection.h: the transport of one connection: accepting, reading and framing packets
+ * (handed to the connection's role, see struct connection_role), queueing output and closing.
  */
 #ifndef ARBOR_CONNECTION_H
 #define ARBOR_CONNECTION_H
 
 #include "broker.h"
 #include "packet.h"
+
+/* Reasons given to connection_close when the socket ended; they decide which of Mosquitto's
+ * lines the client role logs. */
+#define CLOSED_BY_CLIENT "connection closed by client"
+#define SOCKET_ERROR "socket error"
 
 /* Called when a listener is readable: accept every pending connection. */
 void connection_accept_all(struct listener *listener);
@@ -45,6 +50,8 @@ struct mqtt_props_out connection_reason_string(struct connection *conn, const ch
  * the socket close). Publishes the will unless the client disconnected normally. Safe to call
  * twice; the memory is freed at the end of the loop turn. */
 void connection_close(struct connection *conn, uint8_t reason, const char *why);
+/* Write what is queued now, ignoring errors (a last packet before closing). */
+void connection_write_now(struct connection *conn);
 /* Free closed connections (end of each loop turn). */
 void broker_reap_connections(struct broker *broker);
 

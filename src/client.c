@@ -1,0 +1,206 @@
+/*
+ * client.c: the client role of a connection (ARCHITECTURE.md, "Connections have roles"): an
+ * MQTT client's packets go to their handlers (handle_*.c), the first one must be CONNECT,
+ * and when the connection closes the client's session goes offline and its will is published
+ * (or delayed). The transport under it is connection.c; a peer broker's link will be another
+ * role beside this one.
+ */
+#include "client.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "deliver.h"
+#include "handlers.h"
+#include "log.h"
+#include "message.h"
+#include "packet.h"
+#include "session.h"
+
+static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
+                           const uint8_t *body, size_t len)
+{
+    switch (type) {
+    case MQTT_PUBLISH:
+        return handle_publish(conn, flags, body, len);
+    case MQTT_PUBACK:
+        return handle_puback(conn, body, len);
+    case MQTT_PUBREC:
+        return handle_pubrec(conn, body, len);
+    case MQTT_PUBREL:
+        return handle_pubrel(conn, body, len);
+    case MQTT_PUBCOMP:
+        return handle_pubcomp(conn, body, len);
+    case MQTT_SUBSCRIBE:
+        return handle_subscribe(conn, body, len);
+    case MQTT_UNSUBSCRIBE:
+        return handle_unsubscribe(conn, body, len);
+    case MQTT_PINGREQ:
+        return handle_pingreq(conn, body, len);
+    case MQTT_DISCONNECT:
+        return handle_disconnect(conn, body, len);
+    case MQTT_AUTH:
+        if (conn->version != MQTT_V5) return MQTT_RC_MALFORMED_PACKET;
+        return handle_auth(conn, body, len);
+    case MQTT_CONNECT:
+        return MQTT_RC_PROTOCOL_ERROR; /* second CONNECT */
+    default:
+        return MQTT_RC_PROTOCOL_ERROR; /* server-to-client packets */
+    }
+}
+
+/* Before CONNECT nothing else is accepted; refused from the fixed header alone. */
+static bool client_header_allowed(struct connection *conn, const struct mqtt_fixed_header *hdr)
+{
+    if (conn->state == CONNECTION_AWAITING_CONNECT && hdr->type != MQTT_CONNECT) {
+        connection_close(conn, 0, "first packet was not CONNECT");
+        return false;
+    }
+    return true;
+}
+
+static void client_on_packet(struct connection *conn, const struct mqtt_fixed_header *hdr,
+                             const uint8_t *body)
+{
+    int rc;
+    if (conn->state == CONNECTION_AWAITING_CONNECT) {
+        rc = handle_connect(conn, body, hdr->remaining_length);
+    } else {
+        rc = dispatch_active(conn, hdr->type, hdr->flags, body, hdr->remaining_length);
+    }
+    if (rc != 0 && rc != HANDLER_CLOSED) {
+        if (conn->state == CONNECTION_ACTIVE)
+            log_notice("Client %s sent a bad packet (type %u): %s.", conn->client_id, hdr->type,
+                       connection_reason_text(rc));
+        connection_close(conn, (uint8_t)rc, connection_reason_text(rc));
+    }
+}
+
+static void publish_will(struct connection *conn)
+{
+    struct broker *broker = conn->broker;
+    struct message *will = conn->will;
+    conn->will = NULL;
+    if (!will) return;
+    struct session *session = conn->session;
+    bool session_survives = session && session->expiry_interval > 0;
+    if (conn->will_delay > 0 && session_survives) {
+        uint32_t delay = conn->will_delay;
+        if (session->expiry_interval < delay) delay = session->expiry_interval;
+        if (session->pending_will) message_unref(session->pending_will);
+        session->pending_will = will;
+        session->pending_will_at_ms = broker->now_ms + (int64_t)delay * 1000;
+        return;
+    }
+    broker_publish_will(broker, will);
+}
+
+static void send_disconnect(struct connection *conn, uint8_t reason, const char *why)
+{
+    struct abuf *scratch = &conn->broker->scratch;
+    abuf_reset(scratch);
+    /* DISCONNECT may carry a reason string whatever Request Problem Information says. */
+    if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
+                               connection_reason_string(conn, why)) == 0)
+        connection_send_scratch(conn);
+    connection_write_now(conn);
+}
+
+/* The session goes offline first, so that the closing client's own will is not handed
+ * back to it (e.g. through a shared subscription); it is destroyed after the will is out. */
+static struct session *session_go_offline(struct connection *conn)
+{
+    struct session *session = conn->session;
+    if (!session || session->connection != conn) return NULL;
+    session->connection = NULL;
+    session->disconnected_at_ms = conn->broker->now_ms;
+    return session;
+}
+
+/* The line Mosquitto logs when a client goes away, which operators' alerting greps for. */
+static void log_client_gone(const struct connection *conn, uint8_t reason, const char *why)
+{
+    bool identified = conn->state == CONNECTION_ACTIVE;
+    const char *id = identified ? conn->client_id : "<unknown>";
+    bool socket_end = reason == 0 && why && (!strcmp(why, CLOSED_BY_CLIENT) ||
+                                             !strcmp(why, SOCKET_ERROR));
+    /* Before CONNACK, Mosquitto calls every bad first packet a protocol error. */
+    if (!identified && !socket_end && (reason == 0 || reason == MQTT_RC_MALFORMED_PACKET))
+        reason = MQTT_RC_PROTOCOL_ERROR;
+    switch (reason) {
+    case MQTT_RC_SUCCESS:
+        if (!why)
+            log_notice("Client %s disconnected.", id);
+        else if (!strcmp(why, CLOSED_BY_CLIENT))
+            log_notice("Client %s closed its connection.", id);
+        else if (!strcmp(why, SOCKET_ERROR))
+            log_notice("Socket error on client %s, disconnecting.", id);
+        else
+            log_notice("Client %s disconnected due to %s.", id, why);
+        break;
+    case MQTT_RC_DISCONNECT_WITH_WILL:
+        log_notice("Client %s disconnected.", id);
+        break;
+    case MQTT_RC_KEEP_ALIVE_TIMEOUT:   /* logged by the keepalive check */
+    case MQTT_RC_SESSION_TAKEN_OVER:   /* logged by the connection taking over */
+    case MQTT_RC_SERVER_SHUTTING_DOWN: /* Mosquitto logs nothing per client */
+        break;
+    case MQTT_RC_NOT_AUTHORIZED:
+    case MQTT_RC_BAD_USERNAME_OR_PASSWORD:
+        log_notice("Client %s disconnected, not authorised.", id);
+        break;
+    case MQTT_RC_MALFORMED_PACKET:
+        log_notice("Client %s disconnected due to malformed packet.", id);
+        break;
+    case MQTT_RC_PACKET_TOO_LARGE:
+        log_notice("Client %s disconnected due to oversize packet.", id);
+        break;
+    case MQTT_RC_UNSPECIFIED:
+    case MQTT_RC_SERVER_UNAVAILABLE:
+        log_notice("Client %s disconnected due to %s.", id, why ? why : "error");
+        break;
+    default:
+        log_notice("Client %s disconnected due to protocol error.", id);
+        break;
+    }
+}
+
+/* The connection is closing (its socket still open): a v5 client is told why, the line
+ * Mosquitto logs is logged, the session goes offline and the will is published or delayed. */
+static void client_on_close(struct connection *conn, uint8_t reason, const char *why)
+{
+    struct broker *broker = conn->broker;
+    bool was_active = conn->state == CONNECTION_ACTIVE;
+    if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
+        send_disconnect(conn, reason, why);
+    if (broker->config->connection_messages) log_client_gone(conn, reason, why);
+    if (was_active) broker->client_count--;
+    struct session *offline = session_go_offline(conn);
+    if (was_active && !conn->disconnect_clean) publish_will(conn);
+    conn->session = NULL;
+    if (offline && offline->expiry_interval == 0)
+        session_destroy(broker, offline);
+    else if (offline)
+        session_update_timer(broker, offline); /* delayed will, expiry */
+}
+
+static void client_on_free(struct connection *conn)
+{
+    if (conn->will) message_unref(conn->will);
+    if (conn->topic_aliases) {
+        for (size_t i = 0; i <= conn->topic_alias_maximum; i++)
+            free(conn->topic_aliases[i]);
+        free(conn->topic_aliases);
+    }
+    free(conn->client_id);
+    free(conn->username);
+    free(conn->mount_point);
+}
+
+const struct connection_role client_role = {
+    .name = "client",
+    .header_allowed = client_header_allowed,
+    .on_packet = client_on_packet,
+    .on_close = client_on_close,
+    .on_free = client_on_free,
+};
