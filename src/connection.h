@@ -21,8 +21,9 @@ int connection_send(struct connection *conn, const void *data, size_t len);
 /* Queue the broker's scratch buffer contents, then empty it. */
 int connection_send_scratch(struct connection *conn);
 void connection_schedule_flush(struct connection *conn);
-/* Is the pending output at the back-pressure high-water mark (input paused, QoS 0 retained
- * sends wait)? */
+/* Does the pending output hold 64 KiB or more? Then the broker's own backlog for this
+ * client (retained streams, queued messages) waits until a flush drains it. Reading the
+ * socket is paused by a separate count, of what the client's own packets caused. */
 bool connection_output_full(const struct connection *conn);
 /* Queue PUBACK/PUBREC/PUBREL/PUBCOMP. Returns 0, or MQTT_RC_UNSPECIFIED when out of memory. */
 int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason);
