@@ -65,6 +65,14 @@ struct arbor_listener {
     bool is_default_listener; /* made by the deprecated port/bind_address directives */
 };
 
+/* One `peer` line: a broker this one links with (MQTT-ST). */
+struct arbor_peer {
+    char *host;     /* name or address literal, IPv6 without brackets */
+    uint16_t port;  /* default 1883 */
+    const char *file; /* where it was declared (owned by arbor_config.source_files) */
+    int line;
+};
+
 struct arbor_config {
     /* where this config came from (NULL for defaults / command line only) */
     char *config_file;
@@ -109,6 +117,23 @@ struct arbor_config {
     /* process */
     char *pid_file;
     char *user; /* NULL unless given (then "arbor", else "nobody"); only used when root */
+
+    /* MQTT-ST peer networking (docs/mqtt-st-protocol.md, arbor.conf(5) "PEERS") */
+    struct arbor_peer *peers; /* `peer` lines, in file order */
+    size_t peer_count;
+    char *peer_identity_address; /* peer_identity: numeric address; NULL: derived at start-up */
+    uint16_t peer_identity_port; /* peer_identity's port; 0: the first listener's port */
+    bool stp_capability_set;     /* stp_capability given: use it instead of measuring */
+    uint32_t stp_capability;
+    double stp_cpu_weight;      /* alpha of C = alpha * MHz + beta * MiB; default 1.0 */
+    double stp_memory_weight;   /* beta; default 1.0 */
+    uint32_t stp_hello_ms;      /* stp_hello_interval (seconds, decimals allowed); default 2000 */
+    uint32_t stp_max_age_ms;    /* stp_max_age; default 7000; must exceed the hello interval */
+    bool stp_local_repair;      /* default false */
+    char *peer_secret;          /* shared secret of the HMAC peer authentication; NULL: none */
+    bool peer_allow_unauthenticated; /* default false: without a secret, no peering */
+    uint32_t peer_restart_base_ms;   /* peer_restart_timeout <base> [<max>]; default 1000 */
+    uint32_t peer_restart_max_ms;    /* default 30000 */
 
     /* every file (or string name) this config was read from, main file first; owns the
      * strings that arbor_listener.file points to */
