@@ -13,13 +13,17 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -37,6 +41,12 @@ struct pending_default_listener {
     const char *needs_file;
     int needs_line;
     const char *needs_directive;
+};
+
+/* Where a directive was last given (file NULL: not given). */
+struct directive_place {
+    const char *file;
+    int line;
 };
 
 struct parse_state {
@@ -63,6 +73,10 @@ struct parse_state {
     const char *security_directive;
     bool log_dest_given; /* the first log_dest/log_type replaces the default */
     bool log_type_given;
+    /* the lines whose values the check "max age greater than hello interval" compares, made
+     * once the whole config is read so that the order of the two lines does not matter */
+    struct directive_place stp_hello_place;
+    struct directive_place stp_max_age_place;
     int error_count;  /* errors reported so far */
     int errors_kept;  /* those written whole into err; the rest are summed up at the end */
     size_t err_used;  /* length of the text in err (never read from err itself) */
@@ -866,6 +880,355 @@ static int handle_user(struct parse_state *st, const struct directive_line *dl)
     return take_text_value(st, dl, &st->cfg->user, st->cfg->user != NULL, "a user name");
 }
 
+/* ------------------------------------------------------------------------------------------
+ * MQTT-ST peers (docs/mqtt-st-protocol.md)
+ *
+ * These settings are global: inside a listener block they still set the broker's values,
+ * like the limits above. The checks that compare several of them wait for the end of the
+ * whole config (check_peer_settings), so that the order of the lines does not matter.
+ */
+
+#define PEER_DEFAULT_PORT 1883
+#define PEER_SECRET_MIN_LENGTH 16
+#define PEER_SECONDS_MAX 3600
+#define MS_PER_SECOND 1000
+#define HOST_NAME_MAX_LENGTH 253 /* a DNS name in text form */
+#define DIGITS "0123456789"
+
+/* Where the fraction of a plain decimal number ("2", "0.25": digits with an optional
+ * fraction, no sign, exponent or blanks) starts: at its '.', or at the end of text when it
+ * has none. NULL when text is not such a number. */
+static const char *decimal_fraction_start(const char *text)
+{
+    size_t whole_digits = strspn(text, DIGITS);
+    if (whole_digits == 0) return NULL;
+    const char *point = text + whole_digits;
+    if (*point == '\0') return point;
+    if (*point != '.') return NULL;
+    size_t fraction_digits = strspn(point + 1, DIGITS);
+    if (fraction_digits == 0 || point[1 + fraction_digits] != '\0') return NULL;
+    return point;
+}
+
+/* A weight of the capability formula: a plain decimal number of 0 or more. Read digit by
+ * digit rather than with strtod, whose idea of the decimal point depends on the locale. */
+static int parse_weight_value(struct parse_state *st, const struct directive_line *dl,
+                              double *out)
+{
+    const char *what = "a decimal number of 0 or more";
+    if (expect_word_count(st, dl, 1, 1, what) != 0) return -1;
+    const char *text = dl->words[0];
+    const char *point = decimal_fraction_start(text);
+    if (point == NULL) return report_error(st, "value \"%s\" is not %s", text, what);
+    double whole = 0.0;
+    for (const char *p = text; p < point; p++)
+        whole = whole * 10 + (*p - '0');
+    double fraction = 0.0;
+    double scale = 1.0;
+    /* digits past double's precision change nothing (and would overflow fraction) */
+    for (const char *p = point + (*point == '.'); *p != '\0' && scale < 1e18; p++) {
+        fraction = fraction * 10 + (*p - '0');
+        scale *= 10;
+    }
+    double value = whole + fraction / scale;
+    if (!isfinite(value)) return report_error(st, "value \"%s\" is not %s", text, what);
+    *out = value;
+    return 0;
+}
+
+/* Read a plain decimal number of seconds exactly into whole milliseconds, dropping further
+ * digits; *dropped_out tells whether a dropped digit was not 0. Once the whole seconds pass
+ * PEER_SECONDS_MAX, their remaining digits are not added up (the value is too large anyway),
+ * so nothing overflows. */
+static bool parse_milliseconds(const char *text, uint64_t *ms_out, bool *dropped_out)
+{
+    const char *point = decimal_fraction_start(text);
+    if (point == NULL) return false;
+    uint64_t seconds = 0;
+    for (const char *p = text; p < point && seconds <= PEER_SECONDS_MAX; p++)
+        seconds = seconds * 10 + (uint64_t)(*p - '0');
+    uint64_t ms = 0;
+    int places = 0;
+    bool dropped = false;
+    for (const char *p = point + (*point == '.'); *p != '\0'; p++, places++) {
+        if (places < 3)
+            ms = ms * 10 + (uint64_t)(*p - '0');
+        else if (*p != '0')
+            dropped = true;
+    }
+    for (; places < 3; places++)
+        ms *= 10;
+    *ms_out = seconds * MS_PER_SECOND + ms;
+    *dropped_out = dropped;
+    return true;
+}
+
+#define SECONDS_WHAT "a number of seconds between 0.001 and 3600" /* PEER_SECONDS_MAX */
+
+/* One word of seconds for an MQTT-ST timer, as milliseconds: 0.001 to PEER_SECONDS_MAX
+ * (0.0005 would be 0 ms, so it is refused like 0). */
+static int seconds_word_to_ms(struct parse_state *st, const char *word, uint32_t *ms_out)
+{
+    const uint64_t max_ms = (uint64_t)PEER_SECONDS_MAX * MS_PER_SECOND;
+    uint64_t ms;
+    bool dropped;
+    if (!parse_milliseconds(word, &ms, &dropped) || ms == 0 || ms > max_ms ||
+        (ms == max_ms && dropped))
+        return report_error(st, "value \"%s\" is not " SECONDS_WHAT, word);
+    *ms_out = (uint32_t)ms;
+    return 0;
+}
+
+/* A directive whose value is one number of seconds; records where it was given. */
+static int parse_seconds_value(struct parse_state *st, const struct directive_line *dl,
+                               uint32_t *ms_out, struct directive_place *place)
+{
+    if (expect_word_count(st, dl, 1, 1, SECONDS_WHAT) != 0) return -1;
+    if (seconds_word_to_ms(st, dl->words[0], ms_out) != 0) return -1;
+    place->file = st->file;
+    place->line = st->line;
+    return 0;
+}
+
+/* A broker's address as peer and peer_identity take it. */
+struct peer_address {
+    char host[HOST_NAME_MAX_LENGTH + 1]; /* without brackets; a literal in canonical form */
+    uint16_t port;                       /* 0: none given */
+    int family;                          /* AF_INET or AF_INET6 for a literal, else AF_UNSPEC */
+    unsigned char bytes[16];             /* the literal's address */
+};
+
+/* Split word into host and port text: "host", "host:port", "[v6]", "[v6]:port", or a bare
+ * IPv6 literal (two colons or more, so it cannot carry a port). A bracketed or bare IPv6 host
+ * sets family to AF_INET6, for check_peer_host to verify. */
+static int split_peer_address(struct parse_state *st, const char *word,
+                              struct peer_address *address, const char **port_text)
+{
+    const char *host = word;
+    size_t length = strlen(word);
+    *port_text = NULL;
+    if (word[0] == '[') {
+        const char *close = strchr(word, ']');
+        if (close == NULL) return report_error(st, "value \"%s\" has no closing ']'", word);
+        if (close[1] != '\0' && close[1] != ':')
+            return report_error(st, "value \"%s\" has \"%s\" after ']' where only :port may follow",
+                                word, close + 1);
+        host = word + 1;
+        length = (size_t)(close - host);
+        if (close[1] == ':') *port_text = close + 2;
+        address->family = AF_INET6;
+    } else {
+        const char *colon = strchr(word, ':');
+        if (colon != NULL && strchr(colon + 1, ':') != NULL) {
+            address->family = AF_INET6;
+        } else if (colon != NULL) {
+            length = (size_t)(colon - word);
+            *port_text = colon + 1;
+        }
+    }
+    if (length == 0) return report_error(st, "value \"%s\" has no host", word);
+    if (length > HOST_NAME_MAX_LENGTH)
+        return report_error(st, "value \"%s\" has a host longer than %d characters", word,
+                            HOST_NAME_MAX_LENGTH);
+    memcpy(address->host, host, length);
+    address->host[length] = '\0';
+    return 0;
+}
+
+/* Letters, digits, '-', '_' and '.', and not only digits and dots (that would be a malformed
+ * IPv4 address, which a resolver might read in some old shorthand). */
+static bool is_host_name(const char *host)
+{
+    const char *name_chars = DIGITS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.";
+    size_t length = strlen(host);
+    return strspn(host, name_chars) == length && strspn(host, DIGITS ".") != length;
+}
+
+/* An IPv6 literal (bracketed or bare); an IPv4-mapped one is the IPv4 address it carries,
+ * which is the same broker identity (docs/mqtt-st-protocol.md section 3.2). */
+static int check_ipv6_host(struct parse_state *st, const char *word, struct peer_address *address)
+{
+    static const unsigned char v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (inet_pton(AF_INET6, address->host, address->bytes) != 1) {
+        if (word[0] == '[')
+            return report_error(st, "value \"%s\": \"%s\" is not an IPv6 address", word,
+                                address->host);
+        return report_error(
+            st, "value \"%s\" is not an IPv6 address (with a port, write [address]:port)", word);
+    }
+    if (memcmp(address->bytes, v4_mapped_prefix, sizeof v4_mapped_prefix) == 0) {
+        memmove(address->bytes, address->bytes + 12, 4);
+        memset(address->bytes + 4, 0, 12);
+        address->family = AF_INET;
+    }
+    return 0;
+}
+
+/* Verify the host, and write a literal in canonical form so that one broker is always
+ * written the same way. */
+static int check_peer_host(struct parse_state *st, const char *word,
+                           struct peer_address *address)
+{
+    if (address->family == AF_INET6) {
+        if (check_ipv6_host(st, word, address) != 0) return -1;
+    } else if (inet_pton(AF_INET, address->host, address->bytes) == 1) {
+        address->family = AF_INET;
+    } else if (is_host_name(address->host)) {
+        return 0;
+    } else {
+        return report_error(st, "value \"%s\": \"%s\" is not a host name or IPv4 address", word,
+                            address->host);
+    }
+    inet_ntop(address->family, address->bytes, address->host, sizeof address->host);
+    return 0;
+}
+
+static int parse_peer_address(struct parse_state *st, const char *word,
+                              struct peer_address *address)
+{
+    memset(address, 0, sizeof *address);
+    address->family = AF_UNSPEC;
+    const char *port_text;
+    if (split_peer_address(st, word, address, &port_text) != 0) return -1;
+    if (check_peer_host(st, word, address) != 0) return -1;
+    if (port_text == NULL) return 0;
+    long long port;
+    if (!parse_decimal(port_text, &port) || port < 1 || port > 65535)
+        return report_error(st, "value \"%s\": port \"%s\" is not an integer between 1 and 65535",
+                            word, port_text);
+    address->port = (uint16_t)port;
+    return 0;
+}
+
+static const struct arbor_peer *find_peer(const struct arbor_config *cfg, const char *host,
+                                          uint16_t port)
+{
+    for (size_t i = 0; i < cfg->peer_count; i++)
+        if (cfg->peers[i].port == port && strcasecmp(cfg->peers[i].host, host) == 0)
+            return &cfg->peers[i];
+    return NULL;
+}
+
+static int handle_peer(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "a host name or address, optionally with :port") != 0)
+        return -1;
+    struct peer_address address;
+    if (parse_peer_address(st, dl->words[0], &address) != 0) return -1;
+    if (address.port == 0) address.port = PEER_DEFAULT_PORT;
+    const struct arbor_peer *same = find_peer(st->cfg, address.host, address.port);
+    if (same != NULL)
+        return report_error(st, "value \"%s\" names the same broker as the peer line at %s:%d",
+                            dl->words[0], same->file, same->line);
+    struct arbor_config *cfg = st->cfg;
+    struct arbor_peer *grown = realloc(cfg->peers, (cfg->peer_count + 1) * sizeof *cfg->peers);
+    if (grown == NULL) return report_out_of_memory(st);
+    cfg->peers = grown;
+    struct arbor_peer *peer = &cfg->peers[cfg->peer_count];
+    peer->host = strdup(address.host);
+    if (peer->host == NULL) return report_out_of_memory(st);
+    peer->port = address.port;
+    peer->file = st->file;
+    peer->line = st->line;
+    cfg->peer_count++;
+    return 0;
+}
+
+static int handle_peer_identity(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1,
+                          "a numeric IPv4 or IPv6 address, optionally with :port") != 0)
+        return -1;
+    struct arbor_config *cfg = st->cfg;
+    if (cfg->peer_identity_address != NULL) return report_error(st, "given more than once");
+    const char *word = dl->words[0];
+    struct peer_address address;
+    if (parse_peer_address(st, word, &address) != 0) return -1;
+    if (address.family == AF_UNSPEC)
+        return report_error(st, "value \"%s\" is not a numeric IPv4 or IPv6 address", word);
+    static const unsigned char unspecified[16] = {0};
+    if (memcmp(address.bytes, unspecified, sizeof unspecified) == 0)
+        return report_error(st,
+                            "value \"%s\" is the unspecified address; give the address other "
+                            "brokers reach this one at",
+                            word);
+    cfg->peer_identity_address = strdup(address.host);
+    if (cfg->peer_identity_address == NULL) return report_out_of_memory(st);
+    cfg->peer_identity_port = address.port;
+    return 0;
+}
+
+static int handle_stp_capability(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, UINT32_MAX, &value) != 0) return -1;
+    st->cfg->stp_capability = (uint32_t)value;
+    st->cfg->stp_capability_set = true;
+    return 0;
+}
+
+static int handle_stp_cpu_weight(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_weight_value(st, dl, &st->cfg->stp_cpu_weight);
+}
+
+static int handle_stp_memory_weight(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_weight_value(st, dl, &st->cfg->stp_memory_weight);
+}
+
+static int handle_stp_hello_interval(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_seconds_value(st, dl, &st->cfg->stp_hello_ms, &st->stp_hello_place);
+}
+
+static int handle_stp_max_age(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_seconds_value(st, dl, &st->cfg->stp_max_age_ms, &st->stp_max_age_place);
+}
+
+static int handle_stp_local_repair(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->stp_local_repair);
+}
+
+/* The secret is never quoted in a message: error texts end up in logs. */
+static int handle_peer_secret(struct parse_state *st, const struct directive_line *dl)
+{
+    struct arbor_config *cfg = st->cfg;
+    bool given = cfg->peer_secret != NULL;
+    if (take_text_value(st, dl, &cfg->peer_secret, given, "a shared secret") != 0) return -1;
+    size_t length = strlen(cfg->peer_secret);
+    if (length < PEER_SECRET_MIN_LENGTH)
+        return report_error(st, "must be at least %d characters long (this one has %zu)",
+                            PEER_SECRET_MIN_LENGTH, length);
+    return 0;
+}
+
+static int handle_peer_allow_unauthenticated(struct parse_state *st,
+                                             const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->peer_allow_unauthenticated);
+}
+
+/* With one value the delay is fixed (base = max), as Mosquitto's restart_timeout reads it. */
+static int handle_peer_restart_timeout(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 2,
+                          "a base number of seconds, then optionally the largest delay") != 0)
+        return -1;
+    uint32_t base_ms;
+    if (seconds_word_to_ms(st, dl->words[0], &base_ms) != 0) return -1;
+    uint32_t max_ms = base_ms;
+    if (dl->word_count == 2 && seconds_word_to_ms(st, dl->words[1], &max_ms) != 0) return -1;
+    if (max_ms < base_ms)
+        return report_error(st, "largest delay \"%s\" is less than the base \"%s\"",
+                            dl->words[1], dl->words[0]);
+    st->cfg->peer_restart_base_ms = base_ms;
+    st->cfg->peer_restart_max_ms = max_ms;
+    return 0;
+}
+
 static int handle_include_dir(struct parse_state *st, const struct directive_line *dl);
 
 /* ------------------------------------------------------------------------------------------
@@ -918,10 +1281,21 @@ static const struct {
     {"include_dir", handle_include_dir},
     {"pid_file", handle_pid_file},
     {"user", handle_user},
+    {"peer", handle_peer},
+    {"peer_identity", handle_peer_identity},
+    {"stp_capability", handle_stp_capability},
+    {"stp_cpu_weight", handle_stp_cpu_weight},
+    {"stp_memory_weight", handle_stp_memory_weight},
+    {"stp_hello_interval", handle_stp_hello_interval},
+    {"stp_max_age", handle_stp_max_age},
+    {"stp_local_repair", handle_stp_local_repair},
+    {"peer_secret", handle_peer_secret},
+    {"peer_allow_unauthenticated", handle_peer_allow_unauthenticated},
+    {"peer_restart_timeout", handle_peer_restart_timeout},
 };
 
 /* Mosquitto directives for features on arbor's roadmap (authentication, persistence, TLS,
- * WebSockets, bridges) and arbor's own MQTT-ST peer line. */
+ * WebSockets, bridges). */
 static const char *const planned_directives[] = {
     /* authentication and access control */
     "password_file",
@@ -985,8 +1359,6 @@ static const char *const planned_directives[] = {
     "start_type",
     "threshold",
     "try_private",
-    /* MQTT-ST spanning tree */
-    "peer",
 };
 
 static const char *const planned_directive_prefixes[] = {"auth_opt_", "plugin_opt_", "bridge_"};
@@ -1395,7 +1767,7 @@ static int parse_state_init(struct parse_state *st, struct arbor_config *cfg, ch
 
 /* Settle what can only be known at the end: whether the default listener exists, and which
  * listeners inherit the global max_connections, max_topic_alias and clientid_prefixes. */
-static int finish_loading(struct parse_state *st)
+static int settle_listeners(struct parse_state *st)
 {
     struct arbor_config *cfg = st->cfg;
     struct pending_default_listener *pending = &st->default_listener;
@@ -1427,6 +1799,63 @@ static int finish_loading(struct parse_state *st)
         }
     }
     return 0;
+}
+
+/* Seconds from milliseconds, as short as they can be written ("2", "0.25"). */
+static void format_seconds(char *out, size_t size, uint32_t ms)
+{
+    unsigned fraction = ms % MS_PER_SECOND;
+    if (fraction == 0) {
+        snprintf(out, size, "%u", ms / MS_PER_SECOND);
+        return;
+    }
+    int places = 3;
+    for (; fraction % 10 == 0; fraction /= 10)
+        places--;
+    snprintf(out, size, "%u.%0*u", ms / MS_PER_SECOND, places, fraction);
+}
+
+/* The maximum age must exceed the hello interval, or a neighbour's information would expire
+ * between two BPDUs. Reported at the stp_max_age line, or at the stp_hello_interval line when
+ * the maximum age is the default. */
+static int check_max_age_exceeds_hello(struct parse_state *st)
+{
+    const struct arbor_config *cfg = st->cfg;
+    if (cfg->stp_max_age_ms > cfg->stp_hello_ms) return 0;
+    char hello[24];
+    char max_age[24];
+    format_seconds(hello, sizeof hello, cfg->stp_hello_ms);
+    format_seconds(max_age, sizeof max_age, cfg->stp_max_age_ms);
+    const struct directive_place *max_age_place = &st->stp_max_age_place;
+    const struct directive_place *hello_place = &st->stp_hello_place;
+    if (max_age_place->file != NULL)
+        return report_error_at(st, max_age_place->file, max_age_place->line, "stp_max_age",
+                               "%s s is not greater than the hello interval (stp_hello_interval "
+                               "%s%s)",
+                               max_age, hello, hello_place->file ? "" : ", the default");
+    return report_error_at(st, hello_place->file, hello_place->line, "stp_hello_interval",
+                           "%s s is not less than the maximum age (stp_max_age %s, the default)",
+                           hello, max_age);
+}
+
+/* The checks that span several MQTT-ST directives. */
+static int check_peer_settings(struct parse_state *st)
+{
+    const struct arbor_config *cfg = st->cfg;
+    int status = check_max_age_exceeds_hello(st);
+    if (cfg->peer_count > 0 && cfg->peer_secret == NULL && !cfg->peer_allow_unauthenticated)
+        status = report_error_at(st, cfg->peers[0].file, cfg->peers[0].line, "peer",
+                                 "peer links need peer_secret (or peer_allow_unauthenticated "
+                                 "true)");
+    return status;
+}
+
+/* What can only be checked or settled once every line has been read. */
+static int finish_loading(struct parse_state *st)
+{
+    int status = settle_listeners(st);
+    if (check_peer_settings(st) != 0) status = -1;
+    return status;
 }
 
 static int finish_parse(struct parse_state *st, int status)
@@ -1503,6 +1932,14 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->log_timestamp = true;
     cfg->connection_messages = true;
     cfg->user = NULL; /* not given: main tries "arbor", then "nobody" */
+    cfg->stp_cpu_weight = 1.0;
+    cfg->stp_memory_weight = 1.0;
+    cfg->stp_hello_ms = 2000;
+    cfg->stp_max_age_ms = 7000;
+    cfg->stp_local_repair = false;
+    cfg->peer_allow_unauthenticated = false;
+    cfg->peer_restart_base_ms = 1000;
+    cfg->peer_restart_max_ms = 30000;
 }
 
 static const char *find_or_add_source_file(struct arbor_config *cfg, const char *name)
@@ -1603,6 +2040,11 @@ void config_free(struct arbor_config *cfg)
     free(cfg->log_timestamp_format);
     free(cfg->pid_file);
     free(cfg->user);
+    for (size_t i = 0; i < cfg->peer_count; i++)
+        free(cfg->peers[i].host);
+    free(cfg->peers);
+    free(cfg->peer_identity_address);
+    free(cfg->peer_secret);
     free_string_array(cfg->warnings, cfg->warning_count);
     free_string_array(cfg->source_files, cfg->source_file_count);
     memset(cfg, 0, sizeof *cfg);

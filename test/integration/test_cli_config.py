@@ -66,12 +66,33 @@ def test_bad_number_rejected(run_broker, line, directive):
     ("certfile /etc/ssl/cert.pem", "certfile"),
     ("protocol websockets", "protocol"),
     ("connection bridge-to-elsewhere", "connection"),
-    ("peer 127.0.0.1:1884", "peer"),
 ])
 def test_later_feature_directive_not_supported_yet(run_broker, line, directive):
     # Directives of features arbor does not have yet are refused clearly, never ignored.
     out = conf_error(run_broker, ["allow_anonymous true", line], directive, 3)
     assert "not supported" in out.lower(), out
+
+
+@pytest.mark.arbor_only
+@pytest.mark.parametrize("line,directive", [
+    ("peer 127.0.0.1:0", "peer"),
+    ("peer_identity 0.0.0.0:1884", "peer_identity"),
+    ("stp_hello_interval 0.0005", "stp_hello_interval"),
+    ("peer_secret too-short", "peer_secret"),
+    ("peer_restart_timeout 5 1", "peer_restart_timeout"),
+])
+def test_bad_peer_value(run_broker, line, directive):
+    conf_error(run_broker, ["allow_anonymous true", line], directive, 3)
+
+
+@pytest.mark.arbor_only
+def test_peer_needs_secret(run_broker):
+    # MQTT-ST peer links are authenticated unless the operator explicitly says otherwise; the
+    # error names the first peer line, whatever comes after it.
+    out = conf_error(run_broker, ["allow_anonymous true", "peer 127.0.0.1:1884",
+                                  "peer 127.0.0.1:1885", "stp_local_repair false"], "peer", 3)
+    assert "peer links need peer_secret (or peer_allow_unauthenticated true)" in out, out
+    assert "not supported" not in out.lower(), out
 
 
 def test_missing_config_file(run_broker, tmp_path):

@@ -970,7 +970,6 @@ static void test_planned_directives_are_refused(void **state)
         "bridge_future_option",
         "remote_clientid",
         "start_type",
-        "peer",
         "auth_opt_db_host",
         "plugin_opt_config_file",
         "check_retain_source",
@@ -1379,6 +1378,494 @@ static void test_empty_include_dir(void **state)
 }
 
 /* ------------------------------------------------------------------------------------------
+ * MQTT-ST peer directives
+ */
+
+#define SECRET "0123456789abcdef" /* exactly the 16 characters peer_secret needs */
+
+/* A value given on line 1 of a directive, and the reason it must be refused with. */
+struct refused_value {
+    const char *value;
+    const char *reason;
+};
+
+/* Each "directive value" line alone must fail with "test.conf:1: directive: reason". */
+static void expect_refused_values(const char *directive, const struct refused_value *cases,
+                                  size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        char expected[1024];
+        snprintf(expected, sizeof expected, TEST_NAME ":1: %s: %s", directive, cases[i].reason);
+        expect_errorf(expected, "%s %s\n", directive, cases[i].value);
+    }
+}
+
+#define EXPECT_REFUSED(directive, cases)                                                           \
+    expect_refused_values((directive), (cases), sizeof(cases) / sizeof((cases)[0]))
+
+static void test_peer_defaults(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\n");
+    assert_null(cfg.peers);
+    assert_int_equal(cfg.peer_count, 0);
+    assert_null(cfg.peer_identity_address);
+    assert_int_equal(cfg.peer_identity_port, 0);
+    assert_false(cfg.stp_capability_set);
+    assert_float_equal(cfg.stp_cpu_weight, 1.0, 0.0);
+    assert_float_equal(cfg.stp_memory_weight, 1.0, 0.0);
+    assert_int_equal(cfg.stp_hello_ms, 2000);
+    assert_int_equal(cfg.stp_max_age_ms, 7000);
+    assert_false(cfg.stp_local_repair);
+    assert_null(cfg.peer_secret);
+    assert_false(cfg.peer_allow_unauthenticated);
+    assert_int_equal(cfg.peer_restart_base_ms, 1000);
+    assert_int_equal(cfg.peer_restart_max_ms, 30000);
+    config_free(&cfg);
+}
+
+static void test_peer_lines(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "peer_secret " SECRET "\n"
+                  "peer broker-2.example.com\n"
+                  "peer 10.0.0.2:1884\n"
+                  "\n"
+                  "peer [::1]:1885\n"
+                  "peer [fd00::2]\n"
+                  "peer 2001:db8::1\n"
+                  "peer 2001:DB8:0:0::7:FFFF\n"
+                  "peer ::ffff:10.0.0.9\n"
+                  "peer edge_3:1\n"
+                  "peer 10.0.0.2:1885\n");
+    const struct {
+        const char *host;
+        unsigned port;
+        int line;
+    } expected[] = {
+        {"broker-2.example.com", 1883, 2},
+        {"10.0.0.2", 1884, 3},
+        {"::1", 1885, 5},
+        {"fd00::2", 1883, 6},
+        {"2001:db8::1", 1883, 7},
+        {"2001:db8::7:ffff", 1883, 8}, /* bare IPv6: all of it is the address, in canonical form */
+        {"10.0.0.9", 1883, 9},         /* IPv4-mapped: the IPv4 address */
+        {"edge_3", 1, 10},
+        {"10.0.0.2", 1885, 11},
+    };
+    assert_int_equal(cfg.peer_count, sizeof expected / sizeof expected[0]);
+    for (size_t i = 0; i < cfg.peer_count; i++) {
+        assert_string_equal(cfg.peers[i].host, expected[i].host);
+        assert_int_equal(cfg.peers[i].port, expected[i].port);
+        assert_string_equal(cfg.peers[i].file, TEST_NAME);
+        assert_int_equal(cfg.peers[i].line, expected[i].line);
+    }
+    config_free(&cfg);
+}
+
+static void test_peer_errors(void **state)
+{
+    (void)state;
+    char long_host[300];
+    memset(long_host, 'a', 254);
+    long_host[254] = '\0';
+    char long_host_reason[400];
+    snprintf(long_host_reason, sizeof long_host_reason,
+             "value \"%s\" has a host longer than 253 characters", long_host);
+    const struct refused_value cases[] = {
+        {"", "missing value (a host name or address, optionally with :port)"},
+        {"a b", "unexpected extra value \"b\""},
+        {"[::1", "value \"[::1\" has no closing ']'"},
+        {"[::1]1884", "value \"[::1]1884\" has \"1884\" after ']' where only :port may follow"},
+        {"[foo]:1884", "value \"[foo]:1884\": \"foo\" is not an IPv6 address"},
+        {"[10.0.0.1]", "value \"[10.0.0.1]\": \"10.0.0.1\" is not an IPv6 address"},
+        {"a:b:c", "value \"a:b:c\" is not an IPv6 address (with a port, write [address]:port)"},
+        {":1884", "value \":1884\" has no host"},
+        {"[]:1884", "value \"[]:1884\" has no host"},
+        {"host:", "value \"host:\": port \"\" is not an integer between 1 and 65535"},
+        {"host:0", "value \"host:0\": port \"0\" is not an integer between 1 and 65535"},
+        {"host:65536", "value \"host:65536\": port \"65536\" is not an integer between 1 and "
+                       "65535"},
+        {"host:-1", "value \"host:-1\": port \"-1\" is not an integer between 1 and 65535"},
+        {"host:18x", "value \"host:18x\": port \"18x\" is not an integer between 1 and 65535"},
+        {"[::1]:", "value \"[::1]:\": port \"\" is not an integer between 1 and 65535"},
+        {"bad/name", "value \"bad/name\": \"bad/name\" is not a host name or IPv4 address"},
+        {"300.1.1.1:1884",
+         "value \"300.1.1.1:1884\": \"300.1.1.1\" is not a host name or IPv4 address"},
+        {"10.1", "value \"10.1\": \"10.1\" is not a host name or IPv4 address"},
+        {long_host, long_host_reason},
+    };
+    EXPECT_REFUSED("peer", cases);
+    /* the same broker twice, however it is written */
+    expect_error("peer_secret " SECRET "\npeer Broker.example\npeer broker.example:1883\n",
+                 TEST_NAME ":3: peer: value \"broker.example:1883\" names the same broker as "
+                           "the peer line at " TEST_NAME ":2");
+    expect_error("peer_allow_unauthenticated true\npeer [::1]:1884\npeer "
+                 "0:0:0:0:0:0:0:1]:1884\npeer [0::1]:1884\n",
+                 TEST_NAME ":3: peer: value \"0:0:0:0:0:0:0:1]:1884\" is not an IPv6 address "
+                           "(with a port, write [address]:port)\n" TEST_NAME
+                           ":4: peer: value \"[0::1]:1884\" names the same broker as the peer "
+                           "line at " TEST_NAME ":2");
+}
+
+static void test_peer_identity(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value;
+        const char *address;
+        unsigned port;
+    } good[] = {
+        {"192.0.2.7", "192.0.2.7", 0},
+        {"192.0.2.7:1884", "192.0.2.7", 1884},
+        {"[::1]:1884", "::1", 1884},
+        {"[2001:DB8::0:1]", "2001:db8::1", 0},
+        {"fd00::1", "fd00::1", 0},
+        {"[::ffff:192.0.2.1]:1885", "192.0.2.1", 1885},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "peer_identity %s\n", good[i].value);
+        struct arbor_config cfg;
+        load_ok(&cfg, text);
+        assert_string_equal(cfg.peer_identity_address, good[i].address);
+        assert_int_equal(cfg.peer_identity_port, good[i].port);
+        config_free(&cfg);
+    }
+    const char *unspecified = "is the unspecified address; give the address other brokers "
+                              "reach this one at";
+    char reasons[4][160];
+    const char *unspecified_values[] = {"0.0.0.0", "::", "[::]:1884", "::ffff:0.0.0.0"};
+    for (size_t i = 0; i < 4; i++)
+        snprintf(reasons[i], sizeof reasons[i], "value \"%s\" %s", unspecified_values[i],
+                 unspecified);
+    const struct refused_value cases[] = {
+        {"", "missing value (a numeric IPv4 or IPv6 address, optionally with :port)"},
+        {"192.0.2.7 1884", "unexpected extra value \"1884\""},
+        {"broker.example", "value \"broker.example\" is not a numeric IPv4 or IPv6 address"},
+        {"broker.example:1884",
+         "value \"broker.example:1884\" is not a numeric IPv4 or IPv6 address"},
+        {"192.0.2.7:0", "value \"192.0.2.7:0\": port \"0\" is not an integer between 1 and 65535"},
+        {"[::1", "value \"[::1\" has no closing ']'"},
+        {"192.0.2", "value \"192.0.2\": \"192.0.2\" is not a host name or IPv4 address"},
+        {unspecified_values[0], reasons[0]},
+        {unspecified_values[1], reasons[1]},
+        {unspecified_values[2], reasons[2]},
+        {unspecified_values[3], reasons[3]},
+    };
+    EXPECT_REFUSED("peer_identity", cases);
+    expect_error("peer_identity 192.0.2.7\npeer_identity 192.0.2.8\n",
+                 TEST_NAME ":2: peer_identity: given more than once");
+}
+
+static void test_stp_capability_and_weights(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "stp_capability 0\n");
+    assert_true(cfg.stp_capability_set);
+    assert_int_equal(cfg.stp_capability, 0);
+    config_free(&cfg);
+    /* a repeated number: the last one wins, as for every numeric directive */
+    load_ok(&cfg, "stp_capability 12\nstp_capability 4294967295\n"
+                  "stp_cpu_weight 0\nstp_memory_weight 2.5\nstp_memory_weight 0.125\n");
+    assert_int_equal(cfg.stp_capability, UINT32_MAX);
+    assert_float_equal(cfg.stp_cpu_weight, 0.0, 0.0);
+    assert_float_equal(cfg.stp_memory_weight, 0.125, 0.0);
+    config_free(&cfg);
+    load_ok(&cfg, "stp_cpu_weight 0010.50\nstp_memory_weight 0.33333333333333333333333333333\n");
+    assert_float_equal(cfg.stp_cpu_weight, 10.5, 0.0);
+    assert_float_equal(cfg.stp_memory_weight, 1.0 / 3, 1e-15);
+    config_free(&cfg);
+
+    const char *range = "is not an integer between 0 and 4294967295";
+    char reasons[4][100];
+    const char *capabilities[] = {"-1", "4294967296", "1.5", "lots"};
+    for (size_t i = 0; i < 4; i++)
+        snprintf(reasons[i], sizeof reasons[i], "value \"%s\" %s", capabilities[i], range);
+    const struct refused_value capability_cases[] = {
+        {"", "missing value (an integer between 0 and 4294967295)"},
+        {capabilities[0], reasons[0]},
+        {capabilities[1], reasons[1]},
+        {capabilities[2], reasons[2]},
+        {capabilities[3], reasons[3]},
+    };
+    EXPECT_REFUSED("stp_capability", capability_cases);
+
+    char huge[400];
+    memset(huge, '9', 399);
+    huge[399] = '\0';
+    char huge_reason[500];
+    snprintf(huge_reason, sizeof huge_reason, "value \"%s\" is not a decimal number of 0 or more",
+             huge);
+    const struct refused_value weight_cases[] = {
+        {"", "missing value (a decimal number of 0 or more)"},
+        {"1 2", "unexpected extra value \"2\""},
+        {"-1", "value \"-1\" is not a decimal number of 0 or more"},
+        {".5", "value \".5\" is not a decimal number of 0 or more"},
+        {"5.", "value \"5.\" is not a decimal number of 0 or more"},
+        {"1,5", "value \"1,5\" is not a decimal number of 0 or more"},
+        {"1e3", "value \"1e3\" is not a decimal number of 0 or more"},
+        {"inf", "value \"inf\" is not a decimal number of 0 or more"},
+        {"nan", "value \"nan\" is not a decimal number of 0 or more"},
+        {"0x10", "value \"0x10\" is not a decimal number of 0 or more"},
+        {huge, huge_reason},
+    };
+    EXPECT_REFUSED("stp_cpu_weight", weight_cases);
+    EXPECT_REFUSED("stp_memory_weight", weight_cases);
+}
+
+/* The values of seconds every MQTT-ST timer refuses. */
+static const struct refused_value bad_seconds[] = {
+    {"", "missing value (a number of seconds between 0.001 and 3600)"},
+    {"1 2", "unexpected extra value \"2\""},
+    {"0", "value \"0\" is not a number of seconds between 0.001 and 3600"},
+    {"0.000", "value \"0.000\" is not a number of seconds between 0.001 and 3600"},
+    {"0.0005", "value \"0.0005\" is not a number of seconds between 0.001 and 3600"},
+    {"-1", "value \"-1\" is not a number of seconds between 0.001 and 3600"},
+    {"3600.001", "value \"3600.001\" is not a number of seconds between 0.001 and 3600"},
+    {"3600.0001", "value \"3600.0001\" is not a number of seconds between 0.001 and 3600"},
+    {"3601", "value \"3601\" is not a number of seconds between 0.001 and 3600"},
+    {"184467440737095516160", "value \"184467440737095516160\" is not a number of seconds "
+                              "between 0.001 and 3600"},
+    {"2s", "value \"2s\" is not a number of seconds between 0.001 and 3600"},
+    {"1e2", "value \"1e2\" is not a number of seconds between 0.001 and 3600"},
+    {".5", "value \".5\" is not a number of seconds between 0.001 and 3600"},
+    {"2.", "value \"2.\" is not a number of seconds between 0.001 and 3600"},
+    {"two", "value \"two\" is not a number of seconds between 0.001 and 3600"},
+};
+
+static void test_stp_timers(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value;
+        unsigned ms;
+    } good[] = {
+        {"0.001", 1},      {"0.0019", 1},      {"0.2", 200},           {"2", 2000},
+        {"2.5", 2500},     {"1.23456", 1234},  {"3599.9999", 3599999},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "stp_hello_interval %s\nstp_max_age 3600\n", good[i].value);
+        struct arbor_config cfg;
+        load_ok(&cfg, text);
+        assert_int_equal(cfg.stp_hello_ms, good[i].ms);
+        assert_int_equal(cfg.stp_max_age_ms, 3600000);
+        config_free(&cfg);
+    }
+    struct arbor_config cfg;
+    load_ok(&cfg, "stp_max_age 3600.0000\n");
+    assert_int_equal(cfg.stp_max_age_ms, 3600000);
+    config_free(&cfg);
+    EXPECT_REFUSED("stp_hello_interval", bad_seconds);
+    EXPECT_REFUSED("stp_max_age", bad_seconds);
+}
+
+static void test_stp_max_age_exceeds_hello(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "stp_hello_interval 0.2\nstp_max_age 0.7\n");
+    assert_int_equal(cfg.stp_hello_ms, 200);
+    assert_int_equal(cfg.stp_max_age_ms, 700);
+    config_free(&cfg);
+    /* the order of the lines does not matter, and the last of each counts */
+    load_ok(&cfg, "stp_max_age 1\nstp_hello_interval 5\nstp_max_age 9\nstp_hello_interval 0.5\n");
+    assert_int_equal(cfg.stp_hello_ms, 500);
+    assert_int_equal(cfg.stp_max_age_ms, 9000);
+    config_free(&cfg);
+
+    expect_error("stp_hello_interval 3\nstp_max_age 2\n",
+                 TEST_NAME ":2: stp_max_age: 2 s is not greater than the hello interval "
+                           "(stp_hello_interval 3)");
+    expect_error("stp_max_age 2\n\nstp_hello_interval 3\n",
+                 TEST_NAME ":1: stp_max_age: 2 s is not greater than the hello interval "
+                           "(stp_hello_interval 3)");
+    expect_error("stp_hello_interval 2.5\nstp_max_age 2.500\n",
+                 TEST_NAME ":2: stp_max_age: 2.5 s is not greater than the hello interval "
+                           "(stp_hello_interval 2.5)");
+    expect_error("stp_max_age 1.25\n",
+                 TEST_NAME ":1: stp_max_age: 1.25 s is not greater than the hello interval "
+                           "(stp_hello_interval 2, the default)");
+    expect_error("stp_hello_interval 9\nstp_max_age 30\nstp_max_age 0.009\n",
+                 TEST_NAME ":3: stp_max_age: 0.009 s is not greater than the hello interval "
+                           "(stp_hello_interval 9)");
+    expect_error("listener 1883\nstp_hello_interval 7\n",
+                 TEST_NAME ":2: stp_hello_interval: 7 s is not less than the maximum age "
+                           "(stp_max_age 7, the default)");
+}
+
+static void test_stp_booleans(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "stp_local_repair true\npeer_allow_unauthenticated 1\n");
+    assert_true(cfg.stp_local_repair);
+    assert_true(cfg.peer_allow_unauthenticated);
+    config_free(&cfg);
+    load_ok(&cfg, "stp_local_repair 1\nstp_local_repair false\npeer_allow_unauthenticated 0\n");
+    assert_false(cfg.stp_local_repair);
+    assert_false(cfg.peer_allow_unauthenticated);
+    config_free(&cfg);
+    const struct refused_value cases[] = {
+        {"", "missing value (true or false)"},
+        {"yes", "value \"yes\" is not true or false (or 1 or 0)"},
+        {"true false", "unexpected extra value \"false\""},
+    };
+    EXPECT_REFUSED("stp_local_repair", cases);
+    EXPECT_REFUSED("peer_allow_unauthenticated", cases);
+}
+
+static void test_peer_secret(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "peer_secret " SECRET "\n");
+    assert_string_equal(cfg.peer_secret, SECRET);
+    config_free(&cfg);
+    /* the rest of the line, inner blanks included */
+    load_ok(&cfg, "peer_secret   correct horse\tbattery staple  \n");
+    assert_string_equal(cfg.peer_secret, "correct horse\tbattery staple");
+    config_free(&cfg);
+    /* a short secret is refused without being quoted (error messages go to logs) */
+    expect_error("peer_secret 0123456789abcde\n",
+                 TEST_NAME ":1: peer_secret: must be at least 16 characters long (this one "
+                           "has 15)");
+    expect_error("peer_secret\n", TEST_NAME ":1: peer_secret: missing value (a shared secret)");
+    expect_error("peer_secret " SECRET "\npeer_secret " SECRET "x\n",
+                 TEST_NAME ":2: peer_secret: given more than once");
+}
+
+static void test_peer_needs_secret_or_unauthenticated(void **state)
+{
+    (void)state;
+    const char *needs = "peer: peer links need peer_secret (or peer_allow_unauthenticated true)";
+    char expected[256];
+    snprintf(expected, sizeof expected, TEST_NAME ":2: %s", needs);
+    expect_error("listener 1883\npeer a.example\npeer b.example\n", expected);
+    expect_error("peer_allow_unauthenticated false\npeer a.example\n", expected);
+    expect_error("peer_allow_unauthenticated true\npeer a.example\n"
+                 "peer_allow_unauthenticated false\n",
+                 expected);
+    /* both cross checks are reported together */
+    snprintf(expected, sizeof expected,
+             TEST_NAME ":1: stp_max_age: 1 s is not greater than the hello interval "
+                       "(stp_hello_interval 2, the default)\n" TEST_NAME ":3: %s",
+             needs);
+    expect_error("stp_max_age 1\n\npeer a.example\n", expected);
+    /* a line error is reported alone: a refused secret does not also cause this one */
+    expect_error("peer a.example\npeer_secret short\n",
+                 TEST_NAME ":2: peer_secret: must be at least 16 characters long (this one "
+                           "has 5)");
+
+    /* the secret or the permission may come later in the file */
+    struct arbor_config cfg;
+    load_ok(&cfg, "peer a.example\npeer_secret " SECRET "\n");
+    config_free(&cfg);
+    load_ok(&cfg, "peer a.example\npeer_allow_unauthenticated true\n");
+    config_free(&cfg);
+    /* without peers neither is needed */
+    load_ok(&cfg, "peer_allow_unauthenticated false\n");
+    config_free(&cfg);
+}
+
+static void test_peer_restart_timeout(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "peer_restart_timeout 0.5 60\n");
+    assert_int_equal(cfg.peer_restart_base_ms, 500);
+    assert_int_equal(cfg.peer_restart_max_ms, 60000);
+    config_free(&cfg);
+    /* one value: a fixed delay, as Mosquitto reads restart_timeout */
+    load_ok(&cfg, "peer_restart_timeout 45\n");
+    assert_int_equal(cfg.peer_restart_base_ms, 45000);
+    assert_int_equal(cfg.peer_restart_max_ms, 45000);
+    config_free(&cfg);
+    load_ok(&cfg, "peer_restart_timeout 1 2\npeer_restart_timeout 5 5\n");
+    assert_int_equal(cfg.peer_restart_base_ms, 5000);
+    assert_int_equal(cfg.peer_restart_max_ms, 5000);
+    config_free(&cfg);
+    const struct refused_value cases[] = {
+        {"", "missing value (a base number of seconds, then optionally the largest delay)"},
+        {"1 2 3", "unexpected extra value \"3\""},
+        {"5 2", "largest delay \"2\" is less than the base \"5\""},
+        {"0 10", "value \"0\" is not a number of seconds between 0.001 and 3600"},
+        {"1 0", "value \"0\" is not a number of seconds between 0.001 and 3600"},
+        {"1 forever", "value \"forever\" is not a number of seconds between 0.001 and 3600"},
+        {"1 3601", "value \"3601\" is not a number of seconds between 0.001 and 3600"},
+    };
+    EXPECT_REFUSED("peer_restart_timeout", cases);
+}
+
+static void test_peer_directives_in_listener_block_are_global(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\n"
+                  "peer 10.0.0.2\n"
+                  "peer_identity 10.0.0.1:1883\n"
+                  "stp_capability 7\n"
+                  "stp_cpu_weight 2\n"
+                  "stp_memory_weight 3\n"
+                  "listener 1884\n"
+                  "stp_hello_interval 1\n"
+                  "stp_max_age 4\n"
+                  "stp_local_repair true\n"
+                  "peer_secret " SECRET "\n"
+                  "peer_allow_unauthenticated true\n"
+                  "peer_restart_timeout 2 20\n"
+                  "peer 10.0.0.3\n");
+    assert_int_equal(cfg.listener_count, 2);
+    assert_int_equal(cfg.peer_count, 2);
+    assert_int_equal(cfg.peers[1].line, 14);
+    assert_string_equal(cfg.peer_identity_address, "10.0.0.1");
+    assert_int_equal(cfg.peer_identity_port, 1883);
+    assert_true(cfg.stp_capability_set);
+    assert_int_equal(cfg.stp_capability, 7);
+    assert_float_equal(cfg.stp_cpu_weight, 2.0, 0.0);
+    assert_float_equal(cfg.stp_memory_weight, 3.0, 0.0);
+    assert_int_equal(cfg.stp_hello_ms, 1000);
+    assert_int_equal(cfg.stp_max_age_ms, 4000);
+    assert_true(cfg.stp_local_repair);
+    assert_string_equal(cfg.peer_secret, SECRET);
+    assert_true(cfg.peer_allow_unauthenticated);
+    assert_int_equal(cfg.peer_restart_base_ms, 2000);
+    assert_int_equal(cfg.peer_restart_max_ms, 20000);
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), 0);
+    config_free(&cfg);
+}
+
+static void test_peer_lines_in_included_file(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX];
+    make_temp_dir(dir, sizeof dir);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/peers.conf", dir);
+    write_file(path, "# peers\npeer 10.0.0.5:1884\nstp_max_age 1\n");
+    char text[PATH_MAX + 64];
+    snprintf(text, sizeof text, "peer 10.0.0.4\ninclude_dir %s\n", dir);
+    struct arbor_config cfg;
+    assert_int_equal(load_text(&cfg, text), -1);
+    char expected[3 * PATH_MAX];
+    snprintf(expected, sizeof expected,
+             "%s:3: stp_max_age: 1 s is not greater than the hello interval (stp_hello_interval "
+             "2, the default)\n" TEST_NAME
+             ":1: peer: peer links need peer_secret (or peer_allow_unauthenticated true)",
+             path);
+    assert_string_equal(error_text, expected);
+    assert_int_equal(cfg.peer_count, 2);
+    assert_string_equal(cfg.peers[1].file, path);
+    assert_int_equal(cfg.peers[1].line, 2);
+    config_free(&cfg);
+    remove_temp_dir(dir);
+}
+
+/* ------------------------------------------------------------------------------------------
  * Listeners added by the daemon (command line, local-only mode)
  */
 
@@ -1489,6 +1976,19 @@ int main(void)
         cmocka_unit_test(test_include_dir_error_location),
         cmocka_unit_test(test_include_dir_errors),
         cmocka_unit_test(test_empty_include_dir),
+        cmocka_unit_test(test_peer_defaults),
+        cmocka_unit_test(test_peer_lines),
+        cmocka_unit_test(test_peer_errors),
+        cmocka_unit_test(test_peer_identity),
+        cmocka_unit_test(test_stp_capability_and_weights),
+        cmocka_unit_test(test_stp_timers),
+        cmocka_unit_test(test_stp_max_age_exceeds_hello),
+        cmocka_unit_test(test_stp_booleans),
+        cmocka_unit_test(test_peer_secret),
+        cmocka_unit_test(test_peer_needs_secret_or_unauthenticated),
+        cmocka_unit_test(test_peer_restart_timeout),
+        cmocka_unit_test(test_peer_directives_in_listener_block_are_global),
+        cmocka_unit_test(test_peer_lines_in_included_file),
         cmocka_unit_test(test_add_listener),
         cmocka_unit_test(test_shipped_default_config_loads),
     };
