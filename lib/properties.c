@@ -292,16 +292,30 @@ static bool is_forwardable(uint8_t id)
            id == MQTT_PROP_USER_PROPERTY;
 }
 
-int mqtt_properties_copy_forwardable(const struct mqtt_properties *props, struct abuf *out)
+static bool is_user_property_named(uint8_t id, const struct prop_value *v, const char *name)
+{
+    if (id != MQTT_PROP_USER_PROPERTY || name == NULL) return false;
+    size_t len = strlen(name);
+    return v->bytes.len == len && memcmp(v->bytes.data, name, len) == 0;
+}
+
+int mqtt_properties_copy_forwardable_except(const struct mqtt_properties *props,
+                                            const char *skip_user_name, struct abuf *out)
 {
     if (abuf_reserve(out, props->raw_len) != 0) return -1;
     size_t pos = 0, start;
     uint8_t id;
     struct prop_value v;
     while (next_raw(props, &pos, &id, &start, &v)) {
-        if (is_forwardable(id) && abuf_append(out, props->raw + start, pos - start) != 0) return -1;
+        if (!is_forwardable(id) || is_user_property_named(id, &v, skip_user_name)) continue;
+        if (abuf_append(out, props->raw + start, pos - start) != 0) return -1;
     }
     return 0;
+}
+
+int mqtt_properties_copy_forwardable(const struct mqtt_properties *props, struct abuf *out)
+{
+    return mqtt_properties_copy_forwardable_except(props, NULL, out);
 }
 
 int mqtt_property_add_u8(struct abuf *out, uint8_t id, uint8_t value)

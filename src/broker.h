@@ -24,6 +24,7 @@
 
 struct session;
 struct broker;
+struct peer_net;
 struct subscription_tree;
 struct retained_store;
 
@@ -65,6 +66,9 @@ struct connection_role {
     /* One complete packet (its body has hdr->remaining_length bytes). */
     void (*on_packet)(struct connection *conn, const struct mqtt_fixed_header *hdr,
                       const uint8_t *body);
+    /* An outgoing connection (connection_dial) is established; NULL for roles that only
+     * accept. */
+    void (*on_active)(struct connection *conn);
     /* The connection is closing; its socket is still open for a last packet. The role lets
      * go of what it holds elsewhere (session, will). */
     void (*on_close)(struct connection *conn, uint8_t reason, const char *why);
@@ -75,8 +79,10 @@ struct connection_role {
 struct connection {
     struct event_handler handler;
     struct broker *broker;
-    struct listener *listener;
+    struct listener *listener; /* NULL for outgoing connections */
     const struct connection_role *role;
+    void *role_data;  /* the role's own state (peer links), NULL for clients */
+    bool connecting;  /* outgoing: connect() in progress */
     enum connection_state state;
     char address[INET6_ADDRSTRLEN + 8]; /* "host:port" for logs */
     struct abuf in;
@@ -170,6 +176,7 @@ struct session {
     char *client_id;
     uint64_t serial; /* unique, for no local and match de-duplication */
     uint8_t version;
+    bool no_echo; /* a bridge (CONNECT with the MQTT-ST bit on 3.x): no local on everything */
     struct connection *connection; /* NULL while offline */
     uint32_t expiry_interval;      /* seconds after disconnect; UINT32_MAX never */
     int64_t disconnected_at_ms;
@@ -260,6 +267,7 @@ struct broker {
     struct broker_stats stats;
     struct message_counters messages; /* live stored messages */
     struct sys_tree_state sys;
+    struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
     struct timer_heap timers;
     int64_t now_ms; /* monotonic: when the current loop turn woke up */
     int64_t start_wall;

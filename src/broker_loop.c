@@ -20,6 +20,7 @@
 #include "log.h"
 #include "message.h"
 #include "packet_log.h"
+#include "peer.h"
 #include "retain.h"
 #include "session.h"
 #include "subs.h"
@@ -47,6 +48,7 @@ int broker_init(struct broker *broker, struct arbor_config *config)
         return -1;
     }
     if (listeners_open(broker) != 0) return -1;
+    if (peer_net_start(broker) != 0) return -1; /* its identity may name a listener's port */
     broker->next_tick_ms = broker->now_ms + TICK_MS;
     broker->next_sys_ms = broker->now_ms + (int64_t)config->sys_interval * 1000;
     /* Publish the $SYS tree at once, so early subscribers find it retained. */
@@ -143,6 +145,8 @@ static int wait_timeout(const struct broker *broker)
     int64_t timer = timers_next_deadline(&broker->timers);
     if (timer != TIMER_NONE && timer + 1 < next) next = timer + 1; /* see broker_past */
     if (broker->config->sys_interval > 0 && broker->next_sys_ms < next) next = broker->next_sys_ms;
+    int64_t peers = peer_net_next_deadline(broker);
+    if (peers < next) next = peers;
     int64_t wait = next - broker->now_ms;
     return wait < 0 ? 0 : (int)wait;
 }
@@ -153,6 +157,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config)
     broker->config = config;
     listeners_refresh_config(broker);
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
+    peer_net_reload(broker);
     log_reconfigure(config);
     broker->log_packets = packet_log_wanted(config);
     config_free(old);
@@ -176,6 +181,7 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
             if (config) apply_reload(broker, config);
         }
         fire_due_timers(broker);
+        peer_net_run(broker);
         if (broker->now_ms >= broker->next_tick_ms) {
             tick(broker);
             broker->next_tick_ms = broker->now_ms + TICK_MS;
@@ -204,11 +210,13 @@ void broker_shutdown(struct broker *broker)
         broker_publish_will(broker, will);
     }
     broker_flush_connections(broker);
+    peer_net_stopping(broker);
     while (broker->connections) {
         broker->connections->disconnect_clean = true;
         connection_close(broker->connections, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
     }
     broker_reap_connections(broker);
+    peer_net_free(broker);
     HASH_ITER(hh, broker->sessions, session, tmp) session_destroy(broker, session);
     listeners_close(broker);
     subs_free(broker->subscriptions);

@@ -40,6 +40,7 @@
 #define OUTPUT_LOW_WATER (READ_CHUNK / 4)
 
 static void connection_on_event(struct event_handler *handler, unsigned events);
+static void update_interest(struct connection *conn);
 
 static void format_peer(const struct sockaddr_storage *addr, char *out, size_t len)
 {
@@ -65,6 +66,72 @@ static bool over_connection_limit(struct listener *listener)
     return limit >= 0 && listener->connection_count >= limit;
 }
 
+/* The parts of a new connection shared by accepted and dialled ones. */
+static struct connection *connection_new(struct broker *broker, int fd, const char *address)
+{
+    struct connection *conn = calloc(1, sizeof *conn);
+    if (!conn) return NULL;
+    if (timers_reserve(&broker->timers) != 0) {
+        free(conn);
+        return NULL;
+    }
+    conn->handler.fd = fd;
+    conn->handler.on_event = connection_on_event;
+    conn->broker = broker;
+    conn->state = CONNECTION_AWAITING_CONNECT;
+    conn->last_received_ms = broker->now_ms;
+    snprintf(conn->address, sizeof conn->address, "%s", address);
+    outq_init(&conn->out);
+    if (broker->config->set_tcp_nodelay) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    return conn;
+}
+
+static void connection_link(struct connection *conn)
+{
+    struct broker *broker = conn->broker;
+    conn->next = broker->connections;
+    if (broker->connections) broker->connections->prev = conn;
+    broker->connections = conn;
+    broker->connection_count++;
+}
+
+struct connection *connection_dial(struct broker *broker, const struct sockaddr *addr,
+                                   socklen_t addr_len, const char *address,
+                                   const struct connection_role *role, void *role_data)
+{
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return NULL;
+    int one = 1; /* peer links carry small BPDUs whose RTT is measured: never delay them */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, addr, addr_len) != 0 && errno != EINPROGRESS) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return NULL;
+    }
+    struct connection *conn = connection_new(broker, fd, address);
+    if (!conn) {
+        close(fd);
+        errno = ENOMEM;
+        return NULL;
+    }
+    conn->role = role;
+    conn->role_data = role_data;
+    conn->connecting = true;
+    if (event_loop_add(&broker->loop, &conn->handler, EVENT_WRITE) != 0) {
+        timers_unreserve(&broker->timers);
+        close(fd);
+        free(conn);
+        return NULL;
+    }
+    connection_link(conn);
+    broker_watch_connection(conn); /* the handshake must end in time, as a CONNECT must */
+    return conn;
+}
+
 static void accept_one(struct listener *listener, int fd, const struct sockaddr_storage *addr)
 {
     struct broker *broker = listener->broker;
@@ -76,39 +143,40 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
         close(fd);
         return;
     }
-    struct connection *conn = calloc(1, sizeof *conn);
-    if (!conn || timers_reserve(&broker->timers) != 0) {
-        free(conn);
+    struct connection *conn = connection_new(broker, fd, peer);
+    if (!conn) {
         close(fd);
         return;
     }
-    conn->handler.fd = fd;
-    conn->handler.on_event = connection_on_event;
-    conn->broker = broker;
     conn->listener = listener;
     conn->role = &client_role; /* what an accepted connection is until it says otherwise */
-    conn->state = CONNECTION_AWAITING_CONNECT;
-    conn->last_received_ms = broker->now_ms;
-    snprintf(conn->address, sizeof conn->address, "%s", peer);
-    outq_init(&conn->out);
-    if (broker->config->set_tcp_nodelay) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
     if (event_loop_add(&broker->loop, &conn->handler, EVENT_READ) != 0) {
         timers_unreserve(&broker->timers);
         close(fd);
         free(conn);
         return;
     }
-    conn->next = broker->connections;
-    if (broker->connections) broker->connections->prev = conn;
-    broker->connections = conn;
-    broker->connection_count++;
+    connection_link(conn);
     listener->connection_count++;
     broker->stats.connections_total++;
     broker_watch_connection(conn); /* CONNECT timeout */
     log_notice("New connection from %s on port %u.", peer, listener->port);
+}
+
+/* connect() finished: established, or failed with the socket's error. */
+static void connection_connected(struct connection *conn)
+{
+    int error = 0;
+    socklen_t len = sizeof error;
+    if (getsockopt(conn->handler.fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+    if (error != 0) {
+        connection_close(conn, 0, strerror(error));
+        return;
+    }
+    conn->connecting = false;
+    conn->last_received_ms = conn->broker->now_ms;
+    update_interest(conn);
+    if (conn->role->on_active) conn->role->on_active(conn);
 }
 
 void connection_accept_all(struct listener *listener)
@@ -218,7 +286,7 @@ static void update_interest(struct connection *conn)
 
 static void connection_flush(struct connection *conn)
 {
-    if (conn->state == CONNECTION_CLOSED) return;
+    if (conn->state == CONNECTION_CLOSED || conn->connecting) return;
     ssize_t n = outq_flush(&conn->out, conn->handler.fd);
     if (n < 0) {
         close_after_pending_input(conn, errno == EPIPE || errno == ECONNRESET ? CLOSED_BY_CLIENT
@@ -326,7 +394,7 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
         broker->connections = conn->next;
     if (conn->next) conn->next->prev = conn->prev;
     broker->connection_count--;
-    conn->listener->connection_count--;
+    if (conn->listener) conn->listener->connection_count--;
     conn->next = broker->closed_list;
     conn->prev = NULL;
     broker->closed_list = conn;
@@ -522,6 +590,10 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
 {
     struct connection *conn = (struct connection *)handler;
     if (conn->state == CONNECTION_CLOSED) return;
+    if (conn->connecting) {
+        if (events & (EVENT_WRITE | EVENT_ERROR)) connection_connected(conn);
+        return;
+    }
     if (events & EVENT_WRITE) connection_flush(conn);
     if (conn->state == CONNECTION_CLOSED) return;
     if (conn->input_paused) {

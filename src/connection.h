@@ -8,6 +8,8 @@
 #include "broker.h"
 #include "packet.h"
 
+#include <sys/socket.h>
+
 /* Reasons given to connection_close when the socket ended; they decide which of Mosquitto's
  * lines the client role logs. */
 #define CLOSED_BY_CLIENT "connection closed by client"
@@ -15,6 +17,14 @@
 
 /* Called when a listener is readable: accept every pending connection. */
 void connection_accept_all(struct listener *listener);
+
+/* Start a non-blocking TCP connection to addr for an outgoing link with the given role and
+ * role_data. The role's on_active runs once it is established; if it fails, the connection
+ * is closed (on_close with reason 0 and why naming the error). address names the target in
+ * logs. Returns the connection, or NULL (nothing to close) when no socket could be made. */
+struct connection *connection_dial(struct broker *broker, const struct sockaddr *addr,
+                                   socklen_t addr_len, const char *address,
+                                   const struct connection_role *role, void *role_data);
 
 /* Queue bytes (copied) for sending; they are written at the end of the loop turn. */
 int connection_send(struct connection *conn, const void *data, size_t len);

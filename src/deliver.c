@@ -16,6 +16,7 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
+#include "peer.h"
 #include "retain.h"
 #include "session.h"
 #include "subs.h"
@@ -29,7 +30,8 @@ static uint8_t outgoing_qos(const struct broker *broker, uint8_t granted, uint8_
 
 size_t broker_publish(struct broker *broker, struct message *msg)
 {
-    if (msg->retain && broker->config->retain_available) {
+    if (broker->peers) peer_stamp(broker, msg);
+    if (msg->retain && broker->config->retain_available && peer_retained_wins(broker, msg)) {
         if (retain_set(broker->retained, msg) != 0)
             log_error("Out of memory storing retained message.");
     }
@@ -43,6 +45,7 @@ size_t broker_publish(struct broker *broker, struct message *msg)
         bool retain = e->retain_as_published && msg->retain;
         session_deliver(broker, e->session, msg, qos, retain, e->sub_ids, e->sub_id_count);
     }
+    if (broker->peers) peer_flood(broker, msg); /* on along the spanning tree */
     return count;
 }
 

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
+#include "peer.h"
 #include "session.h"
 #include "topic.h"
 
@@ -197,6 +198,7 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
         session->pending_will = NULL;
     }
     session->version = c->version;
+    session->no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
     session->connection = conn;
     conn->session = session;
@@ -331,9 +333,9 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
         return HANDLER_CLOSED;
     }
     conn->version = c.version;
-    if (c.is_peer)
-        return refuse(conn, c.version, MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION,
-                      "MQTT-ST peer connections are not supported yet");
+    /* MQTT-ST peers speak MQTT 5; the same bit on 3.1/3.1.1 is a Mosquitto bridge with
+     * try_private: an ordinary client whose own messages are not sent back to it. */
+    if (c.is_peer && c.version == MQTT_V5) return peer_accept_connect(conn, &c);
     if (c.version == MQTT_V5 && (c.props.present & MQTT_PROP_BIT(MQTT_PROP_AUTHENTICATION_METHOD)))
         return refuse(conn, c.version, MQTT_RC_BAD_AUTHENTICATION_METHOD,
                       "authentication method not supported");

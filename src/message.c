@@ -22,6 +22,7 @@ struct message *message_create(struct message_counters *counters, const char *to
     msg->props_len = (uint32_t)props_len;
     msg->origin_session = origin_session;
     msg->expiry_interval_s = expiry_interval_s;
+    memset(&msg->origin, 0, sizeof msg->origin);
     message_restart_expiry(msg, now_ms);
     uint8_t *p = msg->data;
     memcpy(p, topic, topic_len);

@@ -10,11 +10,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "identity.h"
+
 /* Live count and total payload bytes of the messages created against these counters, for
  * $SYS; owned by the broker (one per event loop), not global. */
 struct message_counters {
     uint64_t count;
     uint64_t bytes;
+};
+
+/* MQTT-ST: where a message entered this broker and where it was first published. Set by the
+ * peer glue (src/peer_flood.c); a broker without peers leaves it zeroed. */
+struct message_origin {
+    uint64_t link;  /* stp link it arrived on; 0 (STP_LINK_LOCAL): published on this broker */
+    bool local_only; /* never leaves this broker ($SYS) */
+    bool stamped;   /* the fields below are set */
+    bool retained_sync; /* carried to reconcile retained state, not as a new publication */
+    struct stp_broker_id broker; /* the broker a client first published it to */
+    uint64_t incarnation;        /* that broker's run (random at start-up) */
+    uint64_t sequence;           /* per origin broker and incarnation, from 1 */
+    int64_t time_ms;             /* wall clock at the origin, ms since the epoch */
 };
 
 struct message {
@@ -28,6 +43,7 @@ struct message {
     uint64_t origin_session;    /* serial of the publishing session (no local), 0 for broker */
     int64_t expiry_at_ms;       /* monotonic ms when it expires, 0 for never */
     uint32_t expiry_interval_s; /* as published, 0 for none */
+    struct message_origin origin;
     const char *topic;          /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;

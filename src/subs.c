@@ -282,7 +282,8 @@ static void entry_add_id(struct match_entry *entry, uint32_t identifier)
 static void add_subscriber(struct match_context *ctx, const struct subscriber *sub)
 {
     struct session *session = sub->session;
-    if ((sub->options & SUB_OPT_NO_LOCAL) && session->serial == ctx->origin) return;
+    if (((sub->options & SUB_OPT_NO_LOCAL) || session->no_echo) && session->serial == ctx->origin)
+        return;
     uint8_t qos = SUB_OPT_QOS(sub->options);
     bool rap = (sub->options & SUB_OPT_RETAIN_AS_PUBLISHED) != 0;
     if (session->match_stamp == ctx->tree->stamp) {

@@ -15,6 +15,7 @@
 
 #include "deliver.h"
 #include "message.h"
+#include "peer.h"
 #include "retain.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -51,10 +52,7 @@ static bool unchanged(struct broker *broker, const char *topic, const char *valu
     return check.same;
 }
 
-static void publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
+void sys_tree_publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
 {
     char value[128];
     va_list ap;
@@ -65,6 +63,7 @@ static void publish_value(struct broker *broker, const char *topic, const char *
     struct message *msg = message_create(&broker->messages, topic, strlen(topic), value, (size_t)n,
                                          NULL, 0, 0, true, 0, 0, broker->now_ms);
     if (!msg) return;
+    msg->origin.local_only = true; /* $SYS describes this broker: it never leaves it */
     broker_publish(broker, msg);
     message_unref(msg);
 }
@@ -103,11 +102,11 @@ static void publish_loads(struct broker *broker)
         sys->last[i] = loads[i].value;
         char topic[128];
         snprintf(topic, sizeof topic, "$SYS/broker/load/%s/1min", loads[i].name);
-        publish_value(broker, topic, "%.2f", sys->avg[i].one);
+        sys_tree_publish_value(broker, topic, "%.2f", sys->avg[i].one);
         snprintf(topic, sizeof topic, "$SYS/broker/load/%s/5min", loads[i].name);
-        publish_value(broker, topic, "%.2f", sys->avg[i].five);
+        sys_tree_publish_value(broker, topic, "%.2f", sys->avg[i].five);
         snprintf(topic, sizeof topic, "$SYS/broker/load/%s/15min", loads[i].name);
-        publish_value(broker, topic, "%.2f", sys->avg[i].fifteen);
+        sys_tree_publish_value(broker, topic, "%.2f", sys->avg[i].fifteen);
     }
     sys->last_ms = broker->now_ms;
 }
@@ -172,13 +171,14 @@ void sys_tree_publish(struct broker *broker)
         {"shared_subscriptions/count", s->shared_subscriptions},
         {"retained messages/count", retain_count(broker->retained)},
     };
-    publish_value(broker, "$SYS/broker/version", "arbor version %s", ARBOR_VERSION);
-    publish_value(broker, "$SYS/broker/uptime", "%lld seconds",
+    sys_tree_publish_value(broker, "$SYS/broker/version", "arbor version %s", ARBOR_VERSION);
+    sys_tree_publish_value(broker, "$SYS/broker/uptime", "%lld seconds",
                   (long long)(clock_wall_seconds() - broker->start_wall));
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
         char topic[128];
         snprintf(topic, sizeof topic, "$SYS/broker/%s", counters[i].topic);
-        publish_value(broker, topic, "%llu", (unsigned long long)counters[i].value);
+        sys_tree_publish_value(broker, topic, "%llu", (unsigned long long)counters[i].value);
     }
     publish_loads(broker);
+    peer_sys_publish(broker);
 }

@@ -32,10 +32,6 @@ int stp_capability_parse_cpuinfo(const char *text, struct stp_host_resources *ou
 /* 0 on success; -1 when there is no valid "MemTotal: N kB" line. Fills memory_mib. */
 int stp_capability_parse_meminfo(const char *text, struct stp_host_resources *out);
 
-/* Reads both files (NULL means /proc/cpuinfo, /proc/meminfo). 0 on success, -1 on any error. */
-int stp_capability_read_host(const char *cpuinfo_path, const char *meminfo_path,
-                             struct stp_host_resources *out);
-
 /* alpha * L + beta * M, rounded, clamped to [0, UINT32_MAX]. Negative or non-finite weights
  * count as 0. */
 uint32_t stp_capability_compute(const struct stp_host_resources *resources, double alpha,

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "capability.h"
+#include "host_resources.h"
 
 #define DATA(name) ARBOR_TEST_DATA_DIR "/" name
 
@@ -78,7 +79,7 @@ static void test_read_host_from_sample_files(void **state)
 {
     (void)state;
     struct stp_host_resources res = {0};
-    assert_int_equal(stp_capability_read_host(DATA("stp_cpuinfo_x86"), DATA("stp_meminfo"), &res),
+    assert_int_equal(host_resources_read(DATA("stp_cpuinfo_x86"), DATA("stp_meminfo"), &res),
                      0);
     /* M = 16318452 kB / 1024 = 15935 MiB */
     assert_int_equal(stp_capability_compute(&res, 1.0, 1.0), 10801 + 15935);
@@ -89,16 +90,16 @@ static void test_read_host_reports_missing_files(void **state)
 {
     (void)state;
     struct stp_host_resources res = {0};
-    assert_int_equal(stp_capability_read_host(DATA("no_such_file"), DATA("stp_meminfo"), &res), -1);
+    assert_int_equal(host_resources_read(DATA("no_such_file"), DATA("stp_meminfo"), &res), -1);
     assert_int_equal(
-        stp_capability_read_host(DATA("stp_cpuinfo_x86"), DATA("stp_meminfo_bad"), &res), -1);
+        host_resources_read(DATA("stp_cpuinfo_x86"), DATA("stp_meminfo_bad"), &res), -1);
 }
 
 static void test_read_this_host(void **state)
 {
     (void)state;
     struct stp_host_resources res = {0};
-    if (stp_capability_read_host(NULL, NULL, &res) != 0) skip(); /* not Linux, or no /proc */
+    if (host_resources_read(NULL, NULL, &res) != 0) skip(); /* not Linux, or no /proc */
     assert_true(res.cpu_count >= 1);
     assert_true(res.memory_mib >= 1);
     assert_true(stp_capability_compute(&res, 1.0, 1.0) > 0);

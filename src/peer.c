@@ -1,0 +1,379 @@
+/*
+ * peer.c: the MQTT-ST network of this broker: start-up (its identity, its capability, the stp
+ * core), the core's callbacks (BPDUs go out as PINGREQ on a link's outgoing connection; its
+ * events become log lines, $SYS updates and a settling period), the timers, reload of the
+ * peer lines and shutdown. Links, dialling, accepting and flooding live in the other peer_*.c
+ * files (peer_net.h lists them); this file must not know packet formats.
+ */
+#include "peer.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <math.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "capability.h"
+#include "host_resources.h"
+#include "log.h"
+#include "peer_net.h"
+
+/* How long after a change the tree may still be settling: messages go on every live link (and
+ * are accepted from every live link) meanwhile, duplicates being suppressed per origin. */
+#define SETTLE_MIN_MS 500
+
+int64_t peer_now_us(void)
+{
+    return clock_monotonic_us();
+}
+
+/* "a.b.c.d:port" or "[v6]:port" (the text stp_broker_id_format writes). */
+bool peer_parse_identity(const char *text, struct stp_broker_id *id)
+{
+    char host[INET6_ADDRSTRLEN + 2];
+    const char *colon;
+    const char *start = text;
+    size_t host_len;
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (!close || close[1] != ':') return false;
+        start = text + 1;
+        host_len = (size_t)(close - start);
+        colon = close + 1;
+    } else {
+        colon = strrchr(text, ':');
+        if (!colon) return false;
+        host_len = (size_t)(colon - text);
+    }
+    if (host_len == 0 || host_len >= sizeof host) return false;
+    memcpy(host, start, host_len);
+    host[host_len] = '\0';
+    char *end;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || colon[1] == '\0' || port == 0 || port > 65535) return false;
+    return stp_broker_id_parse(id, host, (uint16_t)port) == 0;
+}
+
+/* ---- identity and capability ---------------------------------------------------------- */
+
+/* The first address of this host that other hosts can reach: IPv4 first, then global IPv6. */
+static bool host_address(char *out, size_t len)
+{
+    struct ifaddrs *list, *ifa;
+    if (getifaddrs(&list) != 0) return false;
+    bool found = false;
+    for (int family_pass = 0; family_pass < 2 && !found; family_pass++) {
+        int family = family_pass == 0 ? AF_INET : AF_INET6;
+        for (ifa = list; ifa && !found; ifa = ifa->ifa_next) {
+            if (!ifa->ifa_addr || ifa->ifa_addr->sa_family != family) continue;
+            if ((ifa->ifa_flags & IFF_LOOPBACK) || !(ifa->ifa_flags & IFF_UP)) continue;
+            const void *addr;
+            if (family == AF_INET) {
+                addr = &((const struct sockaddr_in *)ifa->ifa_addr)->sin_addr;
+            } else {
+                const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr;
+                if (IN6_IS_ADDR_LINKLOCAL(a6)) continue;
+                addr = a6;
+            }
+            found = inet_ntop(family, addr, out, (socklen_t)len) != NULL;
+        }
+    }
+    freeifaddrs(list);
+    return found;
+}
+
+/* peer_identity, else the first listener's specific bind address, else the host's first
+ * reachable address; the port is peer_identity's or the first listener's. */
+static int derive_identity(struct peer_net *net)
+{
+    const struct arbor_config *cfg = net->broker->config;
+    const struct arbor_listener *first = cfg->listener_count ? &cfg->listeners[0] : NULL;
+    uint16_t port = cfg->peer_identity_port ? cfg->peer_identity_port : first ? first->port : 0;
+    char address[INET6_ADDRSTRLEN] = "";
+    if (cfg->peer_identity_address) {
+        snprintf(address, sizeof address, "%s", cfg->peer_identity_address);
+    } else if (first && first->bind_address &&
+               stp_broker_id_parse(&net->self, first->bind_address, port ? port : 1) == 0) {
+        snprintf(address, sizeof address, "%s", first->bind_address);
+    } else if (!host_address(address, sizeof address)) {
+        log_error("Error: peer_identity: cannot be derived (this host has no address other "
+                  "peers can reach); set peer_identity.");
+        return -1;
+    }
+    if (port == 0) {
+        log_error("Error: peer_identity: no port (no listener is configured); set "
+                  "peer_identity <address>:<port>.");
+        return -1;
+    }
+    if (stp_broker_id_parse(&net->self, address, port) != 0) {
+        log_error("Error: peer_identity: %s is not an address peers can dial.", address);
+        return -1;
+    }
+    stp_broker_id_format(&net->self, net->self_name, sizeof net->self_name);
+    return 0;
+}
+
+static uint32_t measure_capability(const struct arbor_config *cfg)
+{
+    if (cfg->stp_capability_set) return cfg->stp_capability;
+    struct stp_host_resources res;
+    if (host_resources_read(NULL, NULL, &res) != 0) {
+        log_warning("Warning: MQTT-ST: cannot read /proc/cpuinfo or /proc/meminfo; capability 0 "
+                    "(set stp_capability).");
+        return 0;
+    }
+    return stp_capability_compute(&res, cfg->stp_cpu_weight, cfg->stp_memory_weight);
+}
+
+/* ---- the core's callbacks ---------------------------------------------------------------- */
+
+static void send_bpdu(void *context, stp_link_id link_id, const uint8_t *bytes, size_t len,
+                      enum stp_send_reason reason)
+{
+    (void)reason;
+    struct peer_net *net = context;
+    struct peer_link *link = peer_link_by_stp(net, link_id);
+    if (link && link->out) peer_dialer_send_bpdu(link->out, bytes, len);
+}
+
+static const char *link_name(struct peer_net *net, stp_link_id id)
+{
+    struct peer_link *link = peer_link_by_stp(net, id);
+    return link ? link->name : "?";
+}
+
+void peer_note_change(struct peer_net *net)
+{
+    int64_t settle = net->broker->config->stp_hello_ms;
+    if (settle < SETTLE_MIN_MS) settle = SETTLE_MIN_MS;
+    net->settle_until_ms = net->broker->now_ms + settle;
+    net->replay_pending = true;
+    net->sys_dirty = true;
+}
+
+static void log_root(struct peer_net *net)
+{
+    struct stp_status st;
+    stp_get_status(net->stp, &st);
+    if (st.root_link == STP_LINK_LOCAL) {
+        log_notice("MQTT-ST: root is now this broker (capability %u).", st.capability);
+        return;
+    }
+    char root[STP_BROKER_ID_STRLEN];
+    stp_broker_id_format(&st.root.root_id, root, sizeof root);
+    log_notice("MQTT-ST: root is now %s (capability %u) via %s, cost %u us.", root,
+               st.root.root_capability, link_name(net, st.root_link), st.root.root_cost_us);
+}
+
+static void on_event(void *context, const struct stp_event *event)
+{
+    struct peer_net *net = context;
+    switch (event->type) {
+    case STP_EVENT_TOPOLOGY_CHANGE:
+        if (event->tc_reason == STP_TC_RECEIVED)
+            log_notice("MQTT-ST: topology change, epoch %u (announced by %s).", event->epoch,
+                       link_name(net, event->link));
+        else
+            log_notice("MQTT-ST: topology change, epoch %u (%s).", event->epoch,
+                       stp_tc_reason_name(event->tc_reason));
+        break;
+    case STP_EVENT_ROOT_CHANGED:
+        log_root(net);
+        break;
+    case STP_EVENT_ROLE_CHANGED:
+        log_info("MQTT-ST: link to %s is now %s.", link_name(net, event->link),
+                 stp_role_name(event->new_role));
+        break;
+    case STP_EVENT_FORWARDING_CHANGED:
+        log_notice("MQTT-ST: link to %s is now %s, %s.", link_name(net, event->link),
+                   stp_role_name(stp_link_role(net->stp, event->link)),
+                   event->forwarding ? "forwarding" : "not forwarding");
+        if (event->forwarding) peer_flood_offer_retained(net, peer_link_by_stp(net, event->link));
+        break;
+    case STP_EVENT_INFO_EXPIRED:
+        log_notice("MQTT-ST: nothing heard from %s for stp_max_age.", link_name(net, event->link));
+        break;
+    case STP_EVENT_BPDU_REJECTED:
+        log_warning("MQTT-ST: rejected BPDU from %s: %s.", link_name(net, event->link),
+                    event->bpdu_status == STP_ERR_OWN_BPDU
+                        ? "it claims this broker's identity"
+                        : stp_bpdu_status_text(event->bpdu_status));
+        net->sys_dirty = true;
+        return; /* nothing changed */
+    }
+    peer_note_change(net);
+}
+
+/* ---- start, reload, stop ------------------------------------------------------------------- */
+
+static bool peering_configured(const struct arbor_config *cfg)
+{
+    return cfg->peer_count > 0 || cfg->peer_secret || cfg->peer_allow_unauthenticated;
+}
+
+static int create_core(struct peer_net *net)
+{
+    const struct arbor_config *cfg = net->broker->config;
+    struct stp_config sc;
+    stp_config_defaults(&sc);
+    sc.id = net->self;
+    sc.capability = net->capability;
+    sc.hello_ms = cfg->stp_hello_ms;
+    sc.max_age_ms = cfg->stp_max_age_ms;
+    sc.local_repair = cfg->stp_local_repair;
+    sc.send_bpdu = send_bpdu;
+    sc.on_event = on_event;
+    sc.context = net;
+    net->stp = stp_create(&sc, (uint64_t)net->broker->now_ms);
+    return net->stp ? 0 : -1;
+}
+
+static void add_configured_dialers(struct peer_net *net)
+{
+    const struct arbor_config *cfg = net->broker->config;
+    for (size_t i = 0; i < cfg->peer_count; i++)
+        peer_dialer_add(net, cfg->peers[i].host, cfg->peers[i].port, true);
+}
+
+int peer_net_start(struct broker *broker)
+{
+    const struct arbor_config *cfg = broker->config;
+    if (!peering_configured(cfg)) return 0;
+    struct peer_net *net = calloc(1, sizeof *net);
+    if (!net) return -1;
+    net->broker = broker;
+    broker->peers = net;
+    if (derive_identity(net) != 0) return -1;
+    net->capability = measure_capability(cfg);
+    if (getrandom(&net->incarnation, sizeof net->incarnation, 0) != sizeof net->incarnation)
+        net->incarnation = (uint64_t)clock_monotonic_us() ^ ((uint64_t)time(NULL) << 20);
+    net->next_link_id = 1;
+    net->history_ms = (int64_t)cfg->stp_max_age_ms + 2 * (int64_t)cfg->stp_hello_ms + 1000;
+    if (create_core(net) != 0) {
+        log_error("Error: MQTT-ST: invalid spanning-tree parameters or out of memory.");
+        return -1;
+    }
+    peer_flood_init(net);
+    log_notice("MQTT-ST: identity %s, capability %u.", net->self_name, net->capability);
+    if (!cfg->peer_secret)
+        log_warning("Warning: MQTT-ST: peer_allow_unauthenticated is set: any broker that can "
+                    "reach this one may join the tree and inject messages.");
+    add_configured_dialers(net);
+    net->sys_dirty = true;
+    return 0;
+}
+
+static bool dialer_matches(const struct peer_dialer *d, const struct arbor_peer *p)
+{
+    return d->configured && d->port == p->port && strcmp(d->host, p->host) == 0;
+}
+
+void peer_net_reload(struct broker *broker)
+{
+    struct peer_net *net = broker->peers;
+    const struct arbor_config *cfg = broker->config;
+    if (!net) {
+        if (peering_configured(cfg))
+            log_warning("Warning: MQTT-ST peering was not configured at start-up; restart arbor "
+                        "to enable it.");
+        return;
+    }
+    for (struct peer_dialer *d = net->dialers; d; d = d->next) {
+        if (!d->configured || d->removed) continue;
+        bool kept = false;
+        for (size_t i = 0; i < cfg->peer_count && !kept; i++)
+            kept = dialer_matches(d, &cfg->peers[i]);
+        if (!kept) {
+            log_notice("MQTT-ST: peer %s removed from the configuration.", d->target);
+            d->removed = true;
+            peer_dialer_close(d, "peer removed from the configuration");
+        }
+    }
+    for (size_t i = 0; i < cfg->peer_count; i++) {
+        bool present = false;
+        for (struct peer_dialer *d = net->dialers; d && !present; d = d->next)
+            present = !d->removed && dialer_matches(d, &cfg->peers[i]);
+        if (!present) {
+            log_notice("MQTT-ST: peer %s:%u added by the configuration.", cfg->peers[i].host,
+                       cfg->peers[i].port);
+            peer_dialer_add(net, cfg->peers[i].host, cfg->peers[i].port, true);
+        }
+    }
+    net->next_run_ms = broker->now_ms;
+}
+
+void peer_net_stopping(struct broker *broker)
+{
+    if (broker->peers) broker->peers->stopping = true;
+}
+
+void peer_net_free(struct broker *broker)
+{
+    struct peer_net *net = broker->peers;
+    if (!net) return;
+    while (net->dialers) {
+        struct peer_dialer *d = net->dialers;
+        net->dialers = d->next;
+        peer_dialer_free(d);
+    }
+    peer_links_free(net);
+    peer_flood_free(net);
+    stp_destroy(net->stp);
+    free(net);
+    broker->peers = NULL;
+}
+
+/* ---- timers ------------------------------------------------------------------------------- */
+
+static void run_dialers(struct peer_net *net)
+{
+    int64_t now = net->broker->now_ms;
+    if (now < net->next_run_ms) return;
+    int64_t next = TIMER_NONE;
+    struct peer_dialer **link = &net->dialers;
+    while (*link) {
+        struct peer_dialer *d = *link;
+        if (d->removed && !d->conn) { /* its connection is gone: forget it */
+            *link = d->next;
+            peer_dialer_free(d);
+            continue;
+        }
+        int64_t due = peer_dialer_run(d, now);
+        if (due < next) next = due;
+        link = &d->next;
+    }
+    net->next_run_ms = next;
+}
+
+void peer_net_run(struct broker *broker)
+{
+    struct peer_net *net = broker->peers;
+    if (!net || net->stopping) return;
+    int64_t now = broker->now_ms;
+    if ((uint64_t)now >= stp_next_deadline(net->stp)) stp_tick(net->stp, (uint64_t)now);
+    run_dialers(net);
+    if (net->replay_pending && now >= net->settle_until_ms) {
+        net->replay_pending = false;
+        peer_flood_replay(net);
+    }
+    peer_flood_expire(net, now);
+    if (net->sys_dirty && broker->config->sys_interval > 0) {
+        net->sys_dirty = false;
+        peer_sys_publish(broker);
+    }
+}
+
+int64_t peer_net_next_deadline(const struct broker *broker)
+{
+    const struct peer_net *net = broker->peers;
+    if (!net) return TIMER_NONE;
+    int64_t next = (int64_t)stp_next_deadline(net->stp);
+    if (net->next_run_ms < next) next = net->next_run_ms;
+    if (net->replay_pending && net->settle_until_ms < next) next = net->settle_until_ms;
+    if (net->sys_dirty && broker->now_ms < next) next = broker->now_ms;
+    return next;
+}

@@ -1,0 +1,49 @@
+/*
+ * peer.h: MQTT-ST peer networking as the rest of the broker sees it (docs/mqtt-st-protocol.md).
+ * Brokers on `peer` lines are dialled, peers that dial in are accepted (and dialled back), the
+ * pairs of connections become links of the spanning tree (stp/), and every message published
+ * here or received from a peer is flooded along the tree, once per origin and sequence number.
+ * The broker calls these few functions; everything else is in the peer_*.c files. Without
+ * peer configuration broker->peers stays NULL and every call here is a no-op.
+ */
+#ifndef ARBOR_PEER_H
+#define ARBOR_PEER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker.h"
+#include "packet.h"
+
+/* Set up from broker->config (after the listeners are open, whose ports the identity may
+ * need). Returns 0, or -1 after logging why (start-up then fails). */
+int peer_net_start(struct broker *broker);
+/* The configuration was reloaded: dial new peer lines, drop removed ones. */
+void peer_net_reload(struct broker *broker);
+/* Shutdown, before the connections are closed: no more dialling; then frees everything. */
+void peer_net_stopping(struct broker *broker);
+void peer_net_free(struct broker *broker);
+
+/* Due work: spanning-tree timers, dialling and back-off, PINGRESP timeouts, $SYS updates. Called
+ * every loop turn; cheap when nothing is due. */
+void peer_net_run(struct broker *broker);
+/* The earliest deadline of the above (broker->now_ms scale), TIMER_NONE when none. */
+int64_t peer_net_next_deadline(const struct broker *broker);
+
+/* A CONNECT with the peer bit arrived on an accepted connection (handle_connect). Takes the
+ * connection over (answers, refuses or closes it). Returns HANDLER_CLOSED or 0. */
+int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c);
+
+/* broker_publish (deliver.c): first peer_stamp gives a message published here its origin;
+ * peer_retained_wins says whether a retained message may replace what is held for its topic
+ * (newest origin time wins, ties to the lower origin identity; a clear wins over older copies
+ * for an hour); after local delivery peer_flood sends it on along the tree. */
+void peer_stamp(struct broker *broker, struct message *msg);
+bool peer_retained_wins(struct broker *broker, struct message *msg);
+void peer_flood(struct broker *broker, struct message *msg);
+bool peer_retained_is_newer(const struct message *incoming, const struct message *held);
+
+/* $SYS/broker/stp/... (sys_tree.c calls it with the rest of the tree). */
+void peer_sys_publish(struct broker *broker);
+
+#endif

@@ -1,0 +1,306 @@
+/*
+ * peer_accept.c: the incoming half of a peer link, as a connection role. An accepted
+ * connection whose CONNECT has the peer bit (MQTT 5 framing) is handed here by handle_connect:
+ * the neighbour proves it holds peer_secret (HMAC challenge-response in AUTH packets; without
+ * a secret only when peer_allow_unauthenticated is set), gets a CONNACK naming our identity,
+ * and from then on sends PINGREQ with BPDUs (answered at once with PINGRESP, the BPDU goes to
+ * the stp core) and messages as PUBLISH QoS 2 (peer_flood.c decides what happens to them).
+ * Anything else a neighbour sends closes this connection only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker_loop.h"
+#include "connection.h"
+#include "handlers.h"
+#include "log.h"
+#include "peer.h"
+#include "peer_net.h"
+
+static const struct connection_role accept_role;
+
+/* A refusing CONNACK (MQTT 5), then close. */
+static int refuse(struct connection *conn, uint8_t reason, const char *why)
+{
+    log_warning("MQTT-ST: refused peer connection from %s: %s.", conn->address, why);
+    struct abuf *scratch = &conn->broker->scratch;
+    abuf_reset(scratch);
+    if (mqtt_encode_connack(scratch, MQTT_V5, false, reason, (struct mqtt_props_out){0}) == 0) {
+        connection_send_scratch(conn);
+        connection_write_now(conn);
+    }
+    connection_close(conn, reason, why);
+    return HANDLER_CLOSED;
+}
+
+static bool bytes_are(struct wire_bytes b, const char *text)
+{
+    return b.len == strlen(text) && memcmp(b.data, text, b.len) == 0;
+}
+
+static int send_connack(struct peer_accepted *acc)
+{
+    struct connection *conn = acc->conn;
+    struct broker *broker = conn->broker;
+    struct abuf *props = &broker->scratch_props;
+    const char *self = acc->net->self_name;
+    abuf_reset(props);
+    if (mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_ID_PROPERTY,
+                               strlen(PEER_ID_PROPERTY), self, strlen(self)))
+        return -1;
+    abuf_reset(&broker->scratch);
+    if (mqtt_encode_connack(&broker->scratch, MQTT_V5, false, 0,
+                            (struct mqtt_props_out){props->data, props->len}))
+        return -1;
+    return connection_send_scratch(conn);
+}
+
+/* Authenticated (or allowed without): the connection is the neighbour's half of our link. */
+static int admit(struct peer_accepted *acc)
+{
+    struct connection *conn = acc->conn;
+    struct peer_net *net = acc->net;
+    if (send_connack(acc) != 0) {
+        connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+        return HANDLER_CLOSED;
+    }
+    acc->authenticated = true;
+    conn->state = CONNECTION_ACTIVE;
+    broker_watch_connection(conn); /* its keepalive from now on */
+    log_notice("MQTT-ST: peer %s connected from %s.", acc->name, conn->address);
+    struct peer_link *link = peer_link_get(net, &acc->id);
+    if (!link) {
+        connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+        return HANDLER_CLOSED;
+    }
+    peer_link_set_in(net, link, acc);
+    return 0;
+}
+
+/* Our challenge: a nonce, our proof over both nonces and identities, and our identity. */
+static int challenge(struct peer_accepted *acc)
+{
+    struct connection *conn = acc->conn;
+    struct broker *broker = conn->broker;
+    const char *self = acc->net->self_name;
+    uint8_t data[PEER_NONCE_LEN + PEER_PROOF_LEN + STP_BROKER_ID_STRLEN];
+    size_t self_len = strlen(self);
+    if (peer_auth_nonce(acc->server_nonce) != 0 ||
+        peer_auth_proof(broker->config->peer_secret, true, acc->client_nonce, acc->server_nonce,
+                        acc->name, self, data + PEER_NONCE_LEN) != 0)
+        return MQTT_RC_UNSPECIFIED;
+    memcpy(data, acc->server_nonce, PEER_NONCE_LEN);
+    memcpy(data + PEER_NONCE_LEN + PEER_PROOF_LEN, self, self_len);
+    struct abuf *props = &broker->scratch_props;
+    abuf_reset(props);
+    if (mqtt_property_add_bytes(props, MQTT_PROP_AUTHENTICATION_METHOD, PEER_AUTH_METHOD,
+                                strlen(PEER_AUTH_METHOD)) ||
+        mqtt_property_add_bytes(props, MQTT_PROP_AUTHENTICATION_DATA, data,
+                                PEER_NONCE_LEN + PEER_PROOF_LEN + self_len))
+        return MQTT_RC_UNSPECIFIED;
+    abuf_reset(&broker->scratch);
+    if (mqtt_encode_disconnect(&broker->scratch, MQTT_V5, MQTT_AUTH,
+                               MQTT_RC_CONTINUE_AUTHENTICATION,
+                               (struct mqtt_props_out){props->data, props->len}) ||
+        connection_send_scratch(conn))
+        return MQTT_RC_UNSPECIFIED;
+    return 0;
+}
+
+/* Checks of a peer CONNECT; returns 0 or the reason to refuse with (and *why). */
+static uint8_t check_connect(struct peer_net *net, const struct mqtt_connect *c,
+                             struct stp_broker_id *id, const char **why)
+{
+    const char *secret = net->broker->config->peer_secret;
+    char text[STP_BROKER_ID_STRLEN];
+    bool has_method = c->props.present & MQTT_PROP_BIT(MQTT_PROP_AUTHENTICATION_METHOD);
+    if (c->version != MQTT_V5) {
+        *why = "MQTT-ST peers use MQTT 5 framing";
+        return MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION;
+    }
+    if (c->client_id.len == 0 || c->client_id.len >= sizeof text) {
+        *why = "client identifier is not a broker identity";
+        return MQTT_RC_CLIENT_ID_NOT_VALID;
+    }
+    memcpy(text, c->client_id.data, c->client_id.len);
+    text[c->client_id.len] = '\0';
+    if (!peer_parse_identity(text, id)) {
+        *why = "client identifier is not a broker identity";
+        return MQTT_RC_CLIENT_ID_NOT_VALID;
+    }
+    if (stp_broker_id_equal(id, &net->self)) {
+        *why = "it claims this broker's own identity";
+        return MQTT_RC_CLIENT_ID_NOT_VALID;
+    }
+    if (secret) {
+        if (!has_method || !bytes_are(c->props.authentication_method, PEER_AUTH_METHOD) ||
+            c->props.authentication_data.len != PEER_NONCE_LEN) {
+            *why = "no MQTT-ST-HMAC-SHA256 authentication (peer_secret is required)";
+            return MQTT_RC_BAD_AUTHENTICATION_METHOD;
+        }
+        return 0;
+    }
+    if (!net->broker->config->peer_allow_unauthenticated) {
+        *why = "peering needs peer_secret or peer_allow_unauthenticated";
+        return MQTT_RC_NOT_AUTHORIZED;
+    }
+    if (has_method) {
+        *why = "it authenticates but this broker has no peer_secret";
+        return MQTT_RC_BAD_AUTHENTICATION_METHOD;
+    }
+    return 0;
+}
+
+int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c)
+{
+    struct peer_net *net = conn->broker->peers;
+    conn->version = MQTT_V5;
+    if (!net) return refuse(conn, MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION, "peering is not configured");
+    struct stp_broker_id id;
+    const char *why = NULL;
+    uint8_t reason = check_connect(net, c, &id, &why);
+    if (reason) return refuse(conn, reason, why);
+    struct peer_accepted *acc = calloc(1, sizeof *acc);
+    if (!acc) return refuse(conn, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    acc->net = net;
+    acc->conn = conn;
+    acc->id = id;
+    stp_broker_id_format(&id, acc->name, sizeof acc->name);
+    conn->role = &accept_role;
+    conn->role_data = acc;
+    conn->client_id = strdup(acc->name); /* names the peer in keepalive and packet logs */
+    conn->keepalive = c->keepalive;
+    if (!conn->broker->config->peer_secret) return admit(acc);
+    memcpy(acc->client_nonce, c->props.authentication_data.data, PEER_NONCE_LEN);
+    int rc = challenge(acc);
+    if (rc) return refuse(conn, (uint8_t)rc, "out of memory");
+    return 0;
+}
+
+/* The neighbour's answer to our challenge. */
+static int peer_handle_auth(struct peer_accepted *acc, const uint8_t *body, size_t len)
+{
+    struct connection *conn = acc->conn;
+    struct mqtt_disconnect a;
+    if (mqtt_decode_disconnect(MQTT_V5, MQTT_AUTH, body, len, &a) != 0 ||
+        a.reason != MQTT_RC_CONTINUE_AUTHENTICATION ||
+        !bytes_are(a.props.authentication_method, PEER_AUTH_METHOD))
+        return refuse(conn, MQTT_RC_BAD_AUTHENTICATION_METHOD, "malformed AUTH");
+    struct wire_bytes proof = a.props.authentication_data;
+    if (!peer_auth_check(conn->broker->config->peer_secret, false, acc->client_nonce,
+                         acc->server_nonce, acc->name, acc->net->self_name, proof.data,
+                         proof.len))
+        return refuse(conn, MQTT_RC_NOT_AUTHORIZED, "wrong peer_secret");
+    return admit(acc);
+}
+
+void peer_accepted_link_ready(struct peer_accepted *acc)
+{
+    if (!acc->early_bpdu_len || !acc->link || !acc->link->stp_id) return;
+    size_t len = acc->early_bpdu_len;
+    acc->early_bpdu_len = 0;
+    stp_bpdu_received(acc->net->stp, acc->link->stp_id, acc->early_bpdu, len,
+                      (uint64_t)acc->net->broker->now_ms);
+}
+
+/* Answered at once (the sender times it); the BPDU goes to the core once the link is up. */
+static int peer_handle_pingreq(struct peer_accepted *acc, const uint8_t *body, size_t len)
+{
+    struct connection *conn = acc->conn;
+    abuf_reset(&conn->broker->scratch);
+    if (mqtt_encode_pingresp(&conn->broker->scratch) || connection_send_scratch(conn))
+        return MQTT_RC_UNSPECIFIED;
+    if (len == 0) return 0;
+    struct peer_link *link = acc->link;
+    if (!link || !link->stp_id) {
+        if (len <= sizeof acc->early_bpdu) {
+            memcpy(acc->early_bpdu, body, len);
+            acc->early_bpdu_len = len;
+        }
+        return 0;
+    }
+    stp_bpdu_received(acc->net->stp, link->stp_id, body, len, (uint64_t)conn->broker->now_ms);
+    return 0;
+}
+
+static bool accept_header_allowed(struct connection *conn, const struct mqtt_fixed_header *hdr)
+{
+    bool allowed;
+    if (conn->state == CONNECTION_AWAITING_CONNECT)
+        allowed = hdr->type == MQTT_AUTH;
+    else
+        allowed = hdr->type == MQTT_PUBLISH || hdr->type == MQTT_PUBREL ||
+                  hdr->type == MQTT_PINGREQ || hdr->type == MQTT_DISCONNECT;
+    if (!allowed) {
+        struct peer_accepted *acc = conn->role_data;
+        log_warning("MQTT-ST: unexpected packet (type %u) from peer %s.", hdr->type, acc->name);
+        connection_close(conn, MQTT_RC_PROTOCOL_ERROR, "protocol error");
+    }
+    return allowed;
+}
+
+static void accept_on_packet(struct connection *conn, const struct mqtt_fixed_header *hdr,
+                             const uint8_t *body)
+{
+    struct peer_accepted *acc = conn->role_data;
+    size_t len = hdr->remaining_length;
+    int rc = 0;
+    struct mqtt_ack ack;
+    switch (hdr->type) {
+    case MQTT_AUTH:
+        peer_handle_auth(acc, body, len);
+        return;
+    case MQTT_PINGREQ:
+        rc = peer_handle_pingreq(acc, body, len);
+        break;
+    case MQTT_PUBLISH:
+        rc = peer_flood_receive(acc->net, acc, hdr->flags, body, len);
+        break;
+    case MQTT_PUBREL: /* duplicates are suppressed per origin, not per packet id */
+        rc = mqtt_decode_ack(MQTT_V5, MQTT_PUBREL, body, len, &ack);
+        if (rc == 0) rc = connection_send_ack(conn, MQTT_PUBCOMP, ack.packet_id, 0);
+        break;
+    default: /* DISCONNECT */
+        connection_close(conn, 0, "the peer disconnected");
+        return;
+    }
+    if (rc != 0 && rc != HANDLER_CLOSED) {
+        log_warning("MQTT-ST: bad packet (type %u) from peer %s: %s.", hdr->type, acc->name,
+                    connection_reason_text(rc));
+        connection_close(conn, (uint8_t)rc, connection_reason_text(rc));
+    }
+}
+
+void peer_accepted_close(struct peer_accepted *acc, uint8_t reason, const char *why)
+{
+    connection_close(acc->conn, reason, why);
+}
+
+static void accept_on_close(struct connection *conn, uint8_t reason, const char *why)
+{
+    struct peer_accepted *acc = conn->role_data;
+    if (conn->state == CONNECTION_ACTIVE && reason >= 0x80) {
+        struct abuf *scratch = &conn->broker->scratch;
+        abuf_reset(scratch);
+        if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
+                                   (struct mqtt_props_out){0}) == 0)
+            connection_send_scratch(conn);
+        connection_write_now(conn);
+    }
+    if (acc->link) peer_link_in_gone(acc->net, acc, why ? why : "closed");
+}
+
+static void accept_on_free(struct connection *conn)
+{
+    free(conn->role_data);
+    free(conn->client_id);
+}
+
+static const struct connection_role accept_role = {
+    .name = "peer (incoming)",
+    .header_allowed = accept_header_allowed,
+    .on_packet = accept_on_packet,
+    .on_close = accept_on_close,
+    .on_free = accept_on_free,
+};

@@ -1,0 +1,415 @@
+/*
+ * peer_flood.c: messages between peers (docs/mqtt-st-protocol.md, section 7).
+ *
+ *  - Stamping: a message first published on this broker gets its origin: our identity, our
+ *    incarnation (random per run) and the next sequence number, and the wall-clock time.
+ *  - Flooding: a message goes out on every link the tree forwards on, except the one it came
+ *    from; while the tree settles after a change, on every live link.
+ *  - Duplicate suppression: each origin run has a window of the sequence numbers seen, so a
+ *    message that arrives twice (another path, a replay) is delivered once.
+ *  - Replay: QoS 1/2 messages published here are kept for a while (history) and sent again on
+ *    the tree once it has settled after a change, so that a message lost with a failed broker
+ *    or link still reaches every broker that stays connected.
+ *  - Retained state: when a link starts forwarding, each side offers its retained messages
+ *    and its recent clears; the newest per topic (origin time, then origin identity) wins.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "connection.h"
+#include "deliver.h"
+#include "log.h"
+#include "message.h"
+#include "packet.h"
+#include "peer.h"
+#include "peer_net.h"
+#include "retain.h"
+#include "topic.h"
+
+#define HISTORY_MAX 100000
+#define ORIGIN_FORGET_MS (10 * 60 * 1000)    /* an origin run silent this long is forgotten */
+#define TOMBSTONE_FORGET_MS (60 * 60 * 1000) /* clears are remembered for an hour */
+
+/* A retained topic cleared by an origin, so that a partition's older copy cannot bring it
+ * back when the partition heals. */
+struct peer_tombstone {
+    UT_hash_handle hh;
+    struct message *clear; /* the clearing message (empty payload, retain, stamped) */
+    int64_t at_ms;
+};
+
+static int64_t wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static bool settling(const struct peer_net *net)
+{
+    return net->broker->now_ms < net->settle_until_ms;
+}
+
+void peer_flood_init(struct peer_net *net)
+{
+    (void)net;
+}
+
+void peer_flood_free(struct peer_net *net)
+{
+    struct peer_origin *o, *otmp;
+    HASH_ITER(hh, net->origins, o, otmp)
+    {
+        HASH_DEL(net->origins, o);
+        free(o);
+    }
+    for (size_t i = 0; i < net->history_len; i++)
+        message_unref(net->history[(net->history_head + i) % net->history_cap].msg);
+    free(net->history);
+    struct peer_tombstone *t, *ttmp;
+    HASH_ITER(hh, net->tombstones, t, ttmp)
+    {
+        HASH_DEL(net->tombstones, t);
+        message_unref(t->clear);
+        free(t);
+    }
+}
+
+/* ---- origin stamps ------------------------------------------------------------------------ */
+
+size_t peer_origin_format(const struct message *msg, bool retained_sync, char *buf, size_t len)
+{
+    char id[STP_BROKER_ID_STRLEN];
+    const struct message_origin *o = &msg->origin;
+    stp_broker_id_format(&o->broker, id, sizeof id);
+    int n = snprintf(buf, len, "%s %016" PRIx64 " %" PRIu64 " %" PRId64 "%s", id, o->incarnation,
+                     o->sequence, o->time_ms, retained_sync ? " r" : "");
+    return n < 0 ? 0 : (size_t)n >= len ? len - 1 : (size_t)n;
+}
+
+static bool parse_origin(struct wire_bytes value, struct message_origin *o)
+{
+    char text[160], id[STP_BROKER_ID_STRLEN], flag[4] = "";
+    if (value.len >= sizeof text) return false;
+    memcpy(text, value.data, value.len);
+    text[value.len] = '\0';
+    int consumed = 0;
+    if (sscanf(text, "%55s %16" SCNx64 " %" SCNu64 " %" SCNd64 "%n", id, &o->incarnation,
+               &o->sequence, &o->time_ms, &consumed) != 4)
+        return false;
+    if (text[consumed] != '\0' && (sscanf(text + consumed, " %3s", flag) != 1 || strcmp(flag, "r")))
+        return false;
+    o->retained_sync = flag[0] == 'r';
+    o->stamped = true;
+    return o->sequence > 0 && peer_parse_identity(id, &o->broker);
+}
+
+void peer_stamp(struct broker *broker, struct message *msg)
+{
+    struct peer_net *net = broker->peers;
+    if (!net || msg->origin.stamped || msg->origin.local_only) return;
+    msg->origin.stamped = true;
+    msg->origin.broker = net->self;
+    msg->origin.incarnation = net->incarnation;
+    msg->origin.sequence = ++net->next_sequence;
+    msg->origin.time_ms = wall_ms();
+}
+
+/* ---- retained state ----------------------------------------------------------------------- */
+
+static int compare_origin_age(const struct message_origin *a, const struct message_origin *b)
+{
+    if (a->time_ms != b->time_ms) return a->time_ms > b->time_ms ? 1 : -1;
+    return -stp_broker_id_compare(&a->broker, &b->broker); /* ties: lower identity is newer */
+}
+
+bool peer_retained_is_newer(const struct message *incoming, const struct message *held)
+{
+    if (!incoming->origin.stamped || !held->origin.stamped) return true;
+    return compare_origin_age(&incoming->origin, &held->origin) >= 0;
+}
+
+static void find_held(struct message *msg, void *ctx)
+{
+    *(struct message **)ctx = msg;
+}
+
+static struct message *retained_held(struct broker *broker, const struct message *msg)
+{
+    struct message *held = NULL;
+    retain_for_each_match(broker->retained, msg->topic, msg->topic_len, find_held, &held);
+    return held;
+}
+
+static struct peer_tombstone *tombstone_find(struct peer_net *net, const struct message *msg)
+{
+    struct peer_tombstone *t = NULL;
+    HASH_FIND(hh, net->tombstones, msg->topic, msg->topic_len, t);
+    return t;
+}
+
+static void remember_clear(struct peer_net *net, struct message *clear)
+{
+    struct peer_tombstone *t = tombstone_find(net, clear);
+    if (t) {
+        if (compare_origin_age(&clear->origin, &t->clear->origin) < 0) return;
+        message_unref(t->clear);
+    } else {
+        t = calloc(1, sizeof *t);
+        if (!t) return;
+    }
+    t->clear = message_ref(clear);
+    t->at_ms = net->broker->now_ms;
+    HASH_ADD_KEYPTR(hh, net->tombstones, t->clear->topic, t->clear->topic_len, t);
+}
+
+bool peer_retained_wins(struct broker *broker, struct message *msg)
+{
+    if (!broker->peers || !msg->origin.stamped) return true;
+    struct message *held = retained_held(broker, msg);
+    if (held && !peer_retained_is_newer(msg, held)) return false;
+    struct peer_tombstone *t = tombstone_find(broker->peers, msg);
+    if (t && t->clear != msg && compare_origin_age(&msg->origin, &t->clear->origin) < 0)
+        return false;
+    if (msg->payload_len == 0) remember_clear(broker->peers, msg);
+    return true;
+}
+
+/* ---- duplicate suppression ---------------------------------------------------------------- */
+
+/* True when (origin, sequence) was seen before (or is too old to tell); marks it seen. */
+static bool seen_before(struct peer_net *net, const struct message_origin *o)
+{
+    struct peer_origin_key key;
+    memset(&key, 0, sizeof key);
+    key.broker = o->broker;
+    key.incarnation = o->incarnation;
+    struct peer_origin *w = NULL;
+    HASH_FIND(hh, net->origins, &key, sizeof key, w);
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w) return false;
+        w->key = key;
+        HASH_ADD(hh, net->origins, key, sizeof key, w);
+    }
+    w->last_seen_ms = net->broker->now_ms;
+    uint64_t seq = o->sequence;
+    if (seq > w->highest) {
+        uint64_t shift = seq - w->highest;
+        if (shift >= PEER_WINDOW) {
+            memset(w->bits, 0, sizeof w->bits);
+        } else {
+            for (uint64_t s = w->highest + 1; s < seq; s++) /* numbers skipped: not seen */
+                w->bits[(s % PEER_WINDOW) / 64] &= ~(UINT64_C(1) << (s % 64));
+        }
+        w->highest = seq;
+        w->bits[(seq % PEER_WINDOW) / 64] |= UINT64_C(1) << (seq % 64);
+        return false;
+    }
+    if (w->highest - seq >= PEER_WINDOW) return true;
+    uint64_t *word = &w->bits[(seq % PEER_WINDOW) / 64];
+    uint64_t bit = UINT64_C(1) << (seq % 64);
+    if (*word & bit) return true;
+    *word |= bit;
+    return false;
+}
+
+/* ---- sending ------------------------------------------------------------------------------ */
+
+static void history_add(struct peer_net *net, struct message *msg)
+{
+    if (net->history_len == net->history_cap) {
+        if (net->history_cap >= HISTORY_MAX) { /* full: the oldest goes */
+            message_unref(net->history[net->history_head].msg);
+            net->history_head = (net->history_head + 1) % net->history_cap;
+            net->history_len--;
+        } else {
+            size_t cap = net->history_cap ? net->history_cap * 2 : 256;
+            struct peer_history_entry *h = malloc(cap * sizeof *h);
+            if (!h) return;
+            for (size_t i = 0; i < net->history_len; i++)
+                h[i] = net->history[(net->history_head + i) % net->history_cap];
+            free(net->history);
+            net->history = h;
+            net->history_cap = cap;
+            net->history_head = 0;
+        }
+    }
+    size_t slot = (net->history_head + net->history_len) % net->history_cap;
+    net->history[slot].msg = message_ref(msg);
+    net->history[slot].at_ms = net->broker->now_ms;
+    net->history_len++;
+}
+
+void peer_flood(struct broker *broker, struct message *msg)
+{
+    struct peer_net *net = broker->peers;
+    if (!net || !msg->origin.stamped || msg->origin.local_only || net->stopping) return;
+    stp_link_id from = msg->origin.link;
+    if (from == STP_LINK_LOCAL && msg->qos > 0) history_add(net, msg);
+    bool everywhere = settling(net);
+    struct peer_link *link, *tmp;
+    HASH_ITER(hh, net->links, link, tmp)
+    {
+        if (!link->stp_id || !link->out || link->stp_id == from) continue;
+        if (everywhere || stp_may_forward(net->stp, from, link->stp_id))
+            peer_dialer_send_message(link->out, msg, false);
+    }
+}
+
+void peer_flood_replay(struct peer_net *net)
+{
+    int64_t oldest = net->broker->now_ms - net->history_ms;
+    struct peer_link *link, *tmp;
+    HASH_ITER(hh, net->links, link, tmp)
+    {
+        if (!link->stp_id || !link->out || !stp_link_forwarding(net->stp, link->stp_id)) continue;
+        for (size_t i = 0; i < net->history_len; i++) {
+            struct peer_history_entry *e = &net->history[(net->history_head + i) % net->history_cap];
+            if (e->at_ms < oldest || message_expired(e->msg, net->broker->now_ms)) continue;
+            peer_dialer_send_message(link->out, e->msg, false);
+            net->counters.replayed++;
+        }
+    }
+}
+
+struct sync_context {
+    struct peer_net *net;
+    struct peer_dialer *out;
+};
+
+static void offer_retained(struct message *msg, void *ctx)
+{
+    struct sync_context *sync = ctx;
+    if (!msg->origin.stamped || msg->origin.local_only) return;
+    if (message_expired(msg, sync->net->broker->now_ms)) return;
+    peer_dialer_send_message(sync->out, msg, true);
+}
+
+void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link)
+{
+    if (!link || !link->out) return;
+    struct sync_context sync = {net, link->out};
+    retain_for_each(net->broker->retained, offer_retained, &sync);
+    struct peer_tombstone *t, *tmp;
+    HASH_ITER(hh, net->tombstones, t, tmp) peer_dialer_send_message(link->out, t->clear, true);
+}
+
+void peer_flood_expire(struct peer_net *net, int64_t now_ms)
+{
+    int64_t oldest = now_ms - net->history_ms;
+    while (net->history_len && net->history[net->history_head].at_ms < oldest) {
+        message_unref(net->history[net->history_head].msg);
+        net->history_head = (net->history_head + 1) % net->history_cap;
+        net->history_len--;
+    }
+    if (now_ms < net->next_sweep_ms) return; /* the sweeps below are rare */
+    net->next_sweep_ms = now_ms + 60000;
+    struct peer_origin *o, *otmp;
+    HASH_ITER(hh, net->origins, o, otmp)
+    {
+        if (now_ms - o->last_seen_ms < ORIGIN_FORGET_MS) continue;
+        HASH_DEL(net->origins, o);
+        free(o);
+    }
+    struct peer_tombstone *t, *ttmp;
+    HASH_ITER(hh, net->tombstones, t, ttmp)
+    {
+        if (now_ms - t->at_ms < TOMBSTONE_FORGET_MS) continue;
+        HASH_DEL(net->tombstones, t);
+        message_unref(t->clear);
+        free(t);
+    }
+}
+
+/* ---- receiving ---------------------------------------------------------------------------- */
+
+static bool find_origin(const struct mqtt_publish *p, struct message_origin *o)
+{
+    size_t pos = 0;
+    struct wire_bytes name, value;
+    while (mqtt_properties_next_user(&p->props, &pos, &name, &value)) {
+        if (name.len == strlen(PEER_ORIGIN_PROPERTY) &&
+            memcmp(name.data, PEER_ORIGIN_PROPERTY, name.len) == 0)
+            return parse_origin(value, o);
+    }
+    return false;
+}
+
+static struct message *message_from_peer(struct peer_net *net, const struct mqtt_publish *p,
+                                         const struct message_origin *origin, stp_link_id from)
+{
+    struct broker *broker = net->broker;
+    struct abuf *props = &broker->scratch_props;
+    abuf_reset(props);
+    if (mqtt_properties_copy_forwardable_except(&p->props, PEER_ORIGIN_PROPERTY, props))
+        return NULL;
+    uint32_t expiry = 0;
+    if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
+        expiry = p->props.message_expiry_interval;
+    struct message *msg =
+        message_create(&broker->messages, (const char *)p->topic.data, p->topic.len, p->payload,
+                       p->payload_len, props->data, props->len, p->qos, p->retain, 0, expiry,
+                       broker->now_ms);
+    if (!msg) return NULL;
+    msg->origin = *origin;
+    msg->origin.retained_sync = false;
+    msg->origin.link = from;
+    return msg;
+}
+
+/* What to do with a message from a neighbour; true: publish it here. */
+static bool wanted(struct peer_net *net, const struct message_origin *o, stp_link_id from,
+                   const struct mqtt_publish *p)
+{
+    if (stp_broker_id_equal(&o->broker, &net->self) && o->incarnation == net->incarnation) {
+        net->counters.duplicates++; /* our own, back from around a loop */
+        return false;
+    }
+    if (!from || !(stp_may_accept(net->stp, from) || settling(net))) {
+        net->counters.discarded++;
+        return false;
+    }
+    if (topic_is_reserved_for_broker((const char *)p->topic.data, p->topic.len)) {
+        net->counters.discarded++;
+        return false;
+    }
+    if (seen_before(net, o)) {
+        net->counters.duplicates++;
+        return false;
+    }
+    return true;
+}
+
+int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t flags,
+                       const uint8_t *body, size_t len)
+{
+    struct mqtt_publish p;
+    int rc = mqtt_decode_publish(MQTT_V5, flags, body, len, &p);
+    if (rc) return rc;
+    if (p.topic.len == 0) return MQTT_RC_PROTOCOL_ERROR; /* peers send no topic aliases */
+    struct message_origin origin;
+    memset(&origin, 0, sizeof origin);
+    if (!find_origin(&p, &origin)) return MQTT_RC_PROTOCOL_ERROR;
+    stp_link_id from = acc->link ? acc->link->stp_id : 0;
+    if (wanted(net, &origin, from, &p)) {
+        struct message *msg = message_from_peer(net, &p, &origin, from);
+        if (!msg) return MQTT_RC_UNSPECIFIED;
+        struct broker *broker = net->broker;
+        /* An offered retained message older than what we hold is not news here. */
+        if (origin.retained_sync && !peer_retained_wins(broker, msg)) {
+            net->counters.duplicates++;
+        } else {
+            net->counters.received++;
+            broker->stats.publish_received++;
+            broker->stats.publish_bytes_received += p.payload_len;
+            broker_publish(broker, msg);
+        }
+        message_unref(msg);
+    }
+    if (p.qos == 0) return 0;
+    return connection_send_ack(acc->conn, p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK, p.packet_id, 0);
+}

@@ -1,0 +1,100 @@
+/*
+ * peer_sys.c: the spanning tree as $SYS topics (man/arbor.8, "$SYS TOPICS"): this broker's
+ * identity and capability, its root and path to it, counters, and per peer link its state,
+ * role, forwarding, smoothed RTT and cost. Published with the rest of $SYS and at once when
+ * the tree changes; values are published only when they change, and a peer that goes away
+ * has its topics cleared.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "peer.h"
+#include "peer_net.h"
+#include "sys_tree.h"
+
+#define STP_SYS "$SYS/broker/stp/"
+
+static void publish_u64(struct broker *broker, const char *name, uint64_t value)
+{
+    char topic[128];
+    snprintf(topic, sizeof topic, STP_SYS "%s", name);
+    sys_tree_publish_value(broker, topic, "%" PRIu64, value);
+}
+
+static void publish_text(struct broker *broker, const char *name, const char *value)
+{
+    char topic[128];
+    snprintf(topic, sizeof topic, STP_SYS "%s", name);
+    sys_tree_publish_value(broker, topic, "%s", value);
+}
+
+static void publish_peer(struct broker *broker, const struct peer_link *link, const char *name,
+                         const char *value)
+{
+    char topic[192];
+    snprintf(topic, sizeof topic, STP_SYS "peers/%s/%s", link->name, name);
+    sys_tree_publish_value(broker, topic, "%s", value);
+}
+
+static const char *link_state(const struct peer_link *link)
+{
+    if (link->stp_id) return "up";
+    if (link->out || link->in) return "connecting";
+    return "down";
+}
+
+static void publish_link(struct peer_net *net, struct peer_link *link)
+{
+    struct broker *broker = net->broker;
+    struct stp_link_status st = {0};
+    bool up = link->stp_id && stp_get_link_status(net->stp, link->stp_id, &st) == STP_OK;
+    char number[24];
+    publish_peer(broker, link, "state", link_state(link));
+    publish_peer(broker, link, "role", up ? stp_role_name(st.role) : "");
+    publish_peer(broker, link, "forwarding", up && st.forwarding ? "1" : "0");
+    snprintf(number, sizeof number, "%u", up ? st.srtt_us : 0);
+    publish_peer(broker, link, "srtt_us", number);
+    snprintf(number, sizeof number, "%u", up ? st.cost_us : 0);
+    publish_peer(broker, link, "cost_us", number);
+    link->sys_published = true;
+}
+
+void peer_sys_clear_link(struct peer_net *net, struct peer_link *link)
+{
+    static const char *const names[] = {"state", "role", "forwarding", "srtt_us", "cost_us"};
+    if (!link->sys_published || net->broker->config->sys_interval <= 0) return;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        publish_peer(net->broker, link, names[i], "");
+    link->sys_published = false;
+}
+
+void peer_sys_publish(struct broker *broker)
+{
+    struct peer_net *net = broker->peers;
+    if (!net) return;
+    struct stp_status st;
+    stp_get_status(net->stp, &st);
+    char root[STP_BROKER_ID_STRLEN];
+    stp_broker_id_format(&st.root.root_id, root, sizeof root);
+    struct peer_link *root_link = peer_link_by_stp(net, st.root_link);
+    publish_text(broker, "id", net->self_name);
+    publish_u64(broker, "capability", st.capability);
+    publish_text(broker, "root/id", root);
+    publish_u64(broker, "root/capability", st.root.root_capability);
+    publish_u64(broker, "root/cost_us", st.root.root_cost_us);
+    publish_text(broker, "root/link", root_link ? root_link->name : "");
+    publish_u64(broker, "hops", st.hops);
+    publish_u64(broker, "epoch", st.epoch);
+    publish_u64(broker, "topology_changes", st.topology_changes);
+    publish_u64(broker, "bpdus/sent", st.bpdus_sent);
+    publish_u64(broker, "bpdus/received", st.bpdus_received);
+    publish_u64(broker, "bpdus/rejected", st.bpdus_rejected);
+    publish_u64(broker, "messages/forwarded", net->counters.forwarded);
+    publish_u64(broker, "messages/received", net->counters.received);
+    publish_u64(broker, "messages/duplicates", net->counters.duplicates);
+    publish_u64(broker, "messages/discarded", net->counters.discarded);
+    publish_u64(broker, "messages/replayed", net->counters.replayed);
+    publish_u64(broker, "messages/dropped", net->counters.dropped);
+    struct peer_link *link, *tmp;
+    HASH_ITER(hh, net->links, link, tmp) publish_link(net, link);
+}
