@@ -45,8 +45,8 @@ bool peer_parse_identity(const char *text, struct stp_broker_id *id)
         host_len = (size_t)(close - start);
         colon = close + 1;
     } else {
-        colon = strrchr(text, ':');
-        if (!colon) return false;
+        colon = strchr(text, ':');
+        if (!colon || strchr(colon + 1, ':')) return false; /* IPv6 is written in brackets */
         host_len = (size_t)(colon - text);
     }
     if (host_len == 0 || host_len >= sizeof host) return false;

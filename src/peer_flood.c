@@ -80,33 +80,6 @@ void peer_flood_free(struct peer_net *net)
 
 /* ---- origin stamps ------------------------------------------------------------------------ */
 
-size_t peer_origin_format(const struct message *msg, bool retained_sync, char *buf, size_t len)
-{
-    char id[STP_BROKER_ID_STRLEN];
-    const struct message_origin *o = &msg->origin;
-    stp_broker_id_format(&o->broker, id, sizeof id);
-    int n = snprintf(buf, len, "%s %016" PRIx64 " %" PRIu64 " %" PRId64 "%s", id, o->incarnation,
-                     o->sequence, o->time_ms, retained_sync ? " r" : "");
-    return n < 0 ? 0 : (size_t)n >= len ? len - 1 : (size_t)n;
-}
-
-static bool parse_origin(struct wire_bytes value, struct message_origin *o)
-{
-    char text[160], id[STP_BROKER_ID_STRLEN], flag[4] = "";
-    if (value.len >= sizeof text) return false;
-    memcpy(text, value.data, value.len);
-    text[value.len] = '\0';
-    int consumed = 0;
-    if (sscanf(text, "%55s %16" SCNx64 " %" SCNu64 " %" SCNd64 "%n", id, &o->incarnation,
-               &o->sequence, &o->time_ms, &consumed) != 4)
-        return false;
-    if (text[consumed] != '\0' && (sscanf(text + consumed, " %3s", flag) != 1 || strcmp(flag, "r")))
-        return false;
-    o->retained_sync = flag[0] == 'r';
-    o->stamped = true;
-    return o->sequence > 0 && peer_parse_identity(id, &o->broker);
-}
-
 void peer_stamp(struct broker *broker, struct message *msg)
 {
     struct peer_net *net = broker->peers;
@@ -196,25 +169,7 @@ static bool seen_before(struct peer_net *net, const struct message_origin *o)
         HASH_ADD(hh, net->origins, key, sizeof key, w);
     }
     w->last_seen_ms = net->broker->now_ms;
-    uint64_t seq = o->sequence;
-    if (seq > w->highest) {
-        uint64_t shift = seq - w->highest;
-        if (shift >= PEER_WINDOW) {
-            memset(w->bits, 0, sizeof w->bits);
-        } else {
-            for (uint64_t s = w->highest + 1; s < seq; s++) /* numbers skipped: not seen */
-                w->bits[(s % PEER_WINDOW) / 64] &= ~(UINT64_C(1) << (s % 64));
-        }
-        w->highest = seq;
-        w->bits[(seq % PEER_WINDOW) / 64] |= UINT64_C(1) << (seq % 64);
-        return false;
-    }
-    if (w->highest - seq >= PEER_WINDOW) return true;
-    uint64_t *word = &w->bits[(seq % PEER_WINDOW) / 64];
-    uint64_t bit = UINT64_C(1) << (seq % 64);
-    if (*word & bit) return true;
-    *word |= bit;
-    return false;
+    return peer_window_check(&w->window, o->sequence);
 }
 
 /* ---- sending ------------------------------------------------------------------------------ */
@@ -334,7 +289,7 @@ static bool find_origin(const struct mqtt_publish *p, struct message_origin *o)
     while (mqtt_properties_next_user(&p->props, &pos, &name, &value)) {
         if (name.len == strlen(PEER_ORIGIN_PROPERTY) &&
             memcmp(name.data, PEER_ORIGIN_PROPERTY, name.len) == 0)
-            return parse_origin(value, o);
+            return peer_origin_parse(value, o);
     }
     return false;
 }

@@ -22,6 +22,8 @@
 #include <uthash.h>
 
 #include "broker.h"
+#include "message.h"
+#include "wire.h"
 #include "stp.h"
 
 #define PEER_ORIGIN_PROPERTY "mqtt-st-origin" /* user property on PUBLISH between peers */
@@ -124,12 +126,15 @@ struct peer_origin_key {
     struct stp_broker_id broker;
     uint64_t incarnation;
 };
+struct peer_window {
+    uint64_t highest; /* 0: nothing seen yet (sequence numbers start at 1) */
+    uint64_t bits[PEER_WINDOW / 64];
+};
 struct peer_origin {
     UT_hash_handle hh;
     struct peer_origin_key key;
-    uint64_t highest;
     int64_t last_seen_ms;
-    uint64_t bits[PEER_WINDOW / 64];
+    struct peer_window window;
 };
 
 struct peer_history_entry {
@@ -220,8 +225,14 @@ void peer_flood_replay(struct peer_net *net);
 /* The link started forwarding: offer it our retained messages and recent clears. */
 void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link);
 void peer_flood_expire(struct peer_net *net, int64_t now_ms);
-/* The encoded origin user property value of msg into buf; returns its length. */
+
+/* peer_origin.c */
+/* The origin user property value of msg into buf (NUL-terminated); returns its length. */
 size_t peer_origin_format(const struct message *msg, bool retained_sync, char *buf, size_t len);
+/* Parses such a value; false when it is malformed. */
+bool peer_origin_parse(struct wire_bytes value, struct message_origin *origin);
+/* True when seq was seen before or is older than the window can tell; marks it seen. */
+bool peer_window_check(struct peer_window *window, uint64_t seq);
 
 /* peer_auth.c */
 int peer_auth_nonce(uint8_t nonce[PEER_NONCE_LEN]);
