@@ -83,6 +83,7 @@ struct connection {
     const struct connection_role *role;
     void *role_data;  /* the role's own state (peer links), NULL for clients */
     bool connecting;  /* outgoing: connect() in progress */
+    int64_t handshake_timeout_ms; /* before CONNECT/CONNACK; 0: the default for clients */
     enum connection_state state;
     char address[INET6_ADDRSTRLEN + 8]; /* "host:port" for logs */
     struct abuf in;

@@ -61,7 +61,8 @@ int broker_init(struct broker *broker, struct arbor_config *config)
 static int64_t connection_deadline(const struct connection *conn)
 {
     if (conn->state == CONNECTION_AWAITING_CONNECT)
-        return conn->last_received_ms + CONNECT_TIMEOUT_MS;
+        return conn->last_received_ms +
+               (conn->handshake_timeout_ms ? conn->handshake_timeout_ms : CONNECT_TIMEOUT_MS);
     /* A connection paused by back-pressure has sent what we do not read yet: it counts as
      * alive while it takes its output, and is dropped when it does neither (connection.c). */
     int64_t from = conn->last_received_ms;

@@ -139,6 +139,10 @@ static void attempt(struct peer_dialer *d)
     }
     d->conn = connection_dial(broker, res->ai_addr, res->ai_addrlen, d->target, &dial_role, d);
     freeaddrinfo(res);
+    if (d->conn) { /* connect and handshake within max age, like any silence on a link */
+        d->conn->handshake_timeout_ms = broker->config->stp_max_age_ms;
+        broker_watch_connection(d->conn);
+    }
     if (!d->conn) {
         d->attempted = true;
         schedule_retry(d, strerror(errno), false);

@@ -80,6 +80,18 @@ void peer_flood_free(struct peer_net *net)
 
 /* ---- origin stamps ------------------------------------------------------------------------ */
 
+static void find_held(struct message *msg, void *ctx)
+{
+    *(struct message **)ctx = msg;
+}
+
+static struct message *retained_held(struct broker *broker, const struct message *msg)
+{
+    struct message *held = NULL;
+    retain_for_each_match(broker->retained, msg->topic, msg->topic_len, find_held, &held);
+    return held;
+}
+
 void peer_stamp(struct broker *broker, struct message *msg)
 {
     struct peer_net *net = broker->peers;
@@ -89,6 +101,11 @@ void peer_stamp(struct broker *broker, struct message *msg)
     msg->origin.incarnation = net->incarnation;
     msg->origin.sequence = ++net->next_sequence;
     msg->origin.time_ms = wall_ms();
+    /* A retained message published here must replace what this broker holds, even if the
+     * holder's origin clock ran ahead of ours: its stamp is then one ms after the held one. */
+    struct message *held = msg->retain ? retained_held(broker, msg) : NULL;
+    if (held && held->origin.stamped && held->origin.time_ms >= msg->origin.time_ms)
+        msg->origin.time_ms = held->origin.time_ms + 1;
 }
 
 /* ---- retained state ----------------------------------------------------------------------- */
@@ -103,18 +120,6 @@ bool peer_retained_is_newer(const struct message *incoming, const struct message
 {
     if (!incoming->origin.stamped || !held->origin.stamped) return true;
     return compare_origin_age(&incoming->origin, &held->origin) >= 0;
-}
-
-static void find_held(struct message *msg, void *ctx)
-{
-    *(struct message **)ctx = msg;
-}
-
-static struct message *retained_held(struct broker *broker, const struct message *msg)
-{
-    struct message *held = NULL;
-    retain_for_each_match(broker->retained, msg->topic, msg->topic_len, find_held, &held);
-    return held;
 }
 
 static struct peer_tombstone *tombstone_find(struct peer_net *net, const struct message *msg)

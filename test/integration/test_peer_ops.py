@@ -1,0 +1,169 @@
+"""MQTT-ST peering as an operator meets it, on two or three real brokers on loopback: a
+`peer` line on one side is enough (connect-back), peer lines added and removed by SIGHUP,
+the identity derived from the listener, real mosquitto_pub/mosquitto_sub across brokers at
+every QoS, and the log lines and $SYS topics operators read. The tree shapes, failures and
+bad peers have their own files (test_peer_tree.py, test_peer_failures.py, test_peer_bad.py).
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from helpers import HOST, PahoClient, free_port, wait_until
+
+pytestmark = pytest.mark.arbor_only
+
+SECRET = "integration-test-secret-0123"
+FAST = ["stp_hello_interval 0.2", "stp_max_age 1", "peer_restart_timeout 0.1 0.5",
+        "sys_interval 1", "peer_secret " + SECRET]
+
+
+def peer_broker(broker, port, capability, *lines):
+    return broker("peer_identity %s:%d" % (HOST, port), "stp_capability %d" % capability,
+                  *FAST, *lines, port=port)
+
+
+def stp_topics(b, timeout=1.0):
+    """Every retained $SYS/broker/stp topic of broker b, as a dict."""
+    c = PahoClient(b, client_id="stp-reader-%d" % time.monotonic_ns())
+    c.subscribe("$SYS/broker/stp/#", qos=0)
+    values = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            m = c.get_message(timeout=0.15)
+        except AssertionError:  # quiet: every retained value has arrived
+            if values:
+                break
+            continue
+        if m.payload:
+            values[m.topic[len("$SYS/broker/stp/"):]] = m.payload.decode()
+        else:
+            values.pop(m.topic[len("$SYS/broker/stp/"):], None)
+    c.close()
+    return values
+
+
+def link_state(b, other_port):
+    return stp_topics(b).get("peers/%s:%d/state" % (HOST, other_port))
+
+
+def wait_link(a, b, state="up", timeout=8.0):
+    wait_until(lambda: link_state(a, b.port) == state and link_state(b, a.port) == state,
+               timeout=timeout, interval=0.2, what="link %d-%d %s" % (a.port, b.port, state))
+
+
+def test_one_peer_line_is_enough_connect_back(broker):
+    pa, pb = free_port(), free_port()
+    b = peer_broker(broker, pb, 200)
+    a = peer_broker(broker, pa, 100, "peer %s:%d" % (HOST, pb))
+    wait_link(a, b)
+    b.wait_log("MQTT-ST: connecting back to %s:%d." % (HOST, pa))
+    a.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pb))
+    sa, sb = stp_topics(a), stp_topics(b)
+    assert sa["id"] == "%s:%d" % (HOST, pa) and sb["id"] == "%s:%d" % (HOST, pb)
+    assert sa["root/id"] == sb["root/id"] == "%s:%d" % (HOST, pb)  # higher capability
+    assert sa["root/link"] == "%s:%d" % (HOST, pb) and sb.get("root/link", "") == ""
+    assert sa["peers/%s:%d/role" % (HOST, pb)] == "root"
+    assert sb["peers/%s:%d/role" % (HOST, pa)] == "designated"
+    assert sa["peers/%s:%d/forwarding" % (HOST, pb)] == "1"
+    assert int(sa["peers/%s:%d/srtt_us" % (HOST, pb)]) > 0
+
+
+def test_messages_cross_both_ways_exactly_once(broker):
+    pa, pb = free_port(), free_port()
+    b = peer_broker(broker, pb, 200)
+    a = peer_broker(broker, pa, 100, "peer %s:%d" % (HOST, pb))
+    wait_link(a, b)
+    subs = {}
+    for name, br in (("a", a), ("b", b)):
+        c = PahoClient(br, client_id="sub-" + name, version=5)
+        c.subscribe("x/#", qos=2)
+        subs[name] = c
+    for name, br in (("a", a), ("b", b)):
+        p = PahoClient(br, client_id="pub-" + name, version=5)
+        for qos in (0, 1, 2):
+            p.publish("x/%s/%d" % (name, qos), b"m", qos=qos)
+        p.close()
+    for c in subs.values():
+        got = sorted(m.topic for m in c.get_messages(6, timeout=5))
+        assert got == sorted("x/%s/%d" % (n, q) for n in "ab" for q in (0, 1, 2))
+        c.expect_no_message(timeout=0.8)
+
+
+def test_mosquitto_clients_across_three_brokers(broker, tmp_path):
+    """Real mosquitto_pub on one end of a line of three arbor brokers, mosquitto_sub on the
+    other: every message once, at each QoS, with its payload."""
+    ports = [free_port() for _ in range(3)]
+    brokers = [peer_broker(broker, ports[0], 100, "peer %s:%d" % (HOST, ports[1])),
+               peer_broker(broker, ports[1], 300, "peer %s:%d" % (HOST, ports[2])),
+               peer_broker(broker, ports[2], 200)]
+    wait_link(brokers[0], brokers[1])
+    wait_link(brokers[1], brokers[2])
+    out = os.path.join(str(tmp_path), "sub.txt")
+    with open(out, "w") as f:
+        sub = subprocess.Popen(["mosquitto_sub", "-p", str(ports[2]), "-h", HOST, "-t", "line/#",
+                                "-q", "2", "-v", "-V", "mqttv5"], stdout=f)
+    try:
+        time.sleep(0.5)
+        for qos in (0, 1, 2):
+            for i in range(5):
+                subprocess.run(["mosquitto_pub", "-p", str(ports[0]), "-h", HOST,
+                                "-t", "line/q%d" % qos, "-m", "m%d" % i, "-q", str(qos)],
+                               check=True, timeout=10)
+        wait_until(lambda: len(open(out).read().splitlines()) >= 15, timeout=5,
+                   what="15 messages at mosquitto_sub")
+        time.sleep(0.5)
+    finally:
+        sub.send_signal(signal.SIGTERM)
+        sub.wait(5)
+    lines = sorted(open(out).read().splitlines())
+    assert lines == sorted("line/q%d m%d" % (q, i) for q in range(3) for i in range(5))
+
+
+def test_sighup_adds_and_removes_peer_lines(broker):
+    pa, pb = free_port(), free_port()
+    b = peer_broker(broker, pb, 200)
+    a = peer_broker(broker, pa, 100)
+    time.sleep(0.5)
+    assert link_state(a, pb) is None
+    with open(a.conf_path, "a") as f:
+        f.write("peer %s:%d\n" % (HOST, pb))
+    a.proc.send_signal(signal.SIGHUP)
+    a.wait_log("MQTT-ST: peer %s:%d added by the configuration." % (HOST, pb))
+    wait_link(a, b)
+    lines = open(a.conf_path).read().splitlines()
+    with open(a.conf_path, "w") as f:
+        f.write("\n".join(l for l in lines if not l.startswith("peer ")) + "\n")
+    a.proc.send_signal(signal.SIGHUP)
+    a.wait_log("MQTT-ST: peer %s:%d removed from the configuration." % (HOST, pb))
+    # b's connect-back ends with a's connection: the link is gone on both sides
+    wait_until(lambda: link_state(a, pb) is None and link_state(b, pa) is None, timeout=5,
+               interval=0.2, what="link gone on both sides")
+    time.sleep(1.5)  # and nobody dials again
+    assert link_state(a, pb) is None and link_state(b, pa) is None
+
+
+def test_identity_derived_from_the_listener(broker):
+    p = free_port()
+    b = broker("peer_allow_unauthenticated true", "stp_capability 5", port=p)
+    b.wait_log("MQTT-ST: identity %s:%d, capability 5." % (HOST, p))
+    b.wait_log("Warning: MQTT-ST: peer_allow_unauthenticated is set")
+
+
+def test_capability_is_measured_when_not_given(broker):
+    b = broker("peer_allow_unauthenticated true", "peer_identity %s" % HOST)
+    b.wait_log("MQTT-ST: identity %s:%d, capability " % (HOST, b.port))
+    cap = int(b.log_text().split("MQTT-ST: identity %s:%d, capability " % (HOST, b.port))[1]
+              .split(".")[0])
+    mem_mib = int([l for l in open("/proc/meminfo") if l.startswith("MemTotal:")][0]
+                  .split()[1]) // 1024
+    assert cap >= mem_mib  # C = MHz + MiB with the default weights
+
+
+def test_peering_unconfigured_refuses_peers_and_publishes_no_stp_sys(broker):
+    b = broker("sys_interval 1")
+    assert stp_topics(b, timeout=0.6) == {}
