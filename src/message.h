@@ -30,6 +30,7 @@ struct message_origin {
     uint64_t incarnation;        /* that broker's run (random at start-up) */
     uint64_t sequence;           /* per origin broker and incarnation, from 1 */
     int64_t time_ms;             /* wall clock at the origin, ms since the epoch */
+    uint8_t qos;                 /* parsed from a peer: the QoS it was published with */
 };
 
 struct message {

@@ -347,6 +347,7 @@ static void run_dialers(struct peer_net *net)
         link = &d->next;
     }
     net->next_run_ms = next;
+    peer_link_consider_connect_back(net); /* may bring next_run_ms forward */
 }
 
 void peer_net_run(struct broker *broker)

@@ -66,6 +66,7 @@ static int admit(struct peer_accepted *acc)
         return HANDLER_CLOSED;
     }
     acc->authenticated = true;
+    acc->arrived_ms = conn->broker->now_ms;
     conn->state = CONNECTION_ACTIVE;
     broker_watch_connection(conn); /* its keepalive from now on */
     log_notice("MQTT-ST: peer %s connected from %s.", acc->name, conn->address);

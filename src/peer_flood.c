@@ -312,7 +312,7 @@ static struct message *message_from_peer(struct peer_net *net, const struct mqtt
         expiry = p->props.message_expiry_interval;
     struct message *msg =
         message_create(&broker->messages, (const char *)p->topic.data, p->topic.len, p->payload,
-                       p->payload_len, props->data, props->len, p->qos, p->retain, 0, expiry,
+                       p->payload_len, props->data, props->len, origin->qos, p->retain, 0, expiry,
                        broker->now_ms);
     if (!msg) return NULL;
     msg->origin = *origin;

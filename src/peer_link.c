@@ -4,11 +4,12 @@
  * it is up in the stp core exactly while both halves are, and every time it comes up it gets a
  * new stp link id, so nothing the core remembers of an earlier incarnation applies to it.
  *
- * Connect-back (docs/mqtt-st-protocol.md, section 1.1): when X dials in and we have no outgoing
+ * Connect-back (docs/mqtt-st-protocol.md, section 1.3): when X dials in and we have no outgoing
  * connection to X, we dial X's identity, unless one of our `peer` lines may be the way to X:
  * a peer line's identity is only known once it has answered, so connect-back waits until
- * every peer line has either answered (with another identity) or failed once. When both
- * sides dial at once, each side's dial is its half of the one link and nobody connects back.
+ * every peer line has answered (with another identity), or has failed once and stp_max_age
+ * has passed since X dialled in. When both sides dial at once, each side's dial is its half
+ * of the one link and nobody connects back.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -141,13 +142,21 @@ void peer_link_in_gone(struct peer_net *net, struct peer_accepted *acc, const ch
     detach_in(net, acc, why, true);
 }
 
-/* May one of our dialers (a peer line, or a connect-back already made) lead to id? */
-static bool dialer_may_reach(const struct peer_net *net, const struct stp_broker_id *id)
+/* May one of our dialers (a peer line, or a connect-back already made) lead to the link's
+ * neighbour? A peer line that has never answered may: it is given stp_max_age from the
+ * neighbour's arrival to do so (it may be retrying while the neighbour starts up) before we
+ * dial back directly. */
+static bool dialer_may_reach(struct peer_net *net, const struct peer_link *link)
 {
+    int64_t grace_end = link->in->arrived_ms + net->broker->config->stp_max_age_ms;
+    bool in_grace = net->broker->now_ms < grace_end;
     for (const struct peer_dialer *d = net->dialers; d; d = d->next) {
         if (d->removed) continue;
-        if (d->learned && stp_broker_id_equal(&d->learned_id, id)) return true;
-        if (d->configured && !d->learned && !d->attempted) return true; /* not known yet */
+        if (d->learned && stp_broker_id_equal(&d->learned_id, &link->id)) return true;
+        if (d->configured && !d->learned && (!d->attempted || in_grace)) {
+            if (grace_end < net->next_run_ms) net->next_run_ms = grace_end; /* decide then */
+            return true;
+        }
     }
     return false;
 }
@@ -166,7 +175,7 @@ void peer_link_consider_connect_back(struct peer_net *net)
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp)
     {
-        if (!link->in || link->out || dialer_may_reach(net, &link->id)) continue;
+        if (!link->in || link->out || dialer_may_reach(net, link)) continue;
         char host[INET6_ADDRSTRLEN];
         identity_host(&link->id, host, sizeof host);
         log_notice("MQTT-ST: connecting back to %s.", link->name);

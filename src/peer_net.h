@@ -31,7 +31,7 @@
 #define PEER_AUTH_METHOD "MQTT-ST-HMAC-SHA256"
 #define PEER_NONCE_LEN 16
 #define PEER_PROOF_LEN 32
-#define PEER_PING_SLOTS 8          /* PINGREQs awaiting PINGRESP that are timed */
+#define PEER_PING_SLOTS 64         /* PINGREQs awaiting PINGRESP (timed, in order) */
 #define PEER_QUEUE_MAX 100000      /* messages waiting for a link's QoS 2 window */
 #define PEER_INFLIGHT_MAX 1000     /* QoS 2 PUBLISH in flight per link */
 
@@ -105,6 +105,7 @@ struct peer_accepted {
     uint8_t client_nonce[PEER_NONCE_LEN];
     uint8_t server_nonce[PEER_NONCE_LEN];
     struct peer_link *link;
+    int64_t arrived_ms; /* when it was admitted */
     uint8_t early_bpdu[STP_BPDU_MAX_LEN]; /* the last BPDU received before the link was up */
     size_t early_bpdu_len;
 };

@@ -2,8 +2,8 @@
  * peer_origin.c: the origin of a message between peers and the duplicate window, as pure
  * functions (unit-tested in test/unit/test_peer_origin.c). On the wire the origin is the
  * user property "mqtt-st-origin" = "<identity> <incarnation: 16 hex digits> <sequence>
- * <origin wall-clock ms>", followed by " r" when the message is a retained message offered
- * for reconciliation (docs/mqtt-st-protocol.md, section 7.1).
+ * <origin wall-clock ms> <QoS it was published with>", followed by " r" when the message is a
+ * retained message offered for reconciliation (docs/mqtt-st-protocol.md, section 7.1).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,8 +16,9 @@ size_t peer_origin_format(const struct message *msg, bool retained_sync, char *b
     char id[STP_BROKER_ID_STRLEN];
     const struct message_origin *o = &msg->origin;
     stp_broker_id_format(&o->broker, id, sizeof id);
-    int n = snprintf(buf, len, "%s %016" PRIx64 " %" PRIu64 " %" PRId64 "%s", id, o->incarnation,
-                     o->sequence, o->time_ms, retained_sync ? " r" : "");
+    int n = snprintf(buf, len, "%s %016" PRIx64 " %" PRIu64 " %" PRId64 " %u%s", id,
+                     o->incarnation, o->sequence, o->time_ms, (unsigned)msg->qos,
+                     retained_sync ? " r" : "");
     return n < 0 ? 0 : (size_t)n >= len ? len - 1 : (size_t)n;
 }
 
@@ -28,9 +29,11 @@ bool peer_origin_parse(struct wire_bytes value, struct message_origin *o)
     memcpy(text, value.data, value.len);
     text[value.len] = '\0';
     int consumed = 0, after_flag = 0;
-    if (sscanf(text, "%55s %16" SCNx64 " %" SCNu64 " %" SCNd64 "%n", id, &o->incarnation,
-               &o->sequence, &o->time_ms, &consumed) != 4)
+    unsigned qos = 3;
+    if (sscanf(text, "%55s %16" SCNx64 " %" SCNu64 " %" SCNd64 " %1u%n", id, &o->incarnation,
+               &o->sequence, &o->time_ms, &qos, &consumed) != 5 || qos > 2)
         return false;
+    o->qos = (uint8_t)qos;
     const char *rest = text + consumed;
     if (*rest != '\0') {
         if (sscanf(rest, " %3s%n", flag, &after_flag) != 1 || strcmp(flag, "r") != 0 ||

@@ -32,9 +32,10 @@ static void test_origin_round_trip(void **state)
     msg.origin.incarnation = 0x0123456789abcdefULL;
     msg.origin.sequence = 42;
     msg.origin.time_ms = 1764020000123LL;
+    msg.qos = 1;
     char buf[160];
     size_t len = peer_origin_format(&msg, false, buf, sizeof buf);
-    assert_string_equal(buf, "[2001:db8::7]:1884 0123456789abcdef 42 1764020000123");
+    assert_string_equal(buf, "[2001:db8::7]:1884 0123456789abcdef 42 1764020000123 1");
     assert_int_equal(len, strlen(buf));
     struct message_origin o;
     memset(&o, 0, sizeof o);
@@ -43,11 +44,12 @@ static void test_origin_round_trip(void **state)
     assert_int_equal(o.incarnation, msg.origin.incarnation);
     assert_int_equal(o.sequence, 42);
     assert_int_equal(o.time_ms, 1764020000123LL);
+    assert_int_equal(o.qos, 1);
     assert_false(o.retained_sync);
     assert_true(o.stamped);
 
     peer_origin_format(&msg, true, buf, sizeof buf);
-    assert_string_equal(buf, "[2001:db8::7]:1884 0123456789abcdef 42 1764020000123 r");
+    assert_string_equal(buf, "[2001:db8::7]:1884 0123456789abcdef 42 1764020000123 1 r");
     assert_true(peer_origin_parse(text_bytes(buf), &o));
     assert_true(o.retained_sync);
 }
@@ -60,12 +62,15 @@ static void test_origin_malformed(void **state)
         "127.0.0.1:1884",
         "127.0.0.1:1884 00000000000000ff",
         "127.0.0.1:1884 00000000000000ff 7",
-        "127.0.0.1:1884 00000000000000ff 0 5",     /* sequence numbers start at 1 */
-        "127.0.0.1 00000000000000ff 7 5",          /* no port */
-        "0.0.0.0:1884 00000000000000ff 7 5",       /* unspecified address */
-        "127.0.0.1:1884 00000000000000ff 7 5 x",   /* unknown flag */
-        "127.0.0.1:1884 00000000000000ff 7 5 r r", /* trailing junk */
-        "127.0.0.1:1884 zz 7 5",
+        "127.0.0.1:1884 00000000000000ff 7 5",       /* no QoS */
+        "127.0.0.1:1884 00000000000000ff 7 5 3",     /* QoS 3 */
+        "127.0.0.1:1884 00000000000000ff 7 5 12",    /* QoS 12 */
+        "127.0.0.1:1884 00000000000000ff 0 5 1",     /* sequence numbers start at 1 */
+        "127.0.0.1 00000000000000ff 7 5 1",          /* no port */
+        "0.0.0.0:1884 00000000000000ff 7 5 1",       /* unspecified address */
+        "127.0.0.1:1884 00000000000000ff 7 5 1 x",   /* unknown flag */
+        "127.0.0.1:1884 00000000000000ff 7 5 1 r r", /* trailing junk */
+        "127.0.0.1:1884 zz 7 5 1",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct message_origin o;
@@ -73,7 +78,7 @@ static void test_origin_malformed(void **state)
         if (peer_origin_parse(text_bytes(bad[i]), &o)) fail_msg("accepted \"%s\"", bad[i]);
     }
     struct message_origin o;
-    assert_true(peer_origin_parse(text_bytes("127.0.0.1:1884 00000000000000ff 7 5"), &o));
+    assert_true(peer_origin_parse(text_bytes("127.0.0.1:1884 00000000000000ff 7 5 0"), &o));
 }
 
 static void test_window_in_order_and_repeats(void **state)
