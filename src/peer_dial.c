@@ -369,17 +369,17 @@ void peer_dialer_send_bpdu(struct peer_dialer *d, const uint8_t *bytes, size_t l
 {
     if (d->state != DIAL_UP || !d->conn) return;
     struct broker *broker = dialer_broker(d);
-    if (d->ping_count == PEER_PING_SLOTS) {
-        /* Neighbours answer every PINGREQ at once: this many unanswered means it is stuck. */
-        peer_dialer_close(d, "PINGREQs not answered");
-        return;
-    }
+    /* Called from inside the stp core (its send_bpdu callback), which must not be re-entered:
+     * nothing here may close the connection (that would take the link down in the core).
+     * Trouble is left to peer_dialer_run, at most PEER_PING_SLOTS PINGREQs are timed, and a
+     * neighbour that leaves them unanswered for stp_max_age is dropped there. */
+    if (d->ping_count == PEER_PING_SLOTS) return;
     abuf_reset(&broker->scratch);
     if (mqtt_encode_pingreq(&broker->scratch, bytes, len)) return;
+    if (connection_send_scratch(d->conn) != 0) return;
     unsigned slot = (d->ping_head + d->ping_count) % PEER_PING_SLOTS;
     d->ping_sent_us[slot] = peer_now_us();
     d->ping_count++;
-    send_scratch_or_close(d->conn);
     int64_t deadline = d->ping_sent_us[d->ping_head] / 1000 + broker->config->stp_max_age_ms;
     if (deadline < d->net->next_run_ms) d->net->next_run_ms = deadline;
 }
