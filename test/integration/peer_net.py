@@ -46,7 +46,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from conftest import (START_TIMEOUT, STOP_TIMEOUT, port_accepts, port_listening,
                       sanitizer_findings)
-from helpers import ARBOR_BIN, HOST, PahoClient, free_port
+from helpers import ARBOR_BIN, HOST, PahoClient, free_port, wait_until
 
 DEFAULT_SECRET = "arbor-peer-test-secret-0123456789"
 STP_PREFIX = "$SYS/broker/stp/"
@@ -877,12 +877,8 @@ class PeerBroker:
         return "\n".join(out)
 
     def wait_log(self, text, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log_text():
-                return True
-            time.sleep(0.02)
-        raise AssertionError("%r not in b%d's log within %.1fs" % (text, self.index, timeout))
+        return wait_until(lambda: text in self.log_text(), timeout,
+                          what="%r in b%d's log" % (text, self.index))
 
     def spawn(self):
         with open(self.out_path, "ab") as out:
@@ -1515,22 +1511,34 @@ def peer_support():
     return True
 
 
+class ClusterFactory:
+    """make(n, edges, **keywords) -> a started Cluster in its own folder below tmp_dir, with
+    `defaults` as keywords unless given; close() closes every cluster made and returns the
+    problems found (see Cluster.close)."""
+
+    def __init__(self, tmp_dir, **defaults):
+        self.tmp_dir = str(tmp_dir)
+        self.defaults = defaults
+        self.made = []
+
+    def __call__(self, n, edges, **kw):
+        kw = dict(self.defaults, **kw)
+        folder = os.path.join(self.tmp_dir, "cluster%d" % len(self.made))
+        c = Cluster(n, edges, tmp_dir=folder, **kw)
+        self.made.append(c)
+        return c
+
+    def close(self):
+        return [problem for c in self.made for problem in c.close()]
+
+
 @pytest.fixture
 def cluster(tmp_path, peer_support):
     """Factory: cluster(n, edges, **Cluster keywords) -> started Cluster. At teardown every
     broker gets SIGTERM; the test fails if one exited non-zero (other than on purpose),
     hung or printed a sanitizer report."""
-    made = []
-
-    def make(n, edges, **kw):
-        c = Cluster(n, edges, tmp_dir=os.path.join(str(tmp_path), "cluster%d" % len(made)),
-                    **kw)
-        made.append(c)
-        return c
-
+    make = ClusterFactory(tmp_path)
     yield make
-    failures = []
-    for c in made:
-        failures += c.close()
+    failures = make.close()
     if failures:
         pytest.fail("cluster teardown check failed:\n" + "\n".join(failures), pytrace=False)

@@ -19,7 +19,7 @@ import pytest
 
 import mqttproto as mp
 import peer_net
-from peer_net import (FORWARDING_PAIRS, Cluster, Collector, DelayProxy, NumberedStream,
+from peer_net import (FORWARDING_PAIRS, ClusterFactory, Collector, DelayProxy, NumberedStream,
                       Snapshot, check_spanning_tree, clear_delays, components, oracle,
                       random_graph, root_link_margin)
 
@@ -80,13 +80,13 @@ def test_proxy_delays_each_direction_and_changes_at_run_time(broker, proxies, mq
     start = time.monotonic()
     c.connect("through-proxy")
     assert time.monotonic() - start >= 0.2          # CONNECT and CONNACK, 100 ms each
-    assert 0.2 <= timed_ping(c) < 0.6
+    assert 0.2 <= timed_ping(c) < 1.0
 
     p.set_delay(150, direction="up")
     assert p.delay_ms == (150, 100)
-    assert 0.25 <= timed_ping(c) < 0.7
+    assert 0.25 <= timed_ping(c) < 1.0
     p.set_delay(0)
-    assert timed_ping(c) < 0.1
+    assert timed_ping(c) < 0.2
 
     # a paho client through the proxy sees the delay on a QoS 1 round trip as well
     p.set_delay(80)
@@ -283,18 +283,9 @@ FAKE_PREFIX = "fake/broker/stp/"
 @pytest.fixture
 def plain_cluster(tmp_path):
     """Factory: a Cluster without MQTT-ST lines whose $SYS views are read from FAKE_PREFIX."""
-    made = []
-
-    def make(n, edges, **kw):
-        c = Cluster(n, edges, tmp_dir=str(tmp_path / ("c%d" % len(made))), plain=True,
-                    stp_prefix=FAKE_PREFIX, **kw)
-        made.append(c)
-        return c
-
+    make = ClusterFactory(tmp_path, plain=True, stp_prefix=FAKE_PREFIX)
     yield make
-    failures = []
-    for c in made:
-        failures += c.close()
+    failures = make.close()
     assert not failures, "\n".join(failures)
 
 
