@@ -498,12 +498,13 @@ def shortest_costs(n, edges, costs, root):
     return dist
 
 
-def root_link_margin(n, edges, delays, root):
+def root_link_margin(n, edges, delays, root, overhead_ms=0.0):
     """Smallest ratio and gap (RTT ms) between any broker's best and second-best offer of a
-    path to `root` (offer through neighbour u = u's distance + the link's RTT, 2 x delay).
-    Large margins mean the tree does not depend on measurement noise or on which offer was
-    heard first (the core keeps a root link unless another is 5 % and 200 us cheaper)."""
-    rtt = {e: 2.0 * d for e, d in delays.items()}
+    path to `root` (offer through neighbour u = u's distance + the link's RTT, 2 x delay plus
+    `overhead_ms` per link for what the proxies and brokers add). Large margins mean the tree
+    does not depend on measurement noise or on which offer was heard first (the core keeps a
+    root link unless another is 5 % and 200 us cheaper)."""
+    rtt = {e: 2.0 * d + overhead_ms for e, d in delays.items()}
     dist = shortest_costs(n, edges, rtt, root)
     adjacent = neighbours(n, edges)
     lookup = dict(rtt)
@@ -519,16 +520,18 @@ def root_link_margin(n, edges, delays, root):
     return ratio, gap
 
 
-def clear_delays(n, edges, capabilities, seed, low=1, high=12, min_ratio=1.4, min_gap_ms=4.0):
+def clear_delays(n, edges, capabilities, seed, low=1, high=12, min_ratio=1.4, min_gap_ms=4.0,
+                 overheads_ms=(0.0, 1.5)):
     """One-way proxy delays (ms, per edge) for which every broker's root link is clearly the
-    cheapest (root_link_margin at least min_ratio and min_gap_ms), so the tree the brokers
-    build can be compared with the oracle. Deterministic for a seed."""
+    cheapest (root_link_margin at least min_ratio and min_gap_ms, with each per-link overhead
+    of overheads_ms), so the tree the brokers build can be compared with the oracle.
+    Deterministic for a seed."""
     rng = random.Random(seed)
     root = max(range(n), key=lambda i: capabilities[i])
-    for _ in range(2000):
+    for _ in range(5000):
         delays = {tuple(e): rng.randint(low, high) for e in edges}
-        ratio, gap = root_link_margin(n, edges, delays, root)
-        if ratio >= min_ratio and gap >= min_gap_ms:
+        margins = [root_link_margin(n, edges, delays, root, extra) for extra in overheads_ms]
+        if all(ratio >= min_ratio and gap >= min_gap_ms for ratio, gap in margins):
             return delays
     raise AssertionError("no delays in %d..%d ms give clear margins for %r" % (low, high, edges))
 
