@@ -1,0 +1,1547 @@
+"""peer_net.py: the multi-broker harness of the MQTT-ST tests (test_peer_*.py).
+
+What it provides:
+  DelayProxy    a TCP proxy on 127.0.0.1 that delays each direction, and can cut the path
+                (reset every connection, or black-hole it) and heal it again.
+  Cluster       n brokers linked by `peer` lines along given edges, every connection of every
+                link through its own DelayProxy, with $SYS/broker/stp watchers, kill / stop /
+                restart, per-link delay and cuts, wait_tree(), check_spanning_tree(), oracle().
+  Collector     subscribers on several brokers recording every message, for exactly-once checks.
+  NumberedStream  a publisher thread sending numbered messages (loss and duplicate checks).
+  graphs        line, ring, mesh, random_graph, clear_delays (delays whose tree is unambiguous).
+  fixtures      peer_support (skips when the binary refuses `peer`), cluster (factory).
+
+The wiring of one link (a, b): broker a's `peer` line names proxy P_ab, which forwards to b's
+listener; b's `peer` line names P_ba, which forwards to a's listener. Each broker dials its
+peers (a's outgoing connection runs through P_ab, b's through P_ba), so a link's two
+connections can be delayed and cut independently, and nothing between two brokers bypasses a
+proxy (wait_tree() checks that no broker holds a direct connection to another's listener).
+
+Everything here is bounded: every wait has a deadline, proxies and paho loops run in daemon
+threads, and processes are only ever signalled by the PID this module started.
+"""
+
+import collections
+import errno
+import heapq
+import json
+import os
+import queue
+import random
+import re
+import selectors
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from conftest import (START_TIMEOUT, STOP_TIMEOUT, port_accepts, port_listening,
+                      sanitizer_findings)
+from helpers import ARBOR_BIN, HOST, PahoClient, free_port, wait_until
+
+DEFAULT_SECRET = "arbor-peer-test-secret-0123456789"
+STP_PREFIX = "$SYS/broker/stp/"
+FORWARDING_PAIRS = {("root", "designated"), ("designated", "root")}
+QUIET_PAIRS = {("designated", "blocked"), ("blocked", "designated")}
+
+
+# ================================================================ DelayProxy
+
+_EOF = "eof"      # queue markers: the side that sent it closed (FIN) / was reset
+_RESET = "reset"
+_QUEUE_LIMIT = 4 << 20   # bytes held per direction before the proxy stops reading
+
+
+class _Relay:
+    """One accepted connection and its upstream. Side 0 is the dialer (accepted socket),
+    side 1 the target. queue[s] holds what was read from side s as (release time, bytes or a
+    marker), in order; when released it moves to out[1 - s], the bytes still to be written
+    to the other side."""
+
+    def __init__(self, client):
+        self.socks = [client, None]
+        self.queue = (collections.deque(), collections.deque())
+        self.out = [bytearray(), bytearray()]
+        self.held_bytes = [0, 0]          # read from side s and not yet written onwards
+        self.read_done = [False, False]
+        self.shut_after_flush = [False, False]
+        self.write_done = [False, False]
+        self.last_release = [0.0, 0.0]
+        self.connecting = False
+        self.held = False                 # accepted during a black hole: no upstream yet
+        self.closed = False
+
+
+class DelayProxy:
+    """TCP proxy from 127.0.0.1:listen_port to target_port (listen_port 0: any free port, see
+    .port). One upstream connection per accepted connection. Each chunk read is held until
+    `delay` ms after it arrived (per direction, in order), so a request/response pair through
+    the proxy takes at least twice the delay.
+
+      set_delay(ms, direction=None)  direction "up" (dialer to target), "down", or both
+      cut("reset")      reset (RST) every connection; new ones are reset at once
+      cut("blackhole")  keep every socket open but move nothing; new connections are accepted
+                        and held; heal() lets everything (held data included) flow again
+      heal()            back to normal (connections reset by a cut stay gone)
+      close()           stop the thread and close every socket
+
+    All methods are synchronous: when they return, the proxy thread has applied them.
+    Counters: accepted (connections), forwarded[0] / [1] (bytes up / down)."""
+
+    def __init__(self, listen_port=0, target_port=None, delay_ms=0.0, name="proxy"):
+        self.name = name
+        self.target_port = target_port
+        self.accepted = 0
+        self.forwarded = [0, 0]
+        self._delay = [delay_ms / 1000.0, delay_ms / 1000.0]
+        self._mode = "open"
+        self._relays = []
+        self._registered = {}
+        self._commands = collections.deque()
+        self._stopping = False
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind((HOST, listen_port))
+        self._listener.listen(64)
+        self._listener.setblocking(False)
+        self.port = self._listener.getsockname()[1]
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, "listen")
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._thread = threading.Thread(target=self._run, name="DelayProxy-%s" % name,
+                                        daemon=True)
+        self._thread.start()
+
+    def __repr__(self):
+        return "DelayProxy(%s :%d -> :%s, %s)" % (self.name, self.port, self.target_port,
+                                                   self._mode)
+
+    # ------------------------------------------------------------ public API (any thread)
+
+    def set_delay(self, ms, direction=None):
+        sides = {None: (0, 1), "up": (0,), "down": (1,)}[direction]
+
+        def apply():
+            for s in sides:
+                self._delay[s] = ms / 1000.0
+        self._call(apply)
+
+    @property
+    def delay_ms(self):
+        return (self._delay[0] * 1000.0, self._delay[1] * 1000.0)
+
+    @property
+    def mode(self):
+        return self._mode
+
+    def cut(self, mode="reset"):
+        if mode not in ("reset", "blackhole"):
+            raise ValueError("cut mode is 'reset' or 'blackhole', not %r" % (mode,))
+        self._call(lambda: self._cut(mode))
+
+    def heal(self):
+        self._call(self._heal)
+
+    def connection_count(self):
+        return self._call(lambda: len(self._relays))
+
+    def close(self):
+        if not self._thread.is_alive():
+            return
+        self._call(lambda: setattr(self, "_stopping", True))
+        self._thread.join(5.0)
+
+    def _call(self, fn, timeout=5.0):
+        if threading.current_thread() is self._thread:
+            return fn()
+        if not self._thread.is_alive():
+            raise RuntimeError("%r: proxy thread is not running" % self)
+        done = threading.Event()
+        result = []
+        self._commands.append((fn, done, result))
+        self._wake()
+        if not done.wait(timeout):
+            raise RuntimeError("%r: proxy thread did not answer within %.1fs" % (self, timeout))
+        if result and isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0] if result else None
+
+    def _wake(self):
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------ the proxy thread
+
+    def _run(self):
+        try:
+            while not self._stopping:
+                for key, mask in self._selector.select(self._next_timeout()):
+                    self._dispatch(key, mask)
+                self._run_commands()
+                self._release_due()
+        finally:
+            self._run_commands()
+            for relay in list(self._relays):
+                self._abort(relay)
+            for sock in (self._listener, self._wake_r, self._wake_w):
+                sock.close()
+            self._selector.close()
+
+    def _run_commands(self):
+        while self._commands:
+            fn, done, result = self._commands.popleft()
+            try:
+                result.append(fn())
+            except BaseException as e:   # handed to the caller
+                result.append(e)
+            done.set()
+
+    def _next_timeout(self):
+        if self._mode == "blackhole":
+            return 1.0
+        heads = [q[0][0] for r in self._relays for q in r.queue if q]
+        if not heads:
+            return 1.0
+        return min(1.0, max(0.0, min(heads) - time.monotonic()))
+
+    def _dispatch(self, key, mask):
+        if key.data == "listen":
+            self._accept()
+        elif key.data == "wake":
+            try:
+                while self._wake_r.recv(4096):
+                    pass
+            except OSError:
+                pass
+        else:
+            relay, side = key.data
+            if relay.closed:
+                return
+            if side == 1 and relay.connecting and mask & selectors.EVENT_WRITE:
+                if relay.socks[1].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                    self._abort(relay)
+                    return
+                relay.connecting = False
+            if mask & selectors.EVENT_READ:
+                self._read(relay, side)
+            if not relay.closed and mask & selectors.EVENT_WRITE:
+                self._flush(relay, side)
+            self._settle(relay)
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.accepted += 1
+            if self._mode == "reset":
+                _reset_socket(client)
+                continue
+            relay = _Relay(client)
+            self._relays.append(relay)
+            if self._mode == "blackhole":
+                relay.held = True
+            else:
+                self._connect_upstream(relay)
+            self._settle(relay)
+
+    def _connect_upstream(self, relay):
+        upstream = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        upstream.setblocking(False)
+        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        relay.socks[1] = upstream
+        err = upstream.connect_ex((HOST, self.target_port))
+        if err in (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
+            relay.connecting = True
+        elif err != 0:
+            self._abort(relay)         # target not listening: the dialer sees a reset
+
+    def _read(self, relay, side):
+        try:
+            data = relay.socks[side].recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = _RESET
+        if not data:
+            data = _EOF
+        if data in (_EOF, _RESET):
+            relay.read_done[side] = True
+        else:
+            relay.held_bytes[side] += len(data)
+        release = max(time.monotonic() + self._delay[side], relay.last_release[side])
+        relay.last_release[side] = release
+        relay.queue[side].append((release, data))
+
+    def _release_due(self):
+        if self._mode == "blackhole":
+            return
+        now = time.monotonic()
+        for relay in list(self._relays):
+            for side in (0, 1):
+                queue = relay.queue[side]
+                while queue and queue[0][0] <= now and not relay.closed:
+                    _, data = queue.popleft()
+                    if data == _RESET:
+                        self._abort(relay)
+                    elif data == _EOF:
+                        relay.shut_after_flush[1 - side] = True
+                    else:
+                        relay.out[1 - side] += data
+            if not relay.closed:
+                self._flush(relay, 0)
+                self._flush(relay, 1)
+                self._settle(relay)
+
+    def _flush(self, relay, side):
+        sock = relay.socks[side]
+        if relay.closed or sock is None or relay.held or self._mode == "blackhole":
+            return
+        if side == 1 and relay.connecting:
+            return
+        out = relay.out[side]
+        while out:
+            try:
+                n = sock.send(out)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._abort(relay)
+                return
+            del out[:n]
+            relay.held_bytes[1 - side] -= n
+            self.forwarded[1 - side] += n
+        if relay.shut_after_flush[side] and not relay.write_done[side]:
+            relay.write_done[side] = True
+            try:
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def _settle(self, relay):
+        """Close a relay whose both directions are finished; else register what it waits for."""
+        if relay.closed:
+            return
+        if all(relay.write_done) and all(relay.read_done):
+            self._close_relay(relay, reset=False)
+            return
+        for side in (0, 1):
+            sock = relay.socks[side]
+            if sock is None:
+                continue
+            events = 0
+            if self._mode != "blackhole" and not relay.held:
+                if side == 1 and relay.connecting:
+                    events = selectors.EVENT_WRITE
+                else:
+                    if not relay.read_done[side] and relay.held_bytes[side] < _QUEUE_LIMIT:
+                        events |= selectors.EVENT_READ
+                    if relay.out[side]:
+                        events |= selectors.EVENT_WRITE
+            self._register(sock, events, (relay, side))
+
+    def _register(self, sock, events, data):
+        current = self._registered.get(sock, 0)
+        if events == current:
+            return
+        if current and not events:
+            self._selector.unregister(sock)
+            del self._registered[sock]
+            return
+        if current:
+            self._selector.modify(sock, events, data)
+        else:
+            self._selector.register(sock, events, data)
+        self._registered[sock] = events
+
+    def _close_relay(self, relay, reset):
+        relay.closed = True
+        for sock in relay.socks:
+            if sock is None:
+                continue
+            if self._registered.pop(sock, 0):
+                self._selector.unregister(sock)
+            if reset:
+                _reset_socket(sock)
+            else:
+                sock.close()
+        if relay in self._relays:
+            self._relays.remove(relay)
+
+    def _abort(self, relay):
+        self._close_relay(relay, reset=True)
+
+    def _cut(self, mode):
+        self._mode = mode
+        for relay in list(self._relays):
+            if mode == "reset":
+                self._abort(relay)
+            else:
+                self._settle(relay)
+
+    def _heal(self):
+        self._mode = "open"
+        for relay in list(self._relays):
+            if relay.held:
+                relay.held = False
+                self._connect_upstream(relay)
+            self._settle(relay)
+
+
+def _reset_socket(sock):
+    """Close with RST rather than FIN."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    sock.close()
+
+
+# ================================================================ graphs
+
+def line(n):
+    return [(i, i + 1) for i in range(n - 1)]
+
+
+def ring(n):
+    return [(i, (i + 1) % n) for i in range(n)]
+
+
+def mesh(n):
+    return [(a, b) for a in range(n) for b in range(a + 1, n)]
+
+
+def random_graph(n, degree, seed):
+    """A connected graph of n nodes and round(n * degree / 2) edges: a random spanning tree
+    plus random extra edges. Deterministic for a seed."""
+    rng = random.Random(seed)
+    order = list(range(n))
+    rng.shuffle(order)
+    edges = set()
+    for k in range(1, n):
+        a, b = order[k], order[rng.randrange(k)]
+        edges.add((min(a, b), max(a, b)))
+    wanted = min(round(n * degree / 2), n * (n - 1) // 2)
+    while len(edges) < wanted:
+        a, b = rng.sample(range(n), 2)
+        edges.add((min(a, b), max(a, b)))
+    return sorted(edges)
+
+
+def neighbours(n, edges):
+    out = {i: set() for i in range(n)}
+    for a, b in edges:
+        out[a].add(b)
+        out[b].add(a)
+    return out
+
+
+def components(nodes, edges):
+    """Connected components (list of sets) of the graph restricted to `nodes`."""
+    nodes = set(nodes)
+    adjacent = {i: set() for i in nodes}
+    for a, b in edges:
+        if a in nodes and b in nodes:
+            adjacent[a].add(b)
+            adjacent[b].add(a)
+    seen, out = set(), []
+    for start in sorted(nodes):
+        if start in seen:
+            continue
+        part, stack = set(), [start]
+        while stack:
+            v = stack.pop()
+            if v not in part:
+                part.add(v)
+                stack.extend(adjacent[v] - part)
+        seen |= part
+        out.append(part)
+    return out
+
+
+def shortest_costs(n, edges, costs, root):
+    """Dijkstra from root; costs[(a, b)] is the cost of edge (a, b) in either direction."""
+    adjacent = neighbours(n, edges)
+    cost = {}
+    for (a, b), c in costs.items():
+        cost[(a, b)] = cost[(b, a)] = c
+    dist = {root: 0.0}
+    heap = [(0.0, root)]
+    while heap:
+        d, v = heapq.heappop(heap)
+        if d > dist.get(v, float("inf")):
+            continue
+        for u in adjacent[v]:
+            nd = d + cost[(v, u)]
+            if nd < dist.get(u, float("inf")):
+                dist[u] = nd
+                heapq.heappush(heap, (nd, u))
+    return dist
+
+
+def root_link_margin(n, edges, delays, root, overhead_ms=0.0):
+    """Smallest ratio and gap (RTT ms) between any broker's best and second-best offer of a
+    path to `root` (offer through neighbour u = u's distance + the link's RTT, 2 x delay plus
+    `overhead_ms` per link for what the proxies and brokers add). Large margins mean the tree
+    does not depend on measurement noise or on which offer was heard first (the core keeps a
+    root link unless another is 5 % and 200 us cheaper)."""
+    rtt = {e: 2.0 * d + overhead_ms for e, d in delays.items()}
+    dist = shortest_costs(n, edges, rtt, root)
+    adjacent = neighbours(n, edges)
+    lookup = dict(rtt)
+    lookup.update({(b, a): c for (a, b), c in rtt.items()})
+    ratio, gap = float("inf"), float("inf")
+    for v in range(n):
+        if v == root or v not in dist:
+            continue
+        offers = sorted(dist[u] + lookup[(u, v)] for u in adjacent[v] if u in dist)
+        if len(offers) >= 2:
+            ratio = min(ratio, offers[1] / offers[0])
+            gap = min(gap, offers[1] - offers[0])
+    return ratio, gap
+
+
+def clear_delays(n, edges, capabilities, seed, low=1, high=12, min_ratio=1.4, min_gap_ms=4.0,
+                 overheads_ms=(0.0, 1.5)):
+    """One-way proxy delays (ms, per edge) for which every broker's root link is clearly the
+    cheapest (root_link_margin at least min_ratio and min_gap_ms, with each per-link overhead
+    of overheads_ms), so the tree the brokers build can be compared with the oracle.
+    Deterministic for a seed."""
+    rng = random.Random(seed)
+    root = max(range(n), key=lambda i: capabilities[i])
+    for _ in range(5000):
+        delays = {tuple(e): rng.randint(low, high) for e in edges}
+        margins = [root_link_margin(n, edges, delays, root, extra) for extra in overheads_ms]
+        if all(ratio >= min_ratio and gap >= min_gap_ms for ratio, gap in margins):
+            return delays
+    raise AssertionError("no delays in %d..%d ms give clear margins for %r" % (low, high, edges))
+
+
+# ================================================================ $SYS/broker/stp views
+
+class _StpWatcher:
+    """A paho subscriber to $SYS/broker/stp/# on one broker, holding the current value of
+    every topic (retained at subscription time, then every update; an empty payload removes
+    it). Reconnects by itself after the broker restarts, starting from an empty view."""
+
+    SETTLE = 0.1   # seconds after SUBACK before the retained burst counts as complete
+
+    def __init__(self, broker, prefix=STP_PREFIX):
+        self.broker = broker
+        self.prefix = prefix
+        self._lock = threading.Lock()
+        self._values = {}
+        self._subscribed_at = None
+        client_id = "stp-watch-%d-%s" % (broker.index, uuid.uuid4().hex[:8])
+        self.client = paho.Client(callback_api_version=CallbackAPIVersion.VERSION2,
+                                  client_id=client_id, protocol=paho.MQTTv311)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_subscribe = self._on_subscribe
+        self.client.on_message = self._on_message
+        self.client.reconnect_delay_set(0.05, 0.2)
+        self.client.connect_async(HOST, broker.port, keepalive=10)
+        self.client.loop_start()
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties):
+        with self._lock:
+            self._values = {}
+            self._subscribed_at = None
+        client.subscribe(self.prefix + "#", 0)
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties):
+        with self._lock:
+            self._subscribed_at = time.monotonic()
+
+    def _on_disconnect(self, client, userdata, flags, reason_code, properties):
+        with self._lock:
+            self._values = {}
+            self._subscribed_at = None
+
+    def _on_message(self, client, userdata, msg):
+        key = msg.topic[len(self.prefix):]
+        with self._lock:
+            if msg.payload:
+                self._values[key] = msg.payload.decode("utf-8", "replace")
+            else:
+                self._values.pop(key, None)
+
+    def view(self):
+        """The current values, or None while not subscribed (or just subscribed)."""
+        with self._lock:
+            if self._subscribed_at is None or time.monotonic() - self._subscribed_at < self.SETTLE:
+                return None
+            return dict(self._values)
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def collect_messages(broker, topic_filter, qos=0, quiet=0.1, limit=1.0):
+    """Messages a new subscription to topic_filter on broker receives until `quiet` seconds
+    pass without one (at most `limit` seconds): the retained ones, and whatever is published
+    meanwhile."""
+    c = PahoClient(broker, client_id="collect-" + uuid.uuid4().hex[:8], version=4)
+    try:
+        c.subscribe(topic_filter, qos)
+        out = []
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            try:
+                out.append(c.messages.get(
+                    timeout=min(quiet, max(0.0, deadline - time.monotonic()))))
+            except queue.Empty:
+                break
+        return out
+    finally:
+        c.close()
+
+
+def read_stp_once(broker, quiet=0.1, limit=1.0, prefix=STP_PREFIX):
+    """Broker's $SYS/broker/stp topics read with a new subscription: {topic below the
+    prefix: text}."""
+    values = {}
+    for m in collect_messages(broker, prefix + "#", 0, quiet, limit):
+        key = m.topic[len(prefix):]
+        if m.payload:
+            values[key] = m.payload.decode("utf-8", "replace")
+        else:
+            values.pop(key, None)
+    return values
+
+
+class Snapshot:
+    """What the live brokers report at one moment, with the checks on it.
+
+    ids[i], capabilities[i]  identity text and capability of broker i
+    edges                    every configured link (a, b)
+    usable                   the links whose two brokers are live and which are not cut
+    live                     the brokers taken into account
+    views[i]                 broker i's $SYS/broker/stp topics (below the prefix), None if none
+    time                     time.monotonic() when it was taken
+    """
+
+    def __init__(self, ids, capabilities, edges, usable, live, views, hello=0.2, max_age=1.0,
+                 taken=None):
+        self.ids = list(ids)
+        self.capabilities = list(capabilities)
+        self.edges = [tuple(e) for e in edges]
+        self.usable = [tuple(e) for e in usable]
+        self.live = frozenset(live)
+        self.views = dict(views)
+        self.hello = hello
+        self.max_age = max_age
+        self.time = time.monotonic() if taken is None else taken
+        self.agreed_at = None
+
+    def value(self, i, key, default=None):
+        view = self.views.get(i)
+        return default if view is None else view.get(key, default)
+
+    def peer_value(self, a, b, what, default=None):
+        return self.value(a, "peers/%s/%s" % (self.ids[b], what), default)
+
+    def root_of(self, i):
+        return self.value(i, "root/id")
+
+    def index_of(self, identity):
+        return self.ids.index(identity) if identity in self.ids else None
+
+    @property
+    def root(self):
+        """The root every live broker reports, or None if they do not all agree."""
+        roots = {self.root_of(i) for i in self.live}
+        return roots.pop() if len(roots) == 1 else None
+
+    def roles(self, a, b):
+        return (self.peer_value(a, b, "role", ""), self.peer_value(b, a, "role", ""))
+
+    def forwarding(self, a, b):
+        return (self.peer_value(a, b, "forwarding") == "1",
+                self.peer_value(b, a, "forwarding") == "1")
+
+    def forwarding_edges(self):
+        """Links that both ends report as forwarding (among every configured link)."""
+        return [e for e in self.edges if all(self.forwarding(*e))]
+
+    def signature(self):
+        """What must stay the same for an agreement to count as stable."""
+        return (tuple(sorted((i, self.root_of(i)) for i in self.live)),
+                tuple((e, self.roles(*e), self.forwarding(*e)) for e in self.edges))
+
+    def problems(self):
+        """Why this is not a converged tree (empty list: every live component agrees on one
+        root and on every link; no broker forwards on a link that is not usable)."""
+        out = []
+        for i in sorted(self.live):
+            if self.views.get(i) is None:
+                out.append("b%d: no $SYS/broker/stp view yet" % i)
+            elif self.root_of(i) is None:
+                out.append("b%d: no root/id" % i)
+        if out:
+            return out
+        usable = set(self.usable)
+        for part in components(self.live, self.usable):
+            roots = {self.root_of(i) for i in part}
+            if len(roots) != 1:
+                out.append("brokers %s report roots %s" % (sorted(part), sorted(roots)))
+                continue
+            root = self.index_of(roots.pop())
+            if root not in part:
+                out.append("brokers %s report root %s, not one of them"
+                           % (sorted(part), self.root_of(min(part))))
+        for a, b in self.edges:
+            ends = [x for x in (a, b) if x in self.live]
+            if (a, b) not in usable:
+                for x in ends:
+                    y = b if x == a else a
+                    if self.peer_value(x, y, "forwarding") == "1":
+                        out.append("b%d forwards on its link to b%d, which is down or cut"
+                                   % (x, y))
+                continue
+            states = (self.peer_value(a, b, "state"), self.peer_value(b, a, "state"))
+            roles, fwd = self.roles(a, b), self.forwarding(a, b)
+            if states != ("up", "up"):
+                out.append("link b%d-b%d: states %s" % (a, b, states))
+            elif roles in FORWARDING_PAIRS and fwd != (True, True):
+                out.append("link b%d-b%d: roles %s but forwarding %s" % (a, b, roles, fwd))
+            elif roles in QUIET_PAIRS and fwd != (False, False):
+                out.append("link b%d-b%d: roles %s but forwarding %s" % (a, b, roles, fwd))
+            elif roles not in FORWARDING_PAIRS | QUIET_PAIRS:
+                out.append("link b%d-b%d: roles %s do not agree" % (a, b, roles))
+        for i in sorted(self.live):
+            link = self.value(i, "root/link")
+            if self.root_of(i) == self.ids[i]:
+                if link not in ("", None):
+                    out.append("b%d is root but reports root link %r" % (i, link))
+                continue
+            j = self.index_of(link)
+            if j is None or self.peer_value(i, j, "role") != "root":
+                out.append("b%d: root link %r is not a link with role root" % (i, link))
+        return out
+
+    def describe(self):
+        lines = []
+        for i in sorted(self.live):
+            lines.append("b%d %s cap %s: root %s via %r cost %s" % (
+                i, self.ids[i], self.value(i, "capability"), self.root_of(i),
+                self.value(i, "root/link"), self.value(i, "root/cost_us")))
+        for a, b in self.edges:
+            lines.append("link b%d-b%d%s: roles %s forwarding %s states %s costs %s/%s" % (
+                a, b, "" if (a, b) in self.usable else " (not usable)", self.roles(a, b),
+                self.forwarding(a, b),
+                (self.peer_value(a, b, "state"), self.peer_value(b, a, "state")),
+                self.peer_value(a, b, "cost_us"), self.peer_value(b, a, "cost_us")))
+        return "\n".join(lines)
+
+
+def check_spanning_tree(snapshot, live=None, connected=True):
+    """The forwarding links form exactly one spanning tree over each connected component of
+    the live brokers (over the usable links), and no forwarding link touches a broker that
+    is not live. With connected=True the live brokers must also form a single component.
+    Returns the forwarding links."""
+    live = set(snapshot.live if live is None else live)
+    forwarding = snapshot.forwarding_edges()
+    stray = [e for e in forwarding if e[0] not in live or e[1] not in live]
+    assert not stray, "forwarding links to brokers that are not live: %s\n%s" % (
+        stray, snapshot.describe())
+    parts = components(live, snapshot.usable)
+    if connected:
+        assert len(parts) == 1, "live brokers are not connected: %s" % parts
+    for part in parts:
+        inside = [e for e in forwarding if e[0] in part]
+        spanned = components(part, inside)
+        assert len(inside) == len(part) - 1 and len(spanned) == 1, (
+            "forwarding links %s do not form one spanning tree over %s\n%s"
+            % (inside, sorted(part), snapshot.describe()))
+    return forwarding
+
+
+def oracle_path():
+    build = os.environ.get("ARBOR_BUILD_DIR") or os.path.dirname(ARBOR_BIN)
+    return os.path.join(build, "test", "sim", "arbor_stp_oracle")
+
+
+def run_oracle(network, timeout=30.0):
+    """Runs arbor_stp_oracle on a network description (dict); returns its answer (dict)."""
+    path = oracle_path()
+    if not os.access(path, os.X_OK):
+        pytest.skip("arbor_stp_oracle not built (%s); set ARBOR_BUILD_DIR" % path)
+    p = subprocess.run([path], input=json.dumps(network).encode(), capture_output=True,
+                       timeout=timeout)
+    assert p.returncode == 0, "arbor_stp_oracle exited %d: %s\ninput: %s" % (
+        p.returncode, p.stderr.decode(errors="replace"), json.dumps(network))
+    return json.loads(p.stdout)
+
+
+def oracle(snapshot):
+    """Feeds the live brokers, the usable links and the link costs the brokers report
+    ($SYS .../peers/<id>/cost_us) to arbor_stp_oracle and asserts that the root every broker
+    reports and the role of each end of each usable link equal the oracle's. Returns the
+    oracle's answer."""
+    live = sorted(snapshot.live)
+    position = {i: k for k, i in enumerate(live)}
+    brokers = [{"id": snapshot.ids[i],
+                "capability": int(snapshot.value(i, "capability", snapshot.capabilities[i]))}
+               for i in live]
+    links = []
+    for a, b in snapshot.usable:
+        costs = (snapshot.peer_value(a, b, "cost_us"), snapshot.peer_value(b, a, "cost_us"))
+        assert all(c not in (None, "", "0") for c in costs), (
+            "link b%d-b%d has no cost yet: %s\n%s" % (a, b, costs, snapshot.describe()))
+        links.append({"a": position[a], "b": position[b], "cost_ab_us": int(costs[0]),
+                      "cost_ba_us": int(costs[1])})
+    answer = run_oracle({"brokers": brokers, "links": links,
+                         "hello_ms": round(snapshot.hello * 1000),
+                         "max_age_ms": round(snapshot.max_age * 1000)})
+    wrong = []
+    for k, i in enumerate(live):
+        want = answer["brokers"][k]["root"]
+        if snapshot.root_of(i) != want:
+            wrong.append("b%d: root %s, oracle %s" % (i, snapshot.root_of(i), want))
+    for link, (a, b) in zip(answer["links"], snapshot.usable):
+        got = snapshot.roles(a, b)
+        want = (link["role_a"], link["role_b"])
+        if got != want:
+            wrong.append("link b%d-b%d: roles %s, oracle %s" % (a, b, got, want))
+    assert not wrong, "tree differs from the oracle's:\n  %s\n%s\noracle input costs: %s" % (
+        "\n  ".join(wrong), snapshot.describe(), links)
+    return answer
+
+
+# ================================================================ brokers and clusters
+
+class BrokerError(Exception):
+    pass
+
+
+def _conf_value(seconds):
+    return ("%.3f" % seconds).rstrip("0").rstrip(".")
+
+
+class PeerBroker:
+    """One broker of a Cluster (host and port, like conftest's Broker, so PahoClient and
+    Collector accept it)."""
+
+    def __init__(self, cluster, index, port, capability):
+        self.cluster = cluster
+        self.index = index
+        self.host = HOST
+        self.port = port
+        self.capability = capability
+        self.name = "b%d" % index
+        base = os.path.join(cluster.tmp_dir, self.name)
+        self.conf_path = base + ".conf"
+        self.log_path = base + ".log"        # log_dest file
+        self.out_path = base + ".out"        # stdout and stderr (sanitizers, crashes)
+        self.proc = None
+        self.stopped = False                 # SIGSTOPped
+        self.exit_codes = []                 # per finished run; None for deliberate kills
+        self._reaped = False
+
+    @property
+    def identity(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def __repr__(self):
+        return "PeerBroker(b%d %s)" % (self.index, self.identity)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self):
+        out = []
+        for path in (self.log_path, self.out_path):
+            try:
+                with open(path, "rb") as f:
+                    out.append(f.read().decode("utf-8", "replace"))
+            except FileNotFoundError:
+                pass
+        return "\n".join(out)
+
+    def wait_log(self, text, timeout=5.0):
+        return wait_until(lambda: text in self.log_text(), timeout,
+                          what="%r in b%d's log" % (text, self.index))
+
+    def spawn(self):
+        with open(self.out_path, "ab") as out:
+            self.proc = subprocess.Popen([ARBOR_BIN, "-c", self.conf_path], stdout=out,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=self.cluster.tmp_dir)
+        self.stopped = False
+        self._reaped = False
+
+    def wait_listening(self, deadline):
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError("b%d exited with %s during start-up:\n%s" % (
+                    self.index, self.proc.returncode, self.log_text()[-3000:]))
+            listening = port_listening(HOST, self.port)
+            if listening is None:
+                listening = port_accepts(HOST, self.port)
+            if listening:
+                return
+            time.sleep(0.01)
+        raise BrokerError("b%d did not listen on %d within %.0fs:\n%s" % (
+            self.index, self.port, START_TIMEOUT, self.log_text()[-3000:]))
+
+    def signal(self, sig):
+        if self.running():
+            self.proc.send_signal(sig)
+
+    def reap(self, deliberate, timeout=STOP_TIMEOUT):
+        """Wait for the process to end; record its exit code (None when it was deliberate).
+        Returns the exit code ("hung" when it had to be killed after `timeout`)."""
+        if self.proc is None:
+            return None
+        if self._reaped:
+            return self.proc.returncode
+        try:
+            self.proc.wait(timeout)
+            rc = self.proc.returncode
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            rc = "hung"
+        self._reaped = True
+        self.exit_codes.append(None if deliberate and rc != "hung" else rc)
+        return rc
+
+    def problems(self):
+        out = ["exit status %s" % rc for rc in self.exit_codes if rc not in (0, None)]
+        found = sanitizer_findings(self.log_text())
+        if found:
+            out.append("sanitizer reports %s" % ", ".join(found))
+        return out
+
+
+class Cluster:
+    """n brokers linked along `edges`, each link's two connections through DelayProxies.
+
+    Cluster(n, edges, capabilities=None, secret=DEFAULT_SECRET, extra_lines=(), hello=0.2,
+            max_age=1.0, delays=None, tmp_dir=None, start=True)
+      capabilities   per broker (default 1000 * (n - i): broker 0 is the root)
+      secret         peer_secret; None: peer_allow_unauthenticated true instead
+      extra_lines    added to every broker's config
+      delays         {(a, b): one-way delay in ms} applied to both proxies of the link
+      plain          True: leave out every MQTT-ST line (peer, peer_*, stp_*), so that the
+                     harness itself can be tested on a broker without peer support
+      stp_prefix     where the $SYS views are read (the harness's tests use a fake tree)
+
+    brokers[i]      PeerBroker (host, port, identity, log_text(), wait_log())
+    proxy(a, b)     the proxy carrying a's connection to b
+    kill(i, sig)    signal broker i (default SIGKILL) and wait for it to end
+    stop(i) / cont(i)   SIGSTOP / SIGCONT
+    restart(i)      start broker i again (SIGTERM first if it runs)
+    set_delay(a, b, ms), cut(a, b, mode), heal(a, b)   on both proxies of the link
+    stp(i)          {topic below $SYS/broker/stp/: value} as broker i reports it now
+    snapshot()      Snapshot of every live broker
+    wait_tree(timeout)   the first snapshot of a stable agreement (see Snapshot.problems)
+    check_spanning_tree(snapshot), oracle(snapshot)   as the module functions
+    client(i, **kw) a PahoClient on broker i, closed with the cluster
+    close()         stop everything; returns the problems found (exit codes, sanitizers)
+    """
+
+    def __init__(self, n, edges, capabilities=None, secret=DEFAULT_SECRET, extra_lines=(),
+                 hello=0.2, max_age=1.0, delays=None, tmp_dir=None, start=True, plain=False,
+                 stp_prefix=STP_PREFIX):
+        self.n = n
+        self.plain = plain
+        self.stp_prefix = stp_prefix
+        self.edges = []
+        for a, b in edges:
+            if not (0 <= a < n and 0 <= b < n) or a == b:
+                raise ValueError("bad edge (%r, %r) for %d brokers" % (a, b, n))
+            if (a, b) in self.edges or (b, a) in self.edges:
+                raise ValueError("duplicate edge (%r, %r)" % (a, b))
+            self.edges.append((a, b))
+        self.capabilities = list(capabilities or [1000 * (n - i) for i in range(n)])
+        self.secret = secret
+        self.extra_lines = list(extra_lines)
+        self.hello = hello
+        self.max_age = max_age
+        self._own_tmp = tmp_dir is None
+        self.tmp_dir = str(tmp_dir) if tmp_dir else tempfile.mkdtemp(prefix="arbor-cluster-")
+        os.makedirs(self.tmp_dir, exist_ok=True)
+        if os.geteuid() == 0:
+            # brokers started as root run as an unprivileged user (see conftest's tmp_path)
+            os.chmod(self.tmp_dir, 0o777)
+        self.cut_links = {}
+        self._clients = []
+        self._watchers = [None] * n
+        self._closed = False
+        ports = set()
+        while len(ports) < n:
+            ports.add(free_port())
+        self.brokers = [PeerBroker(self, i, p, self.capabilities[i])
+                        for i, p in enumerate(sorted(ports))]
+        self.proxies = {}
+        delays = delays or {}
+        for a, b in self.edges:
+            ms = delays.get((a, b), delays.get((b, a), 0))
+            self.proxies[(a, b)] = DelayProxy(0, self.brokers[b].port, ms, "b%d->b%d" % (a, b))
+            self.proxies[(b, a)] = DelayProxy(0, self.brokers[a].port, ms, "b%d->b%d" % (b, a))
+        if start:
+            try:
+                self.start()
+            except BaseException:
+                self.close()
+                raise
+
+    # ------------------------------------------------------------ configuration
+
+    def config_lines(self, i):
+        b = self.brokers[i]
+        common = ["listener %d %s" % (b.port, HOST),
+                  "allow_anonymous true",
+                  "sys_interval 1",
+                  "log_dest file %s" % b.log_path,
+                  "log_type all"]
+        if self.plain:
+            return common + self.extra_lines
+        lines = ["peer_identity %s" % b.identity,
+                 "stp_capability %d" % b.capability,
+                 "stp_hello_interval %s" % _conf_value(self.hello),
+                 "stp_max_age %s" % _conf_value(self.max_age),
+                 "peer_secret %s" % self.secret if self.secret is not None
+                 else "peer_allow_unauthenticated true",
+                 "peer_restart_timeout 0.1 1"]
+        for j in sorted(self.neighbours(i)):
+            lines.append("peer %s:%d" % (HOST, self.proxies[(i, j)].port))
+        return common + lines + self.extra_lines
+
+    def _write_config(self, i):
+        with open(self.brokers[i].conf_path, "w") as f:
+            f.write("\n".join(self.config_lines(i)) + "\n")
+
+    def _move(self, i):
+        """Give broker i a new port (its old one was taken by someone else)."""
+        taken = {b.port for b in self.brokers}
+        port = free_port()
+        while port in taken:
+            port = free_port()
+        self.brokers[i].port = port
+        for (a, b), proxy in self.proxies.items():
+            if b == i:
+                proxy.target_port = port
+
+    # ------------------------------------------------------------ processes
+
+    def start(self):
+        for i in range(self.n):
+            self._write_config(i)
+            self.brokers[i].spawn()
+        deadline = time.monotonic() + START_TIMEOUT
+        for i in range(self.n):
+            self._wait_started(i, deadline)
+        for i in range(self.n):
+            self._watch(i)
+        return self
+
+    def _wait_started(self, i, deadline, attempts=3):
+        b = self.brokers[i]
+        for attempt in range(attempts):
+            try:
+                b.wait_listening(deadline)
+                return
+            except BrokerError:
+                b.reap(deliberate=True, timeout=1.0)
+                if "in use" not in b.log_text() or attempt == attempts - 1:
+                    raise
+            self._move(i)          # other configs name proxies, which follow the new port
+            self._write_config(i)
+            b.spawn()
+
+    def _watch(self, i):
+        if self._watchers[i] is None:
+            self._watchers[i] = _StpWatcher(self.brokers[i], self.stp_prefix)
+
+    def neighbours(self, i):
+        return {b if a == i else a for a, b in self.edges if i in (a, b)}
+
+    def identity(self, i):
+        return self.brokers[i].identity
+
+    def index_of(self, identity):
+        for b in self.brokers:
+            if b.identity == identity:
+                return b.index
+        return None
+
+    def live(self):
+        """Brokers that run and are not stopped."""
+        return {b.index for b in self.brokers if b.running() and not b.stopped}
+
+    def kill(self, i, sig=signal.SIGKILL, timeout=STOP_TIMEOUT):
+        """Send sig to broker i and wait until it has ended (a stopped broker is continued
+        first unless sig is SIGKILL). Returns the exit code."""
+        b = self.brokers[i]
+        if b.stopped and sig != signal.SIGKILL:
+            self.cont(i)
+        b.signal(sig)
+        return b.reap(deliberate=True, timeout=timeout)
+
+    def stop(self, i):
+        self.brokers[i].signal(signal.SIGSTOP)
+        self.brokers[i].stopped = True
+
+    def cont(self, i):
+        self.brokers[i].signal(signal.SIGCONT)
+        self.brokers[i].stopped = False
+
+    def restart(self, i):
+        """Start broker i again with the same config (ending it with SIGTERM first if it
+        runs; it must then exit 0)."""
+        b = self.brokers[i]
+        if b.running():
+            if b.stopped:
+                self.cont(i)
+            b.signal(signal.SIGTERM)
+            rc = b.reap(deliberate=False)
+            if rc != 0:
+                raise BrokerError("b%d exited with %s on SIGTERM" % (i, rc))
+        b.spawn()
+        b.wait_listening(time.monotonic() + START_TIMEOUT)
+        return b
+
+    # ------------------------------------------------------------ links
+
+    def proxy(self, a, b):
+        return self.proxies[(a, b)]
+
+    def _link(self, a, b):
+        if (a, b) in self.edges:
+            return (a, b)
+        if (b, a) in self.edges:
+            return (b, a)
+        raise KeyError("no link between b%d and b%d" % (a, b))
+
+    def set_delay(self, a, b, ms, both=True):
+        """One-way delay of the link's connections: a's (through P_ab) and, with both=True,
+        b's (through P_ba) too. RTTs grow by twice the delay."""
+        self._link(a, b)
+        self.proxies[(a, b)].set_delay(ms)
+        if both:
+            self.proxies[(b, a)].set_delay(ms)
+
+    def cut(self, a, b, mode="reset"):
+        link = self._link(a, b)
+        self.cut_links[link] = mode
+        self.proxies[(a, b)].cut(mode)
+        self.proxies[(b, a)].cut(mode)
+
+    def heal(self, a, b):
+        link = self._link(a, b)
+        self.cut_links.pop(link, None)
+        self.proxies[(a, b)].heal()
+        self.proxies[(b, a)].heal()
+
+    def usable_links(self, live=None):
+        live = self.live() if live is None else set(live)
+        return [e for e in self.edges
+                if e[0] in live and e[1] in live and e not in self.cut_links]
+
+    def direct_connections(self):
+        """(i, j) for every broker i holding an established TCP connection straight to broker
+        j's listener, bypassing the proxies (read from /proc; [] where /proc is missing)."""
+        ports = {b.port: b.index for b in self.brokers}
+        inodes = {}
+        for b in self.brokers:
+            if not b.running():
+                continue
+            try:
+                for fd in os.listdir("/proc/%d/fd" % b.proc.pid):
+                    target = os.readlink("/proc/%d/fd/%s" % (b.proc.pid, fd))
+                    if target.startswith("socket:["):
+                        inodes[target[8:-1]] = b.index
+            except OSError:
+                continue
+        found = set()
+        try:
+            with open("/proc/net/tcp") as f:
+                next(f)
+                for row in f:
+                    fields = row.split()
+                    if fields[3] != "01" or fields[9] not in inodes:
+                        continue
+                    remote = int(fields[2].split(":")[1], 16)
+                    owner = inodes[fields[9]]
+                    if remote in ports and ports[remote] != owner:
+                        found.add((owner, ports[remote]))
+        except OSError:
+            return []
+        return sorted(found)
+
+    # ------------------------------------------------------------ the tree
+
+    def stp(self, i, fresh=False):
+        """Broker i's $SYS/broker/stp topics ({"root/id": ..., "peers/<id>/role": ...}).
+        fresh=True reads them with a new subscription instead of the running watcher."""
+        if fresh:
+            return read_stp_once(self.brokers[i], prefix=self.stp_prefix)
+        view = self._watchers[i].view() if self._watchers[i] else None
+        return view if view is not None else read_stp_once(self.brokers[i],
+                                                           prefix=self.stp_prefix)
+
+    def snapshot(self, live=None):
+        live = self.live() if live is None else set(live)
+        views = {i: self._watchers[i].view() if self._watchers[i] else None for i in live}
+        return Snapshot([b.identity for b in self.brokers], self.capabilities, self.edges,
+                        self.usable_links(live), live, views, self.hello, self.max_age)
+
+    def wait_tree(self, timeout=10.0, live=None, stable=0.3, poll=0.02):
+        """Waits until the live brokers agree (Snapshot.problems() is empty) and keep the
+        same agreement for `stable` seconds; returns the first snapshot of that agreement
+        (its .time is when it was first seen) with .agreed_at set to the same time. Also
+        asserts that no broker bypasses the proxies."""
+        deadline = time.monotonic() + timeout
+        first = None
+        last = None
+        while True:
+            snap = self.snapshot(live)
+            last = snap
+            if not snap.problems():
+                if first is None or first.signature() != snap.signature():
+                    first = snap
+                elif snap.time - first.time >= stable:
+                    first.agreed_at = first.time
+                    bypass = self.direct_connections()
+                    assert not bypass, ("brokers connected directly, not through the "
+                                        "proxies: %s" % bypass)
+                    return first
+            else:
+                first = None
+            if time.monotonic() >= deadline:
+                raise AssertionError("no stable tree within %.1fs:\n  %s\n%s" % (
+                    timeout, "\n  ".join(last.problems()[:20]), last.describe()))
+            time.sleep(poll)
+
+    def check_spanning_tree(self, snapshot, live=None, connected=True):
+        return check_spanning_tree(snapshot, live, connected)
+
+    def oracle(self, snapshot):
+        return oracle(snapshot)
+
+    def root_index(self, snapshot):
+        return snapshot.index_of(snapshot.root)
+
+    def best_root(self, live=None):
+        """The broker that should be root among `live`: highest capability, then lowest
+        identity (as addresses are all 127.0.0.1 here, the lowest port)."""
+        live = self.live() if live is None else live
+        return min(live, key=lambda i: (-self.capabilities[i], self.brokers[i].port))
+
+    # ------------------------------------------------------------ clients and teardown
+
+    def client(self, i, **kw):
+        kw.setdefault("client_id", "c%d-%s" % (i, uuid.uuid4().hex[:8]))
+        c = PahoClient(self.brokers[i], **kw)
+        self._clients.append(c)
+        return c
+
+    def close(self):
+        """Stops clients, watchers, brokers (SIGTERM, each must exit 0 unless it was killed
+        on purpose) and proxies. Returns the problems found, one string per broker."""
+        if self._closed:
+            return []
+        self._closed = True
+        for c in self._clients:
+            c.close()
+        for w in self._watchers:
+            if w is not None:
+                w.close()
+        for b in self.brokers:
+            if b.running():
+                if b.stopped:
+                    self.cont(b.index)
+                b.signal(signal.SIGTERM)
+        for b in self.brokers:
+            if b.proc is not None and not b._reaped:
+                b.reap(deliberate=False)
+        for p in self.proxies.values():
+            p.close()
+        failures = []
+        for b in self.brokers:
+            problems = b.problems()
+            if problems:
+                failures.append("b%d (%s): %s\n--- log tail ---\n%s" % (
+                    b.index, b.identity, "; ".join(problems), b.log_text()[-3000:]))
+        if self._own_tmp and not failures:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        return failures
+
+
+# ================================================================ message collection
+
+class Collector:
+    """Subscribers (one paho client each) on several brokers, recording every message.
+
+    Collector(brokers, topic, qos=2, version=5)   brokers: objects with host and port
+    records(k)        Messages received by the subscriber on brokers[k] (each has .broker = k)
+    payloads(k)       their payloads
+    wait_for(payloads, timeout, subscribers=None)   until every subscriber (or those listed)
+                      has every payload (at least once)
+    assert_exactly_once(payloads, timeout, quiet)   wait_for, then `quiet` more seconds, then
+                      every subscriber has every payload exactly once and nothing else, and
+                      no message carries the internal mqtt-st-origin user property
+    Usable as a context manager (closes the subscribers).
+    """
+
+    INTERNAL_PROPERTY = "mqtt-st-origin"
+
+    def __init__(self, brokers, topic, qos=2, version=5, name="collector"):
+        self.brokers = list(brokers)
+        self.topic = topic
+        self._records = [[] for _ in self.brokers]
+        self.clients = []
+        try:
+            for k, b in enumerate(self.brokers):
+                c = PahoClient(b, client_id="%s-%d-%s" % (name, k, uuid.uuid4().hex[:6]),
+                               version=version)
+                self.clients.append(c)
+                codes = c.subscribe(topic, qos)
+                assert codes[0] < 0x80, "subscription refused on %r: %s" % (b, codes)
+        except BaseException:
+            self.close()
+            raise
+
+    def _drain(self):
+        for k, c in enumerate(self.clients):
+            while True:
+                try:
+                    m = c.messages.get_nowait()
+                except queue.Empty:
+                    break
+                m.broker = k
+                self._records[k].append(m)
+
+    def records(self, k):
+        self._drain()
+        return list(self._records[k])
+
+    def payloads(self, k):
+        return [m.payload for m in self.records(k)]
+
+    def wait_for(self, payloads, timeout=10.0, subscribers=None):
+        """Until each subscriber (all, or the indices given) has every payload."""
+        wanted = [p if isinstance(p, bytes) else str(p).encode() for p in payloads]
+        which = range(len(self.clients)) if subscribers is None else subscribers
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = {}
+            for k in which:
+                got = set(self.payloads(k))
+                lacking = [p for p in wanted if p not in got]
+                if lacking:
+                    missing[k] = lacking
+            if not missing:
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError("after %.1fs still missing (subscriber: payloads): %s" % (
+                    timeout, {k: v[:10] for k, v in missing.items()}))
+            time.sleep(0.02)
+
+    def assert_exactly_once(self, payloads, timeout=10.0, quiet=0.3):
+        wanted = [p if isinstance(p, bytes) else str(p).encode() for p in payloads]
+        self.wait_for(wanted, timeout)
+        time.sleep(quiet)
+        wrong = {}
+        for k in range(len(self.clients)):
+            counts = collections.Counter(self.payloads(k))
+            bad = {p: n for p, n in counts.items() if n != 1 or p not in wanted}
+            if bad:
+                wrong[k] = bad
+            for m in self.records(k):
+                self.assert_no_internal_property(m)
+        assert not wrong, "not exactly once (subscriber: {payload: count}): %s" % wrong
+
+    @classmethod
+    def assert_no_internal_property(cls, message):
+        user = getattr(message.props, "UserProperty", None) or []
+        leaked = [kv for kv in user if kv[0] == cls.INTERNAL_PROPERTY]
+        assert not leaked, "internal property reached a client: %r" % (leaked,)
+
+    def clear(self):
+        self._drain()
+        self._records = [[] for _ in self.clients]
+
+    def close(self):
+        for c in self.clients:
+            c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class NumberedStream:
+    """Publishes "<tag>-<n>" (n = 0, 1, ...) on topic through a PahoClient from a thread, one
+    message every `interval` seconds at `qos`, each waiting for its acknowledgement.
+
+    start(); wait_sent(count, timeout); stop() -> the payloads sent, in order (raises what
+    went wrong in the thread, e.g. an acknowledgement that never came)."""
+
+    def __init__(self, client, topic, qos=1, tag="m", interval=0.02):
+        self.client = client
+        self.topic = topic
+        self.qos = qos
+        self.tag = tag
+        self.interval = interval
+        self.sent = []
+        self.error = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="NumberedStream-%s" % tag)
+
+    def _run(self):
+        n = 0
+        try:
+            while not self._stop.is_set():
+                payload = ("%s-%d" % (self.tag, n)).encode()
+                self.client.publish(self.topic, payload, qos=self.qos)
+                self.sent.append(payload)
+                n += 1
+                self._stop.wait(self.interval)
+        except BaseException as e:      # handed to stop()
+            self.error = e
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def wait_sent(self, count, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while len(self.sent) < count:
+            if self.error is not None or time.monotonic() >= deadline:
+                raise AssertionError("stream %s: %d of %d sent (%r)" % (
+                    self.tag, len(self.sent), count, self.error))
+            time.sleep(0.01)
+
+    def stop(self, timeout=10.0):
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "stream %s did not stop" % self.tag
+        if self.error is not None:
+            raise AssertionError("stream %s failed after %d messages: %r" % (
+                self.tag, len(self.sent), self.error))
+        return list(self.sent)
+
+
+def retained_messages(broker, topic_filter, quiet=0.2, limit=3.0):
+    """{topic: payload} of the retained messages broker holds under topic_filter."""
+    return {m.topic: m.payload for m in collect_messages(broker, topic_filter, 1, quiet, limit)
+            if m.retain}
+
+
+# ================================================================ fixtures
+
+_support = {}
+
+
+def probe_peer_support(tmp_dir):
+    """Starts the binary with a peer line (the config a Cluster broker gets, its peer
+    pointing at a closed port). Returns (True, "") when it runs, (False, reason) when it
+    exits saying the peer directive is not supported yet; raises BrokerError when it exits
+    for any other reason."""
+    cluster = Cluster(1, [], tmp_dir=tmp_dir, start=False)
+    b = cluster.brokers[0]
+    try:
+        lines = cluster.config_lines(0) + ["peer %s:%d" % (HOST, free_port())]
+        with open(b.conf_path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        b.spawn()
+        try:
+            b.wait_listening(time.monotonic() + START_TIMEOUT)
+        except BrokerError:
+            for row in b.log_text().splitlines():
+                if "not supported yet" in row:
+                    found = re.search(r"\b(peer\w*: .*)$", row)
+                    return False, (found.group(1) if found else row).strip()
+            raise
+        b.signal(signal.SIGTERM)
+        rc = b.reap(deliberate=False)
+        if rc != 0:
+            raise BrokerError("probe broker exited with %s on SIGTERM:\n%s" % (
+                rc, b.log_text()[-3000:]))
+        return True, ""
+    finally:
+        if b.running():
+            b.proc.kill()
+            b.reap(deliberate=True)
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def peer_support():
+    """Skips the test when $ARBOR_BIN refuses the `peer` directive ("not supported yet");
+    fails it when the binary exits for another reason with a cluster broker's config."""
+    if "result" not in _support:
+        tmp_dir = tempfile.mkdtemp(prefix="arbor-peer-probe-")
+        try:
+            _support["result"] = probe_peer_support(tmp_dir)
+        except BrokerError as e:
+            _support["result"] = (None, str(e))
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    ok, reason = _support["result"]
+    if ok is None:
+        pytest.fail("the broker does not run with a cluster broker's config:\n" + reason,
+                    pytrace=False)
+    if not ok:
+        pytest.skip("broker has no MQTT-ST peer support yet: " + reason)
+    return True
+
+
+class ClusterFactory:
+    """make(n, edges, **keywords) -> a started Cluster in its own folder below tmp_dir, with
+    `defaults` as keywords unless given; close() closes every cluster made and returns the
+    problems found (see Cluster.close)."""
+
+    def __init__(self, tmp_dir, **defaults):
+        self.tmp_dir = str(tmp_dir)
+        self.defaults = defaults
+        self.made = []
+
+    def __call__(self, n, edges, **kw):
+        kw = dict(self.defaults, **kw)
+        folder = os.path.join(self.tmp_dir, "cluster%d" % len(self.made))
+        c = Cluster(n, edges, tmp_dir=folder, **kw)
+        self.made.append(c)
+        return c
+
+    def close(self):
+        return [problem for c in self.made for problem in c.close()]
+
+
+@pytest.fixture
+def cluster(tmp_path, peer_support):
+    """Factory: cluster(n, edges, **Cluster keywords) -> started Cluster. At teardown every
+    broker gets SIGTERM; the test fails if one exited non-zero (other than on purpose),
+    hung or printed a sanitizer report."""
+    make = ClusterFactory(tmp_path)
+    yield make
+    failures = make.close()
+    if failures:
+        pytest.fail("cluster teardown check failed:\n" + "\n".join(failures), pytrace=False)
