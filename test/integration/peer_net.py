@@ -1524,8 +1524,10 @@ class ClusterFactory:
         self.defaults = defaults
         self.made = []
 
-    def __call__(self, n, edges, **kw):
+    def __call__(self, n, edges, capabilities=None, **kw):
         kw = dict(self.defaults, **kw)
+        if capabilities is not None:
+            kw["capabilities"] = capabilities
         folder = os.path.join(self.tmp_dir, "cluster%d" % len(self.made))
         c = Cluster(n, edges, tmp_dir=folder, **kw)
         self.made.append(c)
