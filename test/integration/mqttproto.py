@@ -452,6 +452,30 @@ class Disconnect:
         self.props = r.props() if r.remaining() else Props()
 
 
+def take_packet(buf):
+    """The first whole packet in bytearray `buf` (removed from it), or None."""
+    if len(buf) < 2:
+        return None
+    mult, length, i = 1, 0, 1
+    while True:
+        if i >= len(buf):
+            return None
+        b = buf[i]
+        length += (b & 0x7F) * mult
+        i += 1
+        if not b & 0x80:
+            break
+        mult *= 128
+        if i > 4:
+            raise ProtocolError("broker sent a remaining length over 4 bytes")
+    if len(buf) < i + length:
+        return None
+    raw = bytes(buf[:i + length])
+    pkt = Packet(buf[0], raw[i:], raw)
+    del buf[:i + length]
+    return pkt
+
+
 # ---------------------------------------------------------------- raw socket client
 
 class RawClient:
@@ -491,26 +515,7 @@ class RawClient:
             pass
 
     def _parse_buffered(self):
-        if len(self.buf) < 2:
-            return None
-        mult, length, i = 1, 0, 1
-        while True:
-            if i >= len(self.buf):
-                return None
-            b = self.buf[i]
-            length += (b & 0x7F) * mult
-            i += 1
-            if not b & 0x80:
-                break
-            mult *= 128
-            if i > 4:
-                raise ProtocolError("broker sent a remaining length over 4 bytes")
-        if len(self.buf) < i + length:
-            return None
-        raw = bytes(self.buf[:i + length])
-        pkt = Packet(self.buf[0], raw[i:], raw)
-        del self.buf[:i + length]
-        return pkt
+        return take_packet(self.buf)
 
     def recv(self, timeout=None):
         """Next whole packet. Raises PacketTimeout or ConnectionClosed. PUBRELs for QoS 2
