@@ -7,9 +7,11 @@
  *    from; while the tree settles after a change, on every live link.
  *  - Duplicate suppression: each origin run has a window of the sequence numbers seen, so a
  *    message that arrives twice (another path, a replay) is delivered once.
- *  - Replay: QoS 1/2 messages published here are kept for a while (history) and sent again on
- *    the tree once it has settled after a change, so that a message lost with a failed broker
- *    or link still reaches every broker that stays connected.
+ *  - Replay: every QoS 1/2 message this broker accepted (published here or received) is kept
+ *    for a while (history) and sent again on the tree once it has settled after a change.
+ *    Every broker holding a message offers it again, so a message lost with a failed broker or
+ *    link spreads from wherever it still is to every broker that stays connected; duplicate
+ *    suppression turns the copies away where it already arrived.
  *  - Retained state: when a link starts forwarding, each side offers its retained messages
  *    and its recent clears; the newest per topic (origin time, then origin identity) wins.
  */
@@ -209,7 +211,7 @@ void peer_flood(struct broker *broker, struct message *msg)
     struct peer_net *net = broker->peers;
     if (!net || !msg->origin.stamped || msg->origin.local_only || net->stopping) return;
     stp_link_id from = msg->origin.link;
-    if (from == STP_LINK_LOCAL && msg->qos > 0) history_add(net, msg);
+    if (msg->qos > 0) history_add(net, msg);
     bool everywhere = settling(net);
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp)
@@ -230,6 +232,7 @@ void peer_flood_replay(struct peer_net *net)
         for (size_t i = 0; i < net->history_len; i++) {
             struct peer_history_entry *e = &net->history[(net->history_head + i) % net->history_cap];
             if (e->at_ms < oldest || message_expired(e->msg, net->broker->now_ms)) continue;
+            if (e->msg->origin.link == link->stp_id) continue; /* it came from there */
             peer_dialer_send_message(link->out, e->msg, false);
             net->counters.replayed++;
         }

@@ -172,7 +172,7 @@ struct peer_net {
     struct peer_origin *origins;
     struct peer_tombstone *tombstones; /* retained clears, by topic */
     int64_t next_sweep_ms;
-    struct peer_history_entry *history; /* ring of messages published here (QoS 1/2) */
+    struct peer_history_entry *history; /* ring of the QoS 1/2 messages accepted lately */
     size_t history_head, history_len, history_cap;
     int64_t history_ms;
 

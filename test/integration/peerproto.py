@@ -11,7 +11,7 @@ docs/mqtt-st-protocol.md and the peer handshake in src/peer_accept.c / src/peer_
                       0x00 || server id), label "mqtt-st client" / "mqtt-st server"
 
 BPDUs ride in PINGREQ (answered with PINGRESP); messages are PUBLISH QoS 2 with the user
-property mqtt-st-origin = "<identity> <16 hex incarnation> <sequence> <wall ms>".
+property mqtt-st-origin = "<identity> <16 hex incarnation> <sequence> <wall ms> <qos>[ r]".
 
 Contents:
   proof(), connect_packet(), auth_packet(), connack_packet(), parse_connect(), parse_auth()
@@ -209,11 +209,11 @@ def pingreq(payload=b""):
 
 # ---------------------------------------------------------------- messages between peers
 
-def origin_value(identity, incarnation, sequence, wall_ms=None, retained=False):
+def origin_value(identity, incarnation, sequence, wall_ms=None, retained=False, qos=2):
     if wall_ms is None:
         wall_ms = int(time.time() * 1000)
-    return "%s %016x %d %d%s" % (identity, incarnation, sequence, wall_ms,
-                                 " r" if retained else "")
+    return "%s %016x %d %d %d%s" % (identity, incarnation, sequence, wall_ms, qos,
+                                    " r" if retained else "")
 
 
 def publish_packet(topic, payload, pid, origin=None, qos=2, retain=False, dup=False,

@@ -331,20 +331,16 @@ BAD_ORIGINS = [
     pytest.param("", id="empty"),
     pytest.param("{id}", id="identity-only"),
     pytest.param("{id} 0123456789abcdef 7", id="no-wall-time"),
-    pytest.param("{id} 0123456789abcdef 0 1764020000123", id="sequence-0"),
-    pytest.param("{id} zz 7 1764020000123", id="incarnation-not-hex"),
-    pytest.param("127.0.0.1 0123456789abcdef 7 1764020000123", id="identity-without-port"),
-    pytest.param("{id} 0123456789abcdef 7 1764020000123 junk", id="trailing-junk"),
-    pytest.param("{id} 0123456789abcdef -1 1764020000123", id="negative-sequence",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "broker bug: peer_origin_parse reads the sequence with sscanf "
-                     "%SCNu64, which accepts a sign: '-1' becomes 18446744073709551615, the "
-                     "PUBLISH is delivered (connection kept) and that origin run's duplicate "
-                     "window jumps to 2^64-1, so its later messages are dropped"))),
-    pytest.param("{id} ff 7 1764020000123", id="incarnation-not-16-digits",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "broker bug: the incarnation must be 16 hex digits, but sscanf %16x "
-                     "takes 1 to 16 (and a 0x prefix): 'ff' is accepted and delivered"))),
+    pytest.param("{id} 0123456789abcdef 7 1764020000123", id="no-qos"),
+    pytest.param("{id} 0123456789abcdef 7 1764020000123 3", id="qos-3"),
+    pytest.param("{id} 0123456789abcdef 0 1764020000123 2", id="sequence-0"),
+    pytest.param("{id} zz 7 1764020000123 2", id="incarnation-not-hex"),
+    pytest.param("127.0.0.1 0123456789abcdef 7 1764020000123 2", id="identity-without-port"),
+    pytest.param("{id} 0123456789abcdef 7 1764020000123 2 junk", id="trailing-junk"),
+    pytest.param("{id} 0123456789abcdef -1 1764020000123 2", id="negative-sequence"),
+    pytest.param("{id} 0123456789abcdef +7 1764020000123 2", id="signed-sequence"),
+    pytest.param("{id} 0123456789abcdef 7 -1764020000123 2", id="negative-time"),
+    pytest.param("{id} ff 7 1764020000123 2", id="incarnation-not-16-digits"),
 ]
 
 
