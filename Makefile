@@ -7,7 +7,7 @@ CONFIG ?= config/arbor.conf
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps build run test unit integration sanitize bench install clean
+.PHONY: all deps build run test unit integration sanitize bench chaos install clean
 
 all: build
 
@@ -36,6 +36,14 @@ install:
 
 bench: build
 	@scripts/run-bench.sh
+
+# The MQTT-ST chaos test for two minutes (make test runs it for 20 s): brokers killed and
+# links cut at random under QoS 1/2 load; ARBOR_CHAOS_SEED=N repeats a sequence of events.
+chaos: build
+	@scripts/setup-venv.sh
+	@ARBOR_CHAOS_SECONDS=$${ARBOR_CHAOS_SECONDS:-120} ARBOR_BIN=$(CURDIR)/$(BUILD)/arbor \
+		ARBOR_BUILD_DIR=$(CURDIR)/$(BUILD) .venv/bin/python -m pytest -q -p no:cacheprovider \
+		--timeout=900 test/integration/test_peer_chaos.py
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-release
