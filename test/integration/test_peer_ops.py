@@ -167,3 +167,32 @@ def test_capability_is_measured_when_not_given(broker):
 def test_peering_unconfigured_refuses_peers_and_publishes_no_stp_sys(broker):
     b = broker("sys_interval 1")
     assert stp_topics(b, timeout=0.6) == {}
+
+
+def test_message_expiry_counts_down_across_the_link(broker):
+    """The expiry interval crosses the link as the time left, and a retained message expires
+    on the far broker when it expires on the near one."""
+    from paho.mqtt.packettypes import PacketTypes
+    from helpers import props
+    pa, pb = free_port(), free_port()
+    b = peer_broker(broker, pb, 200)
+    a = peer_broker(broker, pa, 100, "peer %s:%d" % (HOST, pb))
+    wait_link(a, b)
+    sub = PahoClient(b, client_id="exp-sub", version=5)
+    sub.subscribe("exp/#", qos=1)
+    pub = PahoClient(a, client_id="exp-pub", version=5)
+    pub.publish("exp/live", b"x", qos=1,
+                properties=props(PacketTypes.PUBLISH, MessageExpiryInterval=30))
+    m = sub.get_message(timeout=5)
+    assert 28 <= m.props.MessageExpiryInterval <= 30
+    pub.publish("exp/retained", b"short", qos=1, retain=True,
+                properties=props(PacketTypes.PUBLISH, MessageExpiryInterval=2))
+    assert sub.get_message(timeout=5).payload == b"short"
+    late = PahoClient(b, client_id="exp-late-1", version=5)
+    late.subscribe("exp/retained", qos=1)
+    assert late.get_message(timeout=5).payload == b"short"      # held on b too
+    late.close()
+    time.sleep(2.6)
+    late = PahoClient(b, client_id="exp-late-2", version=5)
+    late.subscribe("exp/retained", qos=1)
+    late.expect_no_message(timeout=1.0)                           # expired on b as on a
