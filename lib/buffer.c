@@ -105,3 +105,19 @@ void abuf_free(struct abuf *buf)
     buf->len = 0;
     buf->cap = 0;
 }
+
+int ring_grow(void **items, size_t item_size, size_t *cap, size_t *head, size_t len,
+              size_t new_cap)
+{
+    uint8_t *grown = malloc(new_cap * item_size);
+    if (!grown) return -1;
+    const uint8_t *old = *items;
+    size_t first = len < *cap - *head ? len : *cap - *head; /* up to the end of the array */
+    if (first) memcpy(grown, old + *head * item_size, first * item_size);
+    if (len > first) memcpy(grown + first * item_size, old, (len - first) * item_size);
+    free(*items);
+    *items = grown;
+    *cap = new_cap;
+    *head = 0;
+    return 0;
+}

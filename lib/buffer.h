@@ -29,4 +29,10 @@ void abuf_consume(struct abuf *buf, size_t n);
 void abuf_reset(struct abuf *buf);
 void abuf_free(struct abuf *buf);
 
+/* A ring of `len` items of item_size bytes, starting at index *head of an array of *cap items:
+ * moves it into a new array of new_cap (> len) items, starting at index 0. Returns 0, or -1
+ * with nothing changed when memory is short. */
+int ring_grow(void **items, size_t item_size, size_t *cap, size_t *head, size_t len,
+              size_t new_cap);
+
 #endif

@@ -95,17 +95,6 @@ static void publish_will(struct connection *conn)
     broker_publish_will(broker, will);
 }
 
-static void send_disconnect(struct connection *conn, uint8_t reason, const char *why)
-{
-    struct abuf *scratch = &conn->broker->scratch;
-    abuf_reset(scratch);
-    /* DISCONNECT may carry a reason string whatever Request Problem Information says. */
-    if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
-                               connection_reason_string(conn, why)) == 0)
-        connection_send_scratch(conn);
-    connection_write_now(conn);
-}
-
 /* The session goes offline first, so that the closing client's own will is not handed
  * back to it (e.g. through a shared subscription); it is destroyed after the will is out. */
 static struct session *session_go_offline(struct connection *conn)
@@ -172,7 +161,7 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
     struct broker *broker = conn->broker;
     bool was_active = conn->state == CONNECTION_ACTIVE;
     if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
-        send_disconnect(conn, reason, why);
+        connection_send_disconnect(conn, reason, why);
     if (broker->config->connection_messages) log_client_gone(conn, reason, why);
     if (was_active) broker->client_count--;
     struct session *offline = session_go_offline(conn);

@@ -400,6 +400,17 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
     broker->closed_list = conn;
 }
 
+void connection_send_disconnect(struct connection *conn, uint8_t reason, const char *why)
+{
+    struct abuf *scratch = &conn->broker->scratch;
+    abuf_reset(scratch);
+    /* DISCONNECT may carry a reason string whatever Request Problem Information says. */
+    if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
+                               connection_reason_string(conn, why)) == 0)
+        connection_send_scratch(conn);
+    connection_write_now(conn);
+}
+
 void connection_write_now(struct connection *conn)
 {
     if (conn->state != CONNECTION_CLOSED) outq_flush(&conn->out, conn->handler.fd);

@@ -61,6 +61,9 @@ struct mqtt_props_out connection_reason_string(struct connection *conn, const ch
  * the socket close). Publishes the will unless the client disconnected normally. Safe to call
  * twice; the memory is freed at the end of the loop turn. */
 void connection_close(struct connection *conn, uint8_t reason, const char *why);
+/* An MQTT 5 DISCONNECT with reason (and a reason string when reason_strings is on), written
+ * at once: the last packet of a connection being closed. */
+void connection_send_disconnect(struct connection *conn, uint8_t reason, const char *why);
 /* Write what is queued now, ignoring errors (a last packet before closing). */
 void connection_write_now(struct connection *conn);
 /* Free closed connections (end of each loop turn). */

@@ -281,14 +281,8 @@ void peer_accepted_close(struct peer_accepted *acc, uint8_t reason, const char *
 static void accept_on_close(struct connection *conn, uint8_t reason, const char *why)
 {
     struct peer_accepted *acc = conn->role_data;
-    if (conn->state == CONNECTION_ACTIVE && reason >= 0x80) {
-        struct abuf *scratch = &conn->broker->scratch;
-        abuf_reset(scratch);
-        if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
-                                   (struct mqtt_props_out){0}) == 0)
-            connection_send_scratch(conn);
-        connection_write_now(conn);
-    }
+    if (conn->state == CONNECTION_ACTIVE && reason >= 0x80)
+        connection_send_disconnect(conn, reason, why);
     if (acc->link) peer_link_in_gone(acc->net, acc, why ? why : "closed");
 }
 

@@ -466,14 +466,9 @@ static bool queue_push(struct peer_dialer *d, struct message *msg, bool retained
     if (d->queue_len == d->queue_cap) {
         if (d->queue_cap >= PEER_QUEUE_MAX) return false;
         size_t cap = d->queue_cap ? d->queue_cap * 2 : 64;
-        struct peer_queued *q = malloc(cap * sizeof *q);
-        if (!q) return false;
-        for (size_t i = 0; i < d->queue_len; i++)
-            q[i] = d->queue[(d->queue_head + i) % d->queue_cap];
-        free(d->queue);
-        d->queue = q;
-        d->queue_cap = cap;
-        d->queue_head = 0;
+        if (ring_grow((void **)&d->queue, sizeof *d->queue, &d->queue_cap, &d->queue_head,
+                      d->queue_len, cap))
+            return false;
     }
     struct peer_queued *slot = &d->queue[(d->queue_head + d->queue_len) % d->queue_cap];
     slot->msg = message_ref(msg);
@@ -583,14 +578,7 @@ static void dial_on_close(struct connection *conn, uint8_t reason, const char *w
     struct peer_dialer *d = conn->role_data;
     if (!d) return; /* the dialer was freed at shutdown */
     bool was_up = d->state == DIAL_UP;
-    if (was_up && reason >= 0x80) { /* tell the peer why, as a client may */
-        struct broker *broker = conn->broker;
-        abuf_reset(&broker->scratch);
-        if (mqtt_encode_disconnect(&broker->scratch, MQTT_V5, MQTT_DISCONNECT, reason,
-                                   (struct mqtt_props_out){0}) == 0)
-            connection_send_scratch(conn);
-        connection_write_now(conn);
-    }
+    if (was_up && reason >= 0x80) connection_send_disconnect(conn, reason, why);
     d->conn = NULL;
     d->attempted = true;
     release_messages(d);

@@ -190,14 +190,9 @@ static void history_add(struct peer_net *net, struct message *msg)
             net->history_len--;
         } else {
             size_t cap = net->history_cap ? net->history_cap * 2 : 256;
-            struct peer_history_entry *h = malloc(cap * sizeof *h);
-            if (!h) return;
-            for (size_t i = 0; i < net->history_len; i++)
-                h[i] = net->history[(net->history_head + i) % net->history_cap];
-            free(net->history);
-            net->history = h;
-            net->history_cap = cap;
-            net->history_head = 0;
+            if (ring_grow((void **)&net->history, sizeof *net->history, &net->history_cap,
+                          &net->history_head, net->history_len, cap))
+                return;
         }
     }
     size_t slot = (net->history_head + net->history_len) % net->history_cap;
