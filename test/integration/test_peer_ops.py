@@ -196,3 +196,38 @@ def test_message_expiry_counts_down_across_the_link(broker):
     late = PahoClient(b, client_id="exp-late-2", version=5)
     late.subscribe("exp/retained", qos=1)
     late.expect_no_message(timeout=1.0)                           # expired on b as on a
+
+
+def test_unreachable_peer_is_retried_with_capped_backoff_and_jitter(broker):
+    closed = free_port()  # nothing listens there
+    b = broker("peer_identity %s" % HOST, "stp_capability 5", "peer_secret " + SECRET,
+               "peer_restart_timeout 0.1 0.8", "peer %s:%d" % (HOST, closed))
+    time.sleep(4.0)
+    waits = [float(line.rsplit("retrying in ", 1)[1].split(" ")[0])
+             for line in b.log_text().splitlines()
+             if "MQTT-ST: cannot connect to %s:%d: Connection refused, retrying in" % (HOST, closed)
+             in line]
+    assert len(waits) >= 6, waits
+    assert all(0.05 <= w <= 0.8 for w in waits), waits       # within [base/2, max]
+    assert max(waits[:2]) <= 0.2                              # starts at the base
+    assert max(waits[-3:]) >= 0.4                             # grew towards the maximum
+    assert len(set(waits[-4:])) > 1                           # jitter: not all the same
+
+
+def test_identity_that_cannot_be_derived_stops_start_up(tmp_path):
+    """In a network namespace with only loopback, a wildcard listener gives no address other
+    brokers could dial: start-up fails with a clear line, naming the directive to set."""
+    import shutil
+    from helpers import ARBOR_BIN
+    if not shutil.which("unshare") or subprocess.run(["unshare", "--net", "true"]).returncode:
+        pytest.skip("cannot make a network namespace here")
+    conf = tmp_path / "noid.conf"
+    conf.write_text("listener %d\nallow_anonymous true\npeer_allow_unauthenticated true\n"
+                    % free_port())
+    r = subprocess.run(["unshare", "--net", ARBOR_BIN, "-c", str(conf)], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode != 0
+    assert "peer_identity: cannot be derived" in r.stdout + r.stderr
+    assert "set peer_identity" in r.stdout + r.stderr
+    from conftest import sanitizer_findings
+    assert not sanitizer_findings(r.stdout + r.stderr), r.stdout + r.stderr
