@@ -137,7 +137,10 @@ static void send_bpdu(void *context, stp_link_id link_id, const uint8_t *bytes, 
     (void)reason;
     struct peer_net *net = context;
     struct peer_link *link = peer_link_by_stp(net, link_id);
-    if (link && link->out) peer_dialer_send_bpdu(link->out, bytes, len);
+    if (link && link->out) {
+        peer_dialer_send_bpdu(link->out, bytes, len);
+        link->bpdus_sent++;
+    }
 }
 
 static const char *link_name(struct peer_net *net, stp_link_id id)

@@ -221,6 +221,7 @@ static int peer_handle_pingreq(struct peer_accepted *acc, const uint8_t *body, s
         }
         return 0;
     }
+    link->bpdus_received++;
     stp_bpdu_received(acc->net->stp, link->stp_id, body, len, (uint64_t)conn->broker->now_ms);
     return 0;
 }

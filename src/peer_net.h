@@ -118,6 +118,7 @@ struct peer_link {
     struct peer_accepted *in; /* the neighbour's connection to us, authenticated */
     stp_link_id stp_id;       /* != 0 while the link is up in the stp core */
     bool sys_published;       /* its $SYS topics exist */
+    uint64_t bpdus_sent, bpdus_received; /* on this link, since it was first seen */
 };
 
 /* Messages seen from one origin broker run: the highest sequence number and a bitmap of the

@@ -56,12 +56,18 @@ static void publish_link(struct peer_net *net, struct peer_link *link)
     publish_peer(broker, link, "srtt_us", number);
     snprintf(number, sizeof number, "%u", up ? st.cost_us : 0);
     publish_peer(broker, link, "cost_us", number);
+    snprintf(number, sizeof number, "%" PRIu64, link->bpdus_sent);
+    publish_peer(broker, link, "bpdus/sent", number);
+    snprintf(number, sizeof number, "%" PRIu64, link->bpdus_received);
+    publish_peer(broker, link, "bpdus/received", number);
     link->sys_published = true;
 }
 
 void peer_sys_clear_link(struct peer_net *net, struct peer_link *link)
 {
-    static const char *const names[] = {"state", "role", "forwarding", "srtt_us", "cost_us"};
+    static const char *const names[] = {"state",   "role",       "forwarding",
+                                        "srtt_us", "cost_us",    "bpdus/sent",
+                                        "bpdus/received"};
     if (!link->sys_published || net->broker->config->sys_interval <= 0) return;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         publish_peer(net->broker, link, names[i], "");
