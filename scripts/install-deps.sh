@@ -2,10 +2,11 @@
 # Installs the Debian packages arbor needs to build, test and benchmark, if any are missing.
 # Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
-# libsystemd-dev: sd_notify (Type=notify); systemd: systemd-analyze, which checks the unit
+# libsystemd-dev: sd_notify (Type=notify); systemd: systemd-analyze, which checks the unit;
+# tshark: the MQTT-ST dissector's capture test; graphviz: arbor_stp tree --png/--svg
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
           libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
-          gnuplot-nox iproute2)
+          gnuplot-nox iproute2 tshark graphviz)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,6 +17,9 @@ fi
 echo "installing: ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# tshark asks whether non-root users may capture: keep Debian's default (no) without asking
+echo "wireshark-common wireshark-common/install-setuid boolean false" |
+    $SUDO debconf-set-selections 2>/dev/null || true
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 # Debian starts a mosquitto service on install; arbor's tests and benchmarks start their own.
