@@ -7,7 +7,7 @@ CONFIG ?= config/arbor.conf
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps build run test unit integration sanitize bench install clean
+.PHONY: all deps build run test unit integration sanitize bench bench-tree install clean
 
 all: build
 
@@ -36,6 +36,11 @@ install:
 
 bench: build
 	@scripts/run-bench.sh
+
+# arbor MQTT-ST trees against Mosquitto bridged into the same trees (about 10 minutes; not
+# part of `make test`): appends or replaces a section of docs/benchmarks.md.
+bench-tree: deps
+	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-tree.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-release
