@@ -7,7 +7,7 @@ CONFIG ?= config/arbor.conf
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps build run test unit integration sanitize bench chaos install clean
+.PHONY: all deps build run test unit integration sanitize bench bench-tree chaos install clean
 
 all: build
 
@@ -44,6 +44,11 @@ chaos: build
 	@ARBOR_CHAOS_SECONDS=$${ARBOR_CHAOS_SECONDS:-120} ARBOR_BIN=$(CURDIR)/$(BUILD)/arbor \
 		ARBOR_BUILD_DIR=$(CURDIR)/$(BUILD) .venv/bin/python -m pytest -q -p no:cacheprovider \
 		--timeout=900 test/integration/test_peer_chaos.py
+
+# arbor MQTT-ST trees against Mosquitto bridged into the same trees (about 10 minutes; not
+# part of `make test`): appends or replaces a section of docs/benchmarks.md.
+bench-tree: deps
+	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-tree.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-release

@@ -279,6 +279,24 @@ def markdown(figures, brokers, env, png_name):
     return "\n".join(parts)
 
 
+# Written by `make bench-tree` (tree_bench.py) into the same page; kept when this page is redone.
+TREE_SECTION = "## MQTT-ST trees against bridged Mosquitto"
+
+
+def kept_sections(path):
+    """The bench-tree section of the existing page (to the next "## " heading), or ""."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except OSError:
+        return ""
+    i = old.find(TREE_SECTION + "\n")
+    if i < 0:
+        return ""
+    j = old.find("\n## ", i + len(TREE_SECTION))
+    return old[i:j + 1 if j >= 0 else len(old)].rstrip("\n") + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--results", required=True, help="directory with the JSON results")
@@ -293,8 +311,11 @@ def main():
         sys.exit("bench_report: no results in %s" % args.results)
     chart(figures, brokers, args.chart, args.results)
     png_name = os.path.relpath(args.chart, os.path.dirname(os.path.abspath(args.markdown)))
+    kept = kept_sections(args.markdown)
     with open(args.markdown, "w") as f:
         f.write(markdown(figures, brokers, env, png_name))
+        if kept:
+            f.write("\n" + kept)
     print("wrote %s and %s" % (args.markdown, args.chart))
 
 

@@ -64,12 +64,14 @@ static int create_clients(struct bench_engine *e)
         uint32_t first = pub;
         for (uint32_t i = 0; i < sc->topics[t].publishers; i++, pub++) {
             struct bench_client *c = &e->clients[n++];
-            init_client(c, CLIENT_PUBLISHER, pub, t, (uint32_t)scenario_broker_for(sc, pub));
+            init_client(c, CLIENT_PUBLISHER, pub, t,
+                        (uint32_t)scenario_broker_for(sc, BENCH_KIND_PUBLISHER, pub));
             if (sc->pub_qos > 0 && !(c->slots = calloc(sc->inflight, 1))) return -1;
         }
         for (uint32_t i = 0; i < sc->topics[t].subscribers; i++, sub++) {
             struct bench_client *c = &e->clients[n++];
-            init_client(c, CLIENT_SUBSCRIBER, sub, t, (uint32_t)scenario_broker_for(sc, sub));
+            init_client(c, CLIENT_SUBSCRIBER, sub, t,
+                        (uint32_t)scenario_broker_for(sc, BENCH_KIND_SUBSCRIBER, sub));
             c->first_publisher = first;
             c->publisher_count = sc->topics[t].publishers;
             if (c->publisher_count && !(c->seen = calloc(c->publisher_count, sizeof(*c->seen))))

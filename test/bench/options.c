@@ -96,8 +96,10 @@ void options_usage(FILE *f)
           "scenario (applied on top of -s, in the order given):\n"
           "  -s, --scenario NAME|FILE  built-in scenario (see --list) or JSON scenario file\n"
           "  -b, --broker HOST[:PORT]  broker address; repeat for a broker network\n"
-          "      --placement spread|first  clients round-robin over brokers, or all on the "
-          "first\n"
+          "      --placement " BENCH_PLACEMENT_NAMES "\n"
+          "                            clients round-robin over brokers, all on the first,\n"
+          "                            publishers on the first and subscribers on the last,\n"
+          "                            or publishers on the first and subscribers on all\n"
           "      --topics N  --publishers N  --subscribers N  (per topic)  --topic-prefix S\n"
           "  -i, --interval MS         per-publisher interval; 0 = as fast as possible\n"
           "      --rate N              per-publisher messages/s (sets the interval)\n"
@@ -262,17 +264,6 @@ static int set_version(struct bench_scenario *sc, const char *v)
     return 0;
 }
 
-static int set_placement(struct bench_scenario *sc, const char *v)
-{
-    if (!strcmp(v, "spread"))
-        sc->placement = BENCH_PLACE_SPREAD;
-    else if (!strcmp(v, "first"))
-        sc->placement = BENCH_PLACE_FIRST;
-    else
-        return -1;
-    return 0;
-}
-
 static int set_rate(struct bench_scenario *sc, const char *v)
 {
     double rate = 0;
@@ -353,7 +344,7 @@ static int apply_option(struct bench_scenario *sc, struct topic_shape *shape, bo
     case 'T':
         return to_uint(v, 1, 64, &sc->threads);
     case OPT_PLACEMENT:
-        return set_placement(sc, v);
+        return scenario_parse_placement(v, &sc->placement);
     }
     return apply_search_option(&sc->search, c, v);
 }

@@ -9,11 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *placement_name(enum bench_placement p)
-{
-    return p == BENCH_PLACE_FIRST ? "first" : "spread";
-}
-
 static const char *outcome_name(enum limit_outcome o)
 {
     switch (o) {
@@ -69,7 +64,7 @@ void report_print_scenario(FILE *f, const struct bench_scenario *sc)
     else
         fprintf(f, "full speed\n");
     fprintf(f, "  %g s per run, first and last %g s trimmed, %u thread(s), brokers (%s):",
-            sc->duration_s, sc->trim_s, sc->threads, placement_name(sc->placement));
+            sc->duration_s, sc->trim_s, sc->threads, scenario_placement_name(sc->placement));
     for (size_t i = 0; i < sc->broker_count; i++)
         fprintf(f, " %s:%s", sc->brokers[i].host, sc->brokers[i].port);
     fprintf(f, "\n");
@@ -209,7 +204,7 @@ static cJSON *scenario_json(const struct bench_scenario *sc)
     cJSON_AddNumberToObject(o, "drain", sc->drain_s);
     cJSON_AddNumberToObject(o, "mqtt_version", sc->mqtt_version);
     cJSON_AddNumberToObject(o, "threads", sc->threads);
-    cJSON_AddStringToObject(o, "placement", placement_name(sc->placement));
+    cJSON_AddStringToObject(o, "placement", scenario_placement_name(sc->placement));
     cJSON *brokers = cJSON_AddArrayToObject(o, "brokers");
     for (size_t i = 0; i < sc->broker_count; i++) {
         char addr[BENCH_HOST_MAX + 16];

@@ -391,12 +391,8 @@ static int json_brokers(struct bench_scenario *sc, const cJSON *arr, char *err, 
 
 static int json_placement(struct bench_scenario *sc, const cJSON *item, char *err, size_t errlen)
 {
-    if (cJSON_IsString(item) && strcmp(item->valuestring, "spread") == 0)
-        sc->placement = BENCH_PLACE_SPREAD;
-    else if (cJSON_IsString(item) && strcmp(item->valuestring, "first") == 0)
-        sc->placement = BENCH_PLACE_FIRST;
-    else
-        return fail(err, errlen, "\"placement\" must be \"spread\" or \"first\"");
+    if (!cJSON_IsString(item) || scenario_parse_placement(item->valuestring, &sc->placement) != 0)
+        return fail(err, errlen, "\"placement\" must be one of " BENCH_PLACEMENT_NAMES);
     return 0;
 }
 
@@ -604,8 +600,43 @@ double scenario_target_ingress(const struct bench_scenario *sc, double interval_
     return scenario_publisher_count(sc) * 1000.0 / interval_ms;
 }
 
-size_t scenario_broker_for(const struct bench_scenario *sc, uint32_t n)
+size_t scenario_broker_for(const struct bench_scenario *sc, enum bench_client_kind kind,
+                           uint32_t n)
 {
-    if (sc->placement == BENCH_PLACE_FIRST || sc->broker_count == 0) return 0;
+    if (sc->broker_count == 0) return 0;
+    switch (sc->placement) {
+    case BENCH_PLACE_FIRST:
+        return 0;
+    case BENCH_PLACE_ENDS:
+        return kind == BENCH_KIND_PUBLISHER ? 0 : sc->broker_count - 1;
+    case BENCH_PLACE_FIRST_TO_ALL:
+        return kind == BENCH_KIND_PUBLISHER ? 0 : n % sc->broker_count;
+    case BENCH_PLACE_SPREAD:
+        break;
+    }
     return n % sc->broker_count;
+}
+
+static const char *const placement_names[] = {
+    [BENCH_PLACE_SPREAD] = "spread",
+    [BENCH_PLACE_FIRST] = "first",
+    [BENCH_PLACE_ENDS] = "ends",
+    [BENCH_PLACE_FIRST_TO_ALL] = "first-to-all",
+};
+
+int scenario_parse_placement(const char *name, enum bench_placement *out)
+{
+    for (size_t i = 0; i < sizeof(placement_names) / sizeof(placement_names[0]); i++) {
+        if (strcmp(name, placement_names[i]) == 0) {
+            *out = (enum bench_placement)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *scenario_placement_name(enum bench_placement p)
+{
+    size_t count = sizeof(placement_names) / sizeof(placement_names[0]);
+    return (size_t)p < count ? placement_names[p] : "unknown";
 }

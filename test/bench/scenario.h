@@ -22,8 +22,16 @@
 
 /* How clients are spread over the broker list. */
 enum bench_placement {
-    BENCH_PLACE_SPREAD, /* round-robin over all brokers (MQTT-ST "distributed") */
-    BENCH_PLACE_FIRST,  /* every client on the first broker ("benchmark", "100% locality") */
+    BENCH_PLACE_SPREAD,        /* round-robin over all brokers (MQTT-ST "distributed") */
+    BENCH_PLACE_FIRST,         /* every client on the first broker ("benchmark", "100% locality") */
+    BENCH_PLACE_ENDS,          /* publishers on the first broker, subscribers on the last */
+    BENCH_PLACE_FIRST_TO_ALL,  /* publishers on the first broker, subscribers round-robin */
+};
+
+/* Which kind of client scenario_broker_for places. */
+enum bench_client_kind {
+    BENCH_KIND_PUBLISHER,
+    BENCH_KIND_SUBSCRIBER,
 };
 
 struct bench_topic {
@@ -112,7 +120,16 @@ uint32_t scenario_subscriber_count(const struct bench_scenario *sc);
 double scenario_target_ingress(const struct bench_scenario *sc, double interval_ms);
 
 /* Broker index of the n-th publisher or subscriber (each kind counted on its own) under the
- * scenario's placement, so that K brokers each get 1/K of each kind. */
-size_t scenario_broker_for(const struct bench_scenario *sc, uint32_t n);
+ * scenario's placement: spread gives K brokers 1/K of each kind, first puts everything on
+ * broker 0, ends puts publishers on broker 0 and subscribers on broker K-1, first-to-all puts
+ * publishers on broker 0 and spreads the subscribers. */
+size_t scenario_broker_for(const struct bench_scenario *sc, enum bench_client_kind kind,
+                           uint32_t n);
+
+/* Placement names ("spread", "first", "ends", "first-to-all"): parse returns 0 or -1. */
+int scenario_parse_placement(const char *name, enum bench_placement *out);
+const char *scenario_placement_name(enum bench_placement p);
+/* "spread|first|ends|first-to-all", for usage and error texts. */
+#define BENCH_PLACEMENT_NAMES "spread|first|ends|first-to-all"
 
 #endif

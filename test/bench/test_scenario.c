@@ -260,16 +260,42 @@ static void test_placement(void **state)
     scenario_init(&sc);
     for (int i = 0; i < 3; i++)
         assert_int_equal(scenario_add_broker(&sc, "h:1", err, sizeof(err)), 0);
-    /* spread: round-robin, so K brokers each get 1/K of the clients */
-    size_t per_broker[3] = {0};
-    for (uint32_t n = 0; n < 30; n++)
-        per_broker[scenario_broker_for(&sc, n)]++;
-    assert_int_equal(per_broker[0], 10);
-    assert_int_equal(per_broker[1], 10);
-    assert_int_equal(per_broker[2], 10);
+    /* spread: round-robin, so K brokers each get 1/K of each kind of client */
+    for (int kind = BENCH_KIND_PUBLISHER; kind <= BENCH_KIND_SUBSCRIBER; kind++) {
+        size_t per_broker[3] = {0};
+        for (uint32_t n = 0; n < 30; n++)
+            per_broker[scenario_broker_for(&sc, (enum bench_client_kind)kind, n)]++;
+        assert_int_equal(per_broker[0], 10);
+        assert_int_equal(per_broker[1], 10);
+        assert_int_equal(per_broker[2], 10);
+    }
     sc.placement = BENCH_PLACE_FIRST;
-    for (uint32_t n = 0; n < 30; n++)
-        assert_int_equal(scenario_broker_for(&sc, n), 0);
+    for (uint32_t n = 0; n < 30; n++) {
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_PUBLISHER, n), 0);
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_SUBSCRIBER, n), 0);
+    }
+    /* ends: publishers on the first broker, subscribers on the last (a path through all) */
+    sc.placement = BENCH_PLACE_ENDS;
+    for (uint32_t n = 0; n < 30; n++) {
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_PUBLISHER, n), 0);
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_SUBSCRIBER, n), 2);
+    }
+    /* first-to-all: publishers on the first broker, subscribers round-robin over all */
+    sc.placement = BENCH_PLACE_FIRST_TO_ALL;
+    for (uint32_t n = 0; n < 30; n++) {
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_PUBLISHER, n), 0);
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_SUBSCRIBER, n), n % 3);
+    }
+    scenario_free(&sc);
+
+    /* one broker: every placement puts everything on it */
+    scenario_init(&sc);
+    assert_int_equal(scenario_add_broker(&sc, "h:1", err, sizeof(err)), 0);
+    for (int p = BENCH_PLACE_SPREAD; p <= BENCH_PLACE_FIRST_TO_ALL; p++) {
+        sc.placement = (enum bench_placement)p;
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_PUBLISHER, 7), 0);
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_SUBSCRIBER, 7), 0);
+    }
     scenario_free(&sc);
 }
 
@@ -311,6 +337,35 @@ static int build(int argc, char **argv, struct bench_options *o, struct bench_sc
     scenario_init(sc);
     if (options_parse(argc, argv, o, err, sizeof(err)) != 0) return -1;
     return options_build_scenario(o, sc, err, sizeof(err));
+}
+
+static void test_placement_names(void **state)
+{
+    static const char *const names[] = {"spread", "first", "ends", "first-to-all"};
+    enum bench_placement p;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        assert_int_equal(scenario_parse_placement(names[i], &p), 0);
+        assert_string_equal(scenario_placement_name(p), names[i]);
+    }
+    assert_int_equal(scenario_parse_placement("End", &p), -1);
+    assert_int_equal(scenario_parse_placement("", &p), -1);
+
+    struct bench_scenario sc;
+    scenario_init(&sc);
+    assert_int_equal(scenario_apply_json(&sc, "{\"placement\": \"ends\"}", err, sizeof(err)), 0);
+    assert_int_equal(sc.placement, BENCH_PLACE_ENDS);
+    assert_int_equal(
+        scenario_apply_json(&sc, "{\"placement\": \"first-to-all\"}", err, sizeof(err)), 0);
+    assert_int_equal(sc.placement, BENCH_PLACE_FIRST_TO_ALL);
+    assert_int_equal(scenario_apply_json(&sc, "{\"placement\": 1}", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "ends"));
+    scenario_free(&sc);
+
+    char *argv[] = {"arbor_bench", "-b", "h1", "-b", "h2", "--placement", "ends"};
+    struct bench_options o;
+    if (build((int)(sizeof(argv) / sizeof(argv[0])), argv, &o, &sc) != 0) fail_msg("%s", err);
+    assert_int_equal(sc.placement, BENCH_PLACE_ENDS);
+    scenario_free(&sc);
 }
 
 static void test_cli_overrides(void **state)
@@ -446,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_json_full),        cmocka_unit_test(test_json_uniform_and_rate),
         cmocka_unit_test(test_json_errors),      cmocka_unit_test(test_json_files),
         cmocka_unit_test(test_broker_addresses), cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_placement_names),
         cmocka_unit_test(test_validate),         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_cli_overrides),    cmocka_unit_test(test_cli_custom_and_file),
         cmocka_unit_test(test_cli_errors),

@@ -12,6 +12,8 @@ import subprocess
 
 import pytest
 
+from helpers import HOST, free_port
+
 BUILD_DIR = os.environ.get("ARBOR_BUILD_DIR", "")
 BENCH = os.path.join(BUILD_DIR, "test", "bench", "arbor_bench") if BUILD_DIR else ""
 
@@ -140,3 +142,69 @@ def test_refused_connection_fails_cleanly(tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2
     assert "refused" in p.stderr.lower()
+
+
+def run_bench_on(brokers, tmp_path, *args, timeout=90):
+    """run_bench over several brokers (-b in the order given, -P every one)."""
+    out = tmp_path / "result.json"
+    cmd = [BENCH, "--json", str(out), "-Q"]
+    for b in brokers:
+        cmd += ["-b", "%s:%d" % (b.host, b.port), "-P", str(b.proc.pid)]
+    p = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, "arbor_bench failed (%d):\n%s%s" % (p.returncode, p.stdout,
+                                                                   p.stderr)
+    with open(out) as f:
+        return json.load(f)
+
+
+def test_placements_ends_and_first_to_all(broker, tmp_path):
+    """Two brokers that are not linked, so each message reaches only the subscribers on the
+    broker it was published to: `ends` puts the publishers on the first broker and the
+    subscribers on the last (nothing arrives), `first-to-all` puts the publishers on the first
+    and spreads the subscribers (those on the first get everything, the others nothing)."""
+    a, b = broker(*BROKER_LINES), broker(*BROKER_LINES)
+    common = ["--topics", "2", "--publishers", "2", "--subscribers", "2", "--qos", "1",
+              "--rate", "50", "-d", "1.5", "--trim", "0.25", "--drain", "2"]
+
+    doc = run_bench_on([a, b], tmp_path, "--placement", "ends", *common)
+    assert doc["scenario"]["placement"] == "ends"
+    s, per_broker = doc["result"], doc["runs"][0]["brokers"]
+    assert s["sent"] > 0 and s["received"] == 0 and s["loss_rate"] == 1
+    assert per_broker[0]["ingress"] == pytest.approx(200, rel=0.25)
+    assert per_broker[1]["ingress"] == 0
+    assert per_broker[0]["egress"] == per_broker[1]["egress"] == 0
+
+    doc = run_bench_on([a, b], tmp_path, "--placement", "first-to-all", *common)
+    assert doc["scenario"]["placement"] == "first-to-all"
+    s, per_broker = doc["result"], doc["runs"][0]["brokers"]
+    assert s["duplicates"] == 0 and s["unexpected"] == 0
+    # each topic has one subscriber on each broker: only the first broker's half arrives
+    assert s["received"] * 2 == s["expected"] and s["loss_rate"] == pytest.approx(0.5)
+    assert per_broker[1]["ingress"] == 0 and per_broker[1]["egress"] == 0
+    assert per_broker[0]["egress"] == pytest.approx(per_broker[0]["ingress"], rel=0.1)
+
+
+@pytest.mark.arbor_only
+@pytest.mark.parametrize("qos", [1, 2])
+def test_placement_ends_across_peered_brokers(broker, tmp_path, qos):
+    """`ends` over two arbor brokers linked by MQTT-ST: every message crosses the link once,
+    nothing lost or duplicated, all deliveries on the last broker."""
+    import time
+    pa, pb = free_port(), free_port()
+    peer_lines = ("peer_secret bench-tool-test-secret-0123", "stp_hello_interval 0.2",
+                  "stp_max_age 1", "peer_restart_timeout 0.1 0.5")
+    b = broker(*BROKER_LINES, *peer_lines, "peer_identity %s:%d" % (HOST, pb),
+               "stp_capability 200", port=pb)
+    a = broker(*BROKER_LINES, *peer_lines, "peer_identity %s:%d" % (HOST, pa),
+               "stp_capability 100", "peer %s:%d" % (HOST, pb), port=pa)
+    a.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pb))
+    b.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pa))
+    time.sleep(0.5)  # let the tree settle (a's link to the root starts forwarding)
+    doc = run_bench_on([a, b], tmp_path, "--placement", "ends", "--topics", "2",
+                       "--publishers", "2", "--subscribers", "2", "--qos", str(qos),
+                       "--inflight", "4", "--rate", "50", "-d", "1.5", "--trim", "0.25",
+                       "--drain", "10")
+    check_lossless(doc)
+    per_broker = doc["runs"][0]["brokers"]
+    assert per_broker[0]["egress"] == 0 and per_broker[1]["ingress"] == 0
+    assert per_broker[1]["egress"] > 0
