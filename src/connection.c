@@ -160,7 +160,8 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     listener->connection_count++;
     broker->stats.connections_total++;
     broker_watch_connection(conn); /* CONNECT timeout */
-    log_notice("New connection from %s on port %u.", peer, listener->port);
+    if (broker->config->connection_messages) /* as Mosquitto: both lines or neither */
+        log_notice("New connection from %s on port %u.", peer, listener->port);
 }
 
 /* connect() finished: established, or failed with the socket's error. */

@@ -127,6 +127,19 @@ def test_new_client_connected(broker, raw, version, p, username):
                r"Sending CONNACK to cl-%d \(0, 0\)" % p)
 
 
+def test_connection_messages_false_hides_both_connection_lines(broker, raw):
+    b = broker("connection_messages false")
+    c = raw(b)
+    c.connect("quiet", keepalive=30)
+    c.close()
+    c = raw(b)
+    c.connect("marker", keepalive=30)
+    wait_lines(b, r"Sending CONNACK to marker \(0, 0\)")
+    text = "\n".join(lines(b))
+    assert "New connection from" not in text
+    assert "New client connected from" not in text
+
+
 def test_persistent_session_flags(broker, raw):
     b = broker()
     c = raw(b)
