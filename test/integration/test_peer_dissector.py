@@ -15,6 +15,9 @@ what the brokers reported ($SYS/broker/stp, their logs) and with what the test s
 script finds the peer connections by itself (its TCP heuristic), so tshark gets no
 `-d tcp.port==...,mqtt` except for the comparison with the built-in dissector alone.
 
+Two more tests read a pcap written here from crafted bytes: IPv6 identity texts and a
+Mosquitto bridge's CONNECT, and the script installed in the personal plugin folder.
+
 Skips when tshark, editcap or dumpcap is missing or capturing on `lo` is not permitted.
 """
 
@@ -655,19 +658,9 @@ def write_pcap(path, segments, start=1700000000.0):
             seq[(src, dst)] = mine + len(payload)
 
 
-def test_identity_texts_and_bridges_in_a_crafted_capture(tmp_path):
-    """IPv6 identities read as arbor prints them (glibc's inet_ntop: the first longest run
-    of zero groups as ::, no :: for a single zero group, embedded IPv4 in ::ffff:a.b.c.d),
-    several BPDUs in one segment; a Mosquitto bridge's CONNECT (0x84) shows the peer flag
-    but is no peer, so a PINGREQ with a payload on its connection is not taken for a BPDU."""
-    for tool in ("tshark",):
-        if shutil.which(tool) is None:
-            pytest.skip("%s is not installed" % tool)
-    folder = str(tmp_path)
-    sender = "127.0.0.1:1885"
-    addresses = ["2001:db8::1", "::1", "fe80::1:0:0:1", "2001:db8:0:0:1::1",
-                 "1:0:0:2::3", "2001:db8:0:1:1:1:1:1", "::ffff:10.1.2.3", "::10.1.2.3",
-                 "fd00::", "1::", "1:2:3:4:5:6:7:8"]
+def crafted_capture(folder, sender="127.0.0.1:1885", addresses=("2001:db8::1",)):
+    """A peer CONNECT then, in one segment, a BPDU per root address; a bridge's CONNECT
+    (level 0x84) and a PINGREQ with a BPDU-like payload on its connection."""
     bpdus = b"".join(pp.pingreq(pp.Bpdu(pp.ROLE_DESIGNATED, 1, 5, 9, 100, 1,
                                         "[%s]:%d" % (a, 1000 + k), sender).encode())
                      for k, a in enumerate(addresses))
@@ -679,6 +672,22 @@ def test_identity_texts_and_bridges_in_a_crafted_capture(tmp_path):
         (40001, 1883, pp.pingreq(pp.Bpdu(pp.ROLE_ROOT, 1, 5, 9, 100, 1, "10.0.0.1:1",
                                          "10.0.0.2:2").encode())),
     ])
+    return pcap
+
+
+def test_identity_texts_and_bridges_in_a_crafted_capture(tmp_path):
+    """IPv6 identities read as arbor prints them (glibc's inet_ntop: the first longest run
+    of zero groups as ::, no :: for a single zero group, embedded IPv4 in ::ffff:a.b.c.d),
+    several BPDUs in one segment; a Mosquitto bridge's CONNECT (0x84) shows the peer flag
+    but is no peer, so a PINGREQ with a payload on its connection is not taken for a BPDU."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    folder = str(tmp_path)
+    sender = "127.0.0.1:1885"
+    addresses = ["2001:db8::1", "::1", "fe80::1:0:0:1", "2001:db8:0:0:1::1",
+                 "1:0:0:2::3", "2001:db8:0:1:1:1:1:1", "::ffff:10.1.2.3", "::10.1.2.3",
+                 "fd00::", "1::", "1:2:3:4:5:6:7:8"]
+    pcap = crafted_capture(folder, sender, addresses)
     pdus = mqttst_pdus(tshark_json(pcap, folder), frame_streams(pcap, folder))
     connect = pdus[0]
     assert connect.get("mqttst.connect.id") == sender
@@ -697,3 +706,20 @@ def test_identity_texts_and_bridges_in_a_crafted_capture(tmp_path):
     assert bridge[0].get("mqttst.connect.peer") == "1"
     assert bridge[0].get("mqttst.connect.mqtt_level") == "4"
     assert bridge[0].has("mqttst.connect.bridge")
+
+
+def test_installed_in_the_personal_plugin_folder(tmp_path):
+    """Copied into ~/.local/lib/wireshark/plugins, the script works without -X; given with
+    -X lua_script as well, the second copy stands aside instead of failing."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    folder = str(tmp_path)
+    plugins = os.path.join(folder, ".local", "lib", "wireshark", "plugins")
+    os.makedirs(plugins)
+    shutil.copy(SCRIPT, plugins)
+    pcap = crafted_capture(folder)
+    for script in (False, True):
+        pdus = mqttst_pdus(tshark_json(pcap, folder, script=script),
+                           frame_streams(pcap, folder))
+        assert [p.get("mqttst.bpdu.root") for p in pdus
+                if p.has("mqttst.bpdu.root")] == ["[2001:db8::1]:1000"], script

@@ -20,10 +20,10 @@
 -- Load it with `tshark -X lua_script:tools/wireshark/mqtt-st.lua`, or copy it into
 -- Wireshark's personal Lua plugin folder (tools/wireshark/README.md).
 
-if rawget(_G, "mqttst_dissector_loaded") then
-    return -- loaded twice (plugin folder and -X lua_script): the first copy does the work
-end
-mqttst_dissector_loaded = true
+-- Loaded twice (plugin folder and -X lua_script): the first copy does the work. Each script
+-- has its own globals; package.loaded is shared by all of them.
+if package.loaded["arbor.mqtt-st-dissector"] then return end
+package.loaded["arbor.mqtt-st-dissector"] = true
 
 local mqttst = Proto("mqttst", "MQTT-ST")
 
