@@ -202,8 +202,7 @@ static void on_event(void *context, const struct stp_event *event)
         break;
     case STP_EVENT_BPDU_REJECTED:
         log_warning("MQTT-ST: rejected BPDU from %s: %s.", link_name(net, event->link),
-                    event->bpdu_status == STP_ERR_OWN_BPDU
-                        ? "it claims this broker's identity"
+                    event->own_identity ? "it claims this broker's identity"
                         : stp_bpdu_status_text(event->bpdu_status));
         net->sys_dirty = true;
         return; /* nothing changed */

@@ -528,10 +528,13 @@ int stp_link_down(struct stp *stp, stp_link_id id, uint64_t now_ms)
     return STP_OK;
 }
 
-static void reject_bpdu(struct stp *stp, stp_link_id link, int status)
+static void reject_bpdu(struct stp *stp, stp_link_id link, int status, bool own_identity)
 {
-    struct stp_event event = {
-        .type = STP_EVENT_BPDU_REJECTED, .link = link, .epoch = stp->epoch, .bpdu_status = status};
+    struct stp_event event = {.type = STP_EVENT_BPDU_REJECTED,
+                              .link = link,
+                              .epoch = stp->epoch,
+                              .own_identity = own_identity,
+                              .bpdu_status = status};
     stp->bpdus_rejected++;
     emit(stp, &event);
 }
@@ -557,11 +560,11 @@ int stp_bpdu_received(struct stp *stp, stp_link_id id, const uint8_t *bytes, siz
     struct stp_bpdu bpdu;
     int status = stp_bpdu_decode(bytes, len, &bpdu);
     if (status != STP_BPDU_OK) {
-        reject_bpdu(stp, id, status);
+        reject_bpdu(stp, id, status, false);
         return STP_ERR_MALFORMED;
     }
     if (stp_broker_id_equal(&bpdu.priority.sender_id, &stp->config.id)) {
-        reject_bpdu(stp, id, STP_ERR_OWN_BPDU);
+        reject_bpdu(stp, id, STP_ERR_OWN_BPDU, true);
         return STP_ERR_OWN_BPDU;
     }
     stp->bpdus_received++;

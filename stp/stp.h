@@ -70,7 +70,8 @@ enum stp_event_type {
     STP_EVENT_ROLE_CHANGED,       /* link, old_role, new_role */
     STP_EVENT_FORWARDING_CHANGED, /* link, forwarding */
     STP_EVENT_INFO_EXPIRED,       /* link: the neighbour was silent for max_age */
-    STP_EVENT_BPDU_REJECTED,      /* link, bpdu_status (or STP_ERR_OWN_BPDU) */
+    STP_EVENT_BPDU_REJECTED,      /* link, own_identity, bpdu_status (STP_ERR_OWN_BPDU when
+                                     own_identity: the value spaces overlap) */
 };
 
 struct stp_event {
@@ -80,6 +81,7 @@ struct stp_event {
     enum stp_tc_reason tc_reason;
     enum stp_role old_role, new_role;
     bool forwarding;
+    bool own_identity; /* BPDU_REJECTED: it claims this broker's identity, not malformed */
     int bpdu_status;
 };
 

@@ -231,7 +231,11 @@ def garbage_bpdus(peer, a_id):
                                                   role=pp.ROLE_DESIGNATED)),
         ("foreign root at cost 0", variant(root_cost=0)),
         ("foreign root at age 0", variant(age=0)),
-        ("the broker's own identity as sender", variant(sender_id=a_id)),
+        # a well-formed root advertisement, so that only the identity is wrong with it
+        ("the broker's own identity as sender", variant(sender_id=a_id, root_id=a_id,
+                                                        root_cost=0, age=0,
+                                                        root_capability=good.sender_capability,
+                                                        role=pp.ROLE_DESIGNATED)),
     ]
     rng = random.Random(8)
     wanted = len(out) + 8

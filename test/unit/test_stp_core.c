@@ -291,6 +291,25 @@ static void test_own_identity_is_rejected(void **state)
     assert_int_equal(receive(h, 1, root_advert(9000, SELF_ID)), STP_ERR_OWN_BPDU);
     assert_true(stp_is_root(h->stp));
     assert_int_equal(count_events(h, STP_EVENT_BPDU_REJECTED), 1);
+    assert_true(h->events[h->event_count - 1].own_identity);
+    harness_free(h);
+}
+
+/* STP_BPDU_INCONSISTENT and STP_ERR_OWN_BPDU share a value: the event tells them apart. */
+static void test_inconsistent_bpdu_is_not_taken_for_our_own(void **state)
+{
+    (void)state;
+    struct harness *h = harness_new(NULL);
+    link_up(h, 1, 10000);
+    /* designated, age 3, root 10.0.0.1:1883 is not the sender 10.0.0.2:1884, yet cost 0 */
+    const uint8_t bpdu[STP_BPDU_MIN_LEN] = {1,    0x20, 3,    0,    0,    0,    1,    0,
+                                            0,    0x27, 0x10, 0,    0,    0,    0,    0,
+                                            0,    0x13, 0x88, 10,   0,    0,    1,    7,
+                                            0x5b, 10,   0,    0,    2,    7,    0x5c};
+    assert_int_equal(stp_bpdu_received(h->stp, 1, bpdu, sizeof bpdu, h->now), STP_ERR_MALFORMED);
+    assert_int_equal(count_events(h, STP_EVENT_BPDU_REJECTED), 1);
+    assert_int_equal(h->events[h->event_count - 1].bpdu_status, STP_BPDU_INCONSISTENT);
+    assert_false(h->events[h->event_count - 1].own_identity);
     harness_free(h);
 }
 
@@ -1006,6 +1025,7 @@ int main(void)
         cmocka_unit_test(test_capability_tie_lower_address_wins),
         cmocka_unit_test(test_address_tie_lower_port_wins),
         cmocka_unit_test(test_own_identity_is_rejected),
+        cmocka_unit_test(test_inconsistent_bpdu_is_not_taken_for_our_own),
         cmocka_unit_test(test_root_link_has_least_cumulative_rtt),
         cmocka_unit_test(test_link_without_rtt_is_not_a_path),
         cmocka_unit_test(test_cost_tie_goes_to_higher_capability_neighbour),

@@ -1,0 +1,725 @@
+"""The Wireshark dissector tools/wireshark/mqtt-st.lua on a real capture of MQTT-ST brokers.
+
+One capture (module scope), taken with dumpcap on loopback while:
+  * the paper's triangle of real brokers (peer_net.Cluster: every connection of every link
+    runs through a DelayProxy, so both the proxies' and the brokers' ports are captured)
+    converges: one link of each role pair, root / designated and designated / blocked;
+  * plain clients (MQTT 5 and 3.1.1, paho and byte by byte) use a broker, and a QoS 1 message
+    published on the leaf crosses the tree;
+  * a raw peer (peerproto.RawPeer) authenticates to the leaf and sends hand-made BPDUs: a
+    keep-alive, one per rejection reason of section 3.4, two valid ones with IPv6 identities,
+    then a PUBLISH whose origin is a retained-sync offer and one without an origin.
+
+tshark with the script then decodes the capture, and the tests compare what it shows with
+what the brokers reported ($SYS/broker/stp, their logs) and with what the test sent. The
+script finds the peer connections by itself (its TCP heuristic), so tshark gets no
+`-d tcp.port==...,mqtt` except for the comparison with the built-in dissector alone.
+
+Two more tests read a pcap written here from crafted bytes: IPv6 identity texts and a
+Mosquitto bridge's CONNECT, and the script installed in the personal plugin folder.
+
+Skips when tshark, editcap or dumpcap is missing or capturing on `lo` is not permitted.
+"""
+
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import mqttproto as mp
+import peerproto as pp
+from helpers import HOST, PahoClient, wait_until
+from peer_net import DEFAULT_SECRET, Cluster
+from peer_net import peer_support  # noqa: F401 (a pytest fixture)
+
+pytestmark = pytest.mark.arbor_only
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SCRIPT = os.path.join(REPO, "tools", "wireshark", "mqtt-st.lua")
+
+# the triangle of test_peer_tree.py: A (300) root, B (200) beside it, C (100) reaches A through
+# B; A keeps the direct A-C link designated and C blocks it
+CAPABILITIES = [300, 200, 100]
+EDGES = [(0, 1), (1, 2), (0, 2)]
+DELAYS = {(0, 1): 3, (1, 2): 4, (0, 2): 15}
+HELLO = 0.2
+LEAF = 2
+
+TOPIC = "dissector/hello"
+PAYLOAD = b"across the tree"
+PLAIN_IDS = ("dis-sub-v5", "dis-pub-v311", "dis-raw-v5")
+
+# the broker's log text per result code (stp_bpdu_status_text in stp/bpdu.c)
+STATUS_LOG_TEXT = {
+    "STP_BPDU_TRUNCATED": "truncated",
+    "STP_BPDU_BAD_VERSION": "unknown version",
+    "STP_BPDU_BAD_FLAGS": "reserved flag bits or invalid role",
+    "STP_BPDU_TRAILING_BYTES": "trailing bytes",
+    "STP_BPDU_BAD_ID": "invalid broker identity",
+    "STP_BPDU_INCONSISTENT": "inconsistent fields",
+}
+# reason key -> (result code, words of the expert message)
+REASONS = {
+    "bad_version": ("STP_BPDU_BAD_VERSION", "version byte is not 1"),
+    "too_short": ("STP_BPDU_TRUNCATED", "fewer than 19 bytes"),
+    "bad_flags": ("STP_BPDU_BAD_FLAGS", "reserved flag bits set, or role bits 00"),
+    "truncated": ("STP_BPDU_TRUNCATED", "fewer bytes than the family bits require"),
+    "trailing_bytes": ("STP_BPDU_TRAILING_BYTES", "more bytes than the family bits require"),
+    "bad_id": ("STP_BPDU_BAD_ID", "identity with port 0"),
+    "inconsistent": ("STP_BPDU_INCONSISTENT", "fields contradict each other"),
+}
+
+V6_ROOT, V6_SENDER = "[2001:db8::1]:1883", "[fd00::7]:1884"
+
+
+def crafted_bpdus(raw_id, root_id, epoch):
+    """(what, payload, expected reason key; None = valid, "none" = keep-alive) in sending
+    order. The valid ones announce a root weaker than the tree's, in its epoch, so the leaf's
+    tree does not change."""
+    def bpdu(**kw):
+        fields = dict(role=pp.ROLE_DESIGNATED, age=1, epoch=epoch, root_capability=300,
+                      root_cost=5000, sender_capability=1, root_id=root_id, sender_id=raw_id)
+        fields.update(kw)
+        return pp.Bpdu(**fields).encode()
+    good = bpdu()
+    return [
+        ("keep-alive (remaining length 0)", b"", "none"),
+        ("version 2", b"\x02" + good[1:], "bad_version"),
+        ("10 bytes", good[:10], "too_short"),
+        ("reserved flag bit", bpdu(flags_extra=0x01), "bad_flags"),
+        ("role bits 00", bpdu(role=0), "bad_flags"),
+        ("root IPv6 flag on a 6-byte root", bpdu(flags_extra=0x08), "truncated"),
+        ("one byte too many", good + b"\x00", "trailing_bytes"),
+        ("root port 0", bpdu(root_id="10.0.0.1:0"), "bad_id"),
+        ("sender 0.0.0.0", bpdu(sender_id="0.0.0.0:1884"), "bad_id"),
+        ("IPv4-mapped root in 18 bytes", bpdu(root_id="[::ffff:10.0.0.1]:1883"), "bad_id"),
+        ("root = sender with a cost", bpdu(root_id=raw_id, root_capability=1, root_cost=10,
+                                           age=0), "inconsistent"),
+        ("root != sender at age 0", bpdu(age=0), "inconsistent"),
+        ("both identities IPv6", bpdu(root_id=V6_ROOT, sender_id=V6_SENDER, root_capability=1,
+                                      root_cost=1234, age=2, tc=True), None),
+        ("IPv6 root, IPv4 sender", bpdu(root_id=V6_ROOT, root_capability=1, root_cost=4321,
+                                        role=pp.ROLE_BLOCKED, tca=True), None),
+    ]
+
+
+# ---------------------------------------------------------------- tools and capture
+
+def tool_env(folder):
+    """tshark and editcap without the user's Wireshark profile or personal plugins (a copy
+    of the script there would be loaded twice)."""
+    env = dict(os.environ)
+    env["HOME"] = folder
+    env["XDG_CONFIG_HOME"] = os.path.join(folder, ".config")
+    env.pop("WIRESHARK_CONFIG_DIR", None)
+    return env
+
+
+class Dumpcap:
+    """dumpcap on lo, limited to the given TCP ports, stopping by itself after `limit` s."""
+
+    def __init__(self, path, ports, folder, limit=60):
+        self.path = path
+        self.err_path = os.path.join(folder, "dumpcap.err")
+        capture_filter = " or ".join("tcp port %d" % p for p in sorted(set(ports)))
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                ["dumpcap", "-i", "lo", "-f", capture_filter, "-w", path,
+                 "-a", "duration:%d" % limit],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                env=tool_env(folder))
+
+    def errors(self):
+        with open(self.err_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def wait_capturing(self, timeout=10.0):
+        """True once dumpcap says it captures; False (process ended) when it cannot."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "Capturing on" in self.errors():
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.02)
+        self.stop()
+        return False
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_tool(args, folder, timeout=60):
+    p = subprocess.run(args, capture_output=True, timeout=timeout, env=tool_env(folder))
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode == 0, "%s exited %d:\n%s" % (args[0], p.returncode, err)
+    assert "Lua" not in err or "Error" not in err, "Lua error:\n" + err
+    return p.stdout, err
+
+
+def tshark_json(pcap, folder, script=True, decode_ports=(), display="mqtt || mqttst",
+                layers="frame mqtt mqttst"):
+    args = ["tshark", "-n", "-r", pcap]
+    if script:
+        args += ["-X", "lua_script:" + SCRIPT]
+    for port in decode_ports:
+        args += ["-d", "tcp.port==%d,mqtt" % port]
+    args += ["-Y", display, "-T", "json", "--no-duplicate-keys", "-J", layers]
+    out, _ = run_tool(args, folder)
+    return json.loads(out.decode("utf-8", "replace") or "[]")
+
+
+def frame_streams(pcap, folder):
+    """{frame number: tcp stream}."""
+    out, _ = run_tool(["tshark", "-n", "-r", pcap, "-T", "fields", "-e", "frame.number",
+                       "-e", "tcp.stream"], folder)
+    streams = {}
+    for row in out.decode().splitlines():
+        number, _, stream = row.partition("\t")
+        if stream:
+            streams[int(number)] = int(stream)
+    return streams
+
+
+def as_list(value):
+    return value if isinstance(value, list) else [value]
+
+
+def flatten(node, out):
+    """Every field below a JSON tree node: {name: [values]} (subtrees merged)."""
+    if isinstance(node, list):
+        for item in node:
+            flatten(item, out)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                flatten(value, out)
+            elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+                flatten(value, out)
+            else:
+                out.setdefault(key, []).extend(as_list(value))
+    return out
+
+
+class Pdu:
+    """One MQTT-ST tree (one MQTT packet) of a frame."""
+
+    def __init__(self, frame, time_epoch, stream, tree):
+        self.frame = frame
+        self.time = time_epoch
+        self.stream = stream
+        self.fields = flatten(tree, {})
+
+    def get(self, name, default=None):
+        values = self.fields.get(name)
+        return values[0] if values else default
+
+    def has(self, name):
+        return name in self.fields
+
+    def bytes(self, name):
+        return bytes.fromhex(self.get(name).replace(":", ""))
+
+    def __repr__(self):
+        return "Pdu(frame %d: %s)" % (self.frame, {k: v for k, v in self.fields.items()
+                                                   if k.startswith(("mqttst.", "_ws.expert.m"))})
+
+
+def layers_of(packet):
+    return packet["_source"]["layers"]
+
+
+def frame_number(layers):
+    return int(layers["frame"]["frame.number"])
+
+
+def mqttst_pdus(packets, streams):
+    out = []
+    for packet in packets:
+        layers = layers_of(packet)
+        if "mqttst" not in layers:
+            continue
+        n = frame_number(layers)
+        t = float(layers["frame"]["frame.time_epoch"])
+        for tree in as_list(layers["mqttst"]):
+            out.append(Pdu(n, t, streams.get(n), tree))
+    return out
+
+
+# ---------------------------------------------------------------- the scenario
+
+class Run:
+    pass
+
+
+def publish_across_the_tree(cluster, run):
+    sub = PahoClient(cluster.brokers[0], client_id=PLAIN_IDS[0], version=5)
+    pub = PahoClient(cluster.brokers[LEAF], client_id=PLAIN_IDS[1], version=4)
+    try:
+        assert sub.subscribe("dissector/#", 1)[0] < 0x80
+        time.sleep(0.1)
+        run.publish_ms = time.time() * 1000
+        pub.publish(TOPIC, PAYLOAD, qos=1)
+        m = sub.get_message(5)
+        assert (m.topic, m.payload) == (TOPIC, PAYLOAD)
+    finally:
+        sub.close()
+        pub.close()
+    raw = mp.RawClient(HOST, cluster.brokers[1].port, mp.MQTT5)
+    try:
+        raw.connect(PLAIN_IDS[2], keepalive=30)
+        raw.send(mp.pingreq())
+        raw.recv_type(mp.PINGRESP)
+        raw.disconnect()
+    finally:
+        raw.close()
+
+
+def play_raw_peer(cluster, raw, run):
+    """The raw peer dials the leaf, waits for the leaf's connect-back, then sends the
+    crafted BPDUs and two PUBLISH."""
+    raw.start()
+    assert raw.dialback_up.wait(5), "no connect-back from the leaf: %s" % raw.dialback_errors
+    run.rejected_before = int(cluster.stp(LEAF, fresh=True).get("bpdus/rejected", "0"))
+    run.crafted = crafted_bpdus(raw.identity, cluster.identity(0), run.leaf_epoch)
+    for _, payload, _ in run.crafted:
+        raw.send_bpdu(payload)
+    raw.wait_all_pings_answered(5)
+    run.raw_origin = pp.origin_value(raw.identity, 0x0123456789abcdef, 42,
+                                     wall_ms=1764020000123, retained=True, qos=0)
+    # another user property first: arbor takes the first one named mqtt-st-origin
+    pid = raw.next_pid()
+    raw.out.send(mp.publish("dissector/retained", b"offered", qos=2, retain=True, pid=pid,
+                            props=[(mp.P_USER_PROPERTY, ("other", "x")),
+                                   (mp.P_USER_PROPERTY, (pp.ORIGIN_PROPERTY, run.raw_origin))],
+                            version=mp.MQTT5))
+    wait_until(lambda: pid in raw.completed, 3, what="PUBCOMP of the retained offer")
+    raw.publish("dissector/no-origin", b"x", origin=None, wait=False)
+    assert raw.out.closed.wait(5), "a PUBLISH without origin did not close the connection"
+
+
+@pytest.fixture(scope="module")
+def run(peer_support):
+    for tool in ("tshark", "dumpcap", "editcap"):
+        if shutil.which(tool) is None:
+            pytest.skip("%s is not installed (scripts/install-deps.sh installs tshark)" % tool)
+    folder = tempfile.mkdtemp(prefix="arbor-dissector-")
+    os.chmod(folder, 0o777)
+    r = Run()
+    r.folder = folder
+    r.pcap = os.path.join(folder, "mqtt-st.pcapng")
+    cluster = Cluster(3, EDGES, CAPABILITIES, delays=DELAYS, hello=HELLO,
+                      tmp_dir=os.path.join(folder, "cluster"), start=False)
+    raw = pp.RawPeer(HOST, cluster.brokers[LEAF].port, DEFAULT_SECRET, send_hellos=False)
+    capture = None
+    failures = []
+    try:
+        ports = ([b.port for b in cluster.brokers] + [p.port for p in cluster.proxies.values()]
+                 + [int(raw.identity.rsplit(":", 1)[1])])
+        capture = Dumpcap(r.pcap, ports, folder)
+        if not capture.wait_capturing():
+            pytest.skip("dumpcap cannot capture on lo here: %s" % capture.errors().strip())
+        cluster.start()
+        moved = [b for b in cluster.brokers if b.port not in ports]
+        assert not moved, "brokers moved to ports outside the capture filter: %s" % moved
+        r.ids = [cluster.identity(i) for i in range(3)]
+        r.broker_ports = [b.port for b in cluster.brokers]
+        first = cluster.wait_tree(timeout=15)
+        r.t_converged = time.time()
+        time.sleep(0.6)                  # past the settling period (section 7.3)
+        publish_across_the_tree(cluster, r)
+        time.sleep(3 * HELLO + 0.1)      # every link carries BPDUs of the converged tree
+        second = cluster.snapshot()
+        r.t_sampled = time.time()
+        assert not second.problems() and second.signature() == first.signature(), (
+            "the tree changed while it was captured:\n" + second.describe())
+        r.views = [first.views, second.views]
+        r.edges = EDGES
+        r.leaf_epoch = int(second.value(LEAF, "epoch"))
+        r.raw_id = raw.identity
+        play_raw_peer(cluster, raw, r)
+        r.rejected_after = int(cluster.stp(LEAF, fresh=True).get("bpdus/rejected", "0"))
+        time.sleep(0.3)
+        capture.stop()
+        r.leaf_log = cluster.brokers[LEAF].log_text()
+    finally:
+        if capture is not None:
+            capture.stop()
+        raw.close()
+        failures = cluster.close()
+    assert not failures, "cluster teardown:\n" + "\n".join(failures)
+    assert os.path.getsize(r.pcap) > 0
+    r.streams = frame_streams(r.pcap, folder)
+    r.packets = tshark_json(r.pcap, folder)
+    r.pdus = mqttst_pdus(r.packets, r.streams)
+    yield r
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- peer handshakes
+
+def test_peer_connect_and_auth_exchange_decode_and_verify(run):
+    """Every dialler -> acceptor pair of the triangle (and the raw peer's two connections)
+    shows a peer CONNECT (level 0x85: peer flag, MQTT 5), the AUTH exchange and CONNACK's
+    mqtt-st-id; the nonces and proofs the dissector cut out of the authentication data are
+    the ones the HMACs of section 1.2 were computed over."""
+    by_stream = collections.defaultdict(list)
+    for p in run.pdus:
+        by_stream[p.stream].append(p)
+    verified = set()
+    for stream, pdus in by_stream.items():
+        connect = next((p for p in pdus if p.has("mqttst.connect.level")), None)
+        if connect is None:
+            continue
+        assert connect.get("mqttst.connect.level") == "0x85", connect
+        assert connect.get("mqttst.connect.peer") == "1", connect
+        assert connect.get("mqttst.connect.mqtt_level") == "5", connect
+        assert connect.get("mqttst.auth.method") == pp.AUTH_METHOD, connect
+        client_id = connect.get("mqttst.connect.id")
+        nonce = connect.bytes("mqttst.auth.client_nonce")
+        assert len(nonce) == pp.NONCE_LEN
+        server = next((p for p in pdus if p.has("mqttst.auth.server_proof")), None)
+        client = next((p for p in pdus if p.has("mqttst.auth.client_proof")), None)
+        connack = next((p for p in pdus if p.has("mqttst.connack.id")), None)
+        if server is None or client is None or connack is None:
+            continue   # a duplicate connection closed early, or the capture's last one
+        assert server.get("mqttst.auth.reason") == "0x18"
+        assert client.get("mqttst.auth.reason") == "0x18"
+        assert server.get("mqttst.link.direction") == "acceptor to dialler"
+        assert client.get("mqttst.link.direction") == "dialler to acceptor"
+        server_id = server.get("mqttst.auth.server_id")
+        server_nonce = server.bytes("mqttst.auth.server_nonce")
+        assert connack.get("mqttst.connack.id") == server_id
+        assert connack.get("mqttst.connack.reason") == "0x00"
+        assert server.bytes("mqttst.auth.server_proof") == pp.proof(
+            DEFAULT_SECRET, True, nonce, server_nonce, client_id, server_id)
+        assert client.bytes("mqttst.auth.client_proof") == pp.proof(
+            DEFAULT_SECRET, False, nonce, server_nonce, client_id, server_id)
+        for p in pdus:
+            assert p.get("mqttst.link.dialler") == client_id, p
+        verified.add((client_id, server_id))
+    ids = run.ids
+    wanted = {(ids[a], ids[b]) for a, b in run.edges} | {(ids[b], ids[a]) for a, b in run.edges}
+    wanted |= {(run.raw_id, ids[LEAF]), (ids[LEAF], run.raw_id)}
+    assert wanted <= verified, "handshakes not seen whole: %s" % sorted(wanted - verified)
+
+
+# ---------------------------------------------------------------- BPDUs of the tree
+
+def tree_bpdus(run):
+    """The last valid BPDU each broker sent on each link while the converged tree was
+    captured: {(sender index, neighbour index): Pdu}."""
+    index = {identity: i for i, identity in enumerate(run.ids)}
+    last = {}
+    for p in run.pdus:
+        if not p.has("mqttst.bpdu.version") or not run.t_converged <= p.time <= run.t_sampled:
+            continue
+        sender, acceptor = p.get("mqttst.bpdu.sender"), p.get("mqttst.link.acceptor")
+        if sender in index and acceptor in index:
+            assert p.get("mqttst.bpdu.valid") == "1", p
+            assert p.get("mqttst.link.dialler") == sender, p
+            last[(index[sender], index[acceptor])] = p
+    return last
+
+
+def test_bpdus_match_what_the_brokers_report(run):
+    """For each broker and each of its links, the last BPDU it sent while the converged tree
+    was captured carries what the broker reports in $SYS/broker/stp: its identity and
+    capability, its root's identity and capability, its hops as message age, its epoch, its
+    root path cost (root/cost_us) and its role for that link."""
+    last = tree_bpdus(run)
+    first, second = run.views
+    roles = set()
+    for a, b in run.edges:
+        for i, j in ((a, b), (b, a)):
+            p = last.get((i, j))
+            assert p is not None, "no BPDU from b%d to b%d in %s" % (i, j, sorted(last))
+            v = second[i]
+            neighbour = run.ids[j]
+            assert p.get("mqttst.bpdu.version") == "1"
+            assert p.get("mqttst.bpdu.sender") == v["id"] == run.ids[i]
+            assert p.get("mqttst.bpdu.sender.ip") == HOST
+            assert p.get("mqttst.bpdu.sender.port") == str(run.broker_ports[i])
+            assert p.get("mqttst.bpdu.sender_capability") == v["capability"]
+            assert p.get("mqttst.bpdu.root") == v["root/id"]
+            assert p.get("mqttst.bpdu.root.ip") == HOST
+            assert p.get("mqttst.bpdu.root.port") == v["root/id"].rsplit(":", 1)[1]
+            assert p.get("mqttst.bpdu.root_capability") == v["root/capability"]
+            assert p.get("mqttst.bpdu.age") == v["hops"]
+            assert p.get("mqttst.bpdu.epoch") == v["epoch"]
+            assert p.get("mqttst.bpdu.root_cost") in (first[i]["root/cost_us"],
+                                                       v["root/cost_us"]), (p, v)
+            role = v["peers/%s/role" % neighbour]
+            assert p.get("mqttst.bpdu.role_name") == role, (i, j, p)
+            assert p.get("mqttst.bpdu.role") == {"root": "1", "designated": "2",
+                                                 "blocked": "3"}[role]
+            for flag in ("tc", "tca", "root_ipv6", "sender_ipv6"):
+                assert p.get("mqttst.bpdu." + flag) in ("0", "1"), flag
+            assert p.get("mqttst.bpdu.root_ipv6") == "0" and p.get("mqttst.bpdu.sender_ipv6") == "0"
+            assert p.get("mqttst.bpdu.reserved") == "0x00"
+            assert p.get("mqttst.bpdu.status") == "STP_BPDU_OK"
+            roles.add(role)
+    assert roles == {"root", "designated", "blocked"}
+
+
+# ---------------------------------------------------------------- messages
+
+def test_peer_publish_origin_decodes(run):
+    """The message published on the leaf crosses both links of the tree as peer PUBLISH
+    whose origin names the leaf, a 16-hex-digit incarnation, its sequence, the publishing
+    time and QoS 1; every hop carries the same origin."""
+    ids = run.ids
+    seen = {}
+    for p in run.pdus:
+        if p.get("mqttst.publish.topic") != TOPIC:
+            continue
+        assert p.get("mqttst.origin.id") == ids[LEAF], p
+        assert p.get("mqttst.origin.qos") == "1"
+        assert p.get("mqttst.origin.retained_sync") == "0"
+        assert re.fullmatch(r"[0-9a-f]{16}", p.get("mqttst.origin.incarnation"))
+        assert int(p.get("mqttst.origin.sequence")) >= 1
+        assert abs(int(p.get("mqttst.origin.time_ms")) - run.publish_ms) < 5000
+        assert p.bytes("mqttst.publish.payload") == PAYLOAD
+        assert not p.has("_ws.expert.message"), p
+        origin = (p.get("mqttst.origin.incarnation"), p.get("mqttst.origin.sequence"))
+        seen[(p.get("mqttst.link.dialler"), p.get("mqttst.link.acceptor"))] = origin
+    # it leaves the leaf and reaches the root (C -> B -> A once the tree has settled; while
+    # it settles, a broker sends on every live link)
+    assert any(d == ids[LEAF] for d, _ in seen) and any(a == ids[0] for _, a in seen), seen
+    assert len(set(seen.values())) == 1, seen
+
+
+def test_raw_peer_publish_origins(run):
+    """A retained-sync origin (" r") after another user property decodes field by field and
+    is flagged as not first; a peer PUBLISH without mqtt-st-origin is flagged."""
+    mine = [p for p in run.pdus if p.get("mqttst.link.dialler") == run.raw_id and
+            p.has("mqttst.publish.topic")]
+    offered = next(p for p in mine if p.get("mqttst.publish.topic") == "dissector/retained")
+    assert offered.get("mqttst.origin") == run.raw_origin
+    assert offered.get("mqttst.origin.id") == run.raw_id
+    assert offered.get("mqttst.origin.incarnation") == "0123456789abcdef"
+    assert offered.get("mqttst.origin.sequence") == "42"
+    assert offered.get("mqttst.origin.time_ms") == "1764020000123"
+    assert offered.get("mqttst.origin.qos") == "0"
+    assert offered.get("mqttst.origin.retained_sync") == "1"
+    assert offered.has("mqttst.origin.not_first")
+    missing = next(p for p in mine if p.get("mqttst.publish.topic") == "dissector/no-origin")
+    assert missing.has("mqttst.origin.missing")
+    assert not missing.has("mqttst.origin.id")
+
+
+# ---------------------------------------------------------------- malformed BPDUs
+
+def test_malformed_bpdus_flagged_with_their_reason(run):
+    """Each BPDU the raw peer sent decodes in order: the keep-alive as such, each malformed
+    one flagged (expert info naming the reason, the result code of stp/bpdu.h) exactly as
+    the leaf rejected it in its log, the IPv6 ones valid with every identity field."""
+    pings = [p for p in run.pdus if p.get("mqttst.link.dialler") == run.raw_id and
+             (p.has("mqttst.bpdu.version") or p.has("mqttst.bpdu.none"))]
+    assert len(pings) == len(run.crafted), pings
+    statuses = []
+    for (what, payload, reason), p in zip(run.crafted, pings):
+        if reason == "none":
+            assert p.has("mqttst.bpdu.none") and not p.has("mqttst.bpdu.version"), (what, p)
+            continue
+        assert p.bytes("mqttst.bpdu") == payload, (what, p)
+        if reason is None:
+            assert p.get("mqttst.bpdu.valid") == "1", (what, p)
+            assert p.get("mqttst.bpdu.status") == "STP_BPDU_OK"
+            assert not p.has("_ws.expert.message"), (what, p)
+            continue
+        code, words = REASONS[reason]
+        assert p.get("mqttst.bpdu.valid") == "0", (what, p)
+        assert p.get("mqttst.bpdu.error") == reason, (what, p)
+        assert p.get("mqttst.bpdu.status") == code, (what, p)
+        assert p.has("mqttst.bpdu.%s_error" % reason), (what, p)
+        message = p.get("_ws.expert.message")
+        assert message.startswith("Malformed BPDU: ") and words in message, (what, message)
+        assert code in message
+        statuses.append(code)
+    # the leaf rejected the same BPDUs for the same reasons, in the same order
+    logged = re.findall(r"rejected BPDU from %s: ([^.]+)\." % re.escape(run.raw_id),
+                        run.leaf_log)
+    assert logged == [STATUS_LOG_TEXT[c] for c in statuses], "\n".join(logged + statuses)
+    assert run.rejected_after - run.rejected_before == len(statuses)
+
+
+def test_ipv6_identities_decode(run):
+    pings = [p for p in run.pdus if p.get("mqttst.link.dialler") == run.raw_id and
+             p.get("mqttst.bpdu.valid") == "1"]
+    both, mixed = pings
+    assert both.get("mqttst.bpdu.root") == V6_ROOT
+    assert both.get("mqttst.bpdu.root.ipv6") == "2001:db8::1"
+    assert both.get("mqttst.bpdu.root.port") == "1883"
+    assert both.get("mqttst.bpdu.sender") == V6_SENDER
+    assert both.get("mqttst.bpdu.sender.ipv6") == "fd00::7"
+    assert both.get("mqttst.bpdu.sender.port") == "1884"
+    assert (both.get("mqttst.bpdu.root_ipv6"), both.get("mqttst.bpdu.sender_ipv6")) == ("1", "1")
+    assert (both.get("mqttst.bpdu.tc"), both.get("mqttst.bpdu.tca")) == ("1", "0")
+    assert both.get("mqttst.bpdu.role_name") == "designated"
+    assert (both.get("mqttst.bpdu.age"), both.get("mqttst.bpdu.root_cost")) == ("2", "1234")
+    assert len(both.bytes("mqttst.bpdu")) == 55
+    assert mixed.get("mqttst.bpdu.root") == V6_ROOT
+    assert mixed.get("mqttst.bpdu.sender") == run.raw_id
+    assert mixed.get("mqttst.bpdu.sender.ip") == HOST
+    assert not mixed.has("mqttst.bpdu.sender.ipv6")
+    assert (mixed.get("mqttst.bpdu.root_ipv6"), mixed.get("mqttst.bpdu.sender_ipv6")) == ("1", "0")
+    assert (mixed.get("mqttst.bpdu.tc"), mixed.get("mqttst.bpdu.tca")) == ("0", "1")
+    assert mixed.get("mqttst.bpdu.role_name") == "blocked"
+    assert len(mixed.bytes("mqttst.bpdu")) == 43
+
+
+# ---------------------------------------------------------------- ordinary MQTT
+
+def test_plain_clients_decoded_by_the_builtin_dissector_as_before(run):
+    """The plain clients' packets get no MQTT-ST tree, and the built-in MQTT dissector shows
+    exactly what it shows without the script (there with Decode As on the brokers' ports)."""
+    connects = {}
+    for packet in run.packets:
+        layers = layers_of(packet)
+        for mqtt in as_list(layers.get("mqtt", [])):
+            client_id = mqtt.get("mqtt.clientid")
+            if client_id in PLAIN_IDS:
+                connects[client_id] = run.streams[frame_number(layers)]
+    assert sorted(connects) == sorted(PLAIN_IDS)
+    plain = set(connects.values())
+    with_script = {frame_number(layers_of(p)): layers_of(p) for p in run.packets
+                   if run.streams.get(frame_number(layers_of(p))) in plain}
+    alone = tshark_json(run.pcap, run.folder, script=False, decode_ports=run.broker_ports,
+                        display="mqtt", layers="frame mqtt")
+    alone = {frame_number(layers_of(p)): layers_of(p) for p in alone
+             if run.streams.get(frame_number(layers_of(p))) in plain}
+    assert len(alone) >= 12 and sorted(with_script) == sorted(alone)
+    versions = set()
+    for n, layers in alone.items():
+        assert "mqttst" not in with_script[n], with_script[n]
+        assert "_ws.malformed" not in layers and "_ws.malformed" not in with_script[n]
+        assert with_script[n]["mqtt"] == layers["mqtt"], n
+        for mqtt in as_list(layers["mqtt"]):
+            if "mqtt.ver" in mqtt:
+                versions.add(mqtt["mqtt.ver"])
+    assert versions == {"4", "5"}
+
+
+# ---------------------------------------------------------------- a capture started late
+
+def test_capture_started_after_the_handshakes(run):
+    """Cut to the packets of the converged tree (no CONNECT left), the heuristic still
+    finds the peer connections by their BPDUs and names each link after the BPDU's sender."""
+    late = os.path.join(run.folder, "late.pcapng")
+    run_tool(["editcap", "-A", "%.6f" % run.t_converged, "-B", "%.6f" % run.t_sampled,
+              run.pcap, late], run.folder)
+    pdus = mqttst_pdus(tshark_json(late, run.folder), frame_streams(late, run.folder))
+    assert pdus and not any(p.has("mqttst.connect.level") for p in pdus)
+    senders = set()
+    for p in pdus:
+        if p.get("mqttst.bpdu.valid") == "1" and p.get("mqttst.bpdu.sender") in run.ids:
+            assert p.get("mqttst.link.dialler") == p.get("mqttst.bpdu.sender"), p
+            senders.add(p.get("mqttst.bpdu.sender"))
+    assert senders == set(run.ids)
+    origins = [p for p in pdus if p.get("mqttst.publish.topic") == TOPIC]
+    assert origins and all(p.get("mqttst.origin.id") == run.ids[LEAF] for p in origins)
+
+
+# ---------------------------------------------------------------- hand-made captures
+
+def write_pcap(path, segments, start=1700000000.0):
+    """A classic pcap (raw IPv4 link type) of TCP segments between ports of 127.0.0.1, one
+    per (source port, destination port, payload), sequence numbers running per direction."""
+    loopback = socket.inet_aton(HOST)
+    seq = {}
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101))
+        for k, (src, dst, payload) in enumerate(segments):
+            mine, theirs = seq.get((src, dst), 1000), seq.get((dst, src), 1000)
+            tcp = struct.pack("!HHIIBBHHH", src, dst, mine, theirs, 5 << 4, 0x18, 65535, 0, 0)
+            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), k,
+                             0x4000, 64, 6, 0, loopback, loopback)
+            frame = ip + tcp + payload
+            t = start + k * 0.001
+            f.write(struct.pack("<IIII", int(t), int(round((t % 1) * 1e6)), len(frame),
+                                len(frame)))
+            f.write(frame)
+            seq[(src, dst)] = mine + len(payload)
+
+
+def crafted_capture(folder, sender="127.0.0.1:1885", addresses=("2001:db8::1",)):
+    """A peer CONNECT then, in one segment, a BPDU per root address; a bridge's CONNECT
+    (level 0x84) and a PINGREQ with a BPDU-like payload on its connection."""
+    bpdus = b"".join(pp.pingreq(pp.Bpdu(pp.ROLE_DESIGNATED, 1, 5, 9, 100, 1,
+                                        "[%s]:%d" % (a, 1000 + k), sender).encode())
+                     for k, a in enumerate(addresses))
+    pcap = os.path.join(folder, "crafted.pcap")
+    write_pcap(pcap, [
+        (40000, 1884, pp.connect_packet(sender, bytes(range(16)))),
+        (40000, 1884, bpdus),
+        (40001, 1883, mp.connect("bridge-x", version=mp.MQTT311, proto_level=0x84)),
+        (40001, 1883, pp.pingreq(pp.Bpdu(pp.ROLE_ROOT, 1, 5, 9, 100, 1, "10.0.0.1:1",
+                                         "10.0.0.2:2").encode())),
+    ])
+    return pcap
+
+
+def test_identity_texts_and_bridges_in_a_crafted_capture(tmp_path):
+    """IPv6 identities read as arbor prints them (glibc's inet_ntop: the first longest run
+    of zero groups as ::, no :: for a single zero group, embedded IPv4 in ::ffff:a.b.c.d),
+    several BPDUs in one segment; a Mosquitto bridge's CONNECT (0x84) shows the peer flag
+    but is no peer, so a PINGREQ with a payload on its connection is not taken for a BPDU."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    folder = str(tmp_path)
+    sender = "127.0.0.1:1885"
+    addresses = ["2001:db8::1", "::1", "fe80::1:0:0:1", "2001:db8:0:0:1::1",
+                 "1:0:0:2::3", "2001:db8:0:1:1:1:1:1", "::ffff:10.1.2.3", "::10.1.2.3",
+                 "fd00::", "1::", "1:2:3:4:5:6:7:8"]
+    pcap = crafted_capture(folder, sender, addresses)
+    pdus = mqttst_pdus(tshark_json(pcap, folder), frame_streams(pcap, folder))
+    connect = pdus[0]
+    assert connect.get("mqttst.connect.id") == sender
+    assert connect.bytes("mqttst.auth.client_nonce") == bytes(range(16))
+    roots = [p for p in pdus if p.has("mqttst.bpdu.version")]
+    assert [p.frame for p in roots] == [2] * len(addresses)
+    for k, (a, p) in enumerate(zip(addresses, roots)):
+        packed = socket.inet_pton(socket.AF_INET6, a)
+        assert p.get("mqttst.bpdu.root") == "[%s]:%d" % (
+            socket.inet_ntop(socket.AF_INET6, packed), 1000 + k), p
+        assert p.get("mqttst.bpdu.root.port") == str(1000 + k)
+        assert p.get("mqttst.bpdu.error") == ("bad_id" if a.startswith("::ffff:") else None), p
+    bridge = [p for p in pdus if p.frame in (3, 4)]
+    assert [p.frame for p in bridge] == [3], bridge
+    assert bridge[0].get("mqttst.connect.level") == "0x84"
+    assert bridge[0].get("mqttst.connect.peer") == "1"
+    assert bridge[0].get("mqttst.connect.mqtt_level") == "4"
+    assert bridge[0].has("mqttst.connect.bridge")
+
+
+def test_installed_in_the_personal_plugin_folder(tmp_path):
+    """Copied into ~/.local/lib/wireshark/plugins, the script works without -X; given with
+    -X lua_script as well, the second copy stands aside instead of failing."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    folder = str(tmp_path)
+    plugins = os.path.join(folder, ".local", "lib", "wireshark", "plugins")
+    os.makedirs(plugins)
+    shutil.copy(SCRIPT, plugins)
+    pcap = crafted_capture(folder)
+    for script in (False, True):
+        pdus = mqttst_pdus(tshark_json(pcap, folder, script=script),
+                           frame_streams(pcap, folder))
+        assert [p.get("mqttst.bpdu.root") for p in pdus
+                if p.has("mqttst.bpdu.root")] == ["[2001:db8::1]:1000"], script

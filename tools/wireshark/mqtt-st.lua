@@ -1,0 +1,982 @@
+-- mqtt-st.lua: a Wireshark dissector for MQTT-ST, the spanning-tree protocol arbor brokers
+-- speak between each other inside MQTT (docs/mqtt-st-protocol.md).
+--
+-- Wireshark's own MQTT dissector keeps decoding every packet; this script adds a protocol
+-- "MQTT-ST" (filter prefix mqttst.) next to it for what MQTT-ST puts on the wire:
+--   * the peer CONNECT (protocol level 0x85), its auth method and client nonce, and the
+--     AUTH exchange (server nonce, server proof, server identity; client proof), CONNACK's
+--     mqtt-st-id: the built-in dissector takes 0x85 for an unknown version and does not
+--     decode the MQTT 5 properties of these packets;
+--   * the BPDU a peer carries in PINGREQ, every field, with the checks of section 3.4;
+--   * the mqtt-st-origin user property of a peer PUBLISH.
+--
+-- How it hooks in: a post-dissector reads every MQTT PDU the built-in dissector found in a
+-- frame (the "mqtt" protocol item spans exactly one PDU, also a reassembled one) and parses
+-- its bytes itself, so nothing of the built-in dissection changes. Peer links listen on
+-- arbitrary ports, so a TCP heuristic recognises a connection by its peer CONNECT, or by a
+-- BPDU-carrying PINGREQ when the capture started later, and adds the server port to MQTT's
+-- "tcp.port" table; the preference "Extra MQTT ports" does the same for a fixed list.
+--
+-- Load it with `tshark -X lua_script:tools/wireshark/mqtt-st.lua`, or copy it into
+-- Wireshark's personal Lua plugin folder (tools/wireshark/README.md).
+
+-- Loaded twice (plugin folder and -X lua_script): the first copy does the work. Each script
+-- has its own globals; package.loaded is shared by all of them.
+if package.loaded["arbor.mqtt-st-dissector"] then return end
+package.loaded["arbor.mqtt-st-dissector"] = true
+
+local mqttst = Proto("mqttst", "MQTT-ST")
+
+-- --------------------------------------------------------------------------- constants
+
+local PEER_LEVEL = 0x85
+local AUTH_METHOD = "MQTT-ST-HMAC-SHA256"
+local ORIGIN_PROPERTY = "mqtt-st-origin"
+local ID_PROPERTY = "mqtt-st-id"
+local NONCE_LEN, PROOF_LEN = 16, 32
+local BPDU_HEADER_LEN = 19
+
+local PT_CONNECT, PT_CONNACK, PT_PUBLISH = 1, 2, 3
+local PT_PINGREQ, PT_DISCONNECT, PT_AUTH = 12, 14, 15
+local PACKET_NAMES = { "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP",
+                       "SUBSCRIBE", "SUBACK", "UNSUBSCRIBE", "UNSUBACK", "PINGREQ", "PINGRESP",
+                       "DISCONNECT", "AUTH" }
+
+local ROLE_NAMES = { [0] = "invalid (00)", [1] = "root", [2] = "designated", [3] = "blocked" }
+local QOS_NAMES = { [0] = "at most once", [1] = "at least once", [2] = "exactly once" }
+local LEVEL_NAMES = { [3] = "MQTT 3.1", [4] = "MQTT 3.1.1", [5] = "MQTT 5.0" }
+local AUTH_REASONS = { [0x00] = "Success", [0x18] = "Continue authentication",
+                       [0x19] = "Re-authenticate" }
+local CONNACK_REASONS = {
+    [0x00] = "Success",
+    [0x84] = "Unsupported protocol version (peering not configured)",
+    [0x85] = "Client identifier not valid (not an identity, or the acceptor's own)",
+    [0x87] = "Not authorized (wrong proof, or a secret is required)",
+    [0x8C] = "Bad authentication method",
+}
+local DISCONNECT_REASONS = { [0x00] = "Normal disconnection", [0x81] = "Malformed packet",
+                             [0x82] = "Protocol error" }
+
+-- MQTT 5 properties: id -> name, kind (byte, u16, u32, varint, string, binary, pair)
+local PROPERTIES = {
+    [0x01] = { "Payload Format Indicator", "byte" },
+    [0x02] = { "Message Expiry Interval", "u32" },
+    [0x03] = { "Content Type", "string" },
+    [0x08] = { "Response Topic", "string" },
+    [0x09] = { "Correlation Data", "binary" },
+    [0x0B] = { "Subscription Identifier", "varint" },
+    [0x11] = { "Session Expiry Interval", "u32" },
+    [0x12] = { "Assigned Client Identifier", "string" },
+    [0x13] = { "Server Keep Alive", "u16" },
+    [0x15] = { "Authentication Method", "string" },
+    [0x16] = { "Authentication Data", "binary" },
+    [0x17] = { "Request Problem Information", "byte" },
+    [0x18] = { "Will Delay Interval", "u32" },
+    [0x19] = { "Request Response Information", "byte" },
+    [0x1A] = { "Response Information", "string" },
+    [0x1C] = { "Server Reference", "string" },
+    [0x1F] = { "Reason String", "string" },
+    [0x21] = { "Receive Maximum", "u16" },
+    [0x22] = { "Topic Alias Maximum", "u16" },
+    [0x23] = { "Topic Alias", "u16" },
+    [0x24] = { "Maximum QoS", "byte" },
+    [0x25] = { "Retain Available", "byte" },
+    [0x26] = { "User Property", "pair" },
+    [0x27] = { "Maximum Packet Size", "u32" },
+    [0x28] = { "Wildcard Subscription Available", "byte" },
+    [0x29] = { "Subscription Identifier Available", "byte" },
+    [0x2A] = { "Shared Subscription Available", "byte" },
+}
+local PROP_AUTH_METHOD, PROP_AUTH_DATA, PROP_USER = 0x15, 0x16, 0x26
+
+-- The checks of section 3.4, in their order: reason key, result code of stp/bpdu.h, text.
+local BPDU_ERRORS = {
+    empty = { "STP_BPDU_TRUNCATED", "empty payload" },
+    bad_version = { "STP_BPDU_BAD_VERSION", "version byte is not 1" },
+    too_short = { "STP_BPDU_TRUNCATED", "fewer than 19 bytes" },
+    bad_flags = { "STP_BPDU_BAD_FLAGS", "reserved flag bits set, or role bits 00" },
+    truncated = { "STP_BPDU_TRUNCATED", "fewer bytes than the family bits require" },
+    trailing_bytes = { "STP_BPDU_TRAILING_BYTES", "more bytes than the family bits require" },
+    bad_id = { "STP_BPDU_BAD_ID", "identity with port 0, an unspecified address, or an " ..
+                                  "IPv4-mapped address in the 18-byte form" },
+    inconsistent = { "STP_BPDU_INCONSISTENT", "fields contradict each other" },
+}
+local BPDU_ERROR_ORDER = { "empty", "bad_version", "too_short", "bad_flags", "truncated",
+                           "trailing_bytes", "bad_id", "inconsistent" }
+
+-- --------------------------------------------------------------------------- fields
+
+local F = {}
+local function def(key, pf) F[key] = pf end
+
+-- CONNECT
+def("level", ProtoField.uint8("mqttst.connect.level", "Protocol level", base.HEX))
+def("peer", ProtoField.bool("mqttst.connect.peer", "Peer flag (0x80)", 8, nil, 0x80))
+def("mqtt_level", ProtoField.uint8("mqttst.connect.mqtt_level", "MQTT level", base.DEC,
+    LEVEL_NAMES, 0x7F))
+def("connect_id", ProtoField.string("mqttst.connect.id", "Dialling broker (client identifier)"))
+def("bridge", ProtoField.string("mqttst.connect.bridge", "Mosquitto bridge"))
+-- AUTH exchange (method and client nonce ride in CONNECT)
+def("auth_method", ProtoField.string("mqttst.auth.method", "Authentication method"))
+def("client_nonce", ProtoField.bytes("mqttst.auth.client_nonce", "Client nonce (Nc)"))
+def("auth_reason", ProtoField.uint8("mqttst.auth.reason", "AUTH reason code", base.HEX,
+    AUTH_REASONS))
+def("server_nonce", ProtoField.bytes("mqttst.auth.server_nonce", "Server nonce (Ns)"))
+def("server_proof", ProtoField.bytes("mqttst.auth.server_proof", "Server proof (proof_S)"))
+def("server_id", ProtoField.string("mqttst.auth.server_id", "Server identity (S)"))
+def("client_proof", ProtoField.bytes("mqttst.auth.client_proof", "Client proof (proof_C)"))
+def("auth_data", ProtoField.bytes("mqttst.auth.data", "Authentication data"))
+-- CONNACK, DISCONNECT
+def("connack_reason", ProtoField.uint8("mqttst.connack.reason", "CONNACK reason code",
+    base.HEX, CONNACK_REASONS))
+def("connack_id", ProtoField.string("mqttst.connack.id", "Accepting broker (mqtt-st-id)"))
+def("disconnect_reason", ProtoField.uint8("mqttst.disconnect.reason",
+    "DISCONNECT reason code", base.HEX, DISCONNECT_REASONS))
+-- the link a peer connection belongs to (on every packet of it)
+def("link_dialler", ProtoField.string("mqttst.link.dialler", "Dialling broker"))
+def("link_acceptor", ProtoField.string("mqttst.link.acceptor", "Accepting broker"))
+def("link_direction", ProtoField.string("mqttst.link.direction", "Direction"))
+-- MQTT 5 properties of peer packets (the built-in dissector skips them)
+def("property", ProtoField.string("mqttst.property", "Property"))
+-- BPDU
+def("bpdu", ProtoField.bytes("mqttst.bpdu", "BPDU"))
+def("bpdu_none", ProtoField.none("mqttst.bpdu.none", "Keep-alive without BPDU"))
+def("version", ProtoField.uint8("mqttst.bpdu.version", "Version", base.DEC))
+def("flags", ProtoField.uint8("mqttst.bpdu.flags", "Flags", base.HEX))
+def("tc", ProtoField.bool("mqttst.bpdu.tc", "TC (topology change)", 8, nil, 0x80))
+def("tca", ProtoField.bool("mqttst.bpdu.tca", "TCA (topology change acknowledgement)", 8, nil,
+    0x40))
+def("role", ProtoField.uint8("mqttst.bpdu.role", "Role", base.DEC, ROLE_NAMES, 0x30))
+def("root_ipv6_flag", ProtoField.bool("mqttst.bpdu.root_ipv6", "Root identity IPv6", 8, nil,
+    0x08))
+def("sender_ipv6_flag", ProtoField.bool("mqttst.bpdu.sender_ipv6", "Sender identity IPv6", 8,
+    nil, 0x04))
+def("reserved", ProtoField.uint8("mqttst.bpdu.reserved", "Reserved", base.HEX, nil, 0x03))
+def("role_name", ProtoField.string("mqttst.bpdu.role_name", "Role name"))
+def("age", ProtoField.uint8("mqttst.bpdu.age", "Message age (hops to the root)", base.DEC))
+def("epoch", ProtoField.uint32("mqttst.bpdu.epoch", "Epoch", base.DEC))
+def("root_capability", ProtoField.uint32("mqttst.bpdu.root_capability", "Root capability",
+    base.DEC))
+def("root_cost", ProtoField.uint32("mqttst.bpdu.root_cost", "Root path cost (µs)", base.DEC))
+def("sender_capability", ProtoField.uint32("mqttst.bpdu.sender_capability",
+    "Sender capability", base.DEC))
+for _, who in ipairs({ "root", "sender" }) do
+    local title = who == "root" and "Root" or "Sender"
+    def(who, ProtoField.string("mqttst.bpdu." .. who, title .. " identity"))
+    def(who .. "_ip", ProtoField.ipv4("mqttst.bpdu." .. who .. ".ip", title .. " address"))
+    def(who .. "_ipv6", ProtoField.ipv6("mqttst.bpdu." .. who .. ".ipv6",
+        title .. " address (IPv6)"))
+    def(who .. "_port", ProtoField.uint16("mqttst.bpdu." .. who .. ".port", title .. " port",
+        base.DEC))
+end
+def("trailing", ProtoField.bytes("mqttst.bpdu.trailing", "Trailing bytes"))
+def("bpdu_valid", ProtoField.bool("mqttst.bpdu.valid", "Valid"))
+def("bpdu_error", ProtoField.string("mqttst.bpdu.error", "Rejected because"))
+def("bpdu_status", ProtoField.string("mqttst.bpdu.status", "Result code (bpdu.h)"))
+-- PUBLISH between peers
+def("topic", ProtoField.string("mqttst.publish.topic", "Topic"))
+def("packet_id", ProtoField.uint16("mqttst.publish.id", "Packet identifier", base.DEC))
+def("payload", ProtoField.bytes("mqttst.publish.payload", "Payload"))
+def("origin", ProtoField.string("mqttst.origin", "Origin (mqtt-st-origin)"))
+def("origin_id", ProtoField.string("mqttst.origin.id", "Origin broker"))
+def("origin_incarnation", ProtoField.string("mqttst.origin.incarnation", "Incarnation"))
+def("origin_sequence", ProtoField.uint64("mqttst.origin.sequence", "Sequence", base.DEC))
+def("origin_time_ms", ProtoField.uint64("mqttst.origin.time_ms", "Origin time (ms since epoch)",
+    base.DEC))
+def("origin_time", ProtoField.absolute_time("mqttst.origin.time", "Origin time",
+    base.UTC))
+def("origin_qos", ProtoField.uint8("mqttst.origin.qos", "Published QoS", base.DEC, QOS_NAMES))
+def("origin_retained", ProtoField.bool("mqttst.origin.retained_sync",
+    "Retained message offered for reconciliation (r)"))
+
+local field_list = {}
+for _, pf in pairs(F) do field_list[#field_list + 1] = pf end
+mqttst.fields = field_list
+
+-- expert infos
+local E = {}
+for _, key in ipairs(BPDU_ERROR_ORDER) do
+    E["bpdu_" .. key] = ProtoExpert.new("mqttst.bpdu." .. key .. "_error",
+        "Malformed BPDU: " .. BPDU_ERRORS[key][2] .. " (" .. BPDU_ERRORS[key][1] .. ")",
+        expert.group.MALFORMED, expert.severity.ERROR)
+end
+E.origin_missing = ProtoExpert.new("mqttst.origin.missing",
+    "Peer PUBLISH without the mqtt-st-origin user property", expert.group.PROTOCOL,
+    expert.severity.ERROR)
+E.origin_malformed = ProtoExpert.new("mqttst.origin.malformed",
+    "Malformed mqtt-st-origin value", expert.group.MALFORMED, expert.severity.ERROR)
+E.origin_not_first = ProtoExpert.new("mqttst.origin.not_first",
+    "mqtt-st-origin is not the first user property", expert.group.PROTOCOL,
+    expert.severity.WARN)
+E.auth = ProtoExpert.new("mqttst.auth.unexpected", "Unexpected peer authentication data",
+    expert.group.PROTOCOL, expert.severity.WARN)
+E.bad_identity = ProtoExpert.new("mqttst.identity.invalid",
+    "Not a broker identity (a.b.c.d:port or [v6]:port)", expert.group.PROTOCOL,
+    expert.severity.WARN)
+E.id_mismatch = ProtoExpert.new("mqttst.connack.id_mismatch",
+    "mqtt-st-id differs from the server identity of the AUTH", expert.group.PROTOCOL,
+    expert.severity.WARN)
+E.packet = ProtoExpert.new("mqttst.malformed", "Malformed peer packet",
+    expert.group.MALFORMED, expert.severity.ERROR)
+local expert_list = {}
+for _, e in pairs(E) do expert_list[#expert_list + 1] = e end
+mqttst.experts = expert_list
+
+-- --------------------------------------------------------------------------- preferences
+
+mqttst.prefs.ports = Pref.range("Extra MQTT ports", "",
+    "TCP ports to decode as MQTT besides 1883 (peer listeners, proxies), e.g. 1884,2000-2010",
+    65535)
+
+local mqtt_handle = Dissector.get("mqtt")
+local tcp_ports = DissectorTable.get("tcp.port")
+local pref_ports = ""
+
+function mqttst.prefs_changed()
+    if pref_ports ~= "" then tcp_ports:remove(pref_ports, mqtt_handle) end
+    pref_ports = tostring(mqttst.prefs.ports or "")
+    if pref_ports ~= "" then tcp_ports:add(pref_ports, mqtt_handle) end
+end
+
+-- --------------------------------------------------------------------------- byte helpers
+
+local function byte_at(r, off) return r:range(off, 1):uint() end
+local function u16_at(r, off) return r:range(off, 2):uint() end
+
+-- MQTT variable byte integer at off: value, length in bytes; nil when it does not fit
+local function varint_at(r, off)
+    local value, mult = 0, 1
+    for i = 0, 3 do
+        if off + i >= r:len() then return nil end
+        local b = byte_at(r, off + i)
+        value = value + (b % 128) * mult
+        if b < 128 then return value, i + 1 end
+        mult = mult * 128
+    end
+    return nil
+end
+
+local function hex_group(r, off) return string.format("%x", u16_at(r, off)) end
+
+-- glibc inet_ntop's IPv6 text (RFC 5952: the first longest run of two or more zero groups
+-- is "::"; ::a.b.c.d and ::ffff:a.b.c.d keep the embedded IPv4), as arbor prints identities
+local function ipv6_text(r, off)
+    local words = {}
+    for i = 0, 7 do words[i] = u16_at(r, off + 2 * i) end
+    local best_base, best_len, cur_base, cur_len = -1, 0, -1, 0
+    for i = 0, 7 do
+        if words[i] == 0 then
+            if cur_base < 0 then cur_base, cur_len = i, 1 else cur_len = cur_len + 1 end
+            if cur_len > best_len then best_base, best_len = cur_base, cur_len end
+        else
+            cur_base, cur_len = -1, 0
+        end
+    end
+    if best_len < 2 then best_base = -1 end
+    local out, i = {}, 0
+    while i <= 7 do
+        if i == best_base then
+            out[#out + 1] = (i == 0) and "::" or ":"
+            i = i + best_len
+        else
+            if i == 6 and best_base == 0 and (best_len == 6 or
+                    (best_len == 5 and words[5] == 0xFFFF)) then
+                out[#out + 1] = string.format("%d.%d.%d.%d", byte_at(r, off + 12),
+                    byte_at(r, off + 13), byte_at(r, off + 14), byte_at(r, off + 15))
+                break
+            end
+            out[#out + 1] = hex_group(r, off + 2 * i)
+            if i < 7 then out[#out + 1] = ":" end
+            i = i + 1
+        end
+    end
+    local text = table.concat(out)
+    return (text:gsub(":::", "::"))
+end
+
+-- Text form of a 6- or 18-byte identity at off (section 3.2)
+local function identity_text(r, off, len)
+    if len == 6 then
+        return string.format("%d.%d.%d.%d:%d", byte_at(r, off), byte_at(r, off + 1),
+            byte_at(r, off + 2), byte_at(r, off + 3), u16_at(r, off + 4))
+    end
+    return string.format("[%s]:%d", ipv6_text(r, off), u16_at(r, off + 16))
+end
+
+-- Why the identity at off is not acceptable (nil when it is)
+local function identity_problem(r, off, len)
+    if u16_at(r, off + len - 2) == 0 then return "port 0" end
+    local zero = true
+    for i = 0, len - 3 do
+        if byte_at(r, off + i) ~= 0 then zero = false break end
+    end
+    if zero then return "unspecified address" end
+    if len == 18 then
+        local mapped = u16_at(r, off + 10) == 0xFFFF
+        for i = 0, 9 do
+            if byte_at(r, off + i) ~= 0 then mapped = false break end
+        end
+        if mapped then return "IPv4-mapped address in the 18-byte form" end
+    end
+    return nil
+end
+
+-- Is the text a broker identity as arbor writes and reads it (a.b.c.d:port or [v6]:port)?
+local function is_identity_text(s)
+    local a, b, c, d, port = s:match("^(%d+)%.(%d+)%.(%d+)%.(%d+):(%d+)$")
+    if a then
+        for _, n in ipairs({ a, b, c, d }) do
+            if #n > 3 or tonumber(n) > 255 then return false end
+        end
+    else
+        local v6
+        v6, port = s:match("^%[([%x:%.]+)%]:(%d+)$")
+        if not v6 or not v6:find(":") then return false end
+    end
+    local p = tonumber(port)
+    return #port <= 5 and p ~= nil and p >= 1 and p <= 65535
+end
+
+-- --------------------------------------------------------------------------- properties
+
+-- Parses the MQTT 5 properties at off (length prefix included) and, when tree is given,
+-- shows them. Returns a list of {id=, range=, value=, key=, vrange=} and the offset after
+-- them, or nil and a reason.
+local function parse_properties(r, off, limit, tree)
+    local plen, vl = varint_at(r, off)
+    if not plen or off + vl + plen > limit then return nil, "property length" end
+    local props = {}
+    local sub
+    if tree and plen > 0 then
+        sub = tree:add(r:range(off, vl + plen), string.format("Properties (%d bytes)", plen))
+    end
+    local p, stop = off + vl, off + vl + plen
+    while p < stop do
+        local id = byte_at(r, p)
+        local info = PROPERTIES[id]
+        if not info then return nil, string.format("unknown property 0x%02x", id) end
+        local kind, q = info[2], p + 1
+        local item = { id = id }
+        if kind == "byte" then
+            if q + 1 > stop then return nil, info[1] end
+            item.value, q = byte_at(r, q), q + 1
+        elseif kind == "u16" then
+            if q + 2 > stop then return nil, info[1] end
+            item.value, q = u16_at(r, q), q + 2
+        elseif kind == "u32" then
+            if q + 4 > stop then return nil, info[1] end
+            item.value, q = r:range(q, 4):uint(), q + 4
+        elseif kind == "varint" then
+            local v, n = varint_at(r, q)
+            if not v or q + n > stop then return nil, info[1] end
+            item.value, q = v, q + n
+        else
+            local strings = (kind == "pair") and 2 or 1
+            local parts = {}
+            for s = 1, strings do
+                if q + 2 > stop then return nil, info[1] end
+                local n = u16_at(r, q)
+                if q + 2 + n > stop then return nil, info[1] end
+                local part = { range = r:range(q, 2 + n), len = n, off = q + 2 }
+                if n > 0 then
+                    part.vrange = r:range(q + 2, n)
+                    part.text = part.vrange:string(ENC_UTF_8)
+                else
+                    part.text = ""
+                end
+                parts[s] = part
+                q = q + 2 + n
+            end
+            if kind == "pair" then
+                item.key, item.value, item.vrange = parts[1].text, parts[2].text, parts[2].vrange
+            else
+                item.value, item.vrange, item.vlen = parts[1].text, parts[1].vrange, parts[1].len
+            end
+        end
+        item.range = r:range(p, q - p)
+        props[#props + 1] = item
+        if sub then
+            local shown
+            if kind == "pair" then
+                shown = string.format("%s: %s = %s", info[1], item.key, item.value)
+            elseif kind == "binary" then
+                shown = string.format("%s: %d bytes", info[1], item.vlen)
+            else
+                shown = string.format("%s: %s", info[1], tostring(item.value))
+            end
+            sub:add(F.property, item.range, shown)
+        end
+        p = q
+    end
+    return props, stop
+end
+
+local function find_property(props, id)
+    for _, p in ipairs(props or {}) do
+        if p.id == id then return p end
+    end
+    return nil
+end
+
+-- --------------------------------------------------------------------------- conversations
+
+-- Per TCP connection: kind ("peer", "bridge", "client"), the dialler's endpoint, the
+-- identities seen. Filled in on the first pass; what each PDU was taken for is remembered
+-- per frame so that later passes (GUI clicks, tshark -2) show the same.
+local streams = {}
+local decisions = {}
+
+function mqttst.init()
+    streams = {}
+    decisions = {}
+end
+
+local f_tcp_stream = Field.new("tcp.stream")
+
+local function stream_key(pinfo)
+    local s = { f_tcp_stream() }
+    if #s > 0 then return "tcp" .. tostring(s[#s].value) end
+    local a = tostring(pinfo.src) .. "/" .. tostring(pinfo.src_port)
+    local b = tostring(pinfo.dst) .. "/" .. tostring(pinfo.dst_port)
+    if a > b then a, b = b, a end
+    return a .. "-" .. b
+end
+
+local function endpoint(pinfo, which)
+    if which == "src" then return tostring(pinfo.src) .. "/" .. tostring(pinfo.src_port) end
+    return tostring(pinfo.dst) .. "/" .. tostring(pinfo.dst_port)
+end
+
+-- --------------------------------------------------------------------------- packets
+
+local function new_tree(tree, r, title)
+    local t = tree:add(mqttst, r)
+    t:append_text(", " .. title)
+    return t
+end
+
+local function check_identity(item, text)
+    if not is_identity_text(text) then item:add_proto_expert_info(E.bad_identity) end
+end
+
+-- CONNECT: returns the stream kind it establishes
+local function dissect_connect(r, body, body_end, tree, st, info)
+    if body + 2 > body_end then return nil end
+    local name_len = u16_at(r, body)
+    local p = body + 2 + name_len
+    if p + 4 > body_end then return nil end
+    local level = byte_at(r, p)
+    if level < 0x80 then return "client" end
+    local mqtt_level = level % 128
+    local kind = (mqtt_level == 5) and "peer" or "bridge"
+    local t = new_tree(tree, r, kind == "peer" and "peer CONNECT" or "bridge CONNECT")
+    local lt = t:add(F.level, r:range(p, 1))
+    lt:add(F.peer, r:range(p, 1))
+    lt:add(F.mqtt_level, r:range(p, 1))
+    local connect_flags = byte_at(r, p + 1)
+    p = p + 4
+    local props = {}
+    if kind == "peer" then
+        local err
+        props, err = parse_properties(r, p, body_end, t)
+        if not props then
+            t:add_proto_expert_info(E.packet, "Malformed CONNECT properties: " .. err)
+            return kind, t
+        end
+        p = err
+    else
+        t:add(F.bridge, r:range(p - 4, 1), "try_private: an ordinary client, not a peer")
+            :set_generated()
+    end
+    if p + 2 > body_end then
+        t:add_proto_expert_info(E.packet, "CONNECT without a client identifier")
+        return kind, t
+    end
+    local id_len = u16_at(r, p)
+    if p + 2 + id_len > body_end then
+        t:add_proto_expert_info(E.packet, "Client identifier runs past the packet")
+        return kind, t
+    end
+    local id = id_len > 0 and r:range(p + 2, id_len):string(ENC_UTF_8) or ""
+    if kind ~= "peer" then return kind, t end
+    local it = t:add(F.connect_id, r:range(p, 2 + id_len), id)
+    check_identity(it, id)
+    st.dialler_id = id
+    local method = find_property(props, PROP_AUTH_METHOD)
+    local data = find_property(props, PROP_AUTH_DATA)
+    if method then
+        local mt = t:add(F.auth_method, method.range, method.value)
+        if method.value ~= AUTH_METHOD then
+            mt:add_proto_expert_info(E.auth, "Authentication method is not " .. AUTH_METHOD)
+        end
+    end
+    if data then
+        if data.vrange then
+            local nt = t:add(F.client_nonce, data.vrange)
+            if data.vlen ~= NONCE_LEN then
+                nt:add_proto_expert_info(E.auth, string.format(
+                    "Client nonce of %d bytes, %d expected", data.vlen, NONCE_LEN))
+            end
+        else
+            t:add_proto_expert_info(E.auth, "Empty client nonce")
+        end
+    end
+    if connect_flags ~= 0x02 then
+        t:add_proto_expert_info(E.packet, string.format(
+            "Peer CONNECT flags 0x%02x: clean start only, no will, user name or password",
+            connect_flags))
+    end
+    info[#info + 1] = "peer " .. id .. (method and " (authenticating)" or " (no secret)")
+    return kind, t
+end
+
+local function dissect_auth(r, body, body_end, t, st, from_client, info)
+    if body >= body_end then
+        t:add(F.auth_reason, r:range(0, 1), 0):set_generated()
+        return
+    end
+    t:add(F.auth_reason, r:range(body, 1))
+    if body + 1 >= body_end then return end
+    local props, err = parse_properties(r, body + 1, body_end, t)
+    if not props then
+        t:add_proto_expert_info(E.packet, "Malformed AUTH properties: " .. err)
+        return
+    end
+    local method = find_property(props, PROP_AUTH_METHOD)
+    if method then
+        local mt = t:add(F.auth_method, method.range, method.value)
+        if method.value ~= AUTH_METHOD then
+            mt:add_proto_expert_info(E.auth, "Authentication method is not " .. AUTH_METHOD)
+        end
+    end
+    local data = find_property(props, PROP_AUTH_DATA)
+    if not data or not data.vrange then
+        t:add_proto_expert_info(E.auth, "AUTH without authentication data")
+        return
+    end
+    local d, n = data.vrange, data.vlen
+    if from_client == nil then from_client = (n == PROOF_LEN) end
+    if from_client then
+        local it = t:add(F.client_proof, d)
+        if n ~= PROOF_LEN then
+            it:add_proto_expert_info(E.auth, string.format("Client proof of %d bytes, %d expected",
+                n, PROOF_LEN))
+        end
+        info[#info + 1] = "client proof"
+        return
+    end
+    if n <= NONCE_LEN + PROOF_LEN then
+        local it = t:add(F.auth_data, d)
+        it:add_proto_expert_info(E.auth, string.format(
+            "Server data of %d bytes: nonce (16) || proof (32) || identity expected", n))
+        return
+    end
+    t:add(F.server_nonce, d:range(0, NONCE_LEN))
+    t:add(F.server_proof, d:range(NONCE_LEN, PROOF_LEN))
+    local sid = d:range(NONCE_LEN + PROOF_LEN):string(ENC_UTF_8)
+    local it = t:add(F.server_id, d:range(NONCE_LEN + PROOF_LEN), sid)
+    check_identity(it, sid)
+    st.server_id = sid
+    info[#info + 1] = "server nonce, proof, S=" .. sid
+end
+
+local function dissect_connack(r, body, body_end, t, st, info)
+    if body + 2 > body_end then
+        t:add_proto_expert_info(E.packet, "CONNACK shorter than 2 bytes")
+        return
+    end
+    local reason = byte_at(r, body + 1)
+    t:add(F.connack_reason, r:range(body + 1, 1))
+    local props = {}
+    if body + 2 < body_end then
+        local err
+        props, err = parse_properties(r, body + 2, body_end, t)
+        if not props then
+            t:add_proto_expert_info(E.packet, "Malformed CONNACK properties: " .. err)
+            return
+        end
+    end
+    local id
+    for _, p in ipairs(props) do
+        if p.id == PROP_USER and p.key == ID_PROPERTY then id = p break end
+    end
+    if id then
+        local it = t:add(F.connack_id, id.range, id.value)
+        check_identity(it, id.value)
+        if st.server_id and st.server_id ~= id.value then
+            it:add_proto_expert_info(E.id_mismatch, "mqtt-st-id " .. id.value ..
+                " differs from the AUTH's server identity " .. st.server_id)
+        end
+        st.acceptor_id = id.value
+        info[#info + 1] = "mqtt-st-id " .. id.value
+    elseif reason == 0 then
+        t:add_proto_expert_info(E.packet, "Successful peer CONNACK without mqtt-st-id")
+    else
+        info[#info + 1] = string.format("refused 0x%02x", reason)
+    end
+end
+
+local function dissect_disconnect(r, body, body_end, t)
+    if body >= body_end then
+        t:add(F.disconnect_reason, r:range(0, 1), 0):set_generated()
+        return
+    end
+    t:add(F.disconnect_reason, r:range(body, 1))
+    if body + 1 < body_end then
+        local props, err = parse_properties(r, body + 1, body_end, t)
+        if not props then t:add_proto_expert_info(E.packet, "Malformed properties: " .. err) end
+    end
+end
+
+-- The checks of section 3.4 on the BPDU bytes at off..off+len-1: nil or the reason key
+local function bpdu_check(r, off, len)
+    if len == 0 then return "empty" end
+    if byte_at(r, off) ~= 1 then return "bad_version" end
+    if len < BPDU_HEADER_LEN then return "too_short" end
+    local flags = byte_at(r, off + 1)
+    local role = math.floor(flags / 16) % 4
+    if flags % 4 ~= 0 or role == 0 then return "bad_flags" end
+    local root_len = (math.floor(flags / 8) % 2 == 1) and 18 or 6
+    local sender_len = (math.floor(flags / 4) % 2 == 1) and 18 or 6
+    local need = BPDU_HEADER_LEN + root_len + sender_len
+    if len < need then return "truncated" end
+    if len > need then return "trailing_bytes" end
+    local root_off, sender_off = off + BPDU_HEADER_LEN, off + BPDU_HEADER_LEN + root_len
+    if identity_problem(r, root_off, root_len) or identity_problem(r, sender_off, sender_len) then
+        return "bad_id"
+    end
+    local age = byte_at(r, off + 2)
+    local root_cap = r:range(off + 7, 4):uint()
+    local cost = r:range(off + 11, 4):uint()
+    local sender_cap = r:range(off + 15, 4):uint()
+    local same = root_len == sender_len and
+        r:range(root_off, root_len):bytes() == r:range(sender_off, sender_len):bytes()
+    if same then
+        if cost ~= 0 or age ~= 0 or root_cap ~= sender_cap or role == 1 then
+            return "inconsistent"
+        end
+    elseif cost == 0 or age == 0 then
+        return "inconsistent"
+    end
+    return nil
+end
+
+local function add_identity(t, who, r, off, len)
+    local text = identity_text(r, off, len)
+    local it = t:add(F[who], r:range(off, len), text)
+    if len == 6 then
+        it:add(F[who .. "_ip"], r:range(off, 4))
+    else
+        it:add(F[who .. "_ipv6"], r:range(off, 16))
+    end
+    it:add(F[who .. "_port"], r:range(off + len - 2, 2))
+    local problem = identity_problem(r, off, len)
+    if problem then it:append_text(" (" .. problem .. ")") end
+    return text
+end
+
+local function dissect_bpdu(r, body, rl, t, st, from_client, info)
+    if rl == 0 then
+        t:add(F.bpdu_none, r:range(0, 2))
+        return
+    end
+    local error_key = bpdu_check(r, body, rl)
+    local bt = t:add(F.bpdu, r:range(body, rl))
+    bt:set_text(string.format("BPDU (%d bytes)", rl))
+    local b = r:range(body, rl)
+    local n = rl
+    local summary, sender_text = {}, nil
+    bt:add(F.version, b:range(0, 1))
+    if error_key ~= "bad_version" and n >= 2 then
+        local flags = byte_at(b, 1)
+        local ft = bt:add(F.flags, b:range(1, 1))
+        ft:add(F.tc, b:range(1, 1))
+        ft:add(F.tca, b:range(1, 1))
+        ft:add(F.role, b:range(1, 1))
+        ft:add(F.root_ipv6_flag, b:range(1, 1))
+        ft:add(F.sender_ipv6_flag, b:range(1, 1))
+        ft:add(F.reserved, b:range(1, 1))
+        local role = math.floor(flags / 16) % 4
+        bt:add(F.role_name, b:range(1, 1), ROLE_NAMES[role]):set_generated()
+        summary[#summary + 1] = ROLE_NAMES[role]
+        if math.floor(flags / 128) == 1 then summary[#summary + 1] = "TC" end
+        if math.floor(flags / 64) % 2 == 1 then summary[#summary + 1] = "TCA" end
+        if n >= 3 then bt:add(F.age, b:range(2, 1)) end
+        if n >= 7 then bt:add(F.epoch, b:range(3, 4)) end
+        if n >= 11 then bt:add(F.root_capability, b:range(7, 4)) end
+        if n >= 15 then
+            local ct = bt:add(F.root_cost, b:range(11, 4))
+            if b:range(11, 4):uint() == 0xFFFFFFFF then ct:append_text(" (unreachable)") end
+        end
+        if n >= 19 then bt:add(F.sender_capability, b:range(15, 4)) end
+        local root_len = (math.floor(flags / 8) % 2 == 1) and 18 or 6
+        local sender_len = (math.floor(flags / 4) % 2 == 1) and 18 or 6
+        local p = BPDU_HEADER_LEN
+        if n >= p + root_len then
+            local root = add_identity(bt, "root", b, p, root_len)
+            summary[#summary + 1] = "root " .. root
+            if n >= 15 then
+                local cost = b:range(11, 4):uint()
+                summary[#summary + 1] = cost == 0xFFFFFFFF and "unreachable" or
+                    string.format("cost %d µs", cost)
+            end
+            p = p + root_len
+            if n >= p + sender_len then
+                sender_text = add_identity(bt, "sender", b, p, sender_len)
+                summary[#summary + 1] = "from " .. sender_text
+                p = p + sender_len
+            end
+        end
+        if n > p and error_key == "trailing_bytes" then
+            bt:add(F.trailing, b:range(p, n - p))
+        end
+        if n >= 7 then summary[#summary + 1] = "epoch " .. b:range(3, 4):uint() end
+    end
+    if error_key then
+        local e = BPDU_ERRORS[error_key]
+        bt:add(F.bpdu_valid, b:range(0, 1), false):set_generated()
+        bt:add(F.bpdu_error, b:range(0, 1), error_key):set_generated()
+        bt:add(F.bpdu_status, b:range(0, 1), e[1]):set_generated()
+        bt:add_proto_expert_info(E["bpdu_" .. error_key])
+        t:append_text(" (malformed: " .. error_key:gsub("_", " ") .. ")")
+        info[#info + 1] = "malformed BPDU: " .. error_key:gsub("_", " ")
+    else
+        -- the sender of a BPDU is the dialler: names the link when the CONNECT was not seen
+        if from_client and not st.dialler_id then st.guessed_id = sender_text end
+        bt:add(F.bpdu_valid, b:range(0, 1), true):set_generated()
+        bt:add(F.bpdu_status, b:range(0, 1), "STP_BPDU_OK"):set_generated()
+        info[#info + 1] = "BPDU " .. table.concat(summary, ", ")
+    end
+end
+
+-- "<identity> <incarnation> <sequence> <time ms> <qos>[ r]" (section 7.1): fields, or nil
+local function parse_origin(value)
+    local parts = {}
+    for word in value:gmatch("[^ ]+") do parts[#parts + 1] = word end
+    if value:find("  ", 1, true) or value:sub(1, 1) == " " or value:sub(-1) == " " then
+        return nil, "blanks"
+    end
+    if #parts ~= 5 and #parts ~= 6 then return nil, "expected 5 or 6 fields" end
+    local o = { id = parts[1], incarnation = parts[2], sequence = parts[3], time = parts[4],
+                qos = parts[5], retained = parts[6] == "r" }
+    if not is_identity_text(o.id) then return nil, "identity" end
+    if not o.incarnation:match("^[0-9a-f]+$") or #o.incarnation ~= 16 then
+        return nil, "incarnation (16 lower-case hex digits)"
+    end
+    if not o.sequence:match("^%d+$") or #o.sequence > 20 or o.sequence:match("^0+$") then
+        return nil, "sequence (decimal from 1)"
+    end
+    if not o.time:match("^%d+$") or #o.time > 19 then return nil, "origin time" end
+    if not o.qos:match("^[012]$") then return nil, "qos" end
+    if #parts == 6 and parts[6] ~= "r" then return nil, "sixth field is not r" end
+    return o
+end
+
+local function decimal_uint64(s)
+    local v = UInt64(0)
+    for i = 1, #s do v = v * 10 + tonumber(s:sub(i, i)) end
+    return v
+end
+
+local function dissect_publish(r, b0, body, body_end, t, info)
+    local qos = math.floor(b0 / 2) % 4
+    if body + 2 > body_end then
+        t:add_proto_expert_info(E.packet, "PUBLISH without a topic")
+        return
+    end
+    local tlen = u16_at(r, body)
+    local p = body + 2 + tlen
+    if p > body_end then
+        t:add_proto_expert_info(E.packet, "Topic runs past the packet")
+        return
+    end
+    if tlen > 0 then t:add(F.topic, r:range(body + 2, tlen), r:range(body + 2, tlen):string(ENC_UTF_8)) end
+    if qos > 0 then
+        if p + 2 > body_end then return end
+        t:add(F.packet_id, r:range(p, 2))
+        p = p + 2
+    end
+    local props, after = parse_properties(r, p, body_end, t)
+    if not props then
+        t:add_proto_expert_info(E.packet, "Malformed PUBLISH properties: " .. after)
+        return
+    end
+    local origin, first_user
+    for _, prop in ipairs(props) do
+        if prop.id == PROP_USER then
+            if not first_user then first_user = prop end
+            if prop.key == ORIGIN_PROPERTY then origin = prop break end
+        end
+    end
+    if not origin then
+        t:add_proto_expert_info(E.origin_missing)
+        info[#info + 1] = "no origin"
+    else
+        local ot = t:add(F.origin, origin.range, origin.value)
+        if origin ~= first_user then ot:add_proto_expert_info(E.origin_not_first) end
+        local o, why = parse_origin(origin.value)
+        if not o then
+            ot:add_proto_expert_info(E.origin_malformed, "Malformed mqtt-st-origin value: " .. why)
+        else
+            local vr = origin.vrange
+            ot:add(F.origin_id, vr, o.id)
+            ot:add(F.origin_incarnation, vr, o.incarnation)
+            ot:add(F.origin_sequence, vr, decimal_uint64(o.sequence))
+            ot:add(F.origin_time_ms, vr, decimal_uint64(o.time))
+            local ms = tonumber(o.time)
+            ot:add(F.origin_time, vr, NSTime.new(math.floor(ms / 1000), (ms % 1000) * 1000000))
+            ot:add(F.origin_qos, vr, tonumber(o.qos))
+            ot:add(F.origin_retained, vr, o.retained)
+            info[#info + 1] = string.format("origin %s #%s QoS %s%s", o.id, o.sequence, o.qos,
+                o.retained and " r" or "")
+        end
+    end
+    if after < body_end then t:add(F.payload, r:range(after, body_end - after)) end
+end
+
+-- Does this PUBLISH, read in MQTT 5 framing, carry the mqtt-st-origin user property?
+local function publish_has_origin(r, b0, body, body_end)
+    if body + 2 > body_end then return false end
+    local p = body + 2 + u16_at(r, body) + ((math.floor(b0 / 2) % 4 > 0) and 2 or 0)
+    if p >= body_end then return false end
+    local props = parse_properties(r, p, body_end, nil)
+    for _, prop in ipairs(props or {}) do
+        if prop.id == PROP_USER and prop.key == ORIGIN_PROPERTY then return true end
+    end
+    return false
+end
+
+-- One MQTT PDU (r spans it exactly) of the frame; idx is its position among them
+local function dissect_pdu(r, idx, pinfo, tree, info)
+    local len = r:len()
+    if len < 2 then return false end
+    local b0 = byte_at(r, 0)
+    local ptype = math.floor(b0 / 16)
+    local rl, vl = varint_at(r, 1)
+    if not rl then return false end
+    local body = 1 + vl
+    local body_end = math.min(body + rl, len)
+    local skey = stream_key(pinfo)
+    local st = streams[skey]
+    if not st then
+        st = {}
+        streams[skey] = st
+    end
+    local dkey = tostring(pinfo.number) .. ":" .. idx
+    local d = decisions[dkey]
+    if not d then
+        -- first pass: decide what this PDU is, from the connection as seen so far
+        d = {}
+        if ptype == PT_CONNECT then
+            d.connect, d.from_client = true, true
+        else
+            if not st.kind then
+                local guess = ptype == PT_PINGREQ and (rl == 31 or rl == 43 or rl == 55) and
+                    body < len and byte_at(r, body) == 1
+                if not guess and ptype == PT_PUBLISH then
+                    guess = publish_has_origin(r, b0, body, body_end)
+                end
+                if guess then
+                    st.kind, st.dialler = "peer", endpoint(pinfo, "src")
+                end
+            end
+            d.kind = st.kind
+            if st.dialler then d.from_client = (endpoint(pinfo, "src") == st.dialler) end
+        end
+        decisions[dkey] = d
+    end
+    local t, kind
+    if d.connect then
+        kind, t = dissect_connect(r, body, body_end, tree, st, info)
+        if not pinfo.visited and kind then
+            st.kind, st.dialler = kind, endpoint(pinfo, "src")
+        end
+        if kind ~= "peer" then return false end
+    else
+        if d.kind ~= "peer" then return false end
+        t = new_tree(tree, r, ptype == PT_PINGREQ and (rl > 0 and "BPDU" or
+            "PINGREQ without BPDU") or PACKET_NAMES[ptype] or ("packet type " .. ptype))
+        if ptype == PT_PINGREQ then
+            dissect_bpdu(r, body, body_end - body, t, st, d.from_client, info)
+        elseif ptype == PT_AUTH then
+            dissect_auth(r, body, body_end, t, st, d.from_client, info)
+        elseif ptype == PT_CONNACK then
+            dissect_connack(r, body, body_end, t, st, info)
+        elseif ptype == PT_PUBLISH then
+            dissect_publish(r, b0, body, body_end, t, info)
+        elseif ptype == PT_DISCONNECT then
+            dissect_disconnect(r, body, body_end, t)
+        end
+    end
+    -- the link this connection belongs to, named by the identities of its two ends
+    local dialler = st.dialler_id or st.guessed_id
+    local acceptor = st.acceptor_id or st.server_id
+    if dialler then t:add(F.link_dialler, r:range(0, 1), dialler):set_generated() end
+    if acceptor then t:add(F.link_acceptor, r:range(0, 1), acceptor):set_generated() end
+    if d.from_client ~= nil then
+        t:add(F.link_direction, r:range(0, 1), d.from_client and "dialler to acceptor" or
+            "acceptor to dialler"):set_generated()
+    end
+    return true
+end
+
+-- --------------------------------------------------------------------------- hooks
+
+local f_mqtt = Field.new("mqtt")
+
+function mqttst.dissector(tvb, pinfo, tree)
+    local pdus = { f_mqtt() }
+    if #pdus == 0 then return end
+    local info, peer = {}, false
+    for idx, fi in ipairs(pdus) do
+        local r = fi.range
+        if r then
+            local ok, result = pcall(dissect_pdu, r, idx, pinfo, tree, info)
+            if not ok then
+                tree:add_proto_expert_info(E.packet, "MQTT-ST dissector error: " ..
+                    tostring(result))
+            elseif result then
+                peer = true
+            end
+        end
+    end
+    if peer then
+        pinfo.cols.protocol:set("MQTT-ST")
+        if #info > 0 then pinfo.cols.info:append(" [" .. table.concat(info, "; ") .. "]") end
+    end
+end
+
+register_postdissector(mqttst)
+
+-- Peer connections use any port: recognise their first packet (a peer CONNECT), or a PINGREQ
+-- carrying a BPDU (section 2: 0xC0, remaining length 31, 43 or 55, version 1) when the
+-- capture began later, and hand the server's port to the MQTT dissector from then on.
+local heuristic_ports = {}
+
+local function heuristic(tvb, pinfo, tree)
+    local n = tvb:len()
+    if n < 3 then return false end
+    local b0 = tvb(0, 1):uint()
+    if b0 == 0x10 then
+        local rl, vl = varint_at(tvb(0), 1)
+        local p = vl and 1 + vl
+        if not p or n < p + 7 or tvb(p, 2):uint() ~= 4 or tvb(p + 2, 4):string() ~= "MQTT" or
+                tvb(p + 6, 1):uint() ~= PEER_LEVEL then
+            return false
+        end
+    elseif b0 == 0xC0 then
+        local rl = tvb(1, 1):uint()
+        if (rl ~= 31 and rl ~= 43 and rl ~= 55) or tvb(2, 1):uint() ~= 1 then return false end
+    else
+        return false
+    end
+    local port = pinfo.dst_port
+    if not heuristic_ports[port] then
+        heuristic_ports[port] = true
+        tcp_ports:add(port, mqtt_handle)
+    end
+    mqtt_handle:call(tvb, pinfo, tree)
+    return true
+end
+
+mqttst:register_heuristic("tcp", heuristic)
