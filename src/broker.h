@@ -60,6 +60,10 @@ struct connection;
  * connections are clients (client.c); peer broker links will be a role of their own. */
 struct connection_role {
     const char *name;
+    /* Stop reading this connection while peer links are backlogged (broker->peer_backlog):
+     * clients, so that what they publish is not accepted faster than the MQTT-ST links carry
+     * it on. Peer connections keep being read (their PINGREQs must be answered). */
+    bool waits_for_peer_links;
     /* The fixed header of the next packet, before its body arrives, so that garbage is
      * refused at once. Returns false after closing the connection. */
     bool (*header_allowed)(struct connection *conn, const struct mqtt_fixed_header *hdr);
@@ -90,6 +94,7 @@ struct connection {
     struct outq out;
     bool want_write;
     bool input_paused;    /* reply_backlog over the high-water mark: not reading (connection.c) */
+    bool held_for_peers;  /* paused because the peer links are backlogged */
     bool peer_gone;       /* socket ended: buffered input is handled without back-pressure */
     size_t reply_backlog; /* output this client's own packets caused, not yet written */
     int64_t last_output_ms; /* when the client last took some of its output */
@@ -255,7 +260,8 @@ struct broker {
     struct event_loop loop;
     struct listener *listeners;
     struct connection *connections; /* all open connections */
-    struct connection *flush_list;  /* connections with output to write this turn */
+    struct connection *flush_list;  /* connections with output to write this turn, in order */
+    struct connection *flush_tail;
     struct connection *closed_list; /* freed at the end of the turn */
     uint32_t connection_count;
     uint32_t client_count;    /* connections past CONNECT */
@@ -269,6 +275,7 @@ struct broker {
     struct message_counters messages; /* live stored messages */
     struct sys_tree_state sys;
     struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
+    bool peer_backlog;      /* peer links hold too many messages: clients wait (peer_dial.c) */
     struct timer_heap timers;
     int64_t now_ms; /* monotonic: when the current loop turn woke up */
     int64_t start_wall;

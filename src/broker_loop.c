@@ -67,6 +67,8 @@ static int64_t connection_deadline(const struct connection *conn)
      * alive while it takes its output, and is dropped when it does neither (connection.c). */
     int64_t from = conn->last_received_ms;
     if (conn->input_paused && conn->last_output_ms > from) from = conn->last_output_ms;
+    /* Held because the peer links are backlogged: the broker, not the client, is waiting. */
+    if (conn->held_for_peers) from = conn->broker->now_ms;
     if (conn->state == CONNECTION_ACTIVE && conn->keepalive)
         return from + (int64_t)conn->keepalive * 1500;
     return TIMER_NONE;

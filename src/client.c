@@ -188,6 +188,7 @@ static void client_on_free(struct connection *conn)
 
 const struct connection_role client_role = {
     .name = "client",
+    .waits_for_peer_links = true,
     .header_allowed = client_header_allowed,
     .on_packet = client_on_packet,
     .on_close = client_on_close,

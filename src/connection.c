@@ -208,9 +208,16 @@ void connection_accept_all(struct listener *listener)
 void connection_schedule_flush(struct connection *conn)
 {
     if (conn->in_flush_list || conn->state == CONNECTION_CLOSED) return;
+    /* In the order output was made: a message forwarded to a subscriber or a peer goes out
+     * before the acknowledgement to its publisher, which no one downstream waits for. */
+    struct broker *broker = conn->broker;
     conn->in_flush_list = true;
-    conn->next_flush = conn->broker->flush_list;
-    conn->broker->flush_list = conn;
+    conn->next_flush = NULL;
+    if (broker->flush_tail)
+        broker->flush_tail->next_flush = conn;
+    else
+        broker->flush_list = conn;
+    broker->flush_tail = conn;
 }
 
 int connection_send(struct connection *conn, const void *data, size_t len)
@@ -314,7 +321,7 @@ static void connection_flush(struct connection *conn)
 void broker_flush_connections(struct broker *broker)
 {
     struct connection *list = broker->flush_list;
-    broker->flush_list = NULL;
+    broker->flush_list = broker->flush_tail = NULL;
     while (list) {
         struct connection *conn = list;
         list = conn->next_flush;
@@ -429,12 +436,14 @@ void broker_reap_connections(struct broker *broker)
 {
     /* A connection closed this turn may already be on the next turn's flush list. */
     struct connection **link = &broker->flush_list;
+    broker->flush_tail = NULL;
     while (*link) {
         struct connection *conn = *link;
         if (conn->state == CONNECTION_CLOSED) {
             *link = conn->next_flush;
             conn->in_flush_list = false;
         } else {
+            broker->flush_tail = conn;
             link = &conn->next_flush;
         }
     }
@@ -476,9 +485,12 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
 {
     size_t offset = 0;
     while (conn->state != CONNECTION_CLOSED) {
-        if (conn->reply_backlog >= OUTPUT_HIGH_WATER && !conn->peer_gone) {
-            /* Back-pressure: the rest waits in conn->in until the output drains. */
+        bool held = conn->role->waits_for_peer_links && conn->broker->peer_backlog;
+        if ((conn->reply_backlog >= OUTPUT_HIGH_WATER || held) && !conn->peer_gone) {
+            /* Back-pressure: the rest waits in conn->in until the output drains, or until
+             * the peer links have room again (connection_release_held). */
             conn->input_paused = true;
+            conn->held_for_peers = held;
             update_interest(conn);
             break;
         }
@@ -565,8 +577,37 @@ static ssize_t read_and_process(struct connection *conn)
 static void resume_input(struct connection *conn)
 {
     conn->input_paused = false;
+    conn->held_for_peers = false;
     conn->last_received_ms = conn->broker->now_ms;
     if (conn->in.len) process_buffered_input(conn);
+}
+
+void connection_release_held(struct broker *broker)
+{
+    /* Resuming runs handlers, which may close connections: work on a list made first. */
+    size_t count = 0, cap = 0;
+    struct connection **held = NULL;
+    for (struct connection *conn = broker->connections; conn; conn = conn->next) {
+        if (!conn->held_for_peers) continue;
+        if (count == cap) {
+            size_t grown_cap = cap ? cap * 2 : 64;
+            struct connection **grown = realloc(held, grown_cap * sizeof *grown);
+            if (!grown) break; /* the rest resume when their output drains */
+            held = grown;
+            cap = grown_cap;
+        }
+        held[count++] = conn;
+    }
+    for (size_t i = 0; i < count; i++) {
+        struct connection *conn = held[i]; /* closed ones are freed only at the end of the turn */
+        conn->held_for_peers = false;
+        if (conn->state == CONNECTION_CLOSED || !conn->input_paused ||
+            conn->reply_backlog >= OUTPUT_LOW_WATER)
+            continue;
+        resume_input(conn);
+        if (conn->state != CONNECTION_CLOSED) update_interest(conn);
+    }
+    free(held);
 }
 
 /* The socket ended (hang-up, reset, broken pipe). What the client sent before it went still

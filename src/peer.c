@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "capability.h"
+#include "connection.h"
 #include "host_resources.h"
 #include "log.h"
 #include "peer_net.h"
@@ -364,6 +365,11 @@ void peer_net_run(struct broker *broker)
         peer_flood_replay(net);
     }
     peer_flood_expire(net, now);
+    if (net->release_pending) {
+        net->release_pending = false;
+        broker->peer_backlog = false;
+        connection_release_held(broker);
+    }
     if (net->sys_dirty && broker->config->sys_interval > 0) {
         net->sys_dirty = false;
         peer_sys_publish(broker);
@@ -377,6 +383,6 @@ int64_t peer_net_next_deadline(const struct broker *broker)
     int64_t next = (int64_t)stp_next_deadline(net->stp);
     if (net->next_run_ms < next) next = net->next_run_ms;
     if (net->replay_pending && net->settle_until_ms < next) next = net->settle_until_ms;
-    if (net->sys_dirty && broker->now_ms < next) next = broker->now_ms;
+    if ((net->sys_dirty || net->release_pending) && broker->now_ms < next) next = broker->now_ms;
     return next;
 }

@@ -28,6 +28,24 @@ static struct broker *dialer_broker(const struct peer_dialer *d)
     return d->net->broker;
 }
 
+/* The queues of all links together: past PEER_BACKLOG_HIGH the broker stops reading its
+ * clients (connection.c), which then wait, as with a slow TCP peer, instead of having
+ * acknowledged messages dropped; peer_net_run reads them again below PEER_BACKLOG_LOW. */
+static void backlog_more(struct peer_net *net)
+{
+    net->queued++;
+    if (net->queued >= PEER_BACKLOG_HIGH && !net->broker->peer_backlog) {
+        net->broker->peer_backlog = true;
+        net->release_pending = false;
+    }
+}
+
+static void backlog_less(struct peer_net *net)
+{
+    net->queued--;
+    if (net->broker->peer_backlog && net->queued <= PEER_BACKLOG_LOW) net->release_pending = true;
+}
+
 struct peer_dialer *peer_dialer_add(struct peer_net *net, const char *host, uint16_t port,
                                     bool configured)
 {
@@ -66,6 +84,7 @@ static void release_messages(struct peer_dialer *d)
         message_unref(d->queue[d->queue_head].msg);
         d->queue_head = (d->queue_head + 1) % d->queue_cap;
         d->queue_len--;
+        backlog_less(d->net);
     }
 }
 
@@ -474,6 +493,7 @@ static bool queue_push(struct peer_dialer *d, struct message *msg, bool retained
     slot->msg = message_ref(msg);
     slot->retained_sync = retained_sync;
     d->queue_len++;
+    backlog_more(d->net);
     return true;
 }
 
@@ -497,6 +517,7 @@ static void pump_queue(struct peer_dialer *d)
         message_unref(q->msg);
         d->queue_head = (d->queue_head + 1) % d->queue_cap;
         d->queue_len--;
+        backlog_less(d->net);
     }
 }
 

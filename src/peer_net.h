@@ -32,8 +32,12 @@
 #define PEER_NONCE_LEN 16
 #define PEER_PROOF_LEN 32
 #define PEER_PING_SLOTS 64         /* PINGREQs awaiting PINGRESP (timed, in order) */
-#define PEER_QUEUE_MAX 100000      /* messages waiting for a link's QoS 2 window */
+#define PEER_QUEUE_MAX 131072      /* messages waiting for a link's QoS 2 window */
 #define PEER_INFLIGHT_MAX 1000     /* QoS 2 PUBLISH in flight per link */
+/* Back-pressure: while the links' queues hold PEER_BACKLOG_HIGH messages or more, clients are
+ * not read (broker->peer_backlog), until the queues are down to PEER_BACKLOG_LOW. */
+#define PEER_BACKLOG_HIGH 5000
+#define PEER_BACKLOG_LOW 1000
 
 struct peer_link;
 
@@ -177,6 +181,8 @@ struct peer_net {
     size_t history_head, history_len, history_cap;
     int64_t history_ms;
 
+    size_t queued;           /* messages in every dialer's queue */
+    bool release_pending;    /* queues drained below PEER_BACKLOG_LOW: resume the clients */
     int64_t settle_until_ms; /* after a change: flood on every live link until then */
     bool replay_pending;     /* replay the history when the settling ends */
     int64_t next_run_ms;     /* earliest deadline of dialers and pings */

@@ -208,3 +208,35 @@ def test_placement_ends_across_peered_brokers(broker, tmp_path, qos):
     per_broker = doc["runs"][0]["brokers"]
     assert per_broker[0]["egress"] == 0 and per_broker[1]["ingress"] == 0
     assert per_broker[1]["egress"] > 0
+
+
+@pytest.mark.arbor_only
+@pytest.mark.parametrize("qos", [1, 2])
+def test_full_speed_across_peered_brokers_loses_nothing(broker, tmp_path, qos):
+    """Publishers as fast as their windows allow on one broker, subscribers on its peer: the
+    link is the bottleneck, so the first broker must hold its publishers back (it stops
+    reading them while the link's queue is long) rather than acknowledge messages and drop
+    them. Every message arrives once; the broker reports no message dropped."""
+    import time
+    pa, pb = free_port(), free_port()
+    peer_lines = ("peer_secret bench-tool-test-secret-0123", "stp_hello_interval 0.2",
+                  "stp_max_age 1", "peer_restart_timeout 0.1 0.5", "sys_interval 1",
+                  "max_queued_messages 0")
+    b = broker(*BROKER_LINES, *peer_lines, "peer_identity %s:%d" % (HOST, pb),
+               "stp_capability 200", port=pb)
+    a = broker(*BROKER_LINES, *peer_lines, "peer_identity %s:%d" % (HOST, pa),
+               "stp_capability 100", "peer %s:%d" % (HOST, pb), port=pa)
+    a.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pb))
+    time.sleep(0.5)
+    doc = run_bench_on([a, b], tmp_path, "--placement", "ends", "--topics", "4",
+                       "--publishers", "2", "--subscribers", "1", "--qos", str(qos),
+                       "--inflight", "64", "-i", "0", "-d", "2", "--trim", "0.25",
+                       "--drain", "20", timeout=120)
+    check_lossless(doc)
+    assert doc["result"]["received"] > 10000   # it really ran at speed
+    time.sleep(1.2)
+    from helpers import PahoClient
+    c = PahoClient(a, client_id="dropped-reader")
+    c.subscribe("$SYS/broker/stp/messages/dropped")
+    assert c.get_message(timeout=3).payload == b"0"
+    c.close()
