@@ -27,11 +27,11 @@ test: deps
 	@scripts/run-tests.sh
 
 # Builds the binary if needed (in an existing build tree, whatever its build type), then
-# installs: sbin/arbor, share/man/man{5,8}, etc/arbor/arbor.conf (/etc for PREFIX=/usr; an
+# installs: sbin/arbor, bin/arbor_stp, share/man/man{1,5,8}, etc/arbor/arbor.conf (/etc for PREFIX=/usr; an
 # existing config is kept), lib/systemd/system/arbor.service, lib/sysusers.d/arbor.conf.
 install:
 	@test -f $(BUILD)/CMakeCache.txt || $(MAKE) --no-print-directory build
-	@cmake --build $(BUILD) -j $(JOBS) --target arbor
+	@cmake --build $(BUILD) -j $(JOBS) --target arbor arbor_stp_cli
 	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 bench: build
