@@ -59,8 +59,12 @@ def test_try_it_on_one_machine_runs_as_written(tmp_path):
     assert open(os.path.join(demo, "received.txt")).read() == "demo/hello from site 3\n"
     with open(os.path.join(demo, "tree.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    shows = out.split("127.0.0.1:1884")
-    assert len(shows) > 3, out
+    # show at site 3 (root: site 1), show at site 2 after the root stopped (site 2 took
+    # over), show at site 3 after site 1 came back (root again)
+    roots = re.findall(r"^root id +(\S+)$", run.stdout, re.M)
+    assert roots == ["127.0.0.1:18841", "127.0.0.1:18842", "127.0.0.1:18841"], out
+    assert "root 127.0.0.1:18841 -> 127.0.0.1:18842" in run.stdout, out   # the watch line
+    assert "3 brokers reached, 0 unreachable, root 127.0.0.1:18841" in out
     for site in (1, 2, 3):
         log = open(os.path.join(demo, "site%d.log" % site)).read()
         assert "MQTT-ST: identity 127.0.0.1:1884%d" % site in log
