@@ -1,9 +1,10 @@
 """The Wireshark dissector tools/wireshark/mqtt-st.lua on a real capture of MQTT-ST brokers.
 
 One capture (module scope), taken with dumpcap on loopback while:
-  * the paper's triangle of real brokers (peer_net.Cluster: every connection of every link
-    runs through a DelayProxy, so both the proxies' and the brokers' ports are captured)
-    converges: one link of each role pair, root / designated and designated / blocked;
+  * five real brokers (the paper's triangle and two more below it; peer_net.Cluster: every
+    connection of every link runs through a DelayProxy, so both the proxies' and the brokers'
+    ports are captured) converge: links of each role pair, root / designated and
+    designated / blocked;
   * plain clients (MQTT 5 and 3.1.1, paho and byte by byte) use a broker, and a QoS 1 message
     published on the leaf crosses the tree;
   * a raw peer (peerproto.RawPeer) authenticates to the leaf and sends hand-made BPDUs: a
@@ -46,13 +47,14 @@ pytestmark = pytest.mark.arbor_only
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPT = os.path.join(REPO, "tools", "wireshark", "mqtt-st.lua")
 
-# the triangle of test_peer_tree.py: A (300) root, B (200) beside it, C (100) reaches A through
-# B; A keeps the direct A-C link designated and C blocks it
-CAPABILITIES = [300, 200, 100]
-EDGES = [(0, 1), (1, 2), (0, 2)]
-DELAYS = {(0, 1): 3, (1, 2): 4, (0, 2): 15}
+# five brokers: the triangle of test_peer_tree.py (A (500) root, B (400) beside it, C (300)
+# reaches A through B; A keeps the direct A-C link designated and C blocks it), then D (200)
+# below C (its link to B is slower, so blocked) and E (100) below D, four hops from the root
+CAPABILITIES = [500, 400, 300, 200, 100]
+EDGES = [(0, 1), (1, 2), (0, 2), (2, 3), (1, 3), (3, 4)]
+DELAYS = {(0, 1): 3, (1, 2): 4, (0, 2): 15, (2, 3): 3, (1, 3): 20, (3, 4): 3}
 HELLO = 0.2
-LEAF = 2
+LEAF = 4
 
 TOPIC = "dissector/hello"
 PAYLOAD = b"across the tree"
@@ -323,7 +325,7 @@ def run(peer_support):
     r = Run()
     r.folder = folder
     r.pcap = os.path.join(folder, "mqtt-st.pcapng")
-    cluster = Cluster(3, EDGES, CAPABILITIES, delays=DELAYS, hello=HELLO,
+    cluster = Cluster(len(CAPABILITIES), EDGES, CAPABILITIES, delays=DELAYS, hello=HELLO,
                       tmp_dir=os.path.join(folder, "cluster"), start=False)
     raw = pp.RawPeer(HOST, cluster.brokers[LEAF].port, DEFAULT_SECRET, send_hellos=False)
     capture = None
@@ -337,7 +339,7 @@ def run(peer_support):
         cluster.start()
         moved = [b for b in cluster.brokers if b.port not in ports]
         assert not moved, "brokers moved to ports outside the capture filter: %s" % moved
-        r.ids = [cluster.identity(i) for i in range(3)]
+        r.ids = [cluster.identity(i) for i in range(len(CAPABILITIES))]
         r.broker_ports = [b.port for b in cluster.brokers]
         first = cluster.wait_tree(timeout=15)
         r.t_converged = time.time()
