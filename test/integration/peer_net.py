@@ -990,17 +990,22 @@ class Cluster:
         self._clients = []
         self._watchers = [None] * n
         self._closed = False
+        # The proxies listen first (on ports the kernel picks), then the brokers' ports are
+        # chosen: a port picked for a broker but not bound yet could otherwise be handed to a
+        # proxy, and the broker would have to move (out of a capture filter, for example).
+        self.proxies = {}
+        delays = delays or {}
+        for a, b in self.edges:
+            ms = delays.get((a, b), delays.get((b, a), 0))
+            self.proxies[(a, b)] = DelayProxy(0, None, ms, "b%d->b%d" % (a, b))
+            self.proxies[(b, a)] = DelayProxy(0, None, ms, "b%d->b%d" % (b, a))
         ports = set()
         while len(ports) < n:
             ports.add(free_port())
         self.brokers = [PeerBroker(self, i, p, self.capabilities[i])
                         for i, p in enumerate(sorted(ports))]
-        self.proxies = {}
-        delays = delays or {}
-        for a, b in self.edges:
-            ms = delays.get((a, b), delays.get((b, a), 0))
-            self.proxies[(a, b)] = DelayProxy(0, self.brokers[b].port, ms, "b%d->b%d" % (a, b))
-            self.proxies[(b, a)] = DelayProxy(0, self.brokers[a].port, ms, "b%d->b%d" % (b, a))
+        for (a, b), proxy in self.proxies.items():
+            proxy.target_port = self.brokers[b].port
         if start:
             try:
                 self.start()
