@@ -3,9 +3,11 @@
  *
  *   peer.c         the network: start-up (identity, capability, stp core), timers, reload, logs
  *   peer_link.c    links: a pair of connections per neighbour, connect-back, stp link up/down
- *   peer_dial.c    outgoing connections (CONNECT, AUTH, CONNACK, PINGREQ/RTT, QoS 2 sending)
+ *   peer_dial.c    outgoing connections (CONNECT, AUTH, CONNACK, PINGREQ/RTT, QoS 2 sending,
+ *                  back-off, flow control towards the clients)
  *   peer_accept.c  incoming peer connections (authentication, BPDUs, PUBLISH from peers)
- *   peer_flood.c   origin stamps, duplicate suppression, flooding, replay after changes
+ *   peer_flood.c   origin stamps, flooding, replay after changes, retained reconciliation
+ *   peer_origin.c  the origin property and the duplicate window (pure, unit-tested)
  *   peer_auth.c    the HMAC-SHA256 challenge-response
  *   peer_sys.c     $SYS/broker/stp/...
  *
