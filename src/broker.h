@@ -106,6 +106,9 @@ struct connection {
     uint8_t version;
     char *client_id;
     char *username;
+    char *password; /* kept to re-check the client when a reload changes the users */
+    size_t password_len;
+    bool credentials_revoked; /* marked by a reload's re-check, closed right after */
     char *mount_point; /* listener's topic prefix at CONNECT, or NULL */
     size_t mount_point_len;
     uint16_t keepalive; /* effective, seconds (0: none) */

@@ -16,6 +16,7 @@
 
 #include "connection.h"
 #include "deliver.h"
+#include "handlers.h"
 #include "listener.h"
 #include "log.h"
 #include "message.h"
@@ -159,6 +160,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config)
     struct arbor_config *old = broker->config;
     broker->config = config;
     listeners_refresh_config(broker);
+    clients_recheck_credentials(broker); /* the users or allow_anonymous may have changed */
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
     peer_net_reload(broker);
     log_reconfigure(config);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "deliver.h"
 #include "handlers.h"
 #include "log.h"
@@ -183,6 +185,8 @@ static void client_on_free(struct connection *conn)
     }
     free(conn->client_id);
     free(conn->username);
+    if (conn->password) OPENSSL_cleanse(conn->password, conn->password_len);
+    free(conn->password);
     free(conn->mount_point);
 }
 

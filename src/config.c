@@ -13,6 +13,8 @@
  */
 #include "config.h"
 
+#include "password_file.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -324,6 +326,8 @@ static void security_settings_free(struct arbor_security_settings *security)
             free(security->clientid_prefixes[i]);
         free(security->clientid_prefixes);
     }
+    free(security->password_file);
+    password_table_free(security->passwords);
     memset(security, 0, sizeof *security);
 }
 
@@ -589,6 +593,14 @@ static int handle_allow_anonymous(struct parse_state *st, const struct directive
     security->allow_anonymous = value;
     security->allow_anonymous_set = true;
     return 0;
+}
+
+/* The file is read by the daemon after parsing (password_file.c), so that parsing stays pure. */
+static int handle_password_file(struct parse_state *st, const struct directive_line *dl)
+{
+    struct arbor_security_settings *security = target_security(st);
+    return take_text_value(st, dl, &security->password_file, security->password_file != NULL,
+                           "the path of a password file");
 }
 
 static int handle_allow_zero_length_clientid(struct parse_state *st,
@@ -1252,6 +1264,7 @@ static const struct {
     {"max_topic_alias", handle_max_topic_alias},
     {"per_listener_settings", handle_per_listener_settings},
     {"allow_anonymous", handle_allow_anonymous},
+    {"password_file", handle_password_file},
     {"allow_zero_length_clientid", handle_allow_zero_length_clientid},
     {"auto_id_prefix", handle_auto_id_prefix},
     {"clientid_prefixes", handle_clientid_prefixes},
@@ -1298,7 +1311,6 @@ static const struct {
  * WebSockets, bridges). */
 static const char *const planned_directives[] = {
     /* authentication and access control */
-    "password_file",
     "acl_file",
     "auth_plugin",
     "auth_plugin_deny_special_chars",

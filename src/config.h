@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct password_table;
+
 /* log_type bits (mosquitto's names) */
 enum arbor_log_type {
     ARBOR_LOG_DEBUG = 1 << 0,
@@ -44,6 +46,9 @@ struct arbor_security_settings {
     bool auto_id_prefix_set;  /* given explicitly in the config */
     char **clientid_prefixes; /* NULL-terminated list, or NULL for no restriction */
     size_t clientid_prefix_count;
+    char *password_file;              /* password_file path; NULL: none */
+    struct password_table *passwords; /* its users, loaded by the daemon (main.c) after
+                                         parsing; freed with the config */
 };
 
 struct arbor_listener {

@@ -9,12 +9,14 @@
 #include <sys/random.h>
 
 #include "broker_loop.h"
+#include "client.h"
 #include "connection.h"
 #include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
 #include "packet.h"
+#include "password_file.h"
 #include "peer.h"
 #include "session.h"
 #include "topic.h"
@@ -233,17 +235,61 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
     return 0;
 }
 
-/* The one place that decides whether a client's credentials let it in. arbor has no
- * password file or other authentication backend yet, so a user name proves nothing: with
- * `allow_anonymous false` nothing can authenticate and every client is refused, whatever user
- * name and password it gives, as Mosquitto does. A backend (password_file) hooks in here:
- * a client that presents credentials is checked against it and refused if they do not match. */
+/* Whether credentials let a client in under sec, as Mosquitto 2.0 decides: a client that gives
+ * a user name while a password_file is in force must match it (also with allow_anonymous
+ * true); a client without one is let in only with allow_anonymous true; without a
+ * password_file a user name proves nothing, so allow_anonymous alone decides. */
+static bool credentials_valid(const struct arbor_security_settings *sec, const char *username,
+                              const char *password, size_t password_len)
+{
+    if (sec->passwords != NULL && username != NULL)
+        return password_table_check(sec->passwords, username, password, password_len);
+    return sec->allow_anonymous;
+}
+
+/* The one place that decides whether a client's credentials let it in. Every refusal is
+ * "not authorised" (v3 return code 5, v5 0x87), never "bad user name or password": that is
+ * what Mosquitto 2.0.11 answers for a wrong password, an unknown user and a missing one. */
 static int authenticate(struct connection *conn, const struct mqtt_connect *c,
                         const struct arbor_security_settings *sec)
 {
-    if (sec->allow_anonymous) return 0;
-    /* password_file: a client whose credentials match returns 0 here. */
+    if (c->has_password) {
+        conn->password = malloc(c->password.len + 1);
+        if (!conn->password)
+            return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+        memcpy(conn->password, c->password.data, c->password.len);
+        conn->password[c->password.len] = '\0';
+        conn->password_len = c->password.len;
+    }
+    if (credentials_valid(sec, conn->username, conn->password, conn->password_len)) return 0;
     return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "not authorised");
+}
+
+/* Marks first, closes after: a close publishes a will, which may close other connections. */
+void clients_recheck_credentials(struct broker *broker)
+{
+    bool any = false;
+    for (struct connection *conn = broker->connections; conn; conn = conn->next) {
+        /* a listener the reload removed keeps its clients, as Mosquitto keeps the socket */
+        if (conn->role != &client_role || conn->state != CONNECTION_ACTIVE ||
+            !conn->listener || !conn->listener->config)
+            continue;
+        const struct arbor_security_settings *sec =
+            config_security_for(broker->config, conn->listener->config);
+        conn->credentials_revoked =
+            !credentials_valid(sec, conn->username, conn->password, conn->password_len);
+        any |= conn->credentials_revoked;
+    }
+    while (any) {
+        any = false;
+        for (struct connection *conn = broker->connections; conn; conn = conn->next) {
+            if (!conn->credentials_revoked) continue;
+            conn->credentials_revoked = false;
+            connection_close(conn, MQTT_RC_SUCCESS, NULL); /* "Client X disconnected." */
+            any = true;
+            break;
+        }
+    }
 }
 
 /* Keepalive per max_keepalive: v5 clients asking for more (or for none) are told the server

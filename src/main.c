@@ -28,6 +28,7 @@
 #include "broker_loop.h"
 #include "config.h"
 #include "log.h"
+#include "password_file.h"
 
 #define MAX_CLI_PORTS 16
 
@@ -156,6 +157,32 @@ static int make_absolute(char **path, const char *dir)
     return 0;
 }
 
+/* Read one security scope's password_file (made absolute against dir first, so that a
+ * reload after daemonising finds it). Returns 0, or -1 after logging why. */
+static int load_password_file(struct arbor_security_settings *security, const char *dir)
+{
+    if (!security->password_file) return 0;
+    if (make_absolute(&security->password_file, dir)) {
+        log_error("Error: out of memory.");
+        return -1;
+    }
+    char err[1024];
+    if (password_table_load(security->password_file, &security->passwords, err, sizeof err)) {
+        log_error("Error: password_file %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The global password_file, or with per_listener_settings each listener's. */
+static int load_password_files(struct arbor_config *cfg, const char *dir)
+{
+    if (load_password_file(&cfg->security, dir)) return -1;
+    for (size_t i = 0; i < cfg->listener_count; i++)
+        if (load_password_file(&cfg->listeners[i].security, dir)) return -1;
+    return 0;
+}
+
 /* Load the config file (if any) and the command line's listeners. *ports_ignored (may be NULL)
  * tells whether -p was ignored because the file has listeners. */
 static struct arbor_config *load_config(const struct options *opt, bool *ports_ignored)
@@ -187,6 +214,7 @@ static struct arbor_config *load_config(const struct options *opt, bool *ports_i
         log_config_errors(err);
         goto fail;
     }
+    if (load_password_files(cfg, opt->start_dir)) goto fail;
     if (opt->verbose) cfg->log_type = ARBOR_LOG_ALL;
     return cfg;
 oom:
