@@ -936,7 +936,6 @@ static void test_planned_directives_are_refused(void **state)
 {
     (void)state;
     const char *planned[] = {
-        "password_file",
         "acl_file",
         "auth_plugin",
         "plugin",
