@@ -265,7 +265,7 @@ static int authenticate(struct connection *conn, const struct mqtt_connect *c,
     return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "not authorised");
 }
 
-/* Marks first, closes after: a close publishes a will, which may close other connections. */
+/* Marks first, closes after: a close may free sessions and touch other connections. */
 void clients_recheck_credentials(struct broker *broker)
 {
     bool any = false;
@@ -285,6 +285,7 @@ void clients_recheck_credentials(struct broker *broker)
         for (struct connection *conn = broker->connections; conn; conn = conn->next) {
             if (!conn->credentials_revoked) continue;
             conn->credentials_revoked = false;
+            conn->disconnect_clean = true; /* Mosquitto 2.0.11 does not publish the will */
             connection_close(conn, MQTT_RC_SUCCESS, NULL); /* "Client X disconnected." */
             any = true;
             break;

@@ -26,7 +26,7 @@ int handle_pingreq(struct connection *conn, const uint8_t *body, size_t len);
 int handle_disconnect(struct connection *conn, const uint8_t *body, size_t len);
 int handle_auth(struct connection *conn, const uint8_t *body, size_t len);
 
-/* After a reload: close (as Mosquitto, without a DISCONNECT, will published) every client
+/* After a reload: close (as Mosquitto: no DISCONNECT, no will) every client
  * whose user name and password the new settings no longer accept (handle_connect.c). */
 void clients_recheck_credentials(struct broker *broker);
 
