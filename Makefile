@@ -27,7 +27,7 @@ test: deps
 	@scripts/run-tests.sh
 
 # Builds the binary if needed (in an existing build tree, whatever its build type), then
-# installs: sbin/arbor, bin/arbor_stp, share/man/man{1,5,8}, etc/arbor/arbor.conf (/etc for PREFIX=/usr; an
+# installs: sbin/arbor, bin/arbor_stp, bin/arbor_passwd, share/man/man{1,5,8}, etc/arbor/arbor.conf (/etc for PREFIX=/usr; an
 # existing config is kept), lib/systemd/system/arbor.service, lib/sysusers.d/arbor.conf.
 install:
 	@test -f $(BUILD)/CMakeCache.txt || $(MAKE) --no-print-directory build

@@ -593,8 +593,10 @@ def installed_files(root):
                   for d, _, files in os.walk(root) for f in files)
 
 
-INSTALLED = ["etc/arbor/arbor.conf", "usr/bin/arbor_stp", "usr/lib/systemd/system/arbor.service",
+INSTALLED = ["etc/arbor/arbor.conf", "usr/bin/arbor_passwd", "usr/bin/arbor_stp",
+             "usr/lib/systemd/system/arbor.service",
              "usr/lib/sysusers.d/arbor.conf", "usr/sbin/arbor",
+             "usr/share/man/man1/arbor_passwd.1",
              "usr/share/man/man1/arbor_stp.1", "usr/share/man/man5/arbor.conf.5",
              "usr/share/man/man8/arbor.8"]
 
@@ -609,6 +611,7 @@ def test_cmake_install_into_destdir(tmp_path):
     assert installed_files(dest) == INSTALLED
     assert os.access(dest / "usr/sbin/arbor", os.X_OK)
     assert os.access(dest / "usr/bin/arbor_stp", os.X_OK)
+    assert os.access(dest / "usr/bin/arbor_passwd", os.X_OK)
     unit = (dest / "usr/lib/systemd/system/arbor.service").read_text()
     assert "\nExecStart=/usr/sbin/arbor -c /etc/arbor/arbor.conf\n" in unit
     assert (dest / "etc/arbor/arbor.conf").read_text() == \
@@ -628,9 +631,10 @@ def test_make_install_honours_prefix_and_destdir(tmp_path):
                     "DESTDIR=" + str(dest), "PREFIX=/opt/arbor"],
                    check=True, capture_output=True, timeout=300)
     assert installed_files(dest) == [
-        "opt/arbor/bin/arbor_stp", "opt/arbor/etc/arbor/arbor.conf",
+        "opt/arbor/bin/arbor_passwd", "opt/arbor/bin/arbor_stp", "opt/arbor/etc/arbor/arbor.conf",
         "opt/arbor/lib/systemd/system/arbor.service", "opt/arbor/lib/sysusers.d/arbor.conf",
-        "opt/arbor/sbin/arbor", "opt/arbor/share/man/man1/arbor_stp.1",
+        "opt/arbor/sbin/arbor", "opt/arbor/share/man/man1/arbor_passwd.1",
+        "opt/arbor/share/man/man1/arbor_stp.1",
         "opt/arbor/share/man/man5/arbor.conf.5", "opt/arbor/share/man/man8/arbor.8"]
     unit = (dest / "opt/arbor/lib/systemd/system/arbor.service").read_text()
     assert "\nExecStart=/opt/arbor/sbin/arbor -c /opt/arbor/etc/arbor/arbor.conf\n" in unit
