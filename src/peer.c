@@ -155,6 +155,7 @@ void peer_note_change(struct peer_net *net)
     int64_t settle = net->broker->config->stp_hello_ms;
     if (settle < SETTLE_MIN_MS) settle = SETTLE_MIN_MS;
     net->settle_until_ms = net->broker->now_ms + settle;
+    if (!net->replay_pending) net->replay_from_ms = net->broker->now_ms - net->history_ms;
     net->replay_pending = true;
     net->sys_dirty = true;
 }

@@ -219,7 +219,7 @@ void peer_flood(struct broker *broker, struct message *msg)
 
 void peer_flood_replay(struct peer_net *net)
 {
-    int64_t oldest = net->broker->now_ms - net->history_ms;
+    int64_t oldest = net->replay_from_ms;
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp)
     {
@@ -258,7 +258,9 @@ void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link)
 
 void peer_flood_expire(struct peer_net *net, int64_t now_ms)
 {
+    /* Changes that keep coming postpone the replay: keep what it will have to cover. */
     int64_t oldest = now_ms - net->history_ms;
+    if (net->replay_pending && net->replay_from_ms < oldest) oldest = net->replay_from_ms;
     while (net->history_len && net->history[net->history_head].at_ms < oldest) {
         message_unref(net->history[net->history_head].msg);
         net->history_head = (net->history_head + 1) % net->history_cap;

@@ -187,6 +187,8 @@ struct peer_net {
     bool release_pending;    /* queues drained below PEER_BACKLOG_LOW: resume the clients */
     int64_t settle_until_ms; /* after a change: flood on every live link until then */
     bool replay_pending;     /* replay the history when the settling ends */
+    int64_t replay_from_ms;  /* what that replay covers: a history window before the first
+                                change since the last replay, kept however long it settles */
     int64_t next_run_ms;     /* earliest deadline of dialers and pings */
     bool sys_dirty;
     struct peer_counters counters;
