@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct acl_rules;
+
 /* log_type bits (mosquitto's names) */
 enum arbor_log_type {
     ARBOR_LOG_DEBUG = 1 << 0,
@@ -44,6 +46,8 @@ struct arbor_security_settings {
     bool auto_id_prefix_set;  /* given explicitly in the config */
     char **clientid_prefixes; /* NULL-terminated list, or NULL for no restriction */
     size_t clientid_prefix_count;
+    char *acl_file;          /* acl_file as given, NULL: no access control */
+    struct acl_rules *acl;   /* its rules, read when the config was loaded (acl.h) */
 };
 
 struct arbor_listener {

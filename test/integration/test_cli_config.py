@@ -61,7 +61,6 @@ def test_bad_number_rejected(run_broker, line, directive):
 @pytest.mark.arbor_only
 @pytest.mark.parametrize("line,directive", [
     ("password_file /etc/mosquitto/passwd", "password_file"),
-    ("acl_file /etc/mosquitto/acl", "acl_file"),
     ("persistence true", "persistence"),
     ("certfile /etc/ssl/cert.pem", "certfile"),
     ("protocol websockets", "protocol"),
