@@ -8,8 +8,12 @@
  * The access word is optional (readwrite); the filter is the rest of the line. Deny entries win
  * over granting ones; no matching entry means denied.
  *
- * The per-message check walks one short array (acl_client_allows); nothing is allocated or
- * substituted there. Must not log or know about connections.
+ * Compiled, a client's list is two arrays: its section's (its user's or the anonymous topic
+ * lines plus the patterns without %c/%u, shared by every client of that section) and its own
+ * substituted patterns. The per-message check walks them (acl_client_allows); on a fan-out the
+ * section's verdict is computed once per message (acl_client_may_read), so each recipient
+ * costs a cache lookup plus its own few patterns. Nothing is allocated there. Must not log or
+ * know about connections.
  */
 #include "acl.h"
 
@@ -33,29 +37,48 @@ struct acl_list {
     size_t count, cap;
 };
 
+struct acl_entry {
+    const char *filter;
+    size_t len;
+    size_t literal_len; /* bytes before the first wildcard: a cheap first test */
+    unsigned access;
+};
+
+/* The entries every client of one section shares: the section's topic lines plus the
+ * patterns without %c or %u. Reference-counted: the rules hold one reference, each compiled
+ * client one (a session may outlive the rules it was compiled from). One block with its
+ * strings. */
+struct acl_section {
+    unsigned refs; /* one event loop touches it (a loop per core will need atomics) */
+    size_t count;
+    struct acl_entry entries[];
+};
+
 struct acl_user {
     UT_hash_handle hh;
     char *name;
     struct acl_list list;
+    struct acl_section *section;
 };
 
 struct acl_rules {
     struct acl_list anonymous; /* topic lines before the first user line */
     struct acl_list patterns;
-    struct acl_user *users; /* by name */
+    struct acl_user *users;             /* by name */
+    struct acl_section *anonymous_section;
+    struct acl_section *unknown_section; /* a user name no user line names: patterns only */
 };
 
-struct acl_entry {
-    const char *filter;
-    size_t len;
-    unsigned access;
-};
-
+/* A client's list: its section, shared, and its own patterns with %c/%u substituted. */
 struct acl_client {
+    struct acl_section *section;
     char *username;
+    bool own_denies; /* some own entry is a deny: a granted section still needs a look */
     size_t count;
     struct acl_entry entries[];
 };
+
+enum verdict { VERDICT_NONE, VERDICT_GRANTED, VERDICT_DENIED };
 
 /* ------------------------------------------------------------------------------------------
  * Parsing
@@ -197,6 +220,65 @@ static int parse_line(struct parser *p, const char *line, const char *end)
                 word);
 }
 
+static struct acl_entry make_entry(const char *filter, size_t len, unsigned access)
+{
+    size_t literal = strcspn(filter, "+#");
+    return (struct acl_entry){filter, len, literal < len ? literal : len, access};
+}
+
+static bool has_substitution(const char *pattern)
+{
+    return strstr(pattern, "%c") || strstr(pattern, "%u");
+}
+
+static void section_unref(struct acl_section *section)
+{
+    if (section && --section->refs == 0) free(section);
+}
+
+/* own's rules plus the patterns without substitutions, in one block. */
+static struct acl_section *section_create(const struct acl_list *own,
+                                          const struct acl_list *patterns)
+{
+    size_t count = own->count, bytes = 0;
+    for (size_t i = 0; i < own->count; i++)
+        bytes += strlen(own->items[i].filter) + 1;
+    for (size_t i = 0; i < patterns->count; i++) {
+        if (has_substitution(patterns->items[i].filter)) continue;
+        count++;
+        bytes += strlen(patterns->items[i].filter) + 1;
+    }
+    size_t head = sizeof(struct acl_section) + count * sizeof(struct acl_entry);
+    struct acl_section *section = malloc(head + bytes);
+    if (!section) return NULL;
+    section->refs = 1;
+    section->count = 0;
+    char *strings = (char *)section + head;
+    const struct acl_list *lists[2] = {own, patterns};
+    for (int l = 0; l < 2; l++) {
+        for (size_t i = 0; i < lists[l]->count; i++) {
+            const struct acl_rule *r = &lists[l]->items[i];
+            if (l == 1 && has_substitution(r->filter)) continue;
+            size_t len = strlen(r->filter);
+            memcpy(strings, r->filter, len + 1);
+            section->entries[section->count++] = make_entry(strings, len, r->access);
+            strings += len + 1;
+        }
+    }
+    return section;
+}
+
+static int compile_sections(struct acl_rules *rules)
+{
+    static const struct acl_list none;
+    rules->anonymous_section = section_create(&rules->anonymous, &rules->patterns);
+    rules->unknown_section = section_create(&none, &rules->patterns);
+    if (!rules->anonymous_section || !rules->unknown_section) return -1;
+    for (struct acl_user *user = rules->users; user; user = user->hh.next)
+        if (!(user->section = section_create(&user->list, &rules->patterns))) return -1;
+    return 0;
+}
+
 int acl_rules_parse(const char *text, size_t len, struct acl_rules **out, int *line, char *err,
                     size_t errlen)
 {
@@ -220,6 +302,10 @@ int acl_rules_parse(const char *text, size_t len, struct acl_rules **out, int *l
             return -1;
         }
         pos = eol < end ? eol + 1 : end;
+    }
+    if (compile_sections(rules) != 0) {
+        acl_rules_free(rules);
+        return fail(&p, "out of memory");
     }
     *out = rules;
     return 0;
@@ -263,11 +349,14 @@ void acl_rules_free(struct acl_rules *rules)
     if (!rules) return;
     list_free(&rules->anonymous);
     list_free(&rules->patterns);
+    section_unref(rules->anonymous_section);
+    section_unref(rules->unknown_section);
     struct acl_user *user, *tmp;
     HASH_ITER(hh, rules->users, user, tmp)
     {
         HASH_DEL(rules->users, user);
         list_free(&user->list);
+        section_unref(user->section);
         free(user->name);
         free(user);
     }
@@ -318,19 +407,18 @@ static size_t substitute(const char *pattern, const char *client_id, const char 
 struct acl_client *acl_client_compile(const struct acl_rules *rules, const char *client_id,
                                       const char *username)
 {
-    const struct acl_list *own = &rules->anonymous;
-    static const struct acl_list none;
+    struct acl_section *section = rules->anonymous_section;
     if (username) {
         struct acl_user *user;
         HASH_FIND(hh, rules->users, username, strlen(username), user);
-        own = user ? &user->list : &none;
+        section = user ? user->section : rules->unknown_section;
     }
-    /* One block: header, entries, then the filter strings. */
-    size_t count = own->count, bytes = 0;
-    for (size_t i = 0; i < own->count; i++)
-        bytes += strlen(own->items[i].filter) + 1;
+    /* One block: header, entries, then the substituted filters. */
+    size_t count = 0, bytes = 0;
     for (size_t i = 0; i < rules->patterns.count; i++) {
-        size_t len = substituted_length(rules->patterns.items[i].filter, client_id, username);
+        const char *filter = rules->patterns.items[i].filter;
+        if (!has_substitution(filter)) continue;
+        size_t len = substituted_length(filter, client_id, username);
         if (len) count++, bytes += len + 1;
     }
     size_t head = sizeof(struct acl_client) + count * sizeof(struct acl_entry);
@@ -341,30 +429,30 @@ struct acl_client *acl_client_compile(const struct acl_rules *rules, const char 
         free(acl);
         return NULL;
     }
+    acl->section = section;
+    section->refs++;
     char *strings = (char *)acl + head;
     size_t n = 0;
-    for (size_t i = 0; i < own->count; i++) {
-        size_t len = strlen(own->items[i].filter);
-        memcpy(strings, own->items[i].filter, len + 1);
-        acl->entries[n++] = (struct acl_entry){strings, len, own->items[i].access};
-        strings += len + 1;
-    }
     for (size_t i = 0; i < rules->patterns.count; i++) {
         const struct acl_rule *r = &rules->patterns.items[i];
-        if (!substituted_length(r->filter, client_id, username)) continue;
+        if (!has_substitution(r->filter) || !substituted_length(r->filter, client_id, username))
+            continue;
         size_t len = substitute(r->filter, client_id, username, strings);
         /* A client id with '/' adds levels; one making the filter invalid cannot match. */
-        if (topic_filter_is_valid(strings, len))
-            acl->entries[n++] = (struct acl_entry){strings, len, r->access};
+        if (topic_filter_is_valid(strings, len)) acl->entries[n++] = make_entry(strings, len, r->access);
         strings += len + 1;
     }
     acl->count = n;
+    acl->own_denies = false;
+    for (size_t i = 0; i < n; i++)
+        if (!acl->entries[i].access) acl->own_denies = true;
     return acl;
 }
 
 void acl_client_free(struct acl_client *acl)
 {
     if (!acl) return;
+    section_unref(acl->section);
     free(acl->username);
     free(acl);
 }
@@ -374,16 +462,60 @@ const char *acl_client_username(const struct acl_client *acl)
     return acl->username;
 }
 
+/* What entries say about access to topic: a matching deny wins over any grant. */
+static enum verdict evaluate(const struct acl_entry *entries, size_t count, const char *topic,
+                             size_t topic_len, unsigned access)
+{
+    enum verdict verdict = VERDICT_NONE;
+    for (size_t i = 0; i < count; i++) {
+        const struct acl_entry *e = &entries[i];
+        if (verdict == VERDICT_GRANTED && e->access) continue; /* only a deny changes it now */
+        /* The filter's literal start must be the topic's (as far as the topic goes: "a/#"
+         * also matches "a"). Most entries fail here, without walking levels. */
+        size_t literal = e->literal_len < topic_len ? e->literal_len : topic_len;
+        if (literal && (e->filter[0] != topic[0] || memcmp(e->filter, topic, literal) != 0))
+            continue;
+        if (!topic_matches(e->filter, e->len, topic, topic_len)) continue;
+        if (!e->access) return VERDICT_DENIED;
+        if (e->access & access) verdict = VERDICT_GRANTED;
+    }
+    return verdict;
+}
+
+static bool combine(enum verdict shared, enum verdict own)
+{
+    if (shared == VERDICT_DENIED || own == VERDICT_DENIED) return false;
+    return shared == VERDICT_GRANTED || own == VERDICT_GRANTED;
+}
+
 bool acl_client_allows(const struct acl_client *acl, const char *topic, size_t topic_len,
                        unsigned access)
 {
-    bool allowed = false;
-    for (size_t i = 0; i < acl->count; i++) {
-        const struct acl_entry *e = &acl->entries[i];
-        if (allowed && e->access) continue; /* only a deny can change the answer now */
-        if (!topic_matches(e->filter, e->len, topic, topic_len)) continue;
-        if (!e->access) return false;
-        if (e->access & access) allowed = true;
+    const struct acl_section *section = acl->section;
+    enum verdict shared = evaluate(section->entries, section->count, topic, topic_len, access);
+    if (shared == VERDICT_DENIED) return false;
+    return combine(shared, evaluate(acl->entries, acl->count, topic, topic_len, access));
+}
+
+bool acl_client_may_read(const struct acl_client *acl, const char *topic, size_t topic_len,
+                         struct acl_read_cache *cache)
+{
+    const struct acl_section *section = acl->section;
+    enum verdict shared = VERDICT_NONE;
+    unsigned i = 0;
+    while (i < cache->count && cache->sections[i] != section)
+        i++;
+    if (i < cache->count) {
+        shared = cache->verdicts[i];
+    } else {
+        shared = evaluate(section->entries, section->count, topic, topic_len, ACL_READ);
+        unsigned slot = cache->count < ACL_READ_CACHE_SLOTS ? cache->count++
+                                                            : cache->next_victim++ %
+                                                                  ACL_READ_CACHE_SLOTS;
+        cache->sections[slot] = section;
+        cache->verdicts[slot] = (uint8_t)shared;
     }
-    return allowed;
+    if (shared == VERDICT_DENIED) return false;
+    if (shared == VERDICT_GRANTED && !acl->own_denies) return true;
+    return combine(shared, evaluate(acl->entries, acl->count, topic, topic_len, ACL_READ));
 }

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum acl_access {
     ACL_READ = 1 << 0,
@@ -41,5 +42,18 @@ const char *acl_client_username(const struct acl_client *acl);
  * that name them (no leading wildcard matches them). */
 bool acl_client_allows(const struct acl_client *acl, const char *topic, size_t topic_len,
                        unsigned access);
+
+/* The same check for ACL_READ across the recipients of one message: clients of the same
+ * user (or all anonymous ones) share the part of their list that comes from the file as
+ * written, so its verdict is computed once per message and kept here; only each client's
+ * substituted patterns are matched per recipient. Zero it (= {0}) for each message (topic). */
+#define ACL_READ_CACHE_SLOTS 8
+struct acl_read_cache {
+    const void *sections[ACL_READ_CACHE_SLOTS];
+    uint8_t verdicts[ACL_READ_CACHE_SLOTS];
+    unsigned count, next_victim;
+};
+bool acl_client_may_read(const struct acl_client *acl, const char *topic, size_t topic_len,
+                         struct acl_read_cache *cache);
 
 #endif

@@ -40,10 +40,11 @@ size_t broker_publish(struct broker *broker, struct message *msg)
                    &broker->match) != 0)
         log_error("Out of memory matching subscriptions for %s.", msg->topic);
     size_t count = broker->match.count;
+    struct acl_read_cache acl_cache = {0}; /* acl_file: one verdict per user section */
     for (size_t i = 0; i < count; i++) {
         struct match_entry *e = &broker->match.entries[i];
         const struct acl_client *acl = e->session->acl;
-        if (acl && !acl_client_allows(acl, msg->topic, msg->topic_len, ACL_READ)) continue;
+        if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, &acl_cache)) continue;
         uint8_t qos = outgoing_qos(broker, e->qos, msg->qos);
         bool retain = e->retain_as_published && msg->retain;
         session_deliver(broker, e->session, msg, qos, retain, e->sub_ids, e->sub_id_count);

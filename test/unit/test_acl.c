@@ -161,6 +161,45 @@ static void test_parse_errors(void **state)
     acl_rules_free(rules);
 }
 
+/* The fan-out check gives the same answers as acl_client_allows, with one cache shared by
+ * the recipients of a message: several users, anonymous clients, own patterns that grant or
+ * deny what the shared part says. */
+static void test_read_cache_agrees(void **state)
+{
+    (void)state;
+    struct acl_rules *rules = parse_ok(sample);
+    const char *ids[] = {"c1", "c2", "n1", "x"};
+    const char *users[] = {"alice", "bob smith", NULL, "carol"};
+    const char *topics[] = {"alice/x", "alice/secret", "anon/x", "clients/c1/a", "clients/n1/a",
+                            "users/carol/q", "ro/1", "$SYS/broker/uptime", "b"};
+    struct acl_client *acl[4];
+    for (int i = 0; i < 4; i++)
+        acl[i] = acl_client_compile(rules, ids[i], users[i]);
+    for (size_t t = 0; t < sizeof topics / sizeof *topics; t++) {
+        struct acl_read_cache cache = {0};
+        for (int round = 0; round < 2; round++)
+            for (int i = 0; i < 4; i++)
+                assert_int_equal(acl_client_may_read(acl[i], topics[t], strlen(topics[t]), &cache),
+                                 allows(acl[i], topics[t], ACL_READ));
+    }
+    for (int i = 0; i < 4; i++)
+        acl_client_free(acl[i]);
+    acl_rules_free(rules);
+}
+
+static void test_client_outlives_rules(void **state)
+{
+    (void)state;
+    struct acl_rules *rules = parse_ok("user u\ntopic read a/#\npattern deny a/%c\n");
+    struct acl_client *acl = acl_client_compile(rules, "me", "u");
+    acl_rules_free(rules); /* a reload: the session keeps its list until compiled again */
+    assert_true(allows(acl, "a/b", ACL_READ));
+    assert_false(allows(acl, "a/me", ACL_READ));
+    struct acl_read_cache cache = {0};
+    assert_false(acl_client_may_read(acl, "a/me", 4, &cache));
+    acl_client_free(acl);
+}
+
 static void test_load_missing_file(void **state)
 {
     (void)state;
@@ -181,6 +220,8 @@ int main(void)
         cmocka_unit_test(test_wildcard_in_substitution),
         cmocka_unit_test(test_empty_file_denies_everything),
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_read_cache_agrees),
+        cmocka_unit_test(test_client_outlives_rules),
         cmocka_unit_test(test_load_missing_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
