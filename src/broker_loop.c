@@ -155,8 +155,8 @@ static int wait_timeout(const struct broker *broker)
     return wait < 0 ? 0 : (int)wait;
 }
 
-/* Compile every session's access list again from the new rules (the old ones are freed with
- * the old config; the lists are self-contained). A session whose listener left the config keeps
+/* Compile every session's access list again from the new rules (the old rules are freed with
+ * the old config; a compiled list holds references to what it uses). A session whose listener left the config keeps
  * its list. The username is the connected client's, or for an offline session the one its list
  * was compiled for. Out of memory: the session keeps its old list and its client is closed. */
 static void sessions_reload_acl(struct broker *broker)
