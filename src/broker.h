@@ -206,6 +206,11 @@ struct session {
 
     struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
 
+    /* acl_file rules for this client (acl.h), compiled at CONNECT and on reload; NULL: no
+     * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
+    struct acl_client *acl;
+    struct listener *acl_listener;
+
     /* Scratch used while matching a PUBLISH: see subs.c. */
     uint64_t match_stamp;
     uint32_t match_index;

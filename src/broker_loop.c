@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "connection.h"
 #include "deliver.h"
 #include "handlers.h"
@@ -155,12 +156,45 @@ static int wait_timeout(const struct broker *broker)
     return wait < 0 ? 0 : (int)wait;
 }
 
+/* Compile every session's access list again from the new rules (the old rules are freed with
+ * the old config; a compiled list holds references to what it uses). A session whose listener left the config keeps
+ * its list. The username is the connected client's, or for an offline session the one its list
+ * was compiled for. Out of memory: the session keeps its old list and its client is closed. */
+static void sessions_reload_acl(struct broker *broker)
+{
+    struct session *session, *tmp;
+    HASH_ITER(hh, broker->sessions, session, tmp)
+    {
+        const struct listener *listener = session->acl_listener;
+        if (!listener || !listener->config) continue;
+        const struct arbor_security_settings *sec =
+            config_security_for(broker->config, listener->config);
+        struct acl_client *acl = NULL;
+        if (sec->acl) {
+            const char *username = session->connection ? session->connection->username
+                                   : session->acl      ? acl_client_username(session->acl)
+                                                       : NULL;
+            acl = acl_client_compile(sec->acl, session->client_id, username);
+            if (!acl) {
+                log_error("Out of memory applying acl_file to %s: client disconnected.",
+                          session->client_id);
+                if (session->connection)
+                    connection_close(session->connection, MQTT_RC_UNSPECIFIED, "out of memory");
+                continue;
+            }
+        }
+        acl_client_free(session->acl);
+        session->acl = acl;
+    }
+}
+
 static void apply_reload(struct broker *broker, struct arbor_config *config)
 {
     struct arbor_config *old = broker->config;
     broker->config = config;
     listeners_refresh_config(broker);
     clients_recheck_credentials(broker); /* the users or allow_anonymous may have changed */
+    sessions_reload_acl(broker);
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
     peer_net_reload(broker);
     log_reconfigure(config);

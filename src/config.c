@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include "password_file.h"
+#include "acl.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -321,6 +322,8 @@ static int take_text_value(struct parse_state *st, const struct directive_line *
 static void security_settings_free(struct arbor_security_settings *security)
 {
     free(security->auto_id_prefix);
+    free(security->acl_file);
+    acl_rules_free(security->acl);
     if (security->clientid_prefixes != NULL) {
         for (size_t i = 0; i < security->clientid_prefix_count; i++)
             free(security->clientid_prefixes[i]);
@@ -651,6 +654,37 @@ static int handle_clientid_prefixes(struct parse_state *st, const struct directi
     security->clientid_prefixes = copy_string_list(dl->words, dl->word_count);
     if (security->clientid_prefixes == NULL) return report_out_of_memory(st);
     security->clientid_prefix_count = dl->word_count;
+    return 0;
+}
+
+/* The acl file is read here, with the config, so that a bad line stops the start (or a reload,
+ * which then keeps the old rules) with the acl file's name and line. A relative path is taken
+ * from the directory the broker started in, as include_dir. The last acl_file given wins. */
+static int handle_acl_file(struct parse_state *st, const struct directive_line *dl)
+{
+    if (dl->rest[0] == '\0') return report_error(st, "missing value (a file name)");
+    struct arbor_security_settings *security = target_security(st);
+    const char *base = st->cfg->base_dir;
+    size_t size = strlen(dl->rest) + (base ? strlen(base) : 0) + 2;
+    char *path = malloc(size);
+    if (path == NULL) return report_out_of_memory(st);
+    if (dl->rest[0] != '/' && base != NULL && base[0] != '\0')
+        snprintf(path, size, "%s/%s", base, dl->rest);
+    else
+        snprintf(path, size, "%s", dl->rest);
+    struct acl_rules *rules;
+    int line;
+    char why[512];
+    if (acl_rules_load(path, &rules, &line, why, sizeof why) != 0) {
+        int status = line > 0 ? report_error_at(st, path, line, "acl_file", "%s", why)
+                              : report_error(st, "%s: %s", path, why);
+        free(path);
+        return status;
+    }
+    free(security->acl_file);
+    acl_rules_free(security->acl);
+    security->acl_file = path;
+    security->acl = rules;
     return 0;
 }
 
@@ -1268,6 +1302,7 @@ static const struct {
     {"allow_zero_length_clientid", handle_allow_zero_length_clientid},
     {"auto_id_prefix", handle_auto_id_prefix},
     {"clientid_prefixes", handle_clientid_prefixes},
+    {"acl_file", handle_acl_file},
     {"max_inflight_messages", handle_max_inflight_messages},
     {"max_inflight_bytes", handle_max_inflight_bytes},
     {"max_queued_messages", handle_max_queued_messages},
@@ -1311,7 +1346,6 @@ static const struct {
  * WebSockets, bridges). */
 static const char *const planned_directives[] = {
     /* authentication and access control */
-    "acl_file",
     "auth_plugin",
     "auth_plugin_deny_special_chars",
     "plugin",

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct password_table;
+struct acl_rules;
 
 /* log_type bits (mosquitto's names) */
 enum arbor_log_type {
@@ -49,6 +50,8 @@ struct arbor_security_settings {
     char *password_file;              /* password_file path; NULL: none */
     struct password_table *passwords; /* its users, loaded by the daemon (main.c) after
                                          parsing; freed with the config */
+    char *acl_file;          /* acl_file as given, NULL: no access control */
+    struct acl_rules *acl;   /* its rules, read when the config was loaded (acl.h) */
 };
 
 struct arbor_listener {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "connection.h"
 #include "log.h"
 #include "message.h"
@@ -39,8 +40,11 @@ size_t broker_publish(struct broker *broker, struct message *msg)
                    &broker->match) != 0)
         log_error("Out of memory matching subscriptions for %s.", msg->topic);
     size_t count = broker->match.count;
+    struct acl_read_cache acl_cache = {0}; /* acl_file: one verdict per user section */
     for (size_t i = 0; i < count; i++) {
         struct match_entry *e = &broker->match.entries[i];
+        const struct acl_client *acl = e->session->acl;
+        if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, &acl_cache)) continue;
         uint8_t qos = outgoing_qos(broker, e->qos, msg->qos);
         bool retain = e->retain_as_published && msg->retain;
         session_deliver(broker, e->session, msg, qos, retain, e->sub_ids, e->sub_id_count);
@@ -390,12 +394,14 @@ struct snapshot_builder {
     uint32_t limit;   /* at most this many references */
     uint32_t dropped; /* matches beyond the limit */
     bool failed;
+    const struct acl_client *acl; /* the subscriber's acl_file rules, NULL: none */
 };
 
 static void collect_retained(struct message *msg, void *ctx)
 {
     struct snapshot_builder *b = ctx;
     if (b->failed) return;
+    if (b->acl && !acl_client_allows(b->acl, msg->topic, msg->topic_len, ACL_READ)) return;
     if (b->count == b->limit) {
         b->dropped++;
         return;
@@ -432,7 +438,7 @@ int session_add_retained(struct broker *broker, struct session *session, const c
 {
     uint32_t limit = retained_pending_limit(broker);
     uint32_t room = session->retained_pending < limit ? limit - session->retained_pending : 0;
-    struct snapshot_builder b = {.limit = room};
+    struct snapshot_builder b = {.limit = room, .acl = session->acl};
     retain_for_each_match(broker->retained, filter, filter_len, collect_retained, &b);
     if (b.dropped) {
         broker->stats.publish_dropped += b.dropped;

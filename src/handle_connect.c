@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "acl.h"
 #include "broker_loop.h"
 #include "client.h"
 #include "connection.h"
@@ -293,6 +294,27 @@ void clients_recheck_credentials(struct broker *broker)
     }
 }
 
+/* The client's compiled access list (NULL without acl_file). A will the client may not
+ * publish is dropped, as Mosquitto 2.0 does: the CONNECT is accepted, the will never sent.
+ * Returns 0, or -1 when out of memory. */
+static int compile_acl(struct connection *conn, const struct arbor_security_settings *sec,
+                       struct acl_client **out)
+{
+    *out = NULL;
+    if (!sec->acl) return 0;
+    *out = acl_client_compile(sec->acl, conn->client_id, conn->username);
+    return *out ? 0 : -1;
+}
+
+static void drop_will_if_denied(struct connection *conn, const struct acl_client *acl)
+{
+    if (!acl || !conn->will) return;
+    if (acl_client_allows(acl, conn->will->topic, conn->will->topic_len, ACL_WRITE)) return;
+    log_debug("Denied will of %s on %s.", conn->client_id, conn->will->topic);
+    message_unref(conn->will);
+    conn->will = NULL;
+}
+
 /* Keepalive per max_keepalive: v5 clients asking for more (or for none) are told the server
  * keep alive; v3.x clients have no way to be told, so they are refused with "identifier
  * rejected" as current Mosquitto 2.0 does. Returns 0 or HANDLER_CLOSED. */
@@ -415,9 +437,19 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
         }
         if (rc != 0) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }
+    struct acl_client *acl;
+    if (compile_acl(conn, sec, &acl))
+        return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    drop_will_if_denied(conn, acl);
     bool session_present;
     struct session *session = attach_session(conn, &c, &session_present);
-    if (!session) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    if (!session) {
+        acl_client_free(acl);
+        return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    }
+    acl_client_free(session->acl);
+    session->acl = acl;
+    session->acl_listener = conn->listener;
     conn->state = CONNECTION_ACTIVE;
     broker_watch_connection(conn); /* keepalive from now on */
     broker->stats.connects_total++;

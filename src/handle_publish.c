@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "connection.h"
 #include "deliver.h"
 #include "handlers.h"
@@ -81,7 +82,8 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
 
 /* Why the message is dropped instead of routed, as an MQTT 5 reason code (0: route it). The
  * QoS flow still completes, as with Mosquitto; v3.x clients cannot be told why. The reserved
- * topic check sees the mounted topic, so a mount point cannot lead into $SYS. An oversize
+ * topic check and the acl_file see the mounted topic, so a mount point cannot lead into $SYS.
+ * An oversize
  * PUBLISH is logged by packet_log.c ("Dropped too large PUBLISH", debug, as Mosquitto). */
 static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_publish *p,
                               const char *topic, size_t topic_len)
@@ -91,6 +93,14 @@ static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_p
     if (topic_is_reserved_for_broker(topic, topic_len)) {
         /* debug, as Mosquitto: a client must not be able to flood the log */
         log_debug("Denied PUBLISH from %s on %.*s.", conn->client_id, (int)topic_len, topic);
+        return MQTT_RC_NOT_AUTHORIZED;
+    }
+    const struct acl_client *acl = conn->session->acl;
+    if (acl && !acl_client_allows(acl, topic, topic_len, ACL_WRITE)) {
+        /* Mosquitto's line, at debug level as there */
+        log_debug("Denied PUBLISH from %s (d%d, q%u, r%d, m%u, '%.*s', ... (%u bytes))",
+                  conn->client_id, p->dup, p->qos, p->retain, p->packet_id, (int)topic_len, topic,
+                  (unsigned)p->payload_len);
         return MQTT_RC_NOT_AUTHORIZED;
     }
     return 0;

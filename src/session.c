@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "deliver.h"
 #include "log.h"
 #include "message.h"
@@ -92,6 +93,7 @@ void session_destroy(struct broker *broker, struct session *session)
     HASH_DEL(broker->sessions, session);
     struct message *will = session->pending_will;
     session->pending_will = NULL;
+    acl_client_free(session->acl);
     free(session->incoming_qos2);
     free(session->client_id);
     free(session);

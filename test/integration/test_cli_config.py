@@ -60,7 +60,6 @@ def test_bad_number_rejected(run_broker, line, directive):
 
 @pytest.mark.arbor_only
 @pytest.mark.parametrize("line,directive", [
-    ("acl_file /etc/mosquitto/acl", "acl_file"),
     ("persistence true", "persistence"),
     ("certfile /etc/ssl/cert.pem", "certfile"),
     ("protocol websockets", "protocol"),

@@ -72,7 +72,9 @@ def test_chaos_no_duplicates_no_loss_between_survivors(cluster):
         try:
             col.assert_exactly_once(sent, timeout=30, quiet=1.0)
         except AssertionError as e:
-            raise AssertionError("seed %d, events %s: %s" % (SEED, log, e)) from None
+            dropped = {i: c.stp(i, fresh=True).get("messages/dropped") for i in STABLE}
+            raise AssertionError("seed %d, events %s, peer-link drops %s: %s"
+                                 % (SEED, log, dropped, e)) from None
     snap = c.wait_tree(timeout=20)
     assert snap.live == set(range(5)), snap.describe()
     c.check_spanning_tree(snap)

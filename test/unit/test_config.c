@@ -936,7 +936,6 @@ static void test_planned_directives_are_refused(void **state)
 {
     (void)state;
     const char *planned[] = {
-        "acl_file",
         "auth_plugin",
         "plugin",
         "persistence",
@@ -1936,6 +1935,38 @@ static void test_shipped_default_config_loads(void **state)
     config_free(&cfg);
 }
 
+/* acl_file is read with the config: globally, or per listener with per_listener_settings; a
+ * bad line is an error naming the acl file and its line. */
+static void test_acl_file(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX], acl[PATH_MAX + 16], bad[PATH_MAX + 16];
+    make_temp_dir(dir, sizeof dir);
+    snprintf(acl, sizeof acl, "%s/acl", dir);
+    snprintf(bad, sizeof bad, "%s/bad", dir);
+    write_file(acl, "topic read a/#\n");
+    write_file(bad, "user u\ntopic sometimes x\n");
+    struct arbor_config cfg;
+    char text[2 * PATH_MAX + 200];
+    snprintf(text, sizeof text, "listener 1883\nacl_file %s\n", acl);
+    load_ok(&cfg, text);
+    assert_non_null(cfg.security.acl);
+    assert_string_equal(cfg.security.acl_file, acl);
+    config_free(&cfg);
+    snprintf(text, sizeof text,
+             "per_listener_settings true\nlistener 1883\nlistener 1884\nacl_file %s\n", acl);
+    load_ok(&cfg, text);
+    assert_null(cfg.security.acl);
+    assert_null(cfg.listeners[0].security.acl);
+    assert_non_null(cfg.listeners[1].security.acl);
+    config_free(&cfg);
+    char expected[PATH_MAX + 100];
+    snprintf(expected, sizeof expected, "%s:2: acl_file: invalid topic access type \"sometimes\"",
+             bad);
+    expect_errorf(expected, "listener 1883\nacl_file %s\n", bad);
+    remove_temp_dir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1962,6 +1993,7 @@ int main(void)
         cmocka_unit_test(test_log_type),
         cmocka_unit_test(test_text_directives),
         cmocka_unit_test(test_planned_directives_are_refused),
+        cmocka_unit_test(test_acl_file),
         cmocka_unit_test(test_restated_defaults_are_accepted),
         cmocka_unit_test(test_deprecated_options_warn_like_mosquitto),
         cmocka_unit_test(test_every_error_is_reported),
