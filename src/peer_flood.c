@@ -329,10 +329,15 @@ static bool wanted(struct peer_net *net, const struct message_origin *o, stp_lin
         net->counters.duplicates++; /* our own, back from around a loop */
         return false;
     }
-    if (!from || !(stp_may_accept(net->stp, from) || settling(net))) {
+    /* From any link that is up: a peer sends on a link the tree does not use only while it
+     * settles after a change or replays, and then the message may have no other way here.
+     * Duplicate suppression, not the link's role, keeps it from arriving twice; onward it
+     * still goes along the tree only (peer_flood). */
+    if (!from) {
         net->counters.discarded++;
         return false;
     }
+    if (!stp_may_accept(net->stp, from)) net->counters.off_tree++;
     if (topic_is_reserved_for_broker((const char *)p->topic.data, p->topic.len)) {
         net->counters.discarded++;
         return false;

@@ -156,7 +156,8 @@ struct peer_counters {
     uint64_t forwarded;  /* PUBLISH sent on peer links */
     uint64_t received;   /* PUBLISH received from peers and accepted */
     uint64_t duplicates; /* received again (other path, replay) and dropped */
-    uint64_t discarded;  /* received on a link that does not forward */
+    uint64_t discarded;  /* received on a link not up yet, or for $SYS */
+    uint64_t off_tree;   /* received (and used) on a link the tree does not forward on */
     uint64_t replayed;   /* sent again after a topology change */
     uint64_t dropped;    /* not sent: a link's queue was full */
     uint64_t bpdus_unanswered;

@@ -99,6 +99,7 @@ void peer_sys_publish(struct broker *broker)
     publish_u64(broker, "messages/received", net->counters.received);
     publish_u64(broker, "messages/duplicates", net->counters.duplicates);
     publish_u64(broker, "messages/discarded", net->counters.discarded);
+    publish_u64(broker, "messages/off_tree", net->counters.off_tree);
     publish_u64(broker, "messages/replayed", net->counters.replayed);
     publish_u64(broker, "messages/dropped", net->counters.dropped);
     struct peer_link *link, *tmp;

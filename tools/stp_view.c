@@ -25,6 +25,7 @@ const struct stp_view_field stp_view_broker_fields[SV_BROKER_FIELDS] = {
     [SV_MESSAGES_RECEIVED] = {"messages/received", "messages received", STP_VIEW_NUMBER},
     [SV_MESSAGES_DUPLICATES] = {"messages/duplicates", "messages duplicates", STP_VIEW_NUMBER},
     [SV_MESSAGES_DISCARDED] = {"messages/discarded", "messages discarded", STP_VIEW_NUMBER},
+    [SV_MESSAGES_OFF_TREE] = {"messages/off_tree", "messages off tree", STP_VIEW_NUMBER},
     [SV_MESSAGES_REPLAYED] = {"messages/replayed", "messages replayed", STP_VIEW_NUMBER},
     [SV_MESSAGES_DROPPED] = {"messages/dropped", "messages dropped", STP_VIEW_NUMBER},
 };

@@ -46,6 +46,7 @@ static void test_table(void **state)
         "messages received    5\n"
         "messages duplicates  1\n"
         "messages discarded   0\n"
+        "messages off tree    -\n"
         "messages replayed    2\n"
         "messages dropped     0\n"
         "\n"
