@@ -60,10 +60,11 @@ struct connection;
  * connections are clients (client.c); peer broker links will be a role of their own. */
 struct connection_role {
     const char *name;
-    /* Stop reading this connection while peer links are backlogged (broker->peer_backlog):
-     * clients, so that what they publish is not accepted faster than the MQTT-ST links carry
-     * it on. Peer connections keep being read (their PINGREQs must be answered). */
-    bool waits_for_peer_links;
+    /* Optional. True when this packet must wait: the connection is not read further until
+     * connection_release_held. Clients' PUBLISH waits while the peer links are backlogged
+     * (broker->peer_backlog), so that what they publish is not accepted faster than the
+     * MQTT-ST links carry it on; their acknowledgements still flow. */
+    bool (*packet_must_wait)(const struct connection *conn, const struct mqtt_fixed_header *hdr);
     /* The fixed header of the next packet, before its body arrives, so that garbage is
      * refused at once. Returns false after closing the connection. */
     bool (*header_allowed)(struct connection *conn, const struct mqtt_fixed_header *hdr);

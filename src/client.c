@@ -190,9 +190,16 @@ static void client_on_free(struct connection *conn)
     free(conn->mount_point);
 }
 
+/* See connection_role.packet_must_wait. */
+static bool client_packet_must_wait(const struct connection *conn,
+                                    const struct mqtt_fixed_header *hdr)
+{
+    return hdr->type == MQTT_PUBLISH && conn->broker->peer_backlog;
+}
+
 const struct connection_role client_role = {
     .name = "client",
-    .waits_for_peer_links = true,
+    .packet_must_wait = client_packet_must_wait,
     .header_allowed = client_header_allowed,
     .on_packet = client_on_packet,
     .on_close = client_on_close,

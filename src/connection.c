@@ -485,12 +485,9 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
 {
     size_t offset = 0;
     while (conn->state != CONNECTION_CLOSED) {
-        bool held = conn->role->waits_for_peer_links && conn->broker->peer_backlog;
-        if ((conn->reply_backlog >= OUTPUT_HIGH_WATER || held) && !conn->peer_gone) {
-            /* Back-pressure: the rest waits in conn->in until the output drains, or until
-             * the peer links have room again (connection_release_held). */
+        if (conn->reply_backlog >= OUTPUT_HIGH_WATER && !conn->peer_gone) {
+            /* Back-pressure: the rest waits in conn->in until the output drains. */
             conn->input_paused = true;
-            conn->held_for_peers = held;
             update_interest(conn);
             break;
         }
@@ -502,6 +499,16 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
             break;
         }
         if (!fixed_header_acceptable(conn, &hdr)) break;
+        if (conn->role->packet_must_wait && conn->role->packet_must_wait(conn, &hdr) &&
+            !conn->peer_gone) {
+            /* The role says this packet cannot be handled now (a client's PUBLISH while the
+             * peer links are backlogged): it and what follows wait in conn->in until
+             * connection_release_held. */
+            conn->input_paused = true;
+            conn->held_for_peers = true;
+            update_interest(conn);
+            break;
+        }
         size_t total = (size_t)hdr.header_len + hdr.remaining_length;
         /* Wait for the rest; the buffer grows with what arrives, not with what the header
          * announces, so a lying header cannot make the broker allocate. */

@@ -38,7 +38,7 @@ bool connection_output_full(const struct connection *conn);
 /* Queue PUBACK/PUBREC/PUBREL/PUBCOMP. Returns 0, or MQTT_RC_UNSPECIFIED when out of memory. */
 int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason);
 /* The peer links have room again: read the connections held for them (connection_role's
- * waits_for_peer_links) again, handling what they sent meanwhile first. */
+ * packet_must_wait) again, handling what they sent meanwhile first. */
 void connection_release_held(struct broker *broker);
 /* Write every connection's pending output (end of each loop turn). */
 void broker_flush_connections(struct broker *broker);
