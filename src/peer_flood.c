@@ -212,7 +212,10 @@ void peer_flood(struct broker *broker, struct message *msg)
     HASH_ITER(hh, net->links, link, tmp)
     {
         if (!link->stp_id || !link->out || link->stp_id == from) continue;
-        if (everywhere || stp_may_forward(net->stp, from, link->stp_id))
+        /* Every forwarding link but the arrival one, also for a message that arrived off the
+         * tree (it was accepted, so it is marked seen here: the tree's own copy would stop
+         * here, so this broker must pass it on). */
+        if (everywhere || stp_link_forwarding(net->stp, link->stp_id))
             peer_dialer_send_message(link->out, msg, false);
     }
 }
