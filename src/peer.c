@@ -261,7 +261,6 @@ int peer_net_start(struct broker *broker)
         log_error("Error: MQTT-ST: invalid spanning-tree parameters or out of memory.");
         return -1;
     }
-    peer_flood_init(net);
     log_notice("MQTT-ST: identity %s, capability %u.", net->self_name, net->capability);
     if (!cfg->peer_secret)
         log_warning("Warning: MQTT-ST: peer_allow_unauthenticated is set: any broker that can "

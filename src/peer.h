@@ -41,7 +41,6 @@ int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c);
 void peer_stamp(struct broker *broker, struct message *msg);
 bool peer_retained_wins(struct broker *broker, struct message *msg);
 void peer_flood(struct broker *broker, struct message *msg);
-bool peer_retained_is_newer(const struct message *incoming, const struct message *held);
 
 /* $SYS/broker/stp/... (sys_tree.c calls it with the rest of the tree). */
 void peer_sys_publish(struct broker *broker);

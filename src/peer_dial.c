@@ -196,7 +196,6 @@ int64_t peer_dialer_run(struct peer_dialer *d, int64_t now_ms)
         int64_t sent_ms = d->ping_sent_us[d->ping_head] / 1000;
         int64_t deadline = sent_ms + cfg->stp_max_age_ms;
         if (now_ms < deadline) return deadline;
-        d->net->counters.bpdus_unanswered++;
         peer_dialer_close(d, "no PINGRESP within stp_max_age");
     }
     return TIMER_NONE;

@@ -55,11 +55,6 @@ static bool settling(const struct peer_net *net)
     return net->broker->now_ms < net->settle_until_ms;
 }
 
-void peer_flood_init(struct peer_net *net)
-{
-    (void)net;
-}
-
 void peer_flood_free(struct peer_net *net)
 {
     struct peer_origin *o, *otmp;
@@ -118,7 +113,7 @@ static int compare_origin_age(const struct message_origin *a, const struct messa
     return -stp_broker_id_compare(&a->broker, &b->broker); /* ties: lower identity is newer */
 }
 
-bool peer_retained_is_newer(const struct message *incoming, const struct message *held)
+static bool peer_retained_is_newer(const struct message *incoming, const struct message *held)
 {
     if (!incoming->origin.stamped || !held->origin.stamped) return true;
     return compare_origin_age(&incoming->origin, &held->origin) >= 0;

@@ -160,7 +160,6 @@ struct peer_counters {
     uint64_t off_tree;   /* received (and used) on a link the tree does not forward on */
     uint64_t replayed;   /* sent again after a topology change */
     uint64_t dropped;    /* not sent: a link's queue was full */
-    uint64_t bpdus_unanswered;
 };
 
 struct peer_net {
@@ -229,7 +228,6 @@ void peer_accepted_close(struct peer_accepted *acc, uint8_t reason, const char *
 void peer_accepted_link_ready(struct peer_accepted *acc);
 
 /* peer_flood.c */
-void peer_flood_init(struct peer_net *net);
 void peer_flood_free(struct peer_net *net);
 /* A PUBLISH from the neighbour on an incoming link: returns 0 or an MQTT reason code. */
 int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t flags,
