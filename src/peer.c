@@ -336,6 +336,9 @@ static void run_dialers(struct peer_net *net)
 {
     int64_t now = net->broker->now_ms;
     if (now < net->next_run_ms) return;
+    /* Recomputed by this pass; a dialer whose connection closes during it (schedule_retry)
+     * may bring it forward on its own, which the end of the pass must not undo. */
+    net->next_run_ms = TIMER_NONE;
     int64_t next = TIMER_NONE;
     struct peer_dialer **link = &net->dialers;
     while (*link) {
@@ -349,7 +352,7 @@ static void run_dialers(struct peer_net *net)
         if (due < next) next = due;
         link = &d->next;
     }
-    net->next_run_ms = next;
+    if (next < net->next_run_ms) net->next_run_ms = next;
     peer_link_consider_connect_back(net); /* may bring next_run_ms forward */
 }
 

@@ -196,9 +196,9 @@ int64_t peer_dialer_run(struct peer_dialer *d, int64_t now_ms)
         int64_t sent_ms = d->ping_sent_us[d->ping_head] / 1000;
         int64_t deadline = sent_ms + cfg->stp_max_age_ms;
         if (now_ms < deadline) return deadline;
-        peer_dialer_close(d, "no PINGRESP within stp_max_age");
+        peer_dialer_close(d, "no PINGRESP within stp_max_age"); /* schedules the retry */
     }
-    return TIMER_NONE;
+    return d->state == DIAL_WAITING && !d->removed ? d->retry_at_ms : TIMER_NONE;
 }
 
 /* ---- handshake ----------------------------------------------------------------------------- */

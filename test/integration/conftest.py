@@ -237,7 +237,8 @@ def tmp_path(request):
     path = tempfile.mkdtemp(prefix="arbor-test-")
     os.chmod(path, 0o777)
     yield pathlib.Path(path)
-    shutil.rmtree(path, ignore_errors=True)
+    if not os.environ.get("ARBOR_KEEP_TMP"):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -1362,8 +1362,10 @@ class Collector:
             if not missing:
                 return
             if time.monotonic() >= deadline:
-                raise AssertionError("after %.1fs still missing (subscriber: payloads): %s" % (
-                    timeout, {k: v[:10] for k, v in missing.items()}))
+                raise AssertionError(
+                    "after %.1fs still missing (subscriber: how many of %d, the first 10): %s" % (
+                        timeout, len(wanted),
+                        {k: (len(v), v[:10]) for k, v in missing.items()}))
             time.sleep(0.02)
 
     def assert_exactly_once(self, payloads, timeout=10.0, quiet=0.3):

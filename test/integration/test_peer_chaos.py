@@ -40,6 +40,11 @@ def test_chaos_no_duplicates_no_loss_between_survivors(cluster):
     c.wait_tree(timeout=20)
     topic = "chaos/%s" % uuid.uuid4().hex[:8]
     log = []
+    t0 = time.time()
+
+    def note(event):
+        log.append("%.1fs %s" % (time.time() - t0, event))
+
     with Collector([c.brokers[i] for i in STABLE], topic + "/#", qos=2) as col:
         streams = [
             NumberedStream(c.client(3, version=5), topic + "/a", qos=2, tag="a2", interval=0.01),
@@ -53,18 +58,18 @@ def test_chaos_no_duplicates_no_loss_between_survivors(cluster):
         while time.monotonic() < end:
             if rng.random() < 0.5:
                 victim = rng.choice(VICTIMS)
-                log.append("kill b%d" % victim)
+                note("kill b%d" % victim)
                 c.kill(victim)
                 time.sleep(rng.uniform(0.5, 2.0))
-                log.append("restart b%d" % victim)
+                note("restart b%d" % victim)
                 c.restart(victim)
             else:
                 a, b = rng.choice(EDGES)
                 mode = rng.choice(["reset", "blackhole"])
-                log.append("cut %d-%d %s" % (a, b, mode))
+                note("cut %d-%d %s" % (a, b, mode))
                 c.cut(a, b, mode)
                 time.sleep(rng.uniform(0.5, 2.5))
-                log.append("heal %d-%d" % (a, b))
+                note("heal %d-%d" % (a, b))
                 c.heal(a, b)
             time.sleep(rng.uniform(0.3, 1.5))
         sent = []
@@ -75,8 +80,8 @@ def test_chaos_no_duplicates_no_loss_between_survivors(cluster):
             col.assert_exactly_once(sent, timeout=30, quiet=1.0)
         except AssertionError as e:
             dropped = {i: c.stp(i, fresh=True).get("messages/dropped") for i in STABLE}
-            raise AssertionError("seed %d, events %s, peer-link drops %s: %s"
-                                 % (SEED, log, dropped, e)) from None
+            raise AssertionError("seed %d, start %.3f, events %s, peer-link drops %s: %s"
+                                 % (SEED, t0, log, dropped, e)) from None
     snap = c.wait_tree(timeout=20)
     assert snap.live == set(range(5)), snap.describe()
     c.check_spanning_tree(snap)

@@ -184,3 +184,37 @@ def test_partition_then_heal_converges_retained_messages(cluster, mode):
         wait_until(converged, timeout=10, what="the same retained set on every broker")
     except AssertionError:
         raise AssertionError("retained sets after healing: %r, expected %r" % (held, expected))
+
+
+# ---------------------------------------------------------------- a broker cut off entirely
+
+@pytest.mark.parametrize("shape", ["pair", "mesh4"])
+def test_broker_whose_links_all_fail_at_once_redials_and_replays(cluster, shape):
+    """Every link of the last broker goes silent at once (its network fails): when its
+    PINGRESP deadlines pass in one pass of its dialers (always so with a single link, often
+    with several), it must still redial each of them once the network is back (such a pass
+    once left no retry scheduled, and the broker stayed cut off for good: the two-minute chaos
+    run lost the messages of a stable broker that way), and the QoS 2 messages its client
+    published while the links were failing reach the other side exactly once."""
+    if shape == "pair":
+        c = cluster(2, [(0, 1)], [200, 100], delays={(0, 1): 2})
+    else:
+        c = mesh4(cluster)
+    last = len(c.brokers) - 1
+    c.wait_tree(timeout=15)
+    topic = unique("isolated")
+    with Collector([c.brokers[0]], topic + "/#", qos=2) as col:
+        stream = NumberedStream(c.client(last, version=5), topic + "/q2", qos=2, tag="q2",
+                                interval=0.01).start()
+        time.sleep(0.3)
+        for other in range(last):
+            c.cut(other, last, "blackhole")
+        wait_until(lambda: c.snapshot().root_of(last) == c.identity(last), timeout=5,
+                   what="the last broker on its own after its links went silent")
+        time.sleep(0.2)
+        for other in range(last):
+            c.heal(other, last)
+        snap = c.wait_tree(timeout=10)
+        assert snap.live == set(range(last + 1)), snap.describe()
+        c.check_spanning_tree(snap)
+        col.assert_exactly_once(stream.stop(), timeout=10, quiet=1.0)
