@@ -1345,10 +1345,7 @@ static const struct {
 /* Mosquitto directives for features on arbor's roadmap (authentication, persistence, TLS,
  * WebSockets, bridges). */
 static const char *const planned_directives[] = {
-    /* authentication and access control */
-    "auth_plugin",
-    "auth_plugin_deny_special_chars",
-    "plugin",
+    /* access control */
     "check_retain_source",
     /* persistence */
     "persistence",
@@ -1407,7 +1404,16 @@ static const char *const planned_directives[] = {
     "try_private",
 };
 
-static const char *const planned_directive_prefixes[] = {"auth_opt_", "plugin_opt_", "bridge_"};
+static const char *const planned_directive_prefixes[] = {"bridge_"};
+
+/* Mosquitto's plugins are shared objects built against Mosquitto's own plugin interface: arbor
+ * cannot load them, and says what to use instead. */
+static const char *const plugin_directives[] = {"auth_plugin", "auth_plugin_deny_special_chars",
+                                                "plugin"};
+static const char *const plugin_directive_prefixes[] = {"auth_opt_", "plugin_opt_"};
+#define PLUGIN_REFUSAL                                                                         \
+    "not supported: arbor does not load Mosquitto plugins (they are built against Mosquitto's " \
+    "own plugin interface); use password_file and acl_file"
 
 /* Other Mosquitto directives: recognised so the message says what is wrong. */
 static const char *const unsupported_directives[] = {
@@ -1436,6 +1442,8 @@ static const struct {
     {"use_identity_as_username", RESTATED_BOOL, 0, NULL},
     {"use_subject_as_username", RESTATED_BOOL, 0, NULL},
     {"use_username_as_clientid", RESTATED_BOOL, 0, NULL},
+    /* accepted so that full mosquitto.conf files load, although arbor does not yet re-check
+     * the publisher of a retained message (arbor.conf(5), NOT SUPPORTED YET) */
     {"check_retain_source", RESTATED_BOOL, 1, NULL},
     {"memory_limit", RESTATED_INTEGER, 0, NULL},
     {"websockets_log_level", RESTATED_INTEGER, 0, NULL},
@@ -1483,6 +1491,12 @@ static int dispatch_directive(struct parse_state *st, const struct directive_lin
         const char *prefix = planned_directive_prefixes[i];
         if (strncmp(dl->name, prefix, strlen(prefix)) == 0)
             return report_error(st, "not supported yet (planned)");
+    }
+    if (name_in_list(dl->name, plugin_directives, COUNT_OF(plugin_directives)))
+        return report_error(st, PLUGIN_REFUSAL);
+    for (size_t i = 0; i < COUNT_OF(plugin_directive_prefixes); i++) {
+        const char *prefix = plugin_directive_prefixes[i];
+        if (strncmp(dl->name, prefix, strlen(prefix)) == 0) return report_error(st, PLUGIN_REFUSAL);
     }
     if (name_in_list(dl->name, unsupported_directives, COUNT_OF(unsupported_directives)))
         return report_error(st, "not supported yet");
