@@ -769,6 +769,11 @@ static int handle_retain_available(struct parse_state *st, const struct directiv
     return parse_bool_value(st, dl, &st->cfg->retain_available);
 }
 
+static int handle_check_retain_source(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->check_retain_source);
+}
+
 static int handle_upgrade_outgoing_qos(struct parse_state *st, const struct directive_line *dl)
 {
     return parse_bool_value(st, dl, &st->cfg->upgrade_outgoing_qos);
@@ -1312,6 +1317,7 @@ static const struct {
     {"max_packet_size", handle_max_packet_size},
     {"max_keepalive", handle_max_keepalive},
     {"retain_available", handle_retain_available},
+    {"check_retain_source", handle_check_retain_source},
     {"max_qos", handle_max_qos},
     {"maximum_qos", handle_max_qos}, /* Mosquitto's alias */
     {"upgrade_outgoing_qos", handle_upgrade_outgoing_qos},
@@ -1345,8 +1351,6 @@ static const struct {
 /* Mosquitto directives for features on arbor's roadmap (authentication, persistence, TLS,
  * WebSockets, bridges). */
 static const char *const planned_directives[] = {
-    /* access control */
-    "check_retain_source",
     /* persistence */
     "persistence",
     "retained_persistence", /* Mosquitto's alias of persistence */
@@ -1442,9 +1446,6 @@ static const struct {
     {"use_identity_as_username", RESTATED_BOOL, 0, NULL},
     {"use_subject_as_username", RESTATED_BOOL, 0, NULL},
     {"use_username_as_clientid", RESTATED_BOOL, 0, NULL},
-    /* accepted so that full mosquitto.conf files load, although arbor does not yet re-check
-     * the publisher of a retained message (arbor.conf(5), NOT SUPPORTED YET) */
-    {"check_retain_source", RESTATED_BOOL, 1, NULL},
     {"memory_limit", RESTATED_INTEGER, 0, NULL},
     {"websockets_log_level", RESTATED_INTEGER, 0, NULL},
 };
@@ -1982,6 +1983,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->max_keepalive = 65535;
     cfg->max_topic_alias = 10;
     cfg->retain_available = true;
+    cfg->check_retain_source = true;
     cfg->max_qos = 2;
     cfg->upgrade_outgoing_qos = false;
     cfg->persistent_client_expiry = -1;

@@ -107,6 +107,7 @@ struct arbor_config {
     uint16_t max_keepalive;           /* default 65535 */
     uint16_t max_topic_alias;         /* default 10 */
     bool retain_available;            /* default true */
+    bool check_retain_source;         /* default true: re-check a retained message's publisher */
     uint8_t max_qos;                  /* highest QoS clients may use; default 2 */
     bool upgrade_outgoing_qos;        /* default false */
     int64_t persistent_client_expiry; /* seconds; -1 never (default) */

@@ -19,6 +19,7 @@
 #include "packet.h"
 #include "password_file.h"
 #include "peer.h"
+#include "retain_source.h"
 #include "session.h"
 #include "topic.h"
 
@@ -435,6 +436,10 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
             connection_close(conn, 0, "malformed CONNECT");
             return HANDLER_CLOSED;
         }
+        if (rc == 0 && conn->will && conn->will->retain && sec->acl &&
+            broker->config->check_retain_source &&
+            !(conn->will->source = message_source_new(conn->client_id, conn->username)))
+            rc = -1;
         if (rc != 0) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }
     struct acl_client *acl;

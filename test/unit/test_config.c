@@ -966,7 +966,6 @@ static void test_planned_directives_are_refused(void **state)
         "bridge_future_option",
         "remote_clientid",
         "start_type",
-        "check_retain_source",
     };
     for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
         char expected[1024];
@@ -1027,8 +1026,13 @@ static void test_restated_defaults_are_accepted(void **state)
     expect_error("memory_limit 1000000\n", TEST_NAME ":1: memory_limit: not supported yet");
     expect_error("use_username_as_clientid true\n",
                  TEST_NAME ":1: use_username_as_clientid: not supported yet");
-    expect_error("check_retain_source false\n",
-                 TEST_NAME ":1: check_retain_source: not supported yet (planned)");
+    /* check_retain_source is a directive of its own since acl_file exists */
+    load_ok(&cfg, "check_retain_source false\n");
+    assert_false(cfg.check_retain_source);
+    config_free(&cfg);
+    load_ok(&cfg, "");
+    assert_true(cfg.check_retain_source);
+    config_free(&cfg);
     expect_error("persistence false extra\n",
                  TEST_NAME ":1: persistence: not supported yet (planned)");
 }
