@@ -615,6 +615,15 @@ static int handle_allow_zero_length_clientid(struct parse_state *st,
     return 0;
 }
 
+static int handle_use_username_as_clientid(struct parse_state *st,
+                                           const struct directive_line *dl)
+{
+    bool value;
+    if (parse_bool_value(st, dl, &value) != 0) return -1;
+    target_security(st)->use_username_as_clientid = value;
+    return 0;
+}
+
 static int handle_auto_id_prefix(struct parse_state *st, const struct directive_line *dl)
 {
     struct arbor_security_settings *security = target_security(st);
@@ -1305,6 +1314,7 @@ static const struct {
     {"allow_anonymous", handle_allow_anonymous},
     {"password_file", handle_password_file},
     {"allow_zero_length_clientid", handle_allow_zero_length_clientid},
+    {"use_username_as_clientid", handle_use_username_as_clientid},
     {"auto_id_prefix", handle_auto_id_prefix},
     {"clientid_prefixes", handle_clientid_prefixes},
     {"acl_file", handle_acl_file},
@@ -1423,7 +1433,6 @@ static const char *const plugin_directive_prefixes[] = {"auth_opt_", "plugin_opt
 static const char *const unsupported_directives[] = {
     "memory_limit",
     "log_facility",
-    "use_username_as_clientid",
 };
 
 /* Directives of features arbor lacks, accepted when the line only restates Mosquitto's
@@ -1445,7 +1454,6 @@ static const struct {
     {"require_certificate", RESTATED_BOOL, 0, NULL},
     {"use_identity_as_username", RESTATED_BOOL, 0, NULL},
     {"use_subject_as_username", RESTATED_BOOL, 0, NULL},
-    {"use_username_as_clientid", RESTATED_BOOL, 0, NULL},
     {"memory_limit", RESTATED_INTEGER, 0, NULL},
     {"websockets_log_level", RESTATED_INTEGER, 0, NULL},
 };
@@ -2027,6 +2035,7 @@ int config_add_listener(struct arbor_config *cfg, uint16_t port, const char *bin
     listener.security.allow_anonymous = cfg->security.allow_anonymous;
     listener.security.allow_anonymous_set = cfg->security.allow_anonymous_set;
     listener.security.allow_zero_length_clientid = cfg->security.allow_zero_length_clientid;
+    listener.security.use_username_as_clientid = cfg->security.use_username_as_clientid;
     if (status == 0 && cfg->security.auto_id_prefix != NULL) {
         free(listener.security.auto_id_prefix);
         listener.security.auto_id_prefix = strdup(cfg->security.auto_id_prefix);

@@ -43,6 +43,7 @@ struct arbor_security_settings {
     bool allow_anonymous;
     bool allow_anonymous_set; /* given explicitly in the config */
     bool allow_zero_length_clientid;
+    bool use_username_as_clientid; /* the client id becomes the user name (none: refused) */
     char *auto_id_prefix;     /* default "auto-" (NULL only if memory ran out: treat as "auto-") */
     bool auto_id_prefix_set;  /* given explicitly in the config */
     char **clientid_prefixes; /* NULL-terminated list, or NULL for no restriction */

@@ -267,6 +267,24 @@ static int authenticate(struct connection *conn, const struct mqtt_connect *c,
     return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "not authorised");
 }
 
+/* use_username_as_clientid (Mosquitto 2.0): once the client is authenticated its client id
+ * becomes its user name, so one user cannot take over another user's session. A client
+ * without a user name is not authorised. A v5 client that sent an empty id is told the new
+ * one (Assigned Client Identifier); one that sent an id is not, as with Mosquitto. */
+static int take_username_as_client_id(struct connection *conn, const struct mqtt_connect *c,
+                                      const struct arbor_security_settings *sec)
+{
+    if (!sec->use_username_as_clientid) return 0;
+    if (!conn->username)
+        return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED,
+                      "no user name (use_username_as_clientid)");
+    char *id = strdup(conn->username);
+    if (!id) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    free(conn->client_id);
+    conn->client_id = id;
+    return 0;
+}
+
 /* Marks first, closes after: a close may free sessions and touch other connections. */
 void clients_recheck_credentials(struct broker *broker)
 {
@@ -418,6 +436,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     bool assigned;
     if ((rc = check_identity(conn, &c, sec, &assigned)) != 0) return rc;
     if ((rc = authenticate(conn, &c, sec)) != 0) return rc;
+    if ((rc = take_username_as_client_id(conn, &c, sec)) != 0) return rc;
     if ((rc = apply_keepalive(conn, &c)) != 0) return rc;
     read_client_limits(conn, &c);
     if (take_mount_point(conn))

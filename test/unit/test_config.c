@@ -984,7 +984,7 @@ static void test_planned_directives_are_refused(void **state)
                  plugins[i]);
         expect_errorf(expected, "%s /usr/lib/x.so\n", plugins[i]);
     }
-    const char *unsupported[] = {"memory_limit", "log_facility", "use_username_as_clientid"};
+    const char *unsupported[] = {"memory_limit", "log_facility"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         char expected[1024];
         snprintf(expected, sizeof expected, TEST_NAME ":1: %s: not supported yet", unsupported[i]);
@@ -1024,8 +1024,9 @@ static void test_restated_defaults_are_accepted(void **state)
     expect_error("listener 1883\nrequire_certificate true\n",
                  TEST_NAME ":2: require_certificate: not supported yet (planned)");
     expect_error("memory_limit 1000000\n", TEST_NAME ":1: memory_limit: not supported yet");
-    expect_error("use_username_as_clientid true\n",
-                 TEST_NAME ":1: use_username_as_clientid: not supported yet");
+    load_ok(&cfg, "use_username_as_clientid true\n");
+    assert_true(cfg.security.use_username_as_clientid);
+    config_free(&cfg);
     /* check_retain_source is a directive of its own since acl_file exists */
     load_ok(&cfg, "check_retain_source false\n");
     assert_false(cfg.check_retain_source);
