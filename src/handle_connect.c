@@ -51,7 +51,7 @@ static int refuse(struct connection *conn, uint8_t version, uint8_t reason, cons
     if (send_version == MQTT_V5) props = connection_reason_string(conn, why);
     if (mqtt_encode_connack(scratch, send_version, false, code, props) == 0) {
         connection_send_scratch(conn);
-        outq_flush(&conn->out, conn->handler.fd);
+        connection_write_now(conn);
     }
     /* connection_close logs Mosquitto's one line ("Client <unknown> disconnected, not
      * authorised."); Mosquitto prints nothing more for a refused CONNECT. */

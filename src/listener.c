@@ -55,6 +55,7 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
     l->handler.on_event = listener_on_event;
     l->broker = broker;
     l->config = cfg;
+    l->transport = &transport_tcp;
     l->port = cfg->port;
     l->bind_address = cfg->bind_address ? strdup(cfg->bind_address) : NULL;
     if (event_loop_add(&broker->loop, &l->handler, EVENT_READ) != 0) {
