@@ -102,23 +102,34 @@ static int no_passphrase(char *buf, int size, int rwflag, void *userdata)
 static unsigned int psk_server_callback(SSL *ssl, const char *identity, unsigned char *psk,
                                         unsigned int max_psk_len);
 
+/* The certificate chain, then the key, which must belong to it. The key is read here rather
+ * than by SSL_CTX_use_PrivateKey_file, which would report a key of the wrong certificate as
+ * one it cannot load. */
 static int load_certificate(SSL_CTX *ctx, const struct arbor_tls_settings *tls, char *err,
                             size_t errlen)
 {
     if (SSL_CTX_use_certificate_chain_file(ctx, tls->certfile.value) != 1)
         return build_error(err, errlen, &tls->certfile.at, "certfile",
                            "cannot load the certificate chain in \"%s\"", tls->certfile.value);
-    if (SSL_CTX_use_PrivateKey_file(ctx, tls->keyfile.value, SSL_FILETYPE_PEM) != 1)
+    BIO *bio = BIO_new_file(tls->keyfile.value, "r");
+    EVP_PKEY *key = bio ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL) : NULL;
+    BIO_free(bio);
+    if (!key)
         return build_error(err, errlen, &tls->keyfile.at, "keyfile",
                            "cannot load the private key in \"%s\" (a PEM key without a pass "
                            "phrase)",
                            tls->keyfile.value);
-    if (SSL_CTX_check_private_key(ctx) != 1)
-        return build_error(err, errlen, &tls->keyfile.at, "keyfile",
-                           "the private key in \"%s\" does not belong to the certificate in "
-                           "\"%s\"",
-                           tls->keyfile.value, tls->certfile.value);
-    return 0;
+    int rc = 0;
+    if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), key) != 1)
+        rc = build_error(err, errlen, &tls->keyfile.at, "keyfile",
+                         "the private key in \"%s\" does not belong to the certificate in "
+                         "\"%s\"",
+                         tls->keyfile.value, tls->certfile.value);
+    else if (SSL_CTX_use_PrivateKey(ctx, key) != 1)
+        rc = build_error(err, errlen, &tls->keyfile.at, "keyfile",
+                         "cannot use the private key in \"%s\"", tls->keyfile.value);
+    EVP_PKEY_free(key);
+    return rc;
 }
 
 /* The CA certificates client certificates are checked against; their names are also sent
