@@ -191,6 +191,24 @@ def test_paho_over_tls_small_and_large_messages(broker, mqtt, pki, version):
     assert pub.client.is_connected() and sub.client.is_connected()
 
 
+def test_burst_of_small_messages_over_tls_arrives_whole(broker, mqtt, raw, pki):
+    # 360 KB of 12-byte PUBLISH packets in a few writes: the broker reads more than its
+    # per-turn budget, usually stopping inside a TLS record whose rest OpenSSL holds (read
+    # on the next turn, transport.h "pending"); nothing may be lost or reordered.
+    b = broker(*tls(pki, "max_queued_messages 0"))
+    sub = tls_paho(mqtt, b, pki, client_id="sub")
+    assert sub.subscribe("b", qos=0) == [0]
+    pub = tls_raw(raw, b, pki)
+    pub.connect("blaster")
+    count = 30000
+    packets = [mp.publish("b", b"%07d" % i) for i in range(count)]
+    for start in range(0, count, 1000):
+        pub.send(b"".join(packets[start:start + 1000]))
+    got = sub.get_messages(count, timeout=30)
+    assert [m.payload for m in got] == [b"%07d" % i for i in range(count)]
+    assert pub.is_open()
+
+
 def test_openssl_s_client_handshake(broker, pki):
     b = broker(*tls(pki))
     rc, out = s_client(b, "-CAfile", pki["ca"], "-verify_return_error")
@@ -517,6 +535,16 @@ def test_handshake_that_never_completes_is_dropped_after_the_connect_timeout(bro
     elapsed = time.monotonic() - start
     assert 19.5 <= elapsed <= 24, elapsed
     assert b.log_text().count("Client <unknown> disconnected due to protocol error.") >= 2
+
+
+@pytest.mark.arbor_only
+def test_peer_identity_skips_tls_listeners(broker, pki):
+    # Peer links are plain TCP (TLS for them is planned): the derived identity, which other
+    # brokers dial back, is the first listener without TLS.
+    plain = free_port()
+    b = broker(*tls(pki), "listener %d 127.0.0.1" % plain, "peer 127.0.0.1:%d" % free_port(),
+               "peer_secret 0123456789abcdef0123")
+    b.wait_log("MQTT-ST: identity 127.0.0.1:%d," % plain)
 
 
 # ---------------------------------------------------------------- start-up errors
