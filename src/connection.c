@@ -1,5 +1,5 @@
 /*
- * connection.c: the transport under every connection, whatever it means: accepting sockets,
+ * connection.c: the layer under every connection, whatever it means: accepting sockets,
  * reading and framing packets (fixed header, size limits, back-pressure), buffered output and
  * its flushing, closing and freeing. What a connection means is its role (client.c for MQTT
  * clients): the role sees each complete packet and decides what happens on close. How its

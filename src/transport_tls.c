@@ -88,8 +88,8 @@ static int build_error(char *err, size_t errlen, const struct arbor_place *at,
     va_start(ap, fmt);
     int m = vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
     va_end(ap);
-    if (m >= 0 && (size_t)(n + m) < errlen) snprintf(err + n + m, errlen - (size_t)(n + m), ": %s",
-                                                     reason);
+    size_t used = (size_t)n + (m > 0 ? (size_t)m : 0);
+    if (m >= 0 && used < errlen) snprintf(err + used, errlen - used, ": %s", reason);
     return -1;
 }
 
@@ -320,8 +320,9 @@ static void log_failure(const struct connection *conn, const struct tls_connecti
                    first[0] ? first : "TLS handshake failed");
 }
 
-/* An SSL call returned rc, which is not success: the transport.h answer. wants_other is the
- * `blocked` bit of the call's direction (recv waiting to write, send waiting to read). */
+/* An SSL call of recv (receiving) or send returned rc, which is not success: the answer
+ * transport.h asks for, noting in t->blocked when the call must wait for the other
+ * direction of the socket. */
 static ssize_t io_failed(struct connection *conn, struct tls_connection *t, int rc,
                          bool receiving)
 {
