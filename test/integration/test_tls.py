@@ -429,7 +429,9 @@ def psk_pub(b, identity, key, topic="psk/t", message="over psk"):
 
 
 def test_psk_with_mosquitto_clients(broker, psk_file):
-    b = broker("psk_hint arbor hint", "psk_file " + psk_file, "use_identity_as_username true")
+    # allow_anonymous false and no password_file: the identity alone lets the client in
+    b = broker("psk_hint arbor hint", "psk_file " + psk_file, "use_identity_as_username true",
+               *base(anonymous=False), defaults=False)
     sub = subprocess.Popen([SUB, "-h", HOST, "-p", str(b.port), "-t", "psk/#", "-v", "-C", "1",
                             "-W", "15"] + psk_args("bob", "00ff11"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
