@@ -3,10 +3,11 @@
 # Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
 # libsystemd-dev: sd_notify (Type=notify); systemd: systemd-analyze, which checks the unit;
-# tshark: the MQTT-ST dissector's capture test; graphviz: arbor_stp tree --png/--svg
+# tshark: the MQTT-ST dissector's capture test; graphviz: arbor_stp tree --png/--svg;
+# openssl: the TLS tests make their certificates with it (mosquitto-clients: --cafile, --psk)
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
           libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
-          gnuplot-nox iproute2 tshark graphviz)
+          gnuplot-nox iproute2 tshark graphviz openssl)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

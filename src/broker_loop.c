@@ -142,10 +142,11 @@ static void publish_sys_if_due(struct broker *broker)
         broker->next_sys_ms = broker->now_ms + (int64_t)interval * 1000;
 }
 
-/* How long the loop may sleep: until the earliest deadline, 0 with output waiting. */
+/* How long the loop may sleep: until the earliest deadline, 0 with output waiting or input
+ * held by a transport. */
 static int wait_timeout(const struct broker *broker)
 {
-    if (broker->flush_list) return 0;
+    if (broker->flush_list || broker->pending_input) return 0;
     int64_t next = broker->next_tick_ms;
     int64_t timer = timers_next_deadline(&broker->timers);
     if (timer != TIMER_NONE && timer + 1 < next) next = timer + 1; /* see broker_past */
@@ -212,6 +213,7 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
             log_error("Error: event loop failed.");
             break;
         }
+        broker_read_pending_input(broker); /* as if epoll had reported it */
         broker->now_ms = clock_monotonic_ms(); /* handling the events took time */
         if (signals->reload) {
             signals->reload = 0;

@@ -14,6 +14,8 @@
 
 struct password_table;
 struct acl_rules;
+struct psk_table;
+struct tls_context;
 
 /* log_type bits (mosquitto's names) */
 enum arbor_log_type {
@@ -53,6 +55,51 @@ struct arbor_security_settings {
                                          parsing; freed with the config */
     char *acl_file;          /* acl_file as given, NULL: no access control */
     struct acl_rules *acl;   /* its rules, read when the config was loaded (acl.h) */
+    char *psk_file;          /* psk_file path; NULL: none */
+    struct psk_table *psks;  /* its keys, loaded by the daemon (main.c) after parsing */
+};
+
+/* Where a directive was given (file NULL: not given), for checks made once the whole config
+ * is read. */
+struct arbor_place {
+    const char *file; /* owned by arbor_config.source_files */
+    int line;
+};
+
+/* A directive's text value (NULL: not given) and where it was given. */
+struct arbor_setting {
+    char *value;
+    struct arbor_place at;
+};
+
+/* The lowest TLS version a listener accepts (tls_version); the highest is always TLS 1.3. */
+enum arbor_tls_version {
+    ARBOR_TLS_V1_2 = 0, /* the default */
+    ARBOR_TLS_V1_1,
+    ARBOR_TLS_V1_3,
+};
+
+/* A listener's TLS (mosquitto.conf(5), "Certificate based SSL/TLS Support" and
+ * "Pre-shared-key based SSL/TLS Support"): the listener speaks TLS when certfile and keyfile,
+ * or psk_hint, are given (config_listener_uses_tls). Paths are absolute (a relative one is
+ * taken from base_dir). The files are read by the daemon after parsing (transport_tls.c),
+ * which keeps parsing pure and lets a reload read them again. */
+struct arbor_tls_settings {
+    struct arbor_setting cafile, capath, certfile, keyfile, crlfile, dhparamfile;
+    struct arbor_setting ciphers;       /* TLS 1.2 and earlier: an OpenSSL cipher list */
+    struct arbor_setting ciphers_tls13; /* ciphers_tls1.3: OpenSSL TLS 1.3 ciphersuites */
+    struct arbor_setting psk_hint;      /* given: pre-shared keys (psk_file) are accepted */
+    enum arbor_tls_version min_version;
+    bool require_certificate;
+    bool use_identity_as_username;
+    bool use_subject_as_username;
+    struct arbor_place require_certificate_at, use_identity_at, use_subject_at;
+    /* the first directive given for this listener that only means something with TLS */
+    const char *needs_tls_directive;
+    struct arbor_place needs_tls_at;
+    /* built from the above by the daemon (tls_context_build); NULL for a plain listener;
+     * released with the config */
+    struct tls_context *context;
 };
 
 struct arbor_listener {
@@ -72,6 +119,7 @@ struct arbor_listener {
     bool max_topic_alias_set;
     int socket_domain;        /* AF_UNSPEC (default: both), AF_INET or AF_INET6 */
     bool is_default_listener; /* made by the deprecated port/bind_address directives */
+    struct arbor_tls_settings tls;
 };
 
 /* One `peer` line: a broker this one links with (MQTT-ST). */
@@ -179,8 +227,13 @@ int config_add_listener(struct arbor_config *cfg, uint16_t port, const char *bin
                         const char *origin);
 
 /* Checks that span directives (e.g. listener settings consistency); run after loading.
- * Today: no two listeners with the same port, bind address and interface. */
+ * Today: no two listeners with the same port, bind address and interface. (Each listener's
+ * TLS directives are checked when loading ends: certfile with keyfile, a CA to check client
+ * certificates against, a psk_file for psk_hint, no TLS setting on a plain listener.) */
 int config_validate(struct arbor_config *cfg, char *err, size_t errlen);
+
+/* Does the listener speak TLS (certfile and keyfile, or psk_hint, given)? */
+bool config_listener_uses_tls(const struct arbor_listener *listener);
 
 /* Return the security settings that apply to a listener (its own with per_listener_settings,
  * the global ones otherwise). */

@@ -61,7 +61,7 @@ def test_bad_number_rejected(run_broker, line, directive):
 @pytest.mark.arbor_only
 @pytest.mark.parametrize("line,directive", [
     ("persistence true", "persistence"),
-    ("certfile /etc/ssl/cert.pem", "certfile"),
+    ("http_dir /var/www", "http_dir"),
     ("protocol websockets", "protocol"),
     ("connection bridge-to-elsewhere", "connection"),
 ])

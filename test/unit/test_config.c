@@ -941,20 +941,6 @@ static void test_planned_directives_are_refused(void **state)
         "persistence_location",
         "autosave_interval",
         "autosave_on_changes",
-        "cafile",
-        "capath",
-        "certfile",
-        "keyfile",
-        "ciphers",
-        "ciphers_tls1.3",
-        "tls_version",
-        "require_certificate",
-        "use_identity_as_username",
-        "use_subject_as_username",
-        "crlfile",
-        "psk_file",
-        "psk_hint",
-        "dhparamfile",
         "http_dir",
         "websockets_log_level",
         "websockets_headers_size",
@@ -1021,8 +1007,6 @@ static void test_restated_defaults_are_accepted(void **state)
                  TEST_NAME ":1: autosave_interval: not supported yet (planned)");
     expect_error("persistence_file other.db\n",
                  TEST_NAME ":1: persistence_file: not supported yet (planned)");
-    expect_error("listener 1883\nrequire_certificate true\n",
-                 TEST_NAME ":2: require_certificate: not supported yet (planned)");
     expect_error("memory_limit 1000000\n", TEST_NAME ":1: memory_limit: not supported yet");
     load_ok(&cfg, "use_username_as_clientid true\n");
     assert_true(cfg.security.use_username_as_clientid);
@@ -1979,6 +1963,182 @@ static void test_acl_file(void **state)
     remove_temp_dir(dir);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * TLS
+ */
+
+#define TLS_LISTENER "listener 8883\ncertfile /c/server.crt\nkeyfile /c/server.key\n"
+
+static void test_tls_directives(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\n" TLS_LISTENER "cafile /c/ca.crt\n"
+                  "capath /c/cas\n"
+                  "crlfile /c/ca.crl\n"
+                  "dhparamfile /c/dh.pem\n"
+                  "ciphers ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384\n"
+                  "ciphers_tls1.3 TLS_AES_128_GCM_SHA256\n"
+                  "tls_version tlsv1.3\n"
+                  "require_certificate true\n"
+                  "use_identity_as_username true\n"
+                  "use_subject_as_username 1\n"
+                  "tls_keyform pem\n"
+                  "listener 8884\n"
+                  "psk_hint my hint\n"
+                  "psk_file /c/psk\n"
+                  "use_identity_as_username true\n");
+    assert_int_equal(cfg.listener_count, 3);
+    assert_false(config_listener_uses_tls(&cfg.listeners[0]));
+    assert_null(cfg.listeners[0].tls.certfile.value);
+    const struct arbor_tls_settings *tls = &cfg.listeners[1].tls;
+    assert_true(config_listener_uses_tls(&cfg.listeners[1]));
+    assert_string_equal(tls->certfile.value, "/c/server.crt");
+    assert_string_equal(tls->certfile.at.file, TEST_NAME);
+    assert_int_equal(tls->certfile.at.line, 3);
+    assert_string_equal(tls->keyfile.value, "/c/server.key");
+    assert_string_equal(tls->cafile.value, "/c/ca.crt");
+    assert_int_equal(tls->cafile.at.line, 5);
+    assert_string_equal(tls->capath.value, "/c/cas");
+    assert_string_equal(tls->crlfile.value, "/c/ca.crl");
+    assert_string_equal(tls->dhparamfile.value, "/c/dh.pem");
+    assert_string_equal(tls->ciphers.value, "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384");
+    assert_string_equal(tls->ciphers_tls13.value, "TLS_AES_128_GCM_SHA256");
+    assert_int_equal(tls->min_version, ARBOR_TLS_V1_3);
+    assert_true(tls->require_certificate);
+    assert_true(tls->use_identity_as_username);
+    assert_true(tls->use_subject_as_username);
+    assert_null(tls->psk_hint.value);
+    assert_null(tls->context); /* built by the daemon, not by parsing */
+    tls = &cfg.listeners[2].tls;
+    assert_true(config_listener_uses_tls(&cfg.listeners[2]));
+    assert_string_equal(tls->psk_hint.value, "my hint");
+    assert_int_equal(tls->min_version, ARBOR_TLS_V1_2);
+    assert_true(tls->use_identity_as_username);
+    assert_false(tls->require_certificate);
+    /* psk_file is a security setting: global without per_listener_settings */
+    assert_string_equal(cfg.security.psk_file, "/c/psk");
+    assert_null(cfg.listeners[2].security.psk_file);
+    config_free(&cfg);
+
+    /* tls_version values; the last one given wins */
+    load_ok(&cfg, TLS_LISTENER "tls_version tlsv1.3\ntls_version tlsv1.1\n");
+    assert_int_equal(cfg.listeners[0].tls.min_version, ARBOR_TLS_V1_1);
+    config_free(&cfg);
+    load_ok(&cfg, TLS_LISTENER "tls_version tlsv1.2\n");
+    assert_int_equal(cfg.listeners[0].tls.min_version, ARBOR_TLS_V1_2);
+    config_free(&cfg);
+
+    /* before any listener line: the default listener's */
+    load_ok(&cfg, "port 8883\ncertfile /c/s.crt\nkeyfile /c/s.key\nlistener 1883\n");
+    assert_int_equal(cfg.listener_count, 2);
+    assert_true(cfg.listeners[0].is_default_listener);
+    assert_true(config_listener_uses_tls(&cfg.listeners[0]));
+    assert_false(config_listener_uses_tls(&cfg.listeners[1]));
+    config_free(&cfg);
+
+    /* per_listener_settings: each listener its own psk_file */
+    load_ok(&cfg, "per_listener_settings true\nlistener 8883\npsk_hint h\npsk_file /c/a\n"
+                  "listener 8884\npsk_hint h\npsk_file /c/b\n");
+    assert_null(cfg.security.psk_file);
+    assert_string_equal(cfg.listeners[0].security.psk_file, "/c/a");
+    assert_string_equal(cfg.listeners[1].security.psk_file, "/c/b");
+    config_free(&cfg);
+
+    /* a relative path is taken from base_dir; text values keep their blanks */
+    config_init_defaults(&cfg);
+    cfg.base_dir = strdup("/srv/arbor");
+    assert_int_equal(config_load_string(&cfg, "listener 8883\ncertfile certs/my server.crt\n"
+                                              "keyfile /abs/server.key\n",
+                                        TEST_NAME, error_text, sizeof error_text),
+                     0);
+    assert_string_equal(cfg.listeners[0].tls.certfile.value, "/srv/arbor/certs/my server.crt");
+    assert_string_equal(cfg.listeners[0].tls.keyfile.value, "/abs/server.key");
+    config_free(&cfg);
+}
+
+static void test_tls_errors(void **state)
+{
+    (void)state;
+    expect_error("listener 8883\ncertfile /c/s.crt\n",
+                 TEST_NAME ":2: certfile: keyfile is not given for this listener (certificate-based "
+                           "TLS needs both)");
+    expect_error("listener 8883\nkeyfile /c/s.key\nlistener 8884\ncertfile /c/s.crt\n",
+                 TEST_NAME ":2: keyfile: certfile is not given for this listener (certificate-based "
+                           "TLS needs both)\n" TEST_NAME
+                           ":4: certfile: keyfile is not given for this listener (certificate-based "
+                           "TLS needs both)");
+    /* a TLS setting on a listener without TLS: Mosquitto would quietly run it in plain text */
+    const char *needs_tls[] = {"cafile /c/ca.crt",     "capath /c/cas",
+                               "crlfile /c/ca.crl",    "dhparamfile /c/dh.pem",
+                               "ciphers HIGH",         "ciphers_tls1.3 TLS_AES_128_GCM_SHA256",
+                               "tls_version tlsv1.3",  "require_certificate true",
+                               "use_identity_as_username true", "use_subject_as_username true"};
+    for (size_t i = 0; i < sizeof needs_tls / sizeof needs_tls[0]; i++) {
+        char directive[64];
+        snprintf(directive, sizeof directive, "%.*s", (int)strcspn(needs_tls[i], " "),
+                 needs_tls[i]);
+        char expected[512];
+        snprintf(expected, sizeof expected,
+                 TEST_NAME ":5: %s: this listener has no TLS: give certfile and keyfile (or "
+                           "psk_hint) for it, or remove this line (Mosquitto would run the "
+                           "listener without TLS)",
+                 directive);
+        expect_errorf(expected, TLS_LISTENER "listener 1883\n%s\ntls_version tlsv1.2\n",
+                      needs_tls[i]);
+    }
+    /* restating a default is not a TLS setting */
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\nrequire_certificate false\nuse_identity_as_username false\n"
+                  "use_subject_as_username false\ntls_keyform pem\n");
+    assert_false(config_listener_uses_tls(&cfg.listeners[0]));
+    config_free(&cfg);
+
+    expect_error(TLS_LISTENER "require_certificate true\n",
+                 TEST_NAME ":4: require_certificate: needs cafile or capath, the CA certificates "
+                           "client certificates are checked against");
+    expect_error(TLS_LISTENER "cafile /c/ca\nuse_subject_as_username true\n",
+                 TEST_NAME ":5: use_subject_as_username: needs require_certificate true: without "
+                           "it no client certificate is asked for and every client would be "
+                           "refused");
+    expect_error(TLS_LISTENER "use_identity_as_username true\n",
+                 TEST_NAME ":4: use_identity_as_username: needs require_certificate true (or "
+                           "psk_hint): without it no client certificate is asked for and every "
+                           "client would be refused");
+    expect_error("listener 8883\npsk_hint hint\n",
+                 TEST_NAME ":2: psk_hint: no psk_file applies to this listener, so no client "
+                           "could connect");
+    expect_error("per_listener_settings true\nlistener 8883\npsk_hint hint\nlistener 8884\n"
+                 "psk_file /c/psk\n",
+                 TEST_NAME ":3: psk_hint: no psk_file applies to this listener, so no client "
+                           "could connect");
+    expect_error(TLS_LISTENER "tls_version tlsv1.0\n",
+                 TEST_NAME ":4: tls_version: value \"tlsv1.0\" is not tlsv1.3, tlsv1.2 or tlsv1.1");
+    expect_error(TLS_LISTENER "certfile /c/other.crt\n",
+                 TEST_NAME ":4: certfile: given more than once for this listener");
+    expect_error(TLS_LISTENER "cafile\n", TEST_NAME ":4: cafile: missing value (a file of CA "
+                                                    "certificates)");
+    expect_error(TLS_LISTENER "require_certificate maybe\n",
+                 TEST_NAME ":4: require_certificate: value \"maybe\" is not true or false (or 1 "
+                           "or 0)");
+    expect_error(TLS_LISTENER "tls_engine pkcs11\n",
+                 TEST_NAME ":4: tls_engine: not supported: arbor reads the private key from a PEM "
+                           "file (keyfile), not through an OpenSSL engine");
+    expect_error(TLS_LISTENER "tls_engine_kpass_sha1 0123\n",
+                 TEST_NAME ":4: tls_engine_kpass_sha1: not supported: arbor reads the private key "
+                           "from a PEM file (keyfile), not through an OpenSSL engine");
+    expect_error(TLS_LISTENER "tls_keyform engine\n",
+                 TEST_NAME ":4: tls_keyform: not supported: arbor reads the private key from a "
+                           "PEM file (keyfile), not through an OpenSSL engine");
+    expect_error(TLS_LISTENER "tls_keyform der\n",
+                 TEST_NAME ":4: tls_keyform: value \"der\" is not pem or engine");
+    /* outside a listener block the default listener must exist */
+    expect_error("certfile /c/s.crt\nkeyfile /c/s.key\nlistener 1883\n",
+                 TEST_NAME ":1: certfile: given outside a listener block, where it configures the "
+                           "default listener, but there is none (no port or bind_address line); "
+                           "put it after a listener line");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2006,6 +2166,8 @@ int main(void)
         cmocka_unit_test(test_text_directives),
         cmocka_unit_test(test_planned_directives_are_refused),
         cmocka_unit_test(test_acl_file),
+        cmocka_unit_test(test_tls_directives),
+        cmocka_unit_test(test_tls_errors),
         cmocka_unit_test(test_restated_defaults_are_accepted),
         cmocka_unit_test(test_deprecated_options_warn_like_mosquitto),
         cmocka_unit_test(test_every_error_is_reported),
