@@ -161,10 +161,21 @@ int transport_ws_event(struct lws *wsi, struct ws_stream *s, int reason, void *i
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
         /* An upgrade naming no MQTT subprotocol lands on protocols[0] [MQTT-6.0.0-3]. */
         const struct lws_protocols *protocol = lws_get_protocol(wsi);
-        if (protocol && protocol->id != 0) return 0;
-        if (s->conn)
-            log_debug("WebSocket upgrade from %s refused: no mqtt subprotocol.", s->conn->address);
-        return 1;
+        if (!protocol || protocol->id == 0) {
+            if (s->conn)
+                log_debug("WebSocket upgrade from %s refused: no mqtt subprotocol.",
+                          s->conn->address);
+            return 1;
+        }
+        /* lws answers any Sec-WebSocket-Version; it implements 13 (RFC 6455) and 8 */
+        char version[8];
+        if (lws_hdr_copy(wsi, version, sizeof version, WSI_TOKEN_VERSION) <= 0 ||
+            (strcmp(version, "13") != 0 && strcmp(version, "8") != 0)) {
+            if (s->conn)
+                log_debug("WebSocket upgrade from %s refused: version not 13.", s->conn->address);
+            return 1;
+        }
+        return 0;
     }
     case LWS_CALLBACK_ESTABLISHED:
         s->upgraded = true;
