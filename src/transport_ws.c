@@ -80,7 +80,7 @@ static bool stream_lws_ended(struct ws_stream *s)
     if (s->ended) return false;
     s->ended = true;
     if (s->in_service || !s->conn) return false;
-    connection_close(s->conn, 0, CLOSED_BY_CLIENT);
+    connection_close(s->conn, 0, s->error == EPROTO ? STREAM_PROTOCOL_ERROR : CLOSED_BY_CLIENT);
     return true;
 }
 
@@ -263,6 +263,9 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
     if (lws_wants_write(s)) {
         /* connection.c watched for writable (ws_blocked): lws's turn to write */
         s->want_pollout = false;
+        /* an http_dir file going out keeps the connection alive (its deadline is the
+         * CONNECT timeout until an MQTT client connects) */
+        if (s->http_active) conn->last_received_ms = conn->broker->now_ms;
         service(s, POLLOUT);
     } else {
         service(s, POLLIN);
