@@ -227,12 +227,22 @@ def test_ping_answered_and_close_handshake(broker, tmp_path):
             break
         buf += sock.recv(4096)
     assert f == (True, wsproto.PONG, b"are you there")
-    # the client's close: answered with a close, the connection ends, nothing is left
+    # the client's close: answered with a close, then the connection ends
     c.sock.send_frame(b"\x03\xe8", opcode=wsproto.CLOSE)
+    buf = bytearray()
+    while True:
+        f = wsproto.parse_frame(buf)
+        if f:
+            break
+        more = sock.recv(4096)
+        assert more, "closed without a close frame"
+        buf += more
+    assert f[1] == wsproto.CLOSE
     assert closed_soon(sock)
     b.wait_log("Client pinger closed its connection.")
 
 
+@pytest.mark.mosquitto_deviates("Mosquitto 2.0.11 does not time out an idle websockets client")
 def test_will_and_keepalive_over_websockets(broker, tmp_path):
     b = ws_broker(broker, tmp_path)
     watcher = tcp_client(b, "watcher")
@@ -282,10 +292,10 @@ def test_http_dir_serves_files(broker, tmp_path):
     for target in ("/", "/index.html"):
         status, hdrs, body = http(b.ws_port, target)
         assert status == 200 and body == INDEX, (target, status, body)
-        assert hdrs["content-type"].startswith("text/html")
+        assert IS_MOSQUITTO or hdrs["content-type"].startswith("text/html")
     status, hdrs, body = http(b.ws_port, "/sub/page.txt")
     assert (status, body) == (200, b"plain text\n")
-    assert hdrs["content-type"].startswith("text/plain")
+    assert IS_MOSQUITTO or hdrs["content-type"].startswith("text/plain")
     big = os.urandom(300000)
     (b.www / "big.bin").write_bytes(big)
     status, _, body = http(b.ws_port, "/big.bin")
@@ -489,6 +499,7 @@ def sanitized():
         return False
 
 
+@pytest.mark.arbor_only   # Mosquitto 2.0.11 sends every packet in a frame of its own: too slow
 def test_flood_without_reading_is_paused(broker, tmp_path):
     # A WebSocket client that sends PINGREQ without reading stops being read (connection.c's
     # back-pressure through the transport): the broker's memory does not follow the flood,
