@@ -50,6 +50,7 @@
 static void stream_free_if_unowned(struct ws_stream *s)
 {
     if (s->conn || s->wsi) return;
+    websocket_http_end(s);
     abuf_free(&s->spill);
     free(s);
 }
@@ -187,6 +188,7 @@ int transport_ws_event(struct lws *wsi, struct ws_stream *s, int reason, void *i
         return 0; /* arbor's output goes out through send, when connection.c flushes */
     case LWS_CALLBACK_CLOSED:
     case LWS_CALLBACK_CLOSED_HTTP:
+        websocket_http_end(s);
         stream_lws_ended(s);
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
@@ -215,6 +217,7 @@ static int ws_attach(struct connection *conn)
     s->conn = conn;
     s->ws = ws;
     s->listener = wl;
+    s->http_fd = -1;
     lws_adopt_desc_t desc;
     memset(&desc, 0, sizeof desc);
     desc.vh = wl->vhost;

@@ -40,11 +40,13 @@
 #include "websocket.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <libwebsockets.h>
 
@@ -54,7 +56,7 @@
 _Static_assert(WS_FRAME_HEADROOM == LWS_PRE, "WS_FRAME_HEADROOM must be libwebsockets' LWS_PRE");
 
 /* lws reads at most this much per service of a descriptor (less LWS_PRE): what it decodes
- * fits the READ_CHUNK connection.c reads into. It is also the chunk of an http_dir file. */
+ * fits the READ_CHUNK connection.c reads into. */
 #define WS_SERVICE_BUFFER READ_CHUNK
 
 /* ---- logging ---- */
@@ -102,31 +104,74 @@ static bool http_resolve(const char *root, const char *uri, char *out, size_t ou
     return true;
 }
 
-/* A plain HTTP request on a websockets listener (not an upgrade). */
+void websocket_http_end(struct ws_stream *stream)
+{
+    if (stream->http_fd >= 0) close(stream->http_fd);
+    stream->http_fd = -1;
+    stream->http_left = 0;
+    stream->http_active = false;
+}
+
+/* A plain HTTP request on a websockets listener (not an upgrade): the headers now, the body
+ * (of a GET) one WS_FRAME_MAX piece per writable socket, from http_send. The file is sent
+ * here rather than by lws_serve_http_file so that this file knows, without lws's private
+ * state, exactly while a body is going out (transport_ws.c then waits for writable). */
 static int http_request(struct lws *wsi, struct ws_stream *stream, const char *uri)
 {
     const char *root = stream ? stream->listener->http_root : NULL;
     if (!root) return http_status(wsi, HTTP_STATUS_NOT_FOUND); /* no http_dir: no HTTP */
-    if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) <= 0)
+    bool head = lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0;
+    if (!head && lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) <= 0)
         return http_status(wsi, HTTP_STATUS_METHOD_NOT_ALLOWED);
     char file[PATH_MAX];
-    if (!http_resolve(root, uri, file, sizeof file)) {
+    struct stat info;
+    int fd = -1;
+    if (http_resolve(root, uri, file, sizeof file)) fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &info) != 0) {
+        if (fd >= 0) close(fd);
         log_debug("http_dir: no file for \"%s\".", uri);
         return http_status(wsi, HTTP_STATUS_NOT_FOUND);
     }
     log_debug("http serving file \"%s\".", file);
     const char *mime = lws_get_mimetype(file, NULL);
-    stream->http_active = true;
-    int rc = lws_serve_http_file(wsi, file, mime ? mime : "application/octet-stream", NULL, 0);
-    if (rc < 0) {
-        stream->http_active = false;
+    uint8_t *start = stream->ws->frame + LWS_PRE, *p = start, *end = start + WS_FRAME_MAX;
+    if (lws_add_http_common_headers(wsi, HTTP_STATUS_OK, mime ? mime : "application/octet-stream",
+                                    (lws_filepos_t)info.st_size, &p, end) ||
+        lws_finalize_write_http_header(wsi, start, &p, end)) {
+        close(fd);
         return -1;
     }
-    if (rc > 0) { /* nothing more to send */
-        stream->http_active = false;
+    if (head || info.st_size == 0) {
+        close(fd);
         return lws_http_transaction_completed(wsi) ? -1 : 0;
     }
+    websocket_http_end(stream);
+    stream->http_fd = fd;
+    stream->http_left = (uint64_t)info.st_size;
+    stream->http_active = true;
     return 0;
+}
+
+/* The socket is writable while a body is going out: its next piece. */
+static int http_send(struct lws *wsi, struct ws_stream *stream)
+{
+    if (!stream || !stream->http_active) return 0;
+    size_t n = stream->http_left < WS_FRAME_MAX ? (size_t)stream->http_left : WS_FRAME_MAX;
+    uint8_t *buf = stream->ws->frame + LWS_PRE;
+    ssize_t got = read(stream->http_fd, buf, n);
+    if (got <= 0) { /* the file shrank or failed: the length sent cannot be kept */
+        websocket_http_end(stream);
+        return -1;
+    }
+    stream->http_left -= (uint64_t)got;
+    bool last = stream->http_left == 0;
+    if (lws_write(wsi, buf, (size_t)got, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0) {
+        websocket_http_end(stream);
+        return -1;
+    }
+    if (!last) return 0;
+    websocket_http_end(stream);
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
 /* ---- the protocols and their callback ---- */
@@ -139,12 +184,8 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
     case LWS_CALLBACK_HTTP:
         if (stream && stream->conn) stream->conn->last_received_ms = stream->conn->broker->now_ms;
         return http_request(wsi, stream, in ? (const char *)in : "/");
-    case LWS_CALLBACK_HTTP_FILE_COMPLETION:
-        if (stream) stream->http_active = false;
-        return lws_http_transaction_completed(wsi) ? -1 : 0;
     case LWS_CALLBACK_HTTP_WRITEABLE:
-        if (stream && stream->conn) stream->conn->last_received_ms = stream->conn->broker->now_ms;
-        return 0;
+        return http_send(wsi, stream);
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
     case LWS_CALLBACK_ESTABLISHED:
     case LWS_CALLBACK_RECEIVE:

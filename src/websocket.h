@@ -55,7 +55,9 @@ struct ws_stream {
     bool upgraded;       /* the HTTP upgrade succeeded: an MQTT stream */
     bool ended;          /* lws closed its side (peer closed, lws timeout, error) */
     bool want_pollout;   /* lws may have bytes for the socket (pong, close, handshake) */
-    bool http_active;    /* an http_dir file is being sent */
+    bool http_active;    /* an http_dir file is being sent (websocket.c) */
+    int http_fd;         /* that file; -1 when none */
+    uint64_t http_left;  /* its bytes still to send */
     bool rx_stopped;     /* lws's own reading stopped during the tick (back-pressure) */
 };
 
@@ -75,6 +77,9 @@ int websockets_start(struct broker *broker);
 void websockets_tick(struct broker *broker);
 /* Destroy the context, after every connection is closed. */
 void websockets_stop(struct broker *broker);
+
+/* Stop sending an http_dir file (the connection ends). */
+void websocket_http_end(struct ws_stream *stream);
 
 /* lws's callback for a wsi of ours, routed by websocket.c: the WebSocket side of it
  * (transport_ws.c) with lws's reason as an int. Returns what the lws callback returns. */

@@ -340,6 +340,8 @@ def test_http_needs_http_dir(broker, tmp_path):
 @pytest.mark.arbor_only
 def test_http_methods_other_than_get_refused(broker, tmp_path):
     b = ws_broker(broker, tmp_path)
+    status, hdrs, body = http(b.ws_port, "/index.html", method="HEAD")
+    assert status == 200 and int(hdrs["content-length"]) == len(INDEX)
     status, _, body = http(b.ws_port, "/index.html", method="POST",
                            headers=["Content-Length: 0"])
     assert status is None or status >= 400
@@ -584,6 +586,37 @@ def test_subscriber_that_does_not_read_is_bounded(broker, tmp_path):
     assert 100 <= len(got) < 4000 and all(m.payload == payload for m in got), len(got)
     pub.publish("flood/last", b"last")
     assert sub.recv_publish(timeout=5).topic == "flood/last"
+
+
+def cpu_seconds(b):
+    with open("/proc/%d/stat" % b.proc.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+@pytest.mark.arbor_only
+def test_waiting_connections_do_not_spin(broker, tmp_path):
+    # A paused subscriber, a file download nobody reads and an idle keep-alive HTTP
+    # connection: the broker waits for their sockets instead of servicing them in a loop.
+    b = ws_broker(broker, tmp_path)
+    (b.www / "big.bin").write_bytes(os.urandom(4 << 20))
+    sub = ws_client(b, "paused-ws")
+    sub.subscribe("spin/#", 0)
+    pub = tcp_client(b, "spin-pub")
+    for _ in range(20):
+        pub.send(b"".join(mp.publish("spin/t", b"s" * 8000) for _ in range(100)))
+    sub.sock.sendall(mp.pingreq() * 50000)
+    download = socket.create_connection((HOST, b.ws_port))
+    download.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    idle = socket.create_connection((HOST, b.ws_port))
+    idle.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.5)
+    before = cpu_seconds(b)
+    time.sleep(1.0)
+    used = cpu_seconds(b) - before
+    assert used < 0.3, "broker used %.2f s of CPU in 1 s while waiting" % used
+    download.close()
+    idle.close()
 
 
 # ---------------------------------------------------------------- configuration
