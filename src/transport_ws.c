@@ -135,8 +135,7 @@ static int on_receive(struct ws_stream *s, const uint8_t *data, size_t len)
         if (size > frame_limit(conn)) {
             log_notice("Client %s sent a WebSocket frame of %llu bytes, more than the %llu "
                        "allowed, disconnecting.",
-                       who(conn), (unsigned long long)size,
-                       (unsigned long long)frame_limit(conn));
+                       who(conn), (unsigned long long)size, (unsigned long long)frame_limit(conn));
             s->error = EPROTO;
             return -1;
         }
@@ -229,8 +228,10 @@ static int ws_attach(struct connection *conn)
     s->in_service = false;
     if (!wsi || s->ended) {
         s->conn = NULL;
-        if (wsi) lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
-        else stream_free_if_unowned(s);
+        if (wsi)
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
+        else
+            stream_free_if_unowned(s);
         return -1;
     }
     s->wsi = wsi;

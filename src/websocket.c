@@ -278,8 +278,7 @@ int websockets_start(struct broker *broker)
         wanted |= is_websockets(l);
     if (!wanted) return 0;
     /* Before the context exists, or lws would log its start-up to stderr on its own. */
-    lws_set_log_level(broker->config->websockets_log_level & ((1 << LLL_COUNT) - 1),
-                      log_lws_line);
+    lws_set_log_level(broker->config->websockets_log_level & ((1 << LLL_COUNT) - 1), log_lws_line);
     struct websockets *ws = calloc(1, sizeof *ws);
     if (!ws) {
         log_error("Error: out of memory.");

@@ -64,7 +64,7 @@ struct ws_stream {
 /* The broker's lws context (broker->websockets). */
 struct websockets {
     struct lws_context *context;
-    struct ws_stream *streams; /* connections attached, for the tick */
+    struct ws_stream *streams;                       /* connections attached, for the tick */
     uint8_t frame[WS_FRAME_HEADROOM + WS_FRAME_MAX]; /* one outgoing frame, built in place */
 };
 
@@ -83,8 +83,7 @@ void websocket_http_end(struct ws_stream *stream);
 
 /* lws's callback for a wsi of ours, routed by websocket.c: the WebSocket side of it
  * (transport_ws.c) with lws's reason as an int. Returns what the lws callback returns. */
-int transport_ws_event(struct lws *wsi, struct ws_stream *stream, int reason, void *in,
-                       size_t len);
+int transport_ws_event(struct lws *wsi, struct ws_stream *stream, int reason, void *in, size_t len);
 /* Around lws's own service in the tick: connections paused by back-pressure are not read. */
 void transport_ws_tick_begin(struct websockets *ws);
 void transport_ws_tick_end(struct websockets *ws);
