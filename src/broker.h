@@ -32,6 +32,8 @@ struct peer_net;
 struct subscription_tree;
 struct retained_store;
 struct tls_context;
+struct ws_listener;
+struct websockets;
 
 /* A listening socket. */
 struct listener {
@@ -42,6 +44,7 @@ struct listener {
      * the context (a reference) built from its directives, replaced on each reload. */
     const struct transport *transport;
     struct tls_context *tls;
+    struct ws_listener *websocket; /* protocol websockets: its lws vhost, http_dir (websocket.h) */
     uint16_t port;
     char *bind_address;
     int connection_count;
@@ -300,6 +303,8 @@ struct broker {
     struct message_counters messages; /* live stored messages */
     struct sys_tree_state sys;
     struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
+    struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without
+                                      websockets listeners */
     bool peer_backlog;      /* peer links hold too many messages: clients wait (peer_dial.c) */
     struct timer_heap timers;
     int64_t now_ms; /* monotonic: when the current loop turn woke up */

@@ -167,7 +167,8 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
     bool was_active = conn->state == CONNECTION_ACTIVE;
     if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
         connection_send_disconnect(conn, reason, why);
-    if (broker->config->connection_messages) log_client_gone(conn, reason, why);
+    if (broker->config->connection_messages && connection_carries_mqtt(conn))
+        log_client_gone(conn, reason, why);
     if (was_active) broker->client_count--;
     struct session *offline = session_go_offline(conn);
     if (was_active && !conn->disconnect_clean) publish_will(conn);

@@ -363,6 +363,7 @@ static void listener_free(struct arbor_listener *listener)
     free(listener->bind_address);
     free(listener->bind_interface);
     free(listener->mount_point);
+    free(listener->http_dir);
     security_settings_free(&listener->security);
     tls_settings_free(&listener->tls);
     memset(listener, 0, sizeof *listener);
@@ -548,10 +549,60 @@ static int handle_socket_domain(struct parse_state *st, const struct directive_l
 static int handle_protocol(struct parse_state *st, const struct directive_line *dl)
 {
     if (expect_word_count(st, dl, 1, 1, "mqtt or websockets") != 0) return -1;
-    if (strcmp(dl->words[0], "mqtt") == 0) return 0; /* what every listener speaks already */
-    if (strcmp(dl->words[0], "websockets") == 0)
-        return report_error(st, "websockets: not supported yet (planned)");
-    return report_error(st, "value \"%s\" is not mqtt or websockets", dl->words[0]);
+    enum arbor_listener_protocol protocol;
+    if (strcmp(dl->words[0], "mqtt") == 0)
+        protocol = ARBOR_PROTOCOL_MQTT;
+    else if (strcmp(dl->words[0], "websockets") == 0)
+        protocol = ARBOR_PROTOCOL_WEBSOCKETS;
+    else
+        return report_error(st, "value \"%s\" is not mqtt or websockets", dl->words[0]);
+    struct arbor_listener *listener = block_listener(st);
+    if (listener == NULL && protocol == ARBOR_PROTOCOL_MQTT) {
+        /* the default anyway: accepted even when there is no default listener */
+        st->default_listener.listener.protocol = protocol;
+        return 0;
+    }
+    (listener ? listener : target_listener(st))->protocol = protocol;
+    return 0;
+}
+
+/* Served by the listener itself, so only a websockets listener can use it (checked when the
+ * whole file is read: protocol may come after http_dir in the block). A relative path is
+ * taken from the directory the broker started in, as acl_file. */
+static int handle_http_dir(struct parse_state *st, const struct directive_line *dl)
+{
+    struct arbor_listener *listener = target_listener(st);
+    if (dl->rest[0] == '\0') return report_error(st, "missing value (a directory)");
+    if (listener->http_dir != NULL) return report_error(st, "given more than once for this listener");
+    const char *base = st->cfg->base_dir;
+    size_t size = strlen(dl->rest) + (base ? strlen(base) : 0) + 2;
+    char *path = malloc(size);
+    if (path == NULL) return report_out_of_memory(st);
+    if (dl->rest[0] != '/' && base != NULL && base[0] != '\0')
+        snprintf(path, size, "%s/%s", base, dl->rest);
+    else
+        snprintf(path, size, "%s", dl->rest);
+    listener->http_dir = path;
+    listener->http_dir_file = st->file;
+    listener->http_dir_line = st->line;
+    return 0;
+}
+
+/* Global in Mosquitto ("it is not possible to set per listener"), wherever the line is. */
+static int handle_websockets_headers_size(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, 65535, &value) != 0) return -1;
+    st->cfg->websockets_headers_size = (uint16_t)value;
+    return 0;
+}
+
+static int handle_websockets_log_level(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, INT_MAX, &value) != 0) return -1;
+    st->cfg->websockets_log_level = (int)value;
+    return 0;
 }
 
 static int handle_mount_point(struct parse_state *st, const struct directive_line *dl)
@@ -1456,6 +1507,9 @@ static const struct {
     {"bind_interface", handle_bind_interface},
     {"socket_domain", handle_socket_domain},
     {"protocol", handle_protocol},
+    {"http_dir", handle_http_dir},
+    {"websockets_headers_size", handle_websockets_headers_size},
+    {"websockets_log_level", handle_websockets_log_level},
     {"max_connections", handle_max_connections},
     {"mount_point", handle_mount_point},
     {"max_topic_alias", handle_max_topic_alias},
@@ -1525,7 +1579,7 @@ static const struct {
 };
 
 /* Mosquitto directives for features on arbor's roadmap (authentication, persistence,
- * WebSockets, bridges). */
+ * bridges). */
 static const char *const planned_directives[] = {
     /* persistence */
     "persistence",
@@ -1534,10 +1588,6 @@ static const char *const planned_directives[] = {
     "persistence_location",
     "autosave_interval",
     "autosave_on_changes",
-    /* WebSockets */
-    "http_dir",
-    "websockets_log_level",
-    "websockets_headers_size",
     /* bridges */
     "connection",
     "address",
@@ -1600,7 +1650,6 @@ static const struct {
     {"autosave_on_changes", RESTATED_BOOL, 0, NULL},
     {"persistence_file", RESTATED_TEXT, 0, "mosquitto.db"},
     {"memory_limit", RESTATED_INTEGER, 0, NULL},
-    {"websockets_log_level", RESTATED_INTEGER, 0, NULL},
 };
 
 static bool restates_default(const struct directive_line *dl)
@@ -2000,8 +2049,12 @@ static int settle_listeners(struct parse_state *st)
                                "listener, but there is none (no port or bind_address line); "
                                "put it after a listener line");
     }
+    int status = 0;
     for (size_t i = 0; i < cfg->listener_count; i++) {
         struct arbor_listener *listener = &cfg->listeners[i];
+        if (listener->http_dir != NULL && listener->protocol != ARBOR_PROTOCOL_WEBSOCKETS)
+            status = report_error_at(st, listener->http_dir_file, listener->http_dir_line, "http_dir",
+                                     "only a listener with protocol websockets serves HTTP");
         if (!listener->max_connections_set) listener->max_connections = cfg->max_connections;
         if (!listener->max_topic_alias_set) listener->max_topic_alias = cfg->max_topic_alias;
         struct arbor_security_settings *security = &listener->security;
@@ -2012,7 +2065,7 @@ static int settle_listeners(struct parse_state *st)
             security->clientid_prefix_count = cfg->security.clientid_prefix_count;
         }
     }
-    return 0;
+    return status;
 }
 
 /* Seconds from milliseconds, as short as they can be written ("2", "0.25"). */
@@ -2098,6 +2151,10 @@ static int check_listener_tls(struct parse_state *st, const struct arbor_listene
                          "it, or remove this line (Mosquitto would run the listener without "
                          "TLS)");
     }
+    if (listener->protocol == ARBOR_PROTOCOL_WEBSOCKETS)
+        return report_at(st, certificate ? tls->certfile.at : tls->psk_hint.at,
+                         certificate ? "certfile" : "psk_hint",
+                         "WebSockets over TLS (wss) is not supported yet (planned)");
     int status = 0;
     if (tls->require_certificate && certificate && !tls->cafile.value && !tls->capath.value)
         status = report_at(st, tls->require_certificate_at, "require_certificate",

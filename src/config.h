@@ -102,12 +102,23 @@ struct arbor_tls_settings {
     struct tls_context *context;
 };
 
+/* What a listener speaks (`protocol`). */
+enum arbor_listener_protocol {
+    ARBOR_PROTOCOL_MQTT = 0,   /* MQTT on the TCP stream */
+    ARBOR_PROTOCOL_WEBSOCKETS, /* MQTT in WebSocket binary frames, plus http_dir (websocket.c) */
+};
+
 struct arbor_listener {
     uint16_t port;
+    enum arbor_listener_protocol protocol;
     char *bind_address;                      /* NULL: all addresses */
     char *bind_interface;                    /* NULL unless bind_interface given */
     int max_connections;                     /* -1: unlimited */
     char *mount_point;                       /* NULL unless given */
+    char *http_dir; /* websockets: directory served to plain HTTP GET (relative paths taken
+                       from arbor_config.base_dir); NULL: no HTTP, only upgrades */
+    const char *http_dir_file; /* where http_dir was given (owned by source_files), for the */
+    int http_dir_line;         /* check that the listener speaks websockets */
     struct arbor_security_settings security; /* used when per_listener_settings is true */
     const char *file;                        /* where it was declared, for messages (owned by
                                                 arbor_config.source_files) */
@@ -162,6 +173,10 @@ struct arbor_config {
     int64_t persistent_client_expiry; /* seconds; -1 never (default) */
     bool set_tcp_nodelay;             /* default false */
     int sys_interval;                 /* seconds; 0 disables $SYS; default 10 */
+
+    /* WebSockets (global, as in Mosquitto; websocket.c) */
+    uint16_t websockets_headers_size; /* HTTP header bytes a request may have; 0: 1024 */
+    int websockets_log_level;         /* libwebsockets' lws_log_levels bits logged; default 0 */
 
     /* logging */
     unsigned log_dest;          /* arbor_log_dest bits; default stderr */

@@ -166,7 +166,8 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     listener->connection_count++;
     broker->stats.connections_total++;
     broker_watch_connection(conn); /* CONNECT timeout */
-    if (broker->config->connection_messages) /* as Mosquitto: both lines or neither */
+    /* as Mosquitto: both lines or neither, and none for what is not MQTT (yet) */
+    if (broker->config->connection_messages && connection_carries_mqtt(conn))
         log_notice("New connection from %s on port %u.", peer, listener->port);
 }
 
@@ -324,6 +325,11 @@ static void schedule_pending_input(struct connection *conn)
     conn->in_pending_input = true;
     conn->next_pending_input = conn->broker->pending_input;
     conn->broker->pending_input = conn;
+}
+
+void connection_read_later(struct connection *conn)
+{
+    schedule_pending_input(conn);
 }
 
 /* Why a connection ends when its transport fails with errno. */

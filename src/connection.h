@@ -32,8 +32,17 @@ struct connection *connection_dial(struct broker *broker, const struct sockaddr 
  * transport.h): framed and handed to the role exactly as bytes read from the socket. The
  * connection may be closed when this returns. */
 void connection_received(struct connection *conn, const uint8_t *data, size_t len);
+/* The transport took input off the socket outside recv (libwebsockets servicing its own
+ * timers, websocket.c): read the connection on the next turn, as for what `pending` reports. */
+void connection_read_later(struct connection *conn);
 /* Read the connections whose transport holds input epoll does not report (each loop turn). */
 void broker_read_pending_input(struct broker *broker);
+
+/* Is the connection an MQTT stream (transport.h, carries_mqtt)? */
+static inline bool connection_carries_mqtt(const struct connection *conn)
+{
+    return !conn->transport->carries_mqtt || conn->transport->carries_mqtt(conn);
+}
 
 /* Queue bytes (copied) for sending; they are written at the end of the loop turn. */
 int connection_send(struct connection *conn, const void *data, size_t len);

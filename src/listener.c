@@ -2,7 +2,8 @@
  * listener.c: listening sockets. Each configured listener binds its address and port, or
  * every local address (IPv6 and IPv4) when no address is given. A listener with TLS
  * directives hands its connections to the TLS transport with the context built from them
- * (transport_tls.h), the one a reload built last.
+ * (transport_tls.h), the one a reload built last; a websockets listener to the WebSocket
+ * transport (transport_ws.c).
  */
 #include "listener.h"
 
@@ -17,6 +18,7 @@
 #include "connection.h"
 #include "log.h"
 #include "transport_tls.h"
+#include "websocket.h"
 
 static void listener_on_event(struct event_handler *handler, unsigned events)
 {
@@ -59,7 +61,9 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
     l->broker = broker;
     l->config = cfg;
     l->transport = &transport_tcp;
-    if (config_listener_uses_tls(cfg)) {
+    if (cfg->protocol == ARBOR_PROTOCOL_WEBSOCKETS) {
+        l->transport = &transport_ws; /* TLS under it (wss) is refused by config.c for now */
+    } else if (config_listener_uses_tls(cfg)) {
         l->transport = &transport_tls;
         l->tls = tls_context_ref(cfg->tls.context); /* built with the config (main.c) */
     }
@@ -94,9 +98,12 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
     }
     /* Every address must bind, except an address family the host does not have (no IPv6). */
     int opened = 0, failed_errno = 0;
+    if (cfg->protocol == ARBOR_PROTOCOL_WEBSOCKETS) /* Mosquitto's one line for it */
+        log_info("Opening websockets listen socket on port %u.", cfg->port);
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        log_info("Opening ipv%d listen socket on port %u.", ai->ai_family == AF_INET6 ? 6 : 4,
-                 cfg->port);
+        if (cfg->protocol != ARBOR_PROTOCOL_WEBSOCKETS)
+            log_info("Opening ipv%d listen socket on port %u.", ai->ai_family == AF_INET6 ? 6 : 4,
+                     cfg->port);
         int fd = open_socket(ai, cfg->bind_interface);
         if (fd < 0) {
             if (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL) failed_errno = errno;

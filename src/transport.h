@@ -8,6 +8,9 @@
  *   transport_tls   TLS with OpenSSL on a listener configured with certfile/keyfile or
  *                   psk_hint: a non-blocking SSL_accept, then SSL_read/SSL_write
  *                   (transport_tls.c)
+ *   transport_ws    MQTT in WebSocket binary frames on a `protocol websockets` listener,
+ *                   libwebsockets servicing a duplicate of the descriptor inside recv and
+ *                   send (transport_ws.c, websocket.c)
  *
  * The contract, which another transport (WebSockets) is written against:
  *
@@ -67,7 +70,7 @@ enum transport_name {
 };
 
 struct transport {
-    const char *name; /* "tcp", "tls" */
+    const char *name; /* "tcp", "tls", "websockets" */
     /* Optional. Set up conn->transport_data for a connection just accepted on conn->listener.
      * Returns 0, or -1 (out of memory): the connection is then dropped. */
     int (*attach)(struct connection *conn);
@@ -95,11 +98,18 @@ struct transport {
      * close_notify, written at once and never waited for) and free conn->transport_data.
      * connection.c closes the descriptor right after. */
     void (*close)(struct connection *conn);
+    /* Optional (NULL: always true). Whether the connection is an MQTT stream: false while it
+     * is something else on the same socket (a WebSocket listener's HTTP request, an upgrade
+     * not yet made or refused). connection.c logs no "New connection" line at the accept and
+     * the client role no line at the close of such a connection, as Mosquitto logs nothing
+     * for its websockets listeners' HTTP requests. */
+    bool (*carries_mqtt)(const struct connection *conn);
     /* Optional: the transport drives the socket itself (see above). */
     void (*on_event)(struct connection *conn, unsigned events);
 };
 
 extern const struct transport transport_tcp;
 extern const struct transport transport_tls;
+extern const struct transport transport_ws;
 
 #endif

@@ -463,6 +463,82 @@ static void test_several_listeners(void **state)
     config_free(&cfg);
 }
 
+static void test_websockets_settings(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "websockets_headers_size 4096\n"
+                  "listener 1883\n"
+                  "listener 8080 127.0.0.1\n"
+                  "http_dir /srv/www\n"
+                  "protocol websockets\n"
+                  "websockets_log_level 7\n"
+                  "listener 8081\n"
+                  "protocol websockets\n"
+                  "protocol mqtt\n"
+                  "listener 8082\n"
+                  "protocol websockets\n"
+                  "http_dir www\n");
+    assert_int_equal(cfg.listener_count, 4);
+    assert_int_equal(cfg.listeners[0].protocol, ARBOR_PROTOCOL_MQTT);
+    assert_null(cfg.listeners[0].http_dir);
+    assert_int_equal(cfg.listeners[1].protocol, ARBOR_PROTOCOL_WEBSOCKETS);
+    assert_string_equal(cfg.listeners[1].http_dir, "/srv/www");
+    assert_int_equal(cfg.listeners[2].protocol, ARBOR_PROTOCOL_MQTT); /* the last line wins */
+    assert_int_equal(cfg.listeners[3].protocol, ARBOR_PROTOCOL_WEBSOCKETS);
+    assert_string_equal(cfg.listeners[3].http_dir, "www"); /* no base_dir: as given */
+    assert_int_equal(cfg.websockets_headers_size, 4096);
+    assert_int_equal(cfg.websockets_log_level, 7); /* global, wherever it is given */
+    config_free(&cfg);
+
+    /* defaults */
+    load_ok(&cfg, "listener 1883\n");
+    assert_int_equal(cfg.websockets_headers_size, 0);
+    assert_int_equal(cfg.websockets_log_level, 0);
+    config_free(&cfg);
+
+    /* a relative http_dir is taken from the directory the broker started in */
+    config_init_defaults(&cfg);
+    cfg.base_dir = strdup("/var/lib/arbor");
+    assert_int_equal(config_load_string(&cfg, "listener 8080\nprotocol websockets\nhttp_dir www\n",
+                                        TEST_NAME, error_text, sizeof error_text),
+                     0);
+    assert_string_equal(cfg.listeners[0].http_dir, "/var/lib/arbor/www");
+    config_free(&cfg);
+
+    /* outside a listener block: the default listener, like socket_domain */
+    load_ok(&cfg, "port 1885\nprotocol websockets\nlistener 1883\n");
+    assert_int_equal(cfg.listeners[0].port, 1885);
+    assert_int_equal(cfg.listeners[0].protocol, ARBOR_PROTOCOL_WEBSOCKETS);
+    assert_int_equal(cfg.listeners[1].protocol, ARBOR_PROTOCOL_MQTT);
+    config_free(&cfg);
+    load_ok(&cfg, "protocol mqtt\nlistener 1883\n"); /* restates the default: no listener needed */
+    config_free(&cfg);
+
+    expect_error("protocol websockets\nlistener 1883\n",
+                 TEST_NAME ":1: protocol: given outside a listener block, where it configures the "
+                           "default listener, but there is none (no port or bind_address line); "
+                           "put it after a listener line");
+    expect_error("listener 1883\nhttp_dir /srv/www\n",
+                 TEST_NAME ":2: http_dir: only a listener with protocol websockets serves HTTP");
+    expect_error("listener 1883\nprotocol websockets\nhttp_dir\n",
+                 TEST_NAME ":3: http_dir: missing value (a directory)");
+    expect_error("listener 1883\nprotocol websockets\nhttp_dir a\nhttp_dir b\n",
+                 TEST_NAME ":4: http_dir: given more than once for this listener");
+    expect_error("websockets_headers_size 65536\n",
+                 TEST_NAME ":1: websockets_headers_size: value \"65536\" is not an integer "
+                           "between 0 and 65535");
+    expect_error("websockets_headers_size big\n",
+                 TEST_NAME ":1: websockets_headers_size: value \"big\" is not an integer "
+                           "between 0 and 65535");
+    expect_error("listener 8883\nprotocol websockets\ncertfile /etc/c.pem\nkeyfile /etc/k.pem\n",
+                 TEST_NAME ":3: certfile: WebSockets over TLS (wss) is not supported yet "
+                           "(planned)");
+    expect_error("websockets_log_level -1\n",
+                 TEST_NAME ":1: websockets_log_level: value \"-1\" is not an integer between 0 "
+                           "and 2147483647");
+}
+
 static void test_listener_errors(void **state)
 {
     (void)state;
@@ -506,8 +582,6 @@ static void test_listener_scoped_settings_errors(void **state)
                  TEST_NAME ":2: bind_interface: missing value (a network interface name)");
     expect_error("listener 1883\nsocket_domain ipv5\n",
                  TEST_NAME ":2: socket_domain: value \"ipv5\" is not ipv4 or ipv6");
-    expect_error("listener 1883\nprotocol websockets\n",
-                 TEST_NAME ":2: protocol: websockets: not supported yet (planned)");
     expect_error("listener 1883\nprotocol mqtts\n",
                  TEST_NAME ":2: protocol: value \"mqtts\" is not mqtt or websockets");
     expect_error("listener 1883\nmax_connections -2\n",
@@ -941,9 +1015,6 @@ static void test_planned_directives_are_refused(void **state)
         "persistence_location",
         "autosave_interval",
         "autosave_on_changes",
-        "http_dir",
-        "websockets_log_level",
-        "websockets_headers_size",
         "connection",
         "address",
         "addresses",
@@ -994,8 +1065,7 @@ static void test_restated_defaults_are_accepted(void **state)
                   "use_subject_as_username 0\n"
                   "use_username_as_clientid false\n"
                   "check_retain_source true\n"
-                  "memory_limit 0\n"
-                  "websockets_log_level 0\n");
+                  "memory_limit 0\n");
     assert_int_equal(cfg.listener_count, 1);
     assert_int_equal(cfg.warning_count, 0);
     config_free(&cfg);
@@ -2151,6 +2221,7 @@ int main(void)
         cmocka_unit_test(test_boolean_directives),
         cmocka_unit_test(test_integer_directives),
         cmocka_unit_test(test_several_listeners),
+        cmocka_unit_test(test_websockets_settings),
         cmocka_unit_test(test_listener_errors),
         cmocka_unit_test(test_listener_scoped_settings_errors),
         cmocka_unit_test(test_mount_point_keeps_blanks),
