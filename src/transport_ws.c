@@ -39,11 +39,79 @@
 #include "broker.h"
 #include "connection.h"
 #include "log.h"
+#include "transport_tls.h"
 
 /* MQTT's largest packet: a fixed header of 5 bytes and a remaining length of 268435455. */
 #define MQTT_PACKET_MAX (268435455ull + 5)
 /* Room in a frame beside a message_size_limit payload: topic, packet id and properties. */
 #define PUBLISH_OVERHEAD (128ull * 1024)
+
+/* ---- wss: the TLS handshake lws runs ---- */
+
+/* lws reports a failed handshake only in its own log (and clears OpenSSL's errors), so
+ * OpenSSL's info callback on the vhost's SSL_CTX records the first error as SSL_accept returns
+ * with it; it is logged as transport_tls.c logs its own, once lws has ended the connection. */
+void transport_ws_tls_info(const SSL *ssl, int where, int ret)
+{
+    struct ws_stream *s = SSL_get_app_data(ssl);
+    if (!s) { /* still inside lws_adopt_descriptor_vhost_via_info */
+        struct websockets *ws = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+        s = ws ? ws->adopting : NULL;
+    }
+    if (!s) return;
+    if (where & SSL_CB_HANDSHAKE_DONE) {
+        if (!s->tls_done && s->conn)
+            log_debug("TLS connection from %s: %s, %s.", s->conn->address, SSL_get_version(ssl),
+                      SSL_get_cipher_name(ssl));
+        s->tls_done = true;
+        return;
+    }
+    if (!(where & SSL_CB_EXIT) || ret > 0 || s->tls_done || s->tls_error[0]) return;
+    if (SSL_get_error(ssl, ret) != SSL_ERROR_SSL) return; /* wants to read or write on */
+    unsigned long e = ERR_peek_error();                    /* lws reads the queue after us */
+    if (!e) return;
+    ERR_error_string_n(e, s->tls_error, sizeof s->tls_error);
+    const char *reason = ERR_reason_error_string(e);
+    memcpy(s->tls_reason, s->tls_error, sizeof s->tls_reason);
+    if (reason) snprintf(s->tls_reason, sizeof s->tls_reason, "%s", reason);
+    s->tls_verify_result = SSL_get_verify_result(ssl);
+    s->error = EPROTO;
+}
+
+/* In Mosquitto's words, as transport_tls.c: OpenSSL's error, then the client's address and why
+ * its certificate was refused, if it was. */
+static void log_tls_failure(struct ws_stream *s)
+{
+    if (!s->tls_error[0] || s->tls_failure_logged) return;
+    s->tls_failure_logged = true;
+    log_error("OpenSSL Error[0]: %s", s->tls_error);
+    struct connection *conn = s->conn;
+    if (!conn || !conn->broker->config->connection_messages) return;
+    if (s->tls_verify_result != X509_V_OK)
+        log_notice("Client connection from %s failed: %s (%s).", conn->address, s->tls_reason,
+                   X509_verify_cert_error_string(s->tls_verify_result));
+    else
+        log_notice("Client connection from %s failed: %s.", conn->address, s->tls_reason);
+}
+
+void transport_ws_sync_vhost(struct ws_stream *s, struct lws *wsi)
+{
+    if (!s->vhost || !wsi) return;
+    struct lws_vhost *now = lws_get_vhost(wsi);
+    if (!now || now == s->vhost->vhost) return;
+    struct ws_vhost *wv = lws_vhost_user(now);
+    if (!wv) return;
+    s->vhost->bound--;
+    wv->bound++;
+    s->vhost = wv;
+}
+
+static void release_vhost(struct ws_stream *s)
+{
+    if (!s->vhost) return;
+    s->vhost->bound--;
+    s->vhost = NULL;
+}
 
 /* ---- the stream's two owners ---- */
 
@@ -80,6 +148,7 @@ static bool stream_lws_ended(struct ws_stream *s)
 {
     if (s->ended) return false;
     s->ended = true;
+    log_tls_failure(s);
     if (s->in_service || !s->conn) return false;
     connection_close(s->conn, 0, s->error == EPROTO ? STREAM_PROTOCOL_ERROR : CLOSED_BY_CLIENT);
     return true;
@@ -191,6 +260,7 @@ int transport_ws_event(struct lws *wsi, struct ws_stream *s, int reason, void *i
         stream_lws_ended(s);
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
+        release_vhost(s);
         s->wsi = NULL;
         if (!stream_lws_ended(s)) stream_free_if_unowned(s);
         return 0;
@@ -217,21 +287,31 @@ static int ws_attach(struct connection *conn)
     s->ws = ws;
     s->listener = wl;
     s->http_fd = -1;
+    s->vhost = wl->current; /* counted there until lws destroys the wsi (release_vhost) */
+    s->vhost->bound++;
     lws_adopt_desc_t desc;
     memset(&desc, 0, sizeof desc);
-    desc.vh = wl->vhost;
-    desc.type = LWS_ADOPT_SOCKET | LWS_ADOPT_HTTP;
+    desc.vh = wl->current->vhost;
+    /* wss: lws runs the TLS handshake (SSL_accept on the vhost's SSL_CTX) before the HTTP */
+    desc.type = LWS_ADOPT_SOCKET | LWS_ADOPT_HTTP | (wl->tls ? LWS_ADOPT_ALLOW_SSL : 0);
     desc.fd.sockfd = fd;
     desc.opaque = s;
     s->in_service = true; /* callbacks during adoption must not close the connection */
+    ws->adopting = s;
     struct lws *wsi = lws_adopt_descriptor_vhost_via_info(&desc); /* closes fd on failure */
+    ws->adopting = NULL;
     s->in_service = false;
-    if (!wsi || s->ended) {
+    SSL *ssl = wsi && wl->tls ? lws_get_ssl(wsi) : NULL;
+    if (ssl) SSL_set_app_data(ssl, s); /* for transport_ws_tls_info; lws's index is not 0 */
+    if (!wsi || s->ended || s->error) {
+        log_tls_failure(s);
         s->conn = NULL;
-        if (wsi)
+        if (wsi) { /* WSI_DESTROY releases the vhost and frees the stream */
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
-        else
+        } else {
+            release_vhost(s);
             stream_free_if_unowned(s);
+        }
         return -1;
     }
     s->wsi = wsi;
@@ -279,6 +359,14 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
                         lws_service_adjust_timeout(s->ws->context, 1, 0) == 0;
              i++)
             service(s, POLLIN);
+        /* wss: a service decrypts one TLS record (16 KiB at most) and the socket may hold
+         * more; read on while records bring payload and there is room, rather than leave
+         * them for a later loop turn. */
+        for (size_t before = 0; s->listener->tls && alive(s) && s->target_len < len &&
+                                s->target_len > before;) {
+            before = s->target_len;
+            service(s, POLLIN);
+        }
         /* Reading may have queued a pong, a close or the 101 answer: let lws write it now if
          * the socket takes it, else when it becomes writable. */
         if (alive(s)) {
@@ -352,6 +440,15 @@ static size_t ws_pending(const struct connection *conn)
     return s->spill.len + (s->error || s->ended ? 1 : 0);
 }
 
+/* use_identity_as_username, use_subject_as_username: the client certificate of a wss
+ * connection, from the SSL object lws runs it on. */
+static char *ws_peer_name(const struct connection *conn, enum transport_name which)
+{
+    const struct ws_stream *s = conn->transport_data;
+    if (!s || !s->wsi || !s->tls_done) return NULL;
+    return tls_ssl_peer_name(lws_get_ssl(s->wsi), which);
+}
+
 static bool ws_carries_mqtt(const struct connection *conn)
 {
     const struct ws_stream *s = conn->transport_data;
@@ -403,6 +500,7 @@ const struct transport transport_ws = {
     .send = ws_send,
     .blocked = ws_blocked,
     .pending = ws_pending,
+    .peer_name = ws_peer_name,
     .carries_mqtt = ws_carries_mqtt,
     .close = ws_close,
 };
