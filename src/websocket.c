@@ -297,6 +297,7 @@ static struct ws_vhost *vhost_create(struct websockets *ws, const struct listene
         if (!err[0]) snprintf(err, errlen, "libwebsockets could not create the listener");
         return NULL;
     }
+    wv->port = listener->port;
     wv->next = ws->vhosts;
     ws->vhosts = wv;
     return wv;
@@ -320,6 +321,9 @@ static void vhosts_collect(struct websockets *ws)
             continue;
         }
         *link = wv->next;
+        log_debug("Websockets listener on port %u: the TLS setup of before a reload is released "
+                  "(no connection uses it any more).",
+                  wv->port);
         lws_vhost_destroy(wv->vhost);
         free(wv);
     }

@@ -38,6 +38,7 @@ struct ws_vhost {
     struct lws_vhost *vhost;
     unsigned bound;    /* lws connections (wsi) bound to it now, as counted by ws_stream.vhost */
     bool retired;      /* a newer one takes the listener's new connections */
+    uint16_t port;     /* its listener's, for the log */
     struct ws_vhost *next; /* websockets.vhosts */
 };
 
