@@ -22,7 +22,11 @@
  *    lws itself never holds more than the rest of one frame. A slow reader leaves the output
  *    in connection.c's queue, under its limits, as a TCP client does;
  *  - close kills the lws connection at once. lws owns a duplicate of the descriptor
- *    (websocket.c), connection.c closes its own.
+ *    (websocket.c), connection.c closes its own;
+ *  - wss: lws runs TLS under the WebSocket (websocket.c). A service decrypts one record, so
+ *    recv services again while records bring payload; a failed handshake is logged here, from
+ *    what OpenSSL's info callback kept, once lws has ended the connection; peer_name reads
+ *    the client certificate from the SSL object lws made (lws_get_ssl).
  *
  * This file never interprets MQTT.
  */
@@ -66,14 +70,10 @@ void transport_ws_tls_info(const SSL *ssl, int where, int ret)
         s->tls_done = true;
         return;
     }
-    if (!(where & SSL_CB_EXIT) || ret > 0 || s->tls_done || s->tls_error[0]) return;
+    if (!(where & SSL_CB_EXIT) || ret > 0 || s->tls_done || s->tls_error) return;
     if (SSL_get_error(ssl, ret) != SSL_ERROR_SSL) return; /* wants to read or write on */
-    unsigned long e = ERR_peek_error();                    /* lws reads the queue after us */
-    if (!e) return;
-    ERR_error_string_n(e, s->tls_error, sizeof s->tls_error);
-    const char *reason = ERR_reason_error_string(e);
-    memcpy(s->tls_reason, s->tls_error, sizeof s->tls_reason);
-    if (reason) snprintf(s->tls_reason, sizeof s->tls_reason, "%s", reason);
+    s->tls_error = ERR_peek_error();                      /* lws reads the queue after us */
+    if (!s->tls_error) return;
     s->tls_verify_result = SSL_get_verify_result(ssl);
     s->error = EPROTO;
 }
@@ -82,16 +82,20 @@ void transport_ws_tls_info(const SSL *ssl, int where, int ret)
  * its certificate was refused, if it was. */
 static void log_tls_failure(struct ws_stream *s)
 {
-    if (!s->tls_error[0] || s->tls_failure_logged) return;
+    if (!s->tls_error || s->tls_failure_logged) return;
     s->tls_failure_logged = true;
-    log_error("OpenSSL Error[0]: %s", s->tls_error);
+    char text[256];
+    ERR_error_string_n(s->tls_error, text, sizeof text);
+    log_error("OpenSSL Error[0]: %s", text);
     struct connection *conn = s->conn;
     if (!conn || !conn->broker->config->connection_messages) return;
+    const char *reason = ERR_reason_error_string(s->tls_error);
+    if (!reason) reason = text;
     if (s->tls_verify_result != X509_V_OK)
-        log_notice("Client connection from %s failed: %s (%s).", conn->address, s->tls_reason,
+        log_notice("Client connection from %s failed: %s (%s).", conn->address, reason,
                    X509_verify_cert_error_string(s->tls_verify_result));
     else
-        log_notice("Client connection from %s failed: %s.", conn->address, s->tls_reason);
+        log_notice("Client connection from %s failed: %s.", conn->address, reason);
 }
 
 void transport_ws_sync_vhost(struct ws_stream *s, struct lws *wsi)
@@ -362,8 +366,8 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
         /* wss: a service decrypts one TLS record (16 KiB at most) and the socket may hold
          * more; read on while records bring payload and there is room, rather than leave
          * them for a later loop turn. */
-        for (size_t before = 0; s->listener->tls && alive(s) && s->target_len < len &&
-                                s->target_len > before;) {
+        for (size_t before = 0;
+             s->listener->tls && alive(s) && s->target_len < len && s->target_len > before;) {
             before = s->target_len;
             service(s, POLLIN);
         }

@@ -34,6 +34,36 @@
  *    back-pressure has paused are flow-controlled (lws_rx_flow_control) and not read; bytes
  *    it reads for the others are kept by their transport and read by connection.c next turn.
  *
+ * WebSockets over TLS (wss). lws reads the socket itself, so arbor's TLS transport cannot sit
+ * under it: lws runs the handshake (LWS_ADOPT_ALLOW_SSL at adoption; SSL_accept inside the same
+ * lws_service_fd calls as everything else, its writes waiting for writable through
+ * transport_ws's `blocked`). The vhost of a listener with certfile and keyfile is made with no
+ * certificate in lws_context_creation_info and LWS_SERVER_OPTION_CREATE_VHOST_SSL_CTX; lws hands
+ * its fresh SSL_CTX to LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS (after its own
+ * set-up, before ALPN), where tls_ssl_ctx_configure applies the listener's directives with the
+ * code that builds a TLS listener's context. lws's ssl_cert_filepath, ssl_ca_filepath,
+ * ssl_cipher_list, tls1_3_plus_cipher_list, ssl_options_set and
+ * LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT would cover part of the directives (no
+ * CRL, capath, DH parameters or lowest version without more callbacks) with checks of their own
+ * and no file:line; one function for both kinds of listener keeps them equal, and main.c has
+ * already checked the files (tls_context_build) at start-up or reload. Two things lws sets up on
+ * that SSL_CTX are taken back: its SNI callback, which moves a connection to the SSL_CTX of the
+ * first vhost on the same port when no vhost is named by the SNI name (every arbor vhost has
+ * the port CONTEXT_PORT_NO_LISTEN_SERVER, so another listener's certificate), and HTTP/2 in
+ * ALPN (info.alpn "http/1.1"): h2 multiplexes streams on one socket, which transport_ws.c is
+ * not written for. OpenSSL's info callback on the SSL_CTX keeps why a handshake failed, since
+ * lws only logs it in its own log (transport_ws.c).
+ *
+ * On a reload a wss listener gets a new vhost made from its files as they are then; new
+ * connections are adopted on it and open ones keep theirs. A retired vhost is destroyed from
+ * the tick once no lws connection is bound to it (lws_vhost_destroy closes the connections
+ * still bound). lws may move a connection to another vhost after its HTTP request (by the
+ * Host header: with no vhost named like it, the first on the same port, i.e. the oldest of all
+ * websockets vhosts here), so transport_ws.c counts each connection on the vhost lws has it
+ * bound to now (transport_ws_sync_vhost), not the one it was adopted on. Moving changes
+ * nothing a client sees: the TLS session stays on the SSL_CTX it began with, and http_dir and
+ * the MQTT stream belong to the listener.
+ *
  * lws logs through arbor's log (log_type websockets) with the websockets_log_level bits.
  * This file must not know MQTT; the WebSocket stream of a connection is transport_ws.c's.
  */
@@ -280,8 +310,8 @@ static struct ws_vhost *vhost_create(struct websockets *ws, const struct listene
         /* No certificate in info: lws makes the vhost's SSL_CTX and hands it to
          * configure_vhost_tls. HTTP/1.1 only: an h2 connection is many streams on one
          * socket, which transport_ws.c is not written for. */
-        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT |
-                        LWS_SERVER_OPTION_CREATE_VHOST_SSL_CTX;
+        info.options |=
+            LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT | LWS_SERVER_OPTION_CREATE_VHOST_SSL_CTX;
         info.alpn = "http/1.1";
         ws->configuring = listener->config;
         ws->configure_error = err;
@@ -363,8 +393,8 @@ static int listener_start(struct broker *broker, struct listener *listener)
     char err[2048];
     wl->current = vhost_create(broker->websockets, listener, err, sizeof err);
     if (!wl->current) {
-        log_error("Error: unable to start the websockets listener on port %u: %s.",
-                  listener->port, err);
+        log_error("Error: unable to start the websockets listener on port %u: %s.", listener->port,
+                  err);
         return -1;
     }
     return 0;

@@ -36,9 +36,9 @@ struct lws_context;
  * bound to; a retired vhost is destroyed once no lws connection is bound to it (websocket.c). */
 struct ws_vhost {
     struct lws_vhost *vhost;
-    unsigned bound;    /* lws connections (wsi) bound to it now, as counted by ws_stream.vhost */
-    bool retired;      /* a newer one takes the listener's new connections */
-    uint16_t port;     /* its listener's, for the log */
+    unsigned bound; /* lws connections (wsi) bound to it now, as counted by ws_stream.vhost */
+    bool retired;   /* a newer one takes the listener's new connections */
+    uint16_t port;  /* its listener's, for the log */
     struct ws_vhost *next; /* websockets.vhosts */
 };
 
@@ -77,16 +77,15 @@ struct ws_stream {
     /* wss: the TLS handshake, as OpenSSL's info callback reports it (transport_ws_tls_info) */
     bool tls_done;           /* the handshake completed */
     bool tls_failure_logged; /* the failure below was logged */
-    char tls_error[256];     /* OpenSSL's first error when the handshake failed; "" if not */
-    char tls_reason[256];    /* its reason alone */
+    unsigned long tls_error; /* OpenSSL's first error when the handshake failed; 0: none */
     long tls_verify_result;  /* the client certificate's verification result then */
 };
 
 /* The broker's lws context (broker->websockets). */
 struct websockets {
     struct lws_context *context;
-    struct ws_stream *streams;                       /* connections attached, for the tick */
-    struct ws_vhost *vhosts;                         /* every vhost, current and retired */
+    struct ws_stream *streams; /* connections attached, for the tick */
+    struct ws_vhost *vhosts;   /* every vhost, current and retired */
     /* While a wss vhost is created: the listener whose TLS directives its SSL_CTX gets, and
      * where a failure is described (the LOAD_EXTRA_SERVER_VERIFY_CERTS callback). */
     const struct arbor_listener *configuring;

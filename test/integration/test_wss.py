@@ -9,16 +9,16 @@ in and none, another CA's, an expired or a revoked one do not (crlfile), each re
 with OpenSSL's reason. use_identity_as_username / use_subject_as_username take the user name
 from the certificate. A plain WebSocket client, bytes that are not TLS and a TLS client
 speaking garbage are dropped without harming a connected client. http_dir is served over
-HTTPS. tls_version and the cipher lists apply. Two wss listeners serve their own
-certificates. SIGHUP: new connections get the renewed certificate, open ones go on, and the
+HTTPS. capath, dhparamfile, tls_version and the cipher lists apply. Two wss listeners serve
+their own certificates. SIGHUP: new connections get the renewed certificate, open ones go on, and the
 old certificate is let go of once its last connection closes; a reload whose files are bad
 keeps the current one. Bad files stop the start with file:line. (A real browser over wss:
 test_websockets.py, the last test.)
 
 The tests not marked arbor_only also pass against Debian's mosquitto 2.0.11
 (ARBOR_BIN=/usr/sbin/mosquitto), which is how their expectations were checked; on websockets
-listeners Mosquitto 2.0.11 ignores crlfile and tls_version and does not reload the
-certificate on SIGHUP.
+listeners Mosquitto 2.0.11 ignores capath, crlfile, dhparamfile and tls_version and does not
+reload the certificate on SIGHUP.
 """
 
 import os
@@ -404,6 +404,21 @@ def test_ciphers_and_tls13_ciphersuites(broker, pki):
     rc, out = s_client(b.ws_port, "-tls1_3")
     assert rc == 0 and "Cipher is TLS_CHACHA20_POLY1305_SHA256" in out, out
     assert not s_client_ok(b.ws_port, "-tls1_3", "-ciphersuites", "TLS_AES_256_GCM_SHA384")
+
+
+@pytest.mark.arbor_only   # Mosquitto 2.0.11 ignores capath on websockets listeners
+def test_capath_instead_of_cafile(broker, mqtt, pki):
+    b = wss_broker(broker, pki, "capath " + pki["capath"], "require_certificate true", ca=False)
+    assert not paho_refused(mqtt, b, pki, cert="alice")
+    assert paho_refused(mqtt, b, pki, cert="stranger")
+
+
+@pytest.mark.arbor_only   # Mosquitto 2.0.11 ignores dhparamfile on websockets listeners
+def test_dhparamfile(broker, pki):
+    b = wss_broker(broker, pki, "dhparamfile " + pki["dhparam"])
+    rc, out = s_client(b.ws_port, "-tls1_2", "-cipher", "DHE-RSA-AES128-GCM-SHA256")
+    assert rc == 0, out
+    assert "Server Temp Key: DH, 3072 bits" in out, out  # the file's ffdhe3072 group
 
 
 @pytest.mark.parametrize("plain_first", [False, True])
