@@ -23,6 +23,7 @@ reload the certificate on SIGHUP.
 
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -37,7 +38,7 @@ import mqttproto as mp
 import tlscerts
 import wsproto
 from conftest import port_listening
-from helpers import HOST, IS_MOSQUITTO, free_port, wait_until
+from helpers import ARBOR_BIN, HOST, IS_MOSQUITTO, free_port, wait_until
 
 PUB = shutil.which("mosquitto_pub")
 SUB = shutil.which("mosquitto_sub")
@@ -353,6 +354,88 @@ def test_plain_and_garbage_clients_are_dropped_alone(broker, mqtt, pki):
         log = b.log_text()
         assert "failed: http request." in log, log
         assert "failed: wrong version number." in log or "failed: packet length too long" in log
+
+
+def rss_bytes(b):
+    with open("/proc/%d/status" % b.proc.pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def sanitized():
+    """ASan's shadow memory and quarantine make RSS meaningless: then only losses count."""
+    try:
+        with open(ARBOR_BIN, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.arbor_only   # Mosquitto 2.0.11 sends every packet in a frame of its own: too slow
+def test_flood_without_reading_is_paused(broker, mqtt, pki):
+    # A wss client that sends PINGREQ without reading stops being read, TLS or not: the
+    # broker's memory does not follow the flood, other clients are served meanwhile, and
+    # every PINGREQ gets its PINGRESP once the client reads.
+    b = wss_broker(broker, pki)
+    c = wss_raw(b, pki, "wss-flooder")
+    sock = c.sock.sock                               # the ssl.SSLSocket under the frames
+    before = rss_bytes(b)
+    pings = 8192
+    chunk = wsproto.frame(mp.pingreq() * pings)      # 16 KiB of PINGREQ in one frame
+    sock.setblocking(False)
+    chunks, pending, blocked = 0, None, False
+    start = time.monotonic()
+    while time.monotonic() - start < 10.0 and not blocked:
+        _, w, _ = select.select([], [sock], [], 0.5)
+        if not w:
+            blocked = True
+            break
+        try:
+            sock.send(chunk)                         # all of it, or SSLWantWriteError
+            chunks += 1
+        except (ssl.SSLWantWriteError, BlockingIOError):
+            pending = chunk                          # to be offered again, as OpenSSL wants
+            blocked = True
+    grown = rss_bytes(b) - before
+    print("wss PINGREQ flood: %d frames, RSS +%d KiB" % (chunks, grown // 1024))
+    assert blocked, "the broker read %d frames of 16 KiB without pausing" % chunks
+    if not sanitized():
+        assert grown < 4 * 1024 * 1024, "RSS grew by %d bytes" % grown
+    other = mqtt(b, client_id="other")
+    assert other.subscribe("o/t", qos=0) == [0]
+    other.publish("o/t", b"served")
+    assert other.get_message().payload == b"served"
+    # now read (and finish the frame that did not fit): every PINGREQ gets its PINGRESP
+    expected = (chunks + (1 if pending else 0)) * pings * 2
+    got = 0
+    rx = bytearray()
+    deadline = time.monotonic() + 60
+    while got < expected:
+        assert time.monotonic() < deadline, "only %d of %d bytes of PINGRESP" % (got, expected)
+        if pending:
+            try:
+                sock.send(pending)
+                pending = None
+            except (ssl.SSLWantWriteError, BlockingIOError):
+                pass
+        r, _, _ = select.select([sock], [], [], 0.2) if not sock.pending() else ([sock], 0, 0)
+        if not r:
+            continue
+        try:
+            data = sock.recv(1 << 20)
+        except (ssl.SSLWantReadError, BlockingIOError):
+            continue
+        assert data, "broker closed the connection after %d bytes" % got
+        rx += data
+        while True:
+            f = wsproto.parse_frame(rx)
+            if f is None:
+                break
+            assert f[1] == wsproto.BINARY
+            got += len(f[2])
+    assert got == expected
 
 
 def test_http_dir_over_https(broker, pki, tmp_path):
