@@ -114,17 +114,11 @@ int password_table_load(const char *path, struct password_table **out, char *err
     *out = NULL;
     char *text;
     size_t len;
-    switch (text_file_read(path, PASSWORD_FILE_MAX_BYTES, 0, &text, &len)) {
-    case TEXT_FILE_OK:
-        break;
-    case TEXT_FILE_CANNOT_OPEN:
-        return report(err, errlen, path, 0, "cannot open: %s", strerror(errno));
-    case TEXT_FILE_CANNOT_READ:
-        return report(err, errlen, path, 0, "cannot read: %s", strerror(errno));
-    case TEXT_FILE_NUL_BYTE:
-        return report(err, errlen, path, 0, "contains a NUL byte");
-    default:
-        return report(err, errlen, path, 0, "out of memory or too large");
+    enum text_file_status read = text_file_read(path, PASSWORD_FILE_MAX_BYTES, 0, &text, &len);
+    if (read != TEXT_FILE_OK) {
+        char why[160];
+        text_file_describe(read, why, sizeof why);
+        return report(err, errlen, path, 0, "%s", why);
     }
     int status = password_table_parse(text, path, out, err, errlen);
     text_file_free(text, len, 0);

@@ -81,6 +81,27 @@ enum text_file_status text_file_read(const char *path, size_t max_bytes, unsigne
     return TEXT_FILE_OK;
 }
 
+void text_file_describe(enum text_file_status status, char *out, size_t size)
+{
+    switch (status) {
+    case TEXT_FILE_OK:
+        snprintf(out, size, "read");
+        break;
+    case TEXT_FILE_CANNOT_OPEN:
+        snprintf(out, size, "cannot open: %s", strerror(errno));
+        break;
+    case TEXT_FILE_CANNOT_READ:
+        snprintf(out, size, "cannot read: %s", strerror(errno));
+        break;
+    case TEXT_FILE_NUL_BYTE:
+        snprintf(out, size, "contains a NUL byte");
+        break;
+    default:
+        snprintf(out, size, "out of memory or too large");
+        break;
+    }
+}
+
 void text_file_free(char *text, size_t len, unsigned flags)
 {
     if (!text) return;

@@ -29,6 +29,11 @@ enum text_file_status {
 enum text_file_status text_file_read(const char *path, size_t max_bytes, unsigned flags,
                                      char **text, size_t *len);
 
+/* What went wrong, in words, for the caller's message: "cannot open: <strerror(errno)>",
+ * "cannot read: ...", "contains a NUL byte", "out of memory or too large". Call it before
+ * anything else can change errno. */
+void text_file_describe(enum text_file_status status, char *out, size_t size);
+
 /* Free what text_file_read returned (wiped first with TEXT_FILE_SECRET). */
 void text_file_free(char *text, size_t len, unsigned flags);
 

@@ -60,6 +60,9 @@ static void test_refusals(void **state)
     assert_int_equal(errno, ENOENT);
     assert_null(text);
     assert_int_equal(len, 0);
+    char why[128];
+    text_file_describe(TEXT_FILE_CANNOT_OPEN, why, sizeof why);
+    assert_string_equal(why, "cannot open: No such file or directory");
 
     assert_int_equal(text_file_read("/tmp", 100, 0, &text, &len), TEXT_FILE_CANNOT_READ);
     assert_int_equal(errno, EISDIR);
