@@ -353,7 +353,13 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
               "(see the JSON), which is why the table leaves it out. Loss there is what was "
               "still queued when the run ended.",
               "- Latency is measured inside one process (send time in the payload, "
-              "CLOCK_MONOTONIC), so no clock synchronisation is involved.", ""]
+              "CLOCK_MONOTONIC), so no clock synchronisation is involved."]
+    if env.get("transports"):
+        parts += ["- Over TLS and WebSockets arbor_bench does its own side of the transport "
+                  "(encrypting and decrypting, masking and framing) on the same CPUs as the "
+                  "broker, so those rows carry more load-generator work than the TCP ones "
+                  "(its CPU use is in the run details). Both brokers link the same OpenSSL."]
+    parts += [""]
     return "\n".join(parts)
 
 
