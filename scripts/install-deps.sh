@@ -3,15 +3,32 @@
 # Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
 # libsystemd-dev: sd_notify (Type=notify); systemd: systemd-analyze, which checks the unit;
-# tshark: the MQTT-ST dissector's capture test; graphviz: arbor_stp tree --png/--svg
+# tshark: the MQTT-ST dissector's capture test; graphviz: arbor_stp tree --png/--svg;
+# openssl: the TLS tests make their certificates with it (mosquitto-clients: --cafile, --psk);
+# libwebsockets-dev: MQTT over WebSockets; chromium: the browser test of it (with MQTT.js
+# from npm, below)
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
           libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
-          gnuplot-nox iproute2 tshark graphviz)
+          gnuplot-nox iproute2 tshark graphviz openssl chromium)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm for MQTT.js; a Node.js that ships its own npm (NodeSource's nodejs) is fine too
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
+# MQTT.js's browser bundle for the browser test, as pinned by test/browser/package-lock.json
+install_mqtt_js() {
+    local dir
+    dir="$(dirname "$0")/../test/browser"
+    if [ ! -f "$dir/node_modules/mqtt/dist/mqtt.min.js" ]; then
+        echo "installing MQTT.js into test/browser (npm ci)"
+        (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+    install_mqtt_js
     exit 0
 fi
 echo "installing: ${missing[*]}"
@@ -26,3 +43,4 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recomme
 if command -v systemctl >/dev/null 2>&1; then
     $SUDO systemctl disable --now mosquitto >/dev/null 2>&1 || true
 fi
+install_mqtt_js

@@ -18,21 +18,33 @@
 #include "message.h"
 #include "outq.h"
 #include "timers.h"
+#include "transport.h"
 
 /* Bytes read from a socket at a time. */
 #define READ_CHUNK 65536
+/* Bytes a transport that writes one contiguous buffer at a time (a TLS record holds at most
+ * 16 KiB) gathers from the output queue's segments per write. */
+#define TRANSPORT_SEND_BUFFER 16384
 
 struct session;
 struct broker;
 struct peer_net;
 struct subscription_tree;
 struct retained_store;
+struct tls_context;
+struct ws_listener;
+struct websockets;
 
 /* A listening socket. */
 struct listener {
     struct event_handler handler;
     struct broker *broker;
     const struct arbor_listener *config; /* refreshed on reload */
+    /* How its connections' bytes cross the network, fixed when it is opened: TCP, or TLS with
+     * the context (a reference) built from its directives, replaced on each reload. */
+    const struct transport *transport;
+    struct tls_context *tls;
+    struct ws_listener *websocket; /* protocol websockets: its lws vhost, http_dir (websocket.h) */
     uint16_t port;
     char *bind_address;
     int connection_count;
@@ -87,6 +99,8 @@ struct connection {
     struct listener *listener; /* NULL for outgoing connections */
     const struct connection_role *role;
     void *role_data;  /* the role's own state (peer links), NULL for clients */
+    const struct transport *transport; /* how its bytes cross the network (transport.h) */
+    void *transport_data;              /* the transport's own state (an SSL), or NULL */
     bool connecting;  /* outgoing: connect() in progress */
     int64_t handshake_timeout_ms; /* before CONNECT/CONNACK; 0: the default for clients */
     enum connection_state state;
@@ -101,6 +115,8 @@ struct connection {
     int64_t last_output_ms; /* when the client last took some of its output */
     bool in_flush_list;
     struct connection *next_flush;
+    bool in_pending_input; /* the transport holds input to read next turn (transport.h) */
+    struct connection *next_pending_input;
     struct connection *prev, *next; /* broker's list of connections */
 
     /* From CONNECT */
@@ -109,6 +125,8 @@ struct connection {
     char *username;
     char *password; /* kept to re-check the client when a reload changes the users */
     size_t password_len;
+    bool username_from_transport; /* use_identity/subject_as_username: its certificate or
+                                     PSK identity authenticated it, not a password */
     bool credentials_revoked; /* marked by a reload's re-check, closed right after */
     char *mount_point; /* listener's topic prefix at CONNECT, or NULL */
     size_t mount_point_len;
@@ -271,6 +289,7 @@ struct broker {
     struct connection *connections; /* all open connections */
     struct connection *flush_list;  /* connections with output to write this turn, in order */
     struct connection *flush_tail;
+    struct connection *pending_input; /* transports hold input for these: read next turn */
     struct connection *closed_list; /* freed at the end of the turn */
     uint32_t connection_count;
     uint32_t client_count;    /* connections past CONNECT */
@@ -284,6 +303,8 @@ struct broker {
     struct message_counters messages; /* live stored messages */
     struct sys_tree_state sys;
     struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
+    struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without
+                                      websockets listeners */
     bool peer_backlog;      /* peer links hold too many messages: clients wait (peer_dial.c) */
     struct timer_heap timers;
     int64_t now_ms; /* monotonic: when the current loop turn woke up */
@@ -295,6 +316,7 @@ struct broker {
     struct abuf scratch; /* reusable encode buffer */
     struct abuf scratch_props;
     uint8_t read_buffer[READ_CHUNK]; /* sockets are read into this, see connection.c */
+    uint8_t send_buffer[TRANSPORT_SEND_BUFFER]; /* used within one transport send call */
 };
 
 /* Has the broker's clock passed deadline_ms (stamped as now_ms + an interval)? now_ms is

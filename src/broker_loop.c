@@ -27,6 +27,7 @@
 #include "session.h"
 #include "subs.h"
 #include "sys_tree.h"
+#include "websocket.h"
 
 #define TICK_MS 1000
 #define CONNECT_TIMEOUT_MS 20000
@@ -50,6 +51,7 @@ int broker_init(struct broker *broker, struct arbor_config *config)
         return -1;
     }
     if (listeners_open(broker) != 0) return -1;
+    if (websockets_start(broker) != 0) return -1;
     if (peer_net_start(broker) != 0) return -1; /* its identity may name a listener's port */
     broker->next_tick_ms = broker->now_ms + TICK_MS;
     broker->next_sys_ms = broker->now_ms + (int64_t)config->sys_interval * 1000;
@@ -128,6 +130,7 @@ static int retained_expired(struct message *msg, void *ctx)
 static void tick(struct broker *broker)
 {
     listeners_resume(broker);
+    websockets_tick(broker); /* libwebsockets' timers, see websocket.c */
     trim_output(broker);
     retain_remove_if(broker->retained, retained_expired, &broker->now_ms);
 }
@@ -142,10 +145,11 @@ static void publish_sys_if_due(struct broker *broker)
         broker->next_sys_ms = broker->now_ms + (int64_t)interval * 1000;
 }
 
-/* How long the loop may sleep: until the earliest deadline, 0 with output waiting. */
+/* How long the loop may sleep: until the earliest deadline, 0 with output waiting or input
+ * held by a transport. */
 static int wait_timeout(const struct broker *broker)
 {
-    if (broker->flush_list) return 0;
+    if (broker->flush_list || broker->pending_input) return 0;
     int64_t next = broker->next_tick_ms;
     int64_t timer = timers_next_deadline(&broker->timers);
     if (timer != TIMER_NONE && timer + 1 < next) next = timer + 1; /* see broker_past */
@@ -212,6 +216,7 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
             log_error("Error: event loop failed.");
             break;
         }
+        broker_read_pending_input(broker); /* as if epoll had reported it */
         broker->now_ms = clock_monotonic_ms(); /* handling the events took time */
         if (signals->reload) {
             signals->reload = 0;
@@ -257,6 +262,7 @@ void broker_shutdown(struct broker *broker)
     broker_reap_connections(broker);
     peer_net_free(broker);
     HASH_ITER(hh, broker->sessions, session, tmp) session_destroy(broker, session);
+    websockets_stop(broker); /* uses the listeners */
     listeners_close(broker);
     subs_free(broker->subscriptions);
     retain_free(broker->retained);

@@ -114,7 +114,8 @@ static void log_client_gone(const struct connection *conn, uint8_t reason, const
     bool identified = conn->state == CONNECTION_ACTIVE;
     const char *id = identified ? conn->client_id : "<unknown>";
     bool socket_end = reason == 0 && why && (!strcmp(why, CLOSED_BY_CLIENT) ||
-                                             !strcmp(why, SOCKET_ERROR));
+                                             !strcmp(why, SOCKET_ERROR) ||
+                                             !strcmp(why, STREAM_PROTOCOL_ERROR));
     /* Before CONNACK, Mosquitto calls every bad first packet a protocol error. */
     if (!identified && !socket_end && (reason == 0 || reason == MQTT_RC_MALFORMED_PACKET))
         reason = MQTT_RC_PROTOCOL_ERROR;
@@ -126,6 +127,8 @@ static void log_client_gone(const struct connection *conn, uint8_t reason, const
             log_notice("Client %s closed its connection.", id);
         else if (!strcmp(why, SOCKET_ERROR))
             log_notice("Socket error on client %s, disconnecting.", id);
+        else if (!strcmp(why, STREAM_PROTOCOL_ERROR)) /* Mosquitto's strerror(EPROTO) */
+            log_notice("Client %s disconnected: Protocol error.", id);
         else
             log_notice("Client %s disconnected due to %s.", id, why);
         break;
@@ -164,7 +167,8 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
     bool was_active = conn->state == CONNECTION_ACTIVE;
     if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
         connection_send_disconnect(conn, reason, why);
-    if (broker->config->connection_messages) log_client_gone(conn, reason, why);
+    if (broker->config->connection_messages && connection_carries_mqtt(conn))
+        log_client_gone(conn, reason, why);
     if (was_active) broker->client_count--;
     struct session *offline = session_go_offline(conn);
     if (was_active && !conn->disconnect_clean) publish_will(conn);

@@ -14,7 +14,9 @@
 #include "config.h"
 
 #include "password_file.h"
+#include "psk_file.h"
 #include "acl.h"
+#include "transport_tls.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -23,6 +25,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,6 +334,8 @@ static void security_settings_free(struct arbor_security_settings *security)
     }
     free(security->password_file);
     password_table_free(security->passwords);
+    free(security->psk_file);
+    psk_table_free(security->psks);
     memset(security, 0, sizeof *security);
 }
 
@@ -342,12 +347,25 @@ static void security_settings_init(struct arbor_security_settings *security)
     security->auto_id_prefix = strdup("auto-");
 }
 
+static void tls_settings_free(struct arbor_tls_settings *tls)
+{
+    struct arbor_setting *texts[] = {&tls->cafile,      &tls->capath,  &tls->certfile,
+                                     &tls->keyfile,     &tls->crlfile, &tls->dhparamfile,
+                                     &tls->ciphers,     &tls->ciphers_tls13, &tls->psk_hint};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        free(texts[i]->value);
+    tls_context_release(tls->context);
+    memset(tls, 0, sizeof *tls);
+}
+
 static void listener_free(struct arbor_listener *listener)
 {
     free(listener->bind_address);
     free(listener->bind_interface);
     free(listener->mount_point);
+    free(listener->http_dir);
     security_settings_free(&listener->security);
+    tls_settings_free(&listener->tls);
     memset(listener, 0, sizeof *listener);
 }
 
@@ -531,10 +549,60 @@ static int handle_socket_domain(struct parse_state *st, const struct directive_l
 static int handle_protocol(struct parse_state *st, const struct directive_line *dl)
 {
     if (expect_word_count(st, dl, 1, 1, "mqtt or websockets") != 0) return -1;
-    if (strcmp(dl->words[0], "mqtt") == 0) return 0; /* what every listener speaks already */
-    if (strcmp(dl->words[0], "websockets") == 0)
-        return report_error(st, "websockets: not supported yet (planned)");
-    return report_error(st, "value \"%s\" is not mqtt or websockets", dl->words[0]);
+    enum arbor_listener_protocol protocol;
+    if (strcmp(dl->words[0], "mqtt") == 0)
+        protocol = ARBOR_PROTOCOL_MQTT;
+    else if (strcmp(dl->words[0], "websockets") == 0)
+        protocol = ARBOR_PROTOCOL_WEBSOCKETS;
+    else
+        return report_error(st, "value \"%s\" is not mqtt or websockets", dl->words[0]);
+    struct arbor_listener *listener = block_listener(st);
+    if (listener == NULL && protocol == ARBOR_PROTOCOL_MQTT) {
+        /* the default anyway: accepted even when there is no default listener */
+        st->default_listener.listener.protocol = protocol;
+        return 0;
+    }
+    (listener ? listener : target_listener(st))->protocol = protocol;
+    return 0;
+}
+
+/* Served by the listener itself, so only a websockets listener can use it (checked when the
+ * whole file is read: protocol may come after http_dir in the block). A relative path is
+ * taken from the directory the broker started in, as acl_file. */
+static int handle_http_dir(struct parse_state *st, const struct directive_line *dl)
+{
+    struct arbor_listener *listener = target_listener(st);
+    if (dl->rest[0] == '\0') return report_error(st, "missing value (a directory)");
+    if (listener->http_dir != NULL) return report_error(st, "given more than once for this listener");
+    const char *base = st->cfg->base_dir;
+    size_t size = strlen(dl->rest) + (base ? strlen(base) : 0) + 2;
+    char *path = malloc(size);
+    if (path == NULL) return report_out_of_memory(st);
+    if (dl->rest[0] != '/' && base != NULL && base[0] != '\0')
+        snprintf(path, size, "%s/%s", base, dl->rest);
+    else
+        snprintf(path, size, "%s", dl->rest);
+    listener->http_dir = path;
+    listener->http_dir_file = st->file;
+    listener->http_dir_line = st->line;
+    return 0;
+}
+
+/* Global in Mosquitto ("it is not possible to set per listener"), wherever the line is. */
+static int handle_websockets_headers_size(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, 65535, &value) != 0) return -1;
+    st->cfg->websockets_headers_size = (uint16_t)value;
+    return 0;
+}
+
+static int handle_websockets_log_level(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, INT_MAX, &value) != 0) return -1;
+    st->cfg->websockets_log_level = (int)value;
+    return 0;
 }
 
 static int handle_mount_point(struct parse_state *st, const struct directive_line *dl)
@@ -615,6 +683,15 @@ static int handle_allow_zero_length_clientid(struct parse_state *st,
     return 0;
 }
 
+static int handle_use_username_as_clientid(struct parse_state *st,
+                                           const struct directive_line *dl)
+{
+    bool value;
+    if (parse_bool_value(st, dl, &value) != 0) return -1;
+    target_security(st)->use_username_as_clientid = value;
+    return 0;
+}
+
 static int handle_auto_id_prefix(struct parse_state *st, const struct directive_line *dl)
 {
     struct arbor_security_settings *security = target_security(st);
@@ -657,6 +734,22 @@ static int handle_clientid_prefixes(struct parse_state *st, const struct directi
     return 0;
 }
 
+/* A path as given, made absolute against the directory the broker started in (base_dir), as
+ * include_dir, so that it names the same file after -d changed to / and on every reload.
+ * NULL when out of memory. */
+static char *path_from_base(const struct parse_state *st, const char *given)
+{
+    const char *base = st->cfg->base_dir;
+    size_t size = strlen(given) + (base ? strlen(base) : 0) + 2;
+    char *path = malloc(size);
+    if (path == NULL) return NULL;
+    if (given[0] != '/' && base != NULL && base[0] != '\0')
+        snprintf(path, size, "%s/%s", base, given);
+    else
+        snprintf(path, size, "%s", given);
+    return path;
+}
+
 /* The acl file is read here, with the config, so that a bad line stops the start (or a reload,
  * which then keeps the old rules) with the acl file's name and line. A relative path is taken
  * from the directory the broker started in, as include_dir. The last acl_file given wins. */
@@ -664,14 +757,8 @@ static int handle_acl_file(struct parse_state *st, const struct directive_line *
 {
     if (dl->rest[0] == '\0') return report_error(st, "missing value (a file name)");
     struct arbor_security_settings *security = target_security(st);
-    const char *base = st->cfg->base_dir;
-    size_t size = strlen(dl->rest) + (base ? strlen(base) : 0) + 2;
-    char *path = malloc(size);
+    char *path = path_from_base(st, dl->rest);
     if (path == NULL) return report_out_of_memory(st);
-    if (dl->rest[0] != '/' && base != NULL && base[0] != '\0')
-        snprintf(path, size, "%s/%s", base, dl->rest);
-    else
-        snprintf(path, size, "%s", dl->rest);
     struct acl_rules *rules;
     int line;
     char why[512];
@@ -686,6 +773,128 @@ static int handle_acl_file(struct parse_state *st, const struct directive_line *
     security->acl_file = path;
     security->acl = rules;
     return 0;
+}
+
+/* The psk file is read by the daemon after parsing (psk_file.c), as password_file. */
+static int handle_psk_file(struct parse_state *st, const struct directive_line *dl)
+{
+    struct arbor_security_settings *security = target_security(st);
+    return take_text_value(st, dl, &security->psk_file, security->psk_file != NULL,
+                           "the path of a psk file");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * TLS (per listener: after a listener line, or for the default listener before any)
+ */
+
+/* Remember the first directive that means something only on a TLS listener. */
+static void note_needs_tls(struct parse_state *st, struct arbor_tls_settings *tls)
+{
+    if (tls->needs_tls_directive != NULL) return;
+    tls->needs_tls_directive = st->directive;
+    tls->needs_tls_at = (struct arbor_place){st->file, st->line};
+}
+
+/* The directives whose value is text: the rest of the line, given once per listener. */
+static const struct {
+    const char *name;
+    size_t offset;  /* of its struct arbor_setting in struct arbor_tls_settings */
+    bool is_path;   /* made absolute against base_dir */
+    bool needs_tls; /* means nothing unless the listener speaks TLS */
+    const char *what;
+} tls_text_directives[] = {
+    {"cafile", offsetof(struct arbor_tls_settings, cafile), true, true, "a file of CA certificates"},
+    {"capath", offsetof(struct arbor_tls_settings, capath), true, true,
+     "a directory of CA certificates"},
+    {"certfile", offsetof(struct arbor_tls_settings, certfile), true, false,
+     "the server certificate file"},
+    {"keyfile", offsetof(struct arbor_tls_settings, keyfile), true, false,
+     "the server private key file"},
+    {"crlfile", offsetof(struct arbor_tls_settings, crlfile), true, true,
+     "a certificate revocation list file"},
+    {"dhparamfile", offsetof(struct arbor_tls_settings, dhparamfile), true, true,
+     "a file of DH parameters"},
+    {"ciphers", offsetof(struct arbor_tls_settings, ciphers), false, true, "a cipher list"},
+    {"ciphers_tls1.3", offsetof(struct arbor_tls_settings, ciphers_tls13), false, true,
+     "a list of TLS 1.3 ciphersuites"},
+    {"psk_hint", offsetof(struct arbor_tls_settings, psk_hint), false, false, "a hint"},
+};
+
+static int handle_tls_text(struct parse_state *st, const struct directive_line *dl)
+{
+    size_t i = 0;
+    while (strcmp(tls_text_directives[i].name, st->directive) != 0)
+        i++;
+    struct arbor_tls_settings *tls = &target_listener(st)->tls;
+    struct arbor_setting *setting =
+        (struct arbor_setting *)(void *)((char *)tls + tls_text_directives[i].offset);
+    if (dl->rest[0] == '\0')
+        return report_error(st, "missing value (%s)", tls_text_directives[i].what);
+    if (setting->value != NULL) return report_error(st, "given more than once for this listener");
+    setting->value = tls_text_directives[i].is_path ? path_from_base(st, dl->rest)
+                                                    : strdup(dl->rest);
+    if (setting->value == NULL) return report_out_of_memory(st);
+    setting->at = (struct arbor_place){st->file, st->line};
+    if (tls_text_directives[i].needs_tls) note_needs_tls(st, tls);
+    return 0;
+}
+
+/* Mosquitto 2.0's tls_version sets the lowest version allowed; TLS 1.3 is always allowed. */
+static int handle_tls_version(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "tlsv1.3, tlsv1.2 or tlsv1.1") != 0) return -1;
+    enum arbor_tls_version version;
+    if (strcmp(dl->words[0], "tlsv1.3") == 0)
+        version = ARBOR_TLS_V1_3;
+    else if (strcmp(dl->words[0], "tlsv1.2") == 0)
+        version = ARBOR_TLS_V1_2;
+    else if (strcmp(dl->words[0], "tlsv1.1") == 0)
+        version = ARBOR_TLS_V1_1;
+    else
+        return report_error(st, "value \"%s\" is not tlsv1.3, tlsv1.2 or tlsv1.1", dl->words[0]);
+    struct arbor_tls_settings *tls = &target_listener(st)->tls;
+    tls->min_version = version;
+    note_needs_tls(st, tls);
+    return 0;
+}
+
+/* require_certificate, use_identity_as_username, use_subject_as_username: true needs TLS,
+ * false restates the default (as a mosquitto.conf written out in full does). */
+static int handle_tls_bool(struct parse_state *st, const struct directive_line *dl)
+{
+    bool value;
+    if (parse_bool_value(st, dl, &value) != 0) return -1;
+    struct arbor_tls_settings *tls = &target_listener(st)->tls;
+    struct arbor_place here = {st->file, st->line};
+    if (strcmp(st->directive, "require_certificate") == 0) {
+        tls->require_certificate = value;
+        tls->require_certificate_at = here;
+    } else if (strcmp(st->directive, "use_identity_as_username") == 0) {
+        tls->use_identity_as_username = value;
+        tls->use_identity_at = here;
+    } else {
+        tls->use_subject_as_username = value;
+        tls->use_subject_at = here;
+    }
+    if (value) note_needs_tls(st, tls);
+    return 0;
+}
+
+#define NO_ENGINE "not supported: arbor reads the private key from a PEM file (keyfile), not "    \
+                  "through an OpenSSL engine"
+
+static int handle_tls_engine(struct parse_state *st, const struct directive_line *dl)
+{
+    return report_error(st, NO_ENGINE);
+}
+
+/* "pem" is the default and what arbor does; "engine" needs tls_engine. */
+static int handle_tls_keyform(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "pem or engine") != 0) return -1;
+    if (strcmp(dl->words[0], "pem") == 0) return 0;
+    if (strcmp(dl->words[0], "engine") == 0) return report_error(st, NO_ENGINE);
+    return report_error(st, "value \"%s\" is not pem or engine", dl->words[0]);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -767,6 +976,11 @@ static int handle_max_qos(struct parse_state *st, const struct directive_line *d
 static int handle_retain_available(struct parse_state *st, const struct directive_line *dl)
 {
     return parse_bool_value(st, dl, &st->cfg->retain_available);
+}
+
+static int handle_check_retain_source(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->check_retain_source);
 }
 
 static int handle_upgrade_outgoing_qos(struct parse_state *st, const struct directive_line *dl)
@@ -1293,6 +1507,9 @@ static const struct {
     {"bind_interface", handle_bind_interface},
     {"socket_domain", handle_socket_domain},
     {"protocol", handle_protocol},
+    {"http_dir", handle_http_dir},
+    {"websockets_headers_size", handle_websockets_headers_size},
+    {"websockets_log_level", handle_websockets_log_level},
     {"max_connections", handle_max_connections},
     {"mount_point", handle_mount_point},
     {"max_topic_alias", handle_max_topic_alias},
@@ -1300,9 +1517,27 @@ static const struct {
     {"allow_anonymous", handle_allow_anonymous},
     {"password_file", handle_password_file},
     {"allow_zero_length_clientid", handle_allow_zero_length_clientid},
+    {"use_username_as_clientid", handle_use_username_as_clientid},
     {"auto_id_prefix", handle_auto_id_prefix},
     {"clientid_prefixes", handle_clientid_prefixes},
     {"acl_file", handle_acl_file},
+    {"psk_file", handle_psk_file},
+    {"cafile", handle_tls_text},
+    {"capath", handle_tls_text},
+    {"certfile", handle_tls_text},
+    {"keyfile", handle_tls_text},
+    {"crlfile", handle_tls_text},
+    {"dhparamfile", handle_tls_text},
+    {"ciphers", handle_tls_text},
+    {"ciphers_tls1.3", handle_tls_text},
+    {"psk_hint", handle_tls_text},
+    {"tls_version", handle_tls_version},
+    {"require_certificate", handle_tls_bool},
+    {"use_identity_as_username", handle_tls_bool},
+    {"use_subject_as_username", handle_tls_bool},
+    {"tls_engine", handle_tls_engine},
+    {"tls_engine_kpass_sha1", handle_tls_engine},
+    {"tls_keyform", handle_tls_keyform},
     {"max_inflight_messages", handle_max_inflight_messages},
     {"max_inflight_bytes", handle_max_inflight_bytes},
     {"max_queued_messages", handle_max_queued_messages},
@@ -1312,6 +1547,7 @@ static const struct {
     {"max_packet_size", handle_max_packet_size},
     {"max_keepalive", handle_max_keepalive},
     {"retain_available", handle_retain_available},
+    {"check_retain_source", handle_check_retain_source},
     {"max_qos", handle_max_qos},
     {"maximum_qos", handle_max_qos}, /* Mosquitto's alias */
     {"upgrade_outgoing_qos", handle_upgrade_outgoing_qos},
@@ -1342,14 +1578,9 @@ static const struct {
     {"peer_restart_timeout", handle_peer_restart_timeout},
 };
 
-/* Mosquitto directives for features on arbor's roadmap (authentication, persistence, TLS,
- * WebSockets, bridges). */
+/* Mosquitto directives for features on arbor's roadmap (authentication, persistence,
+ * bridges). */
 static const char *const planned_directives[] = {
-    /* authentication and access control */
-    "auth_plugin",
-    "auth_plugin_deny_special_chars",
-    "plugin",
-    "check_retain_source",
     /* persistence */
     "persistence",
     "retained_persistence", /* Mosquitto's alias of persistence */
@@ -1357,28 +1588,6 @@ static const char *const planned_directives[] = {
     "persistence_location",
     "autosave_interval",
     "autosave_on_changes",
-    /* TLS and PSK */
-    "cafile",
-    "capath",
-    "certfile",
-    "keyfile",
-    "ciphers",
-    "ciphers_tls1.3",
-    "tls_version",
-    "require_certificate",
-    "use_identity_as_username",
-    "use_subject_as_username",
-    "crlfile",
-    "dhparamfile",
-    "tls_engine",
-    "tls_engine_kpass_sha1",
-    "tls_keyform",
-    "psk_file",
-    "psk_hint",
-    /* WebSockets */
-    "http_dir",
-    "websockets_log_level",
-    "websockets_headers_size",
     /* bridges */
     "connection",
     "address",
@@ -1407,13 +1616,21 @@ static const char *const planned_directives[] = {
     "try_private",
 };
 
-static const char *const planned_directive_prefixes[] = {"auth_opt_", "plugin_opt_", "bridge_"};
+static const char *const planned_directive_prefixes[] = {"bridge_"};
+
+/* Mosquitto's plugins are shared objects built against Mosquitto's own plugin interface: arbor
+ * cannot load them, and says what to use instead. */
+static const char *const plugin_directives[] = {"auth_plugin", "auth_plugin_deny_special_chars",
+                                                "plugin"};
+static const char *const plugin_directive_prefixes[] = {"auth_opt_", "plugin_opt_"};
+#define PLUGIN_REFUSAL                                                                         \
+    "not supported: arbor does not load Mosquitto plugins (they are built against Mosquitto's " \
+    "own plugin interface); use password_file and acl_file"
 
 /* Other Mosquitto directives: recognised so the message says what is wrong. */
 static const char *const unsupported_directives[] = {
     "memory_limit",
     "log_facility",
-    "use_username_as_clientid",
 };
 
 /* Directives of features arbor lacks, accepted when the line only restates Mosquitto's
@@ -1432,13 +1649,7 @@ static const struct {
     {"autosave_interval", RESTATED_INTEGER, 1800, NULL},
     {"autosave_on_changes", RESTATED_BOOL, 0, NULL},
     {"persistence_file", RESTATED_TEXT, 0, "mosquitto.db"},
-    {"require_certificate", RESTATED_BOOL, 0, NULL},
-    {"use_identity_as_username", RESTATED_BOOL, 0, NULL},
-    {"use_subject_as_username", RESTATED_BOOL, 0, NULL},
-    {"use_username_as_clientid", RESTATED_BOOL, 0, NULL},
-    {"check_retain_source", RESTATED_BOOL, 1, NULL},
     {"memory_limit", RESTATED_INTEGER, 0, NULL},
-    {"websockets_log_level", RESTATED_INTEGER, 0, NULL},
 };
 
 static bool restates_default(const struct directive_line *dl)
@@ -1483,6 +1694,12 @@ static int dispatch_directive(struct parse_state *st, const struct directive_lin
         const char *prefix = planned_directive_prefixes[i];
         if (strncmp(dl->name, prefix, strlen(prefix)) == 0)
             return report_error(st, "not supported yet (planned)");
+    }
+    if (name_in_list(dl->name, plugin_directives, COUNT_OF(plugin_directives)))
+        return report_error(st, PLUGIN_REFUSAL);
+    for (size_t i = 0; i < COUNT_OF(plugin_directive_prefixes); i++) {
+        const char *prefix = plugin_directive_prefixes[i];
+        if (strncmp(dl->name, prefix, strlen(prefix)) == 0) return report_error(st, PLUGIN_REFUSAL);
     }
     if (name_in_list(dl->name, unsupported_directives, COUNT_OF(unsupported_directives)))
         return report_error(st, "not supported yet");
@@ -1832,8 +2049,12 @@ static int settle_listeners(struct parse_state *st)
                                "listener, but there is none (no port or bind_address line); "
                                "put it after a listener line");
     }
+    int status = 0;
     for (size_t i = 0; i < cfg->listener_count; i++) {
         struct arbor_listener *listener = &cfg->listeners[i];
+        if (listener->http_dir != NULL && listener->protocol != ARBOR_PROTOCOL_WEBSOCKETS)
+            status = report_error_at(st, listener->http_dir_file, listener->http_dir_line, "http_dir",
+                                     "only a listener with protocol websockets serves HTTP");
         if (!listener->max_connections_set) listener->max_connections = cfg->max_connections;
         if (!listener->max_topic_alias_set) listener->max_topic_alias = cfg->max_topic_alias;
         struct arbor_security_settings *security = &listener->security;
@@ -1844,7 +2065,7 @@ static int settle_listeners(struct parse_state *st)
             security->clientid_prefix_count = cfg->security.clientid_prefix_count;
         }
     }
-    return 0;
+    return status;
 }
 
 /* Seconds from milliseconds, as short as they can be written ("2", "0.25"). */
@@ -1896,11 +2117,70 @@ static int check_peer_settings(struct parse_state *st)
     return status;
 }
 
+bool config_listener_uses_tls(const struct arbor_listener *listener)
+{
+    const struct arbor_tls_settings *tls = &listener->tls;
+    return (tls->certfile.value != NULL && tls->keyfile.value != NULL) ||
+           tls->psk_hint.value != NULL;
+}
+
+#define report_at(st, place, directive, ...)                                                       \
+    report_error_at((st), (place).file, (place).line, (directive), __VA_ARGS__)
+
+/* One listener's TLS directives, complete and meaningful together. Mosquitto runs a listener
+ * with cafile but no certfile as plain MQTT and lets a client certificate that is never asked
+ * for decide use_identity_as_username; arbor refuses such a config rather than run a listener
+ * without the security it seems to have. */
+static int check_listener_tls(struct parse_state *st, const struct arbor_listener *listener)
+{
+    const struct arbor_tls_settings *tls = &listener->tls;
+    bool certificate = tls->certfile.value && tls->keyfile.value;
+    bool psk = tls->psk_hint.value != NULL;
+    if (tls->certfile.value && !tls->keyfile.value)
+        return report_at(st, tls->certfile.at, "certfile",
+                         "keyfile is not given for this listener (certificate-based TLS needs "
+                         "both)");
+    if (tls->keyfile.value && !tls->certfile.value)
+        return report_at(st, tls->keyfile.at, "keyfile",
+                         "certfile is not given for this listener (certificate-based TLS needs "
+                         "both)");
+    if (!certificate && !psk) {
+        if (tls->needs_tls_directive == NULL) return 0;
+        return report_at(st, tls->needs_tls_at, tls->needs_tls_directive,
+                         "this listener has no TLS: give certfile and keyfile (or psk_hint) for "
+                         "it, or remove this line (Mosquitto would run the listener without "
+                         "TLS)");
+    }
+    if (listener->protocol == ARBOR_PROTOCOL_WEBSOCKETS)
+        return report_at(st, certificate ? tls->certfile.at : tls->psk_hint.at,
+                         certificate ? "certfile" : "psk_hint",
+                         "WebSockets over TLS (wss) is not supported yet (planned)");
+    int status = 0;
+    if (tls->require_certificate && certificate && !tls->cafile.value && !tls->capath.value)
+        status = report_at(st, tls->require_certificate_at, "require_certificate",
+                           "needs cafile or capath, the CA certificates client certificates "
+                           "are checked against");
+    if (tls->use_subject_as_username && !tls->require_certificate)
+        status = report_at(st, tls->use_subject_at, "use_subject_as_username",
+                           "needs require_certificate true: without it no client certificate "
+                           "is asked for and every client would be refused");
+    if (tls->use_identity_as_username && !tls->require_certificate && !psk)
+        status = report_at(st, tls->use_identity_at, "use_identity_as_username",
+                           "needs require_certificate true (or psk_hint): without it no client "
+                           "certificate is asked for and every client would be refused");
+    if (psk && config_security_for(st->cfg, listener)->psk_file == NULL)
+        status = report_at(st, tls->psk_hint.at, "psk_hint",
+                           "no psk_file applies to this listener, so no client could connect");
+    return status;
+}
+
 /* What can only be checked or settled once every line has been read. */
 static int finish_loading(struct parse_state *st)
 {
     int status = settle_listeners(st);
     if (check_peer_settings(st) != 0) status = -1;
+    for (size_t i = 0; i < st->cfg->listener_count; i++)
+        if (check_listener_tls(st, &st->cfg->listeners[i]) != 0) status = -1;
     return status;
 }
 
@@ -1968,6 +2248,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->max_keepalive = 65535;
     cfg->max_topic_alias = 10;
     cfg->retain_available = true;
+    cfg->check_retain_source = true;
     cfg->max_qos = 2;
     cfg->upgrade_outgoing_qos = false;
     cfg->persistent_client_expiry = -1;
@@ -2011,6 +2292,7 @@ int config_add_listener(struct arbor_config *cfg, uint16_t port, const char *bin
     listener.security.allow_anonymous = cfg->security.allow_anonymous;
     listener.security.allow_anonymous_set = cfg->security.allow_anonymous_set;
     listener.security.allow_zero_length_clientid = cfg->security.allow_zero_length_clientid;
+    listener.security.use_username_as_clientid = cfg->security.use_username_as_clientid;
     if (status == 0 && cfg->security.auto_id_prefix != NULL) {
         free(listener.security.auto_id_prefix);
         listener.security.auto_id_prefix = strdup(cfg->security.auto_id_prefix);

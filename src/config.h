@@ -14,6 +14,8 @@
 
 struct password_table;
 struct acl_rules;
+struct psk_table;
+struct tls_context;
 
 /* log_type bits (mosquitto's names) */
 enum arbor_log_type {
@@ -43,6 +45,7 @@ struct arbor_security_settings {
     bool allow_anonymous;
     bool allow_anonymous_set; /* given explicitly in the config */
     bool allow_zero_length_clientid;
+    bool use_username_as_clientid; /* the client id becomes the user name (none: refused) */
     char *auto_id_prefix;     /* default "auto-" (NULL only if memory ran out: treat as "auto-") */
     bool auto_id_prefix_set;  /* given explicitly in the config */
     char **clientid_prefixes; /* NULL-terminated list, or NULL for no restriction */
@@ -52,14 +55,70 @@ struct arbor_security_settings {
                                          parsing; freed with the config */
     char *acl_file;          /* acl_file as given, NULL: no access control */
     struct acl_rules *acl;   /* its rules, read when the config was loaded (acl.h) */
+    char *psk_file;          /* psk_file path; NULL: none */
+    struct psk_table *psks;  /* its keys, loaded by the daemon (main.c) after parsing */
+};
+
+/* Where a directive was given (file NULL: not given), for checks made once the whole config
+ * is read. */
+struct arbor_place {
+    const char *file; /* owned by arbor_config.source_files */
+    int line;
+};
+
+/* A directive's text value (NULL: not given) and where it was given. */
+struct arbor_setting {
+    char *value;
+    struct arbor_place at;
+};
+
+/* The lowest TLS version a listener accepts (tls_version); the highest is always TLS 1.3. */
+enum arbor_tls_version {
+    ARBOR_TLS_V1_2 = 0, /* the default */
+    ARBOR_TLS_V1_1,
+    ARBOR_TLS_V1_3,
+};
+
+/* A listener's TLS (mosquitto.conf(5), "Certificate based SSL/TLS Support" and
+ * "Pre-shared-key based SSL/TLS Support"): the listener speaks TLS when certfile and keyfile,
+ * or psk_hint, are given (config_listener_uses_tls). Paths are absolute (a relative one is
+ * taken from base_dir). The files are read by the daemon after parsing (transport_tls.c),
+ * which keeps parsing pure and lets a reload read them again. */
+struct arbor_tls_settings {
+    struct arbor_setting cafile, capath, certfile, keyfile, crlfile, dhparamfile;
+    struct arbor_setting ciphers;       /* TLS 1.2 and earlier: an OpenSSL cipher list */
+    struct arbor_setting ciphers_tls13; /* ciphers_tls1.3: OpenSSL TLS 1.3 ciphersuites */
+    struct arbor_setting psk_hint;      /* given: pre-shared keys (psk_file) are accepted */
+    enum arbor_tls_version min_version;
+    bool require_certificate;
+    bool use_identity_as_username;
+    bool use_subject_as_username;
+    struct arbor_place require_certificate_at, use_identity_at, use_subject_at;
+    /* the first directive given for this listener that only means something with TLS */
+    const char *needs_tls_directive;
+    struct arbor_place needs_tls_at;
+    /* built from the above by the daemon (tls_context_build); NULL for a plain listener;
+     * released with the config */
+    struct tls_context *context;
+};
+
+/* What a listener speaks (`protocol`). */
+enum arbor_listener_protocol {
+    ARBOR_PROTOCOL_MQTT = 0,   /* MQTT on the TCP stream */
+    ARBOR_PROTOCOL_WEBSOCKETS, /* MQTT in WebSocket binary frames, plus http_dir (websocket.c) */
 };
 
 struct arbor_listener {
     uint16_t port;
+    enum arbor_listener_protocol protocol;
     char *bind_address;                      /* NULL: all addresses */
     char *bind_interface;                    /* NULL unless bind_interface given */
     int max_connections;                     /* -1: unlimited */
     char *mount_point;                       /* NULL unless given */
+    char *http_dir; /* websockets: directory served to plain HTTP GET (relative paths taken
+                       from arbor_config.base_dir); NULL: no HTTP, only upgrades */
+    const char *http_dir_file; /* where http_dir was given (owned by source_files), for the */
+    int http_dir_line;         /* check that the listener speaks websockets */
     struct arbor_security_settings security; /* used when per_listener_settings is true */
     const char *file;                        /* where it was declared, for messages (owned by
                                                 arbor_config.source_files) */
@@ -71,6 +130,7 @@ struct arbor_listener {
     bool max_topic_alias_set;
     int socket_domain;        /* AF_UNSPEC (default: both), AF_INET or AF_INET6 */
     bool is_default_listener; /* made by the deprecated port/bind_address directives */
+    struct arbor_tls_settings tls;
 };
 
 /* One `peer` line: a broker this one links with (MQTT-ST). */
@@ -107,11 +167,16 @@ struct arbor_config {
     uint16_t max_keepalive;           /* default 65535 */
     uint16_t max_topic_alias;         /* default 10 */
     bool retain_available;            /* default true */
+    bool check_retain_source;         /* default true: re-check a retained message's publisher */
     uint8_t max_qos;                  /* highest QoS clients may use; default 2 */
     bool upgrade_outgoing_qos;        /* default false */
     int64_t persistent_client_expiry; /* seconds; -1 never (default) */
     bool set_tcp_nodelay;             /* default false */
     int sys_interval;                 /* seconds; 0 disables $SYS; default 10 */
+
+    /* WebSockets (global, as in Mosquitto; websocket.c) */
+    uint16_t websockets_headers_size; /* HTTP header bytes a request may have; 0: 1024 */
+    int websockets_log_level;         /* libwebsockets' lws_log_levels bits logged; default 0 */
 
     /* logging */
     unsigned log_dest;          /* arbor_log_dest bits; default stderr */
@@ -177,8 +242,13 @@ int config_add_listener(struct arbor_config *cfg, uint16_t port, const char *bin
                         const char *origin);
 
 /* Checks that span directives (e.g. listener settings consistency); run after loading.
- * Today: no two listeners with the same port, bind address and interface. */
+ * Today: no two listeners with the same port, bind address and interface. (Each listener's
+ * TLS directives are checked when loading ends: certfile with keyfile, a CA to check client
+ * certificates against, a psk_file for psk_hint, no TLS setting on a plain listener.) */
 int config_validate(struct arbor_config *cfg, char *err, size_t errlen);
+
+/* Does the listener speak TLS (certfile and keyfile, or psk_hint, given)? */
+bool config_listener_uses_tls(const struct arbor_listener *listener);
 
 /* Return the security settings that apply to a listener (its own with per_listener_settings,
  * the global ones otherwise). */

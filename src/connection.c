@@ -1,9 +1,11 @@
 /*
- * connection.c: the transport under every connection, whatever it means: accepting sockets,
+ * connection.c: the layer under every connection, whatever it means: accepting sockets,
  * reading and framing packets (fixed header, size limits, back-pressure), buffered output and
  * its flushing, closing and freeing. What a connection means is its role (client.c for MQTT
- * clients): the role sees each complete packet and decides what happens on close. This file
- * must not know packet meanings, sessions or wills.
+ * clients): the role sees each complete packet and decides what happens on close. How its
+ * bytes cross the network is its transport (transport.h: plain TCP, TLS): this file calls the
+ * transport's recv and send and watches the socket for what the transport waits for. This
+ * file must not know packet meanings, sessions or wills, nor which transport it talks to.
  */
 #include "connection.h"
 
@@ -78,6 +80,7 @@ static struct connection *connection_new(struct broker *broker, int fd, const ch
     conn->handler.fd = fd;
     conn->handler.on_event = connection_on_event;
     conn->broker = broker;
+    conn->transport = &transport_tcp;
     conn->state = CONNECTION_AWAITING_CONNECT;
     conn->last_received_ms = broker->now_ms;
     snprintf(conn->address, sizeof conn->address, "%s", address);
@@ -150,7 +153,10 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     }
     conn->listener = listener;
     conn->role = &client_role; /* what an accepted connection is until it says otherwise */
-    if (event_loop_add(&broker->loop, &conn->handler, EVENT_READ) != 0) {
+    conn->transport = listener->transport;
+    bool attached = !conn->transport->attach || conn->transport->attach(conn) == 0;
+    if (!attached || event_loop_add(&broker->loop, &conn->handler, EVENT_READ) != 0) {
+        if (attached && conn->transport->close) conn->transport->close(conn);
         timers_unreserve(&broker->timers);
         close(fd);
         free(conn);
@@ -160,7 +166,8 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     listener->connection_count++;
     broker->stats.connections_total++;
     broker_watch_connection(conn); /* CONNECT timeout */
-    if (broker->config->connection_messages) /* as Mosquitto: both lines or neither */
+    /* as Mosquitto: both lines or neither, and none for what is not MQTT (yet) */
+    if (broker->config->connection_messages && connection_carries_mqtt(conn))
         log_notice("New connection from %s on port %u.", peer, listener->port);
 }
 
@@ -284,21 +291,67 @@ bool connection_output_full(const struct connection *conn)
 static void resume_input(struct connection *conn);
 static void close_after_pending_input(struct connection *conn, const char *why);
 
-/* Read unless paused; write while output is pending. */
+static unsigned transport_blocked(const struct connection *conn)
+{
+    return conn->transport->blocked ? conn->transport->blocked(conn) : 0;
+}
+
+static size_t transport_pending(const struct connection *conn)
+{
+    return conn->transport->pending ? conn->transport->pending(conn) : 0;
+}
+
+/* Read unless paused; write while output is pending; each in the direction the transport
+ * waits for when it is blocked on the other one (a TLS handshake that must write). */
 static void update_interest(struct connection *conn)
 {
-    unsigned interest =
-        (conn->input_paused ? 0 : EVENT_READ) | (conn->out.count > 0 ? EVENT_WRITE : 0);
+    if (conn->transport->on_event) return; /* the transport watches the socket itself */
+    unsigned blocked = transport_blocked(conn);
+    unsigned interest = 0;
+    if (!conn->input_paused)
+        interest |= blocked & TRANSPORT_RECV_NEEDS_WRITE ? EVENT_WRITE : EVENT_READ;
+    if (conn->out.count > 0)
+        interest |= blocked & TRANSPORT_SEND_NEEDS_READ ? EVENT_READ : EVENT_WRITE;
     event_loop_modify(&conn->broker->loop, &conn->handler, interest);
+}
+
+/* The transport holds input already taken off the socket, which epoll will not report: read
+ * it on the next turn (broker_read_pending_input), which then does not wait. */
+static void schedule_pending_input(struct connection *conn)
+{
+    if (conn->in_pending_input || conn->input_paused || conn->state == CONNECTION_CLOSED ||
+        transport_pending(conn) == 0)
+        return;
+    conn->in_pending_input = true;
+    conn->next_pending_input = conn->broker->pending_input;
+    conn->broker->pending_input = conn;
+}
+
+void connection_read_later(struct connection *conn)
+{
+    schedule_pending_input(conn);
+}
+
+/* Why a connection ends when its transport fails with errno. */
+static const char *failure_reason(int error)
+{
+    if (error == EPIPE || error == ECONNRESET) return CLOSED_BY_CLIENT;
+    if (error == EPROTO) return STREAM_PROTOCOL_ERROR;
+    return SOCKET_ERROR;
+}
+
+static ssize_t transport_write(void *ctx, const struct iovec *iov, int count)
+{
+    struct connection *conn = ctx;
+    return conn->transport->send(conn, iov, count);
 }
 
 static void connection_flush(struct connection *conn)
 {
     if (conn->state == CONNECTION_CLOSED || conn->connecting) return;
-    ssize_t n = outq_flush(&conn->out, conn->handler.fd);
+    ssize_t n = outq_flush(&conn->out, transport_write, conn);
     if (n < 0) {
-        close_after_pending_input(conn, errno == EPIPE || errno == ECONNRESET ? CLOSED_BY_CLIENT
-                                                                              : SOCKET_ERROR);
+        close_after_pending_input(conn, failure_reason(errno));
         return;
     }
     conn->broker->stats.bytes_sent += (uint64_t)n;
@@ -314,6 +367,7 @@ static void connection_flush(struct connection *conn)
         session_pump(conn->broker, session);
     if (conn->state == CONNECTION_CLOSED) return;
     update_interest(conn);
+    schedule_pending_input(conn); /* input resumed: what the transport holds comes first */
 }
 
 /* Each connection is written once per turn: one that gets more output while being flushed
@@ -393,6 +447,7 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
     timer_cancel(&broker->timers, &conn->timer);
     timers_unreserve(&broker->timers);
     event_loop_remove(&broker->loop, &conn->handler);
+    if (conn->transport->close) conn->transport->close(conn);
     close(conn->handler.fd);
     conn->handler.fd = -1;
 
@@ -421,7 +476,7 @@ void connection_send_disconnect(struct connection *conn, uint8_t reason, const c
 
 void connection_write_now(struct connection *conn)
 {
-    if (conn->state != CONNECTION_CLOSED) outq_flush(&conn->out, conn->handler.fd);
+    if (conn->state != CONNECTION_CLOSED) outq_flush(&conn->out, transport_write, conn);
 }
 
 static void connection_free(struct connection *conn)
@@ -434,7 +489,17 @@ static void connection_free(struct connection *conn)
 
 void broker_reap_connections(struct broker *broker)
 {
-    /* A connection closed this turn may already be on the next turn's flush list. */
+    /* A connection closed this turn may still be on the pending input list... */
+    for (struct connection **pending = &broker->pending_input; *pending;) {
+        struct connection *conn = *pending;
+        if (conn->state == CONNECTION_CLOSED) {
+            *pending = conn->next_pending_input;
+            conn->in_pending_input = false;
+        } else {
+            pending = &conn->next_pending_input;
+        }
+    }
+    /* ...or already on the next turn's flush list. */
     struct connection **link = &broker->flush_list;
     broker->flush_tail = NULL;
     while (*link) {
@@ -535,6 +600,16 @@ static void process_buffered_input(struct connection *conn)
     if (conn->in.len == 0) abuf_free(&conn->in);
 }
 
+/* Handle the complete packets in data[0..len), which is not conn->in (nothing is kept there),
+ * and keep an incomplete tail in conn->in. */
+static void process_unbuffered_input(struct connection *conn, const uint8_t *data, size_t len)
+{
+    size_t used = process_packets(conn, data, len);
+    if (conn->state != CONNECTION_CLOSED && used < len &&
+        abuf_append(&conn->in, data + used, len - used))
+        connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+}
+
 /* Read once. With no partial packet pending, bytes go to the broker's shared read buffer and
  * only an incomplete tail is copied into the connection, so idle connections hold no input
  * buffer. Returns the bytes read, 0 when the socket is drained, or -1 after closing. */
@@ -552,30 +627,38 @@ static ssize_t read_and_process(struct connection *conn)
         dst = conn->in.data + conn->in.len;
         room = conn->in.cap - conn->in.len;
     }
-    ssize_t n = read(conn->handler.fd, dst, room);
+    ssize_t n = conn->transport->recv(conn, dst, room);
     if (n == 0) {
         connection_close(conn, 0, CLOSED_BY_CLIENT);
         return -1;
     }
     if (n < 0) {
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-        connection_close(conn, 0, errno == ECONNRESET ? CLOSED_BY_CLIENT : SOCKET_ERROR);
+        connection_close(conn, 0, errno == ECONNRESET ? CLOSED_BY_CLIENT : failure_reason(errno));
         return -1;
     }
     if (direct) {
-        size_t used = process_packets(conn, dst, (size_t)n);
-        if (conn->state != CONNECTION_CLOSED && used < (size_t)n &&
-            abuf_append(&conn->in, dst + used, (size_t)n - used)) {
-            connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
-            return -1;
-        }
+        process_unbuffered_input(conn, dst, (size_t)n);
     } else {
         conn->in.len += (size_t)n;
         process_buffered_input(conn);
     }
     if (conn->state == CONNECTION_CLOSED) return -1;
     if (conn->input_paused) return 0;
-    return (size_t)n < room ? 0 : n; /* a short read drained the socket */
+    /* a short read drained the socket, and the transport holds nothing more */
+    return (size_t)n < room && transport_pending(conn) == 0 ? 0 : n;
+}
+
+void connection_received(struct connection *conn, const uint8_t *data, size_t len)
+{
+    if (conn->state == CONNECTION_CLOSED) return;
+    if (conn->in.len == 0) {
+        process_unbuffered_input(conn, data, len);
+    } else if (abuf_append(&conn->in, data, len)) {
+        connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+    } else {
+        process_buffered_input(conn);
+    }
 }
 
 /* The output drained below the low-water mark: handle the packets kept while paused, then
@@ -613,6 +696,7 @@ void connection_release_held(struct broker *broker)
             continue;
         resume_input(conn);
         if (conn->state != CONNECTION_CLOSED) update_interest(conn);
+        schedule_pending_input(conn);
     }
     free(held);
 }
@@ -644,6 +728,24 @@ static void connection_read(struct connection *conn)
         if (n <= 0) return;
         budget -= (size_t)n < budget ? (size_t)n : budget;
     }
+    /* Budget spent: the socket's rest is reported again by epoll, the transport's is not. */
+    schedule_pending_input(conn);
+}
+
+void broker_read_pending_input(struct broker *broker)
+{
+    /* Reading may put a connection back on the list: that is for the next turn. */
+    struct connection *list = broker->pending_input;
+    broker->pending_input = NULL;
+    while (list) {
+        struct connection *conn = list;
+        list = conn->next_pending_input;
+        conn->in_pending_input = false;
+        conn->next_pending_input = NULL;
+        if (conn->state == CONNECTION_CLOSED || conn->input_paused) continue;
+        connection_read(conn);
+        if (conn->state != CONNECTION_CLOSED) update_interest(conn);
+    }
 }
 
 static void connection_on_event(struct event_handler *handler, unsigned events)
@@ -654,12 +756,22 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
         if (events & (EVENT_WRITE | EVENT_ERROR)) connection_connected(conn);
         return;
     }
-    if (events & EVENT_WRITE) connection_flush(conn);
+    if (conn->transport->on_event) {
+        conn->transport->on_event(conn, events);
+        return;
+    }
+    /* Each direction is served by the event its transport waits for (update_interest). */
+    unsigned blocked = transport_blocked(conn);
+    unsigned send_ready = blocked & TRANSPORT_SEND_NEEDS_READ ? EVENT_READ : EVENT_WRITE;
+    unsigned recv_ready = blocked & TRANSPORT_RECV_NEEDS_WRITE ? EVENT_WRITE | EVENT_ERROR
+                                                               : EVENT_READ;
+    if (events & send_ready) connection_flush(conn);
     if (conn->state == CONNECTION_CLOSED) return;
     if (conn->input_paused) {
         /* Not reading: an error or hang-up would be reported again and again. */
         if (events & EVENT_ERROR) close_after_pending_input(conn, SOCKET_ERROR);
         return;
     }
-    if (events & EVENT_READ) connection_read(conn);
+    if (events & recv_ready) connection_read(conn);
+    if (conn->state != CONNECTION_CLOSED) update_interest(conn); /* what the transport waits for */
 }

@@ -1,6 +1,7 @@
 /*
- * connection.h: the transport of one connection: accepting, reading and framing packets
- * (handed to the connection's role, see struct connection_role), queueing output and closing.
+ * connection.h: one connection, under its role and over its transport (transport.h):
+ * accepting, reading and framing packets (handed to the connection's role, see struct
+ * connection_role), queueing output and closing.
  */
 #ifndef ARBOR_CONNECTION_H
 #define ARBOR_CONNECTION_H
@@ -14,6 +15,7 @@
  * lines the client role logs. */
 #define CLOSED_BY_CLIENT "connection closed by client"
 #define SOCKET_ERROR "socket error"
+#define STREAM_PROTOCOL_ERROR "transport protocol error" /* e.g. a failed TLS handshake */
 
 /* Called when a listener is readable: accept every pending connection. */
 void connection_accept_all(struct listener *listener);
@@ -25,6 +27,22 @@ void connection_accept_all(struct listener *listener);
 struct connection *connection_dial(struct broker *broker, const struct sockaddr *addr,
                                    socklen_t addr_len, const char *address,
                                    const struct connection_role *role, void *role_data);
+
+/* Bytes of the stream that a transport decoded itself (a transport with on_event, see
+ * transport.h): framed and handed to the role exactly as bytes read from the socket. The
+ * connection may be closed when this returns. */
+void connection_received(struct connection *conn, const uint8_t *data, size_t len);
+/* The transport took input off the socket outside recv (libwebsockets servicing its own
+ * timers, websocket.c): read the connection on the next turn, as for what `pending` reports. */
+void connection_read_later(struct connection *conn);
+/* Read the connections whose transport holds input epoll does not report (each loop turn). */
+void broker_read_pending_input(struct broker *broker);
+
+/* Is the connection an MQTT stream (transport.h, carries_mqtt)? */
+static inline bool connection_carries_mqtt(const struct connection *conn)
+{
+    return !conn->transport->carries_mqtt || conn->transport->carries_mqtt(conn);
+}
 
 /* Queue bytes (copied) for sending; they are written at the end of the loop turn. */
 int connection_send(struct connection *conn, const void *data, size_t len);

@@ -19,6 +19,7 @@
 #include "packet.h"
 #include "peer.h"
 #include "retain.h"
+#include "retain_source.h"
 #include "session.h"
 #include "subs.h"
 
@@ -395,6 +396,8 @@ struct snapshot_builder {
     uint32_t dropped; /* matches beyond the limit */
     bool failed;
     const struct acl_client *acl; /* the subscriber's acl_file rules, NULL: none */
+    const struct acl_rules *source_rules; /* check_retain_source: the rules for publishers */
+    struct retain_source_cache source_cache;
 };
 
 static void collect_retained(struct message *msg, void *ctx)
@@ -402,6 +405,7 @@ static void collect_retained(struct message *msg, void *ctx)
     struct snapshot_builder *b = ctx;
     if (b->failed) return;
     if (b->acl && !acl_client_allows(b->acl, msg->topic, msg->topic_len, ACL_READ)) return;
+    if (!retain_source_may_send(msg, b->source_rules, &b->source_cache)) return;
     if (b->count == b->limit) {
         b->dropped++;
         return;
@@ -433,13 +437,25 @@ static uint32_t retained_pending_limit(const struct broker *broker)
     return limit > UINT32_MAX ? UINT32_MAX : (uint32_t)limit;
 }
 
+/* The access rules for a session's clients (its listener's with per_listener_settings, else
+ * the global ones); NULL without acl_file, or when its listener left the config. */
+static const struct acl_rules *session_acl_rules(const struct broker *broker,
+                                                 const struct session *session)
+{
+    const struct listener *listener = session->acl_listener;
+    if (!listener || !listener->config) return NULL;
+    return config_security_for(broker->config, listener->config)->acl;
+}
+
 int session_add_retained(struct broker *broker, struct session *session, const char *filter,
                          size_t filter_len, uint8_t qos, uint32_t sub_id)
 {
     uint32_t limit = retained_pending_limit(broker);
     uint32_t room = session->retained_pending < limit ? limit - session->retained_pending : 0;
     struct snapshot_builder b = {.limit = room, .acl = session->acl};
+    if (broker->config->check_retain_source) b.source_rules = session_acl_rules(broker, session);
     retain_for_each_match(broker->retained, filter, filter_len, collect_retained, &b);
+    retain_source_cache_free(&b.source_cache);
     if (b.dropped) {
         broker->stats.publish_dropped += b.dropped;
         log_debug("Outgoing messages are being dropped for client %s: %u retained messages "

@@ -19,6 +19,7 @@
 #include "packet.h"
 #include "password_file.h"
 #include "peer.h"
+#include "retain_source.h"
 #include "session.h"
 #include "topic.h"
 
@@ -51,7 +52,7 @@ static int refuse(struct connection *conn, uint8_t version, uint8_t reason, cons
     if (send_version == MQTT_V5) props = connection_reason_string(conn, why);
     if (mqtt_encode_connack(scratch, send_version, false, code, props) == 0) {
         connection_send_scratch(conn);
-        outq_flush(&conn->out, conn->handler.fd);
+        connection_write_now(conn);
     }
     /* connection_close logs Mosquitto's one line ("Client <unknown> disconnected, not
      * authorised."); Mosquitto prints nothing more for a refused CONNECT. */
@@ -266,6 +267,49 @@ static int authenticate(struct connection *conn, const struct mqtt_connect *c,
     return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "not authorised");
 }
 
+/* use_username_as_clientid (Mosquitto 2.0): once the client is authenticated its client id
+ * becomes its user name, so one user cannot take over another user's session. A client
+ * without a user name is not authorised. A v5 client that sent an empty id is told the new
+ * one (Assigned Client Identifier); one that sent an id is not, as with Mosquitto. */
+static int take_username_as_client_id(struct connection *conn, const struct mqtt_connect *c,
+                                      const struct arbor_security_settings *sec)
+{
+    if (!sec->use_username_as_clientid) return 0;
+    if (!conn->username)
+        return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED,
+                      "no user name (use_username_as_clientid)");
+    char *id = strdup(conn->username);
+    if (!id) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    free(conn->client_id);
+    conn->client_id = id;
+    return 0;
+}
+
+/* use_identity_as_username / use_subject_as_username (Mosquitto 2.0): the user name is the
+ * name the TLS handshake authenticated (the client certificate's Common Name or subject, or
+ * the PSK identity), whatever CONNECT said, and no password is checked: only clients with a
+ * valid certificate or key got this far. A client without one is refused with "bad user name
+ * or password", as Mosquitto does. Returns 0 with *named telling whether the listener names
+ * users this way, or HANDLER_CLOSED. */
+static int take_transport_identity(struct connection *conn, const struct mqtt_connect *c,
+                                   bool *named)
+{
+    const struct arbor_tls_settings *tls = &conn->listener->config->tls;
+    *named = tls->use_identity_as_username || tls->use_subject_as_username;
+    if (!*named) return 0;
+    enum transport_name which =
+        tls->use_identity_as_username ? TRANSPORT_NAME_IDENTITY : TRANSPORT_NAME_SUBJECT;
+    char *name = conn->transport->peer_name ? conn->transport->peer_name(conn, which) : NULL;
+    if (!name)
+        return refuse(conn, c->version, MQTT_RC_BAD_USERNAME_OR_PASSWORD,
+                      which == TRANSPORT_NAME_IDENTITY ? "no certificate common name or PSK identity"
+                                                       : "no client certificate");
+    free(conn->username);
+    conn->username = name;
+    conn->username_from_transport = true;
+    return 0;
+}
+
 /* Marks first, closes after: a close may free sessions and touch other connections. */
 void clients_recheck_credentials(struct broker *broker)
 {
@@ -273,8 +317,8 @@ void clients_recheck_credentials(struct broker *broker)
     for (struct connection *conn = broker->connections; conn; conn = conn->next) {
         /* a listener the reload removed keeps its clients, as Mosquitto keeps the socket */
         if (conn->role != &client_role || conn->state != CONNECTION_ACTIVE ||
-            !conn->listener || !conn->listener->config)
-            continue;
+            !conn->listener || !conn->listener->config || conn->username_from_transport)
+            continue; /* a client its certificate or key let in needs no password */
         const struct arbor_security_settings *sec =
             config_security_for(broker->config, conn->listener->config);
         conn->credentials_revoked =
@@ -414,9 +458,11 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
         return refuse(conn, c.version, MQTT_RC_NOT_AUTHORIZED, "listener no longer configured");
     const struct arbor_security_settings *sec =
         config_security_for(broker->config, conn->listener->config);
-    bool assigned;
+    bool assigned, named_by_transport;
     if ((rc = check_identity(conn, &c, sec, &assigned)) != 0) return rc;
-    if ((rc = authenticate(conn, &c, sec)) != 0) return rc;
+    if ((rc = take_transport_identity(conn, &c, &named_by_transport)) != 0) return rc;
+    if (!named_by_transport && (rc = authenticate(conn, &c, sec)) != 0) return rc;
+    if ((rc = take_username_as_client_id(conn, &c, sec)) != 0) return rc;
     if ((rc = apply_keepalive(conn, &c)) != 0) return rc;
     read_client_limits(conn, &c);
     if (take_mount_point(conn))
@@ -435,6 +481,10 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
             connection_close(conn, 0, "malformed CONNECT");
             return HANDLER_CLOSED;
         }
+        if (rc == 0 && conn->will && conn->will->retain && sec->acl &&
+            broker->config->check_retain_source &&
+            !(conn->will->source = message_source_new(conn->client_id, conn->username)))
+            rc = -1;
         if (rc != 0) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }
     struct acl_client *acl;

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
+#include "retain_source.h"
 #include "session.h"
 #include "topic.h"
 
@@ -75,6 +76,11 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
                                          p->payload_len, props->data, props->len, p->qos,
                                          p->retain, conn->session->serial, expiry, broker->now_ms);
     if (!msg) return -1;
+    if (p->retain && conn->session->acl && broker->config->check_retain_source &&
+        !(msg->source = message_source_new(conn->client_id, conn->username))) {
+        message_unref(msg);
+        return -1;
+    }
     size_t matched = broker_publish(broker, msg);
     message_unref(msg);
     return (long)matched;

@@ -1,6 +1,9 @@
 /*
  * listener.c: listening sockets. Each configured listener binds its address and port, or
- * every local address (IPv6 and IPv4) when no address is given.
+ * every local address (IPv6 and IPv4) when no address is given. A listener with TLS
+ * directives hands its connections to the TLS transport with the context built from them
+ * (transport_tls.h), the one a reload built last; a websockets listener to the WebSocket
+ * transport (transport_ws.c).
  */
 #include "listener.h"
 
@@ -14,6 +17,8 @@
 
 #include "connection.h"
 #include "log.h"
+#include "transport_tls.h"
+#include "websocket.h"
 
 static void listener_on_event(struct event_handler *handler, unsigned events)
 {
@@ -55,10 +60,19 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
     l->handler.on_event = listener_on_event;
     l->broker = broker;
     l->config = cfg;
+    l->transport = &transport_tcp;
+    if (cfg->protocol == ARBOR_PROTOCOL_WEBSOCKETS) {
+        l->transport = &transport_ws; /* TLS under it (wss) is refused by config.c for now */
+    } else if (config_listener_uses_tls(cfg)) {
+        l->transport = &transport_tls;
+        l->tls = tls_context_ref(cfg->tls.context); /* built with the config (main.c) */
+    }
     l->port = cfg->port;
     l->bind_address = cfg->bind_address ? strdup(cfg->bind_address) : NULL;
-    if (event_loop_add(&broker->loop, &l->handler, EVENT_READ) != 0) {
+    if ((l->transport == &transport_tls && !l->tls) ||
+        event_loop_add(&broker->loop, &l->handler, EVENT_READ) != 0) {
         close(fd);
+        tls_context_release(l->tls);
         free(l->bind_address);
         free(l);
         return -1;
@@ -84,9 +98,12 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
     }
     /* Every address must bind, except an address family the host does not have (no IPv6). */
     int opened = 0, failed_errno = 0;
+    if (cfg->protocol == ARBOR_PROTOCOL_WEBSOCKETS) /* Mosquitto's one line for it */
+        log_info("Opening websockets listen socket on port %u.", cfg->port);
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        log_info("Opening ipv%d listen socket on port %u.", ai->ai_family == AF_INET6 ? 6 : 4,
-                 cfg->port);
+        if (cfg->protocol != ARBOR_PROTOCOL_WEBSOCKETS)
+            log_info("Opening ipv%d listen socket on port %u.", ai->ai_family == AF_INET6 ? 6 : 4,
+                     cfg->port);
         int fd = open_socket(ai, cfg->bind_interface);
         if (fd < 0) {
             if (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL) failed_errno = errno;
@@ -123,6 +140,7 @@ void listeners_close(struct broker *broker)
         broker->listeners = l->next;
         event_loop_remove(&broker->loop, &l->handler);
         close(l->handler.fd);
+        tls_context_release(l->tls);
         free(l->bind_address);
         free(l);
     }
@@ -143,6 +161,26 @@ static bool same_address(const char *a, const char *b)
     return strcmp(a, b) == 0;
 }
 
+/* New connections get the context the reload built from the files as they are now (renewed
+ * certificates, keys, CRL); connections already open keep theirs. Whether a listener speaks
+ * TLS at all is fixed when it opens, as its port is. */
+static void refresh_tls(struct listener *l)
+{
+    bool wants_tls = config_listener_uses_tls(l->config);
+    if (wants_tls != (l->transport == &transport_tls)) {
+        log_warning("Warning: listener on port %u %s TLS in the new config; that takes a restart, "
+                    "it goes on %s until then.",
+                    l->port, wants_tls ? "has" : "has no",
+                    l->transport == &transport_tls ? "with TLS as configured at start"
+                                                   : "without TLS");
+        return;
+    }
+    if (!wants_tls) return;
+    struct tls_context *old = l->tls;
+    l->tls = tls_context_ref(l->config->tls.context);
+    tls_context_release(old);
+}
+
 void listeners_refresh_config(struct broker *broker)
 {
     for (struct listener *l = broker->listeners; l; l = l->next) {
@@ -158,5 +196,7 @@ void listeners_refresh_config(struct broker *broker)
             log_warning("Warning: listener on port %u was removed from the config; it stays open "
                         "until restart but refuses new clients (not authorised).",
                         l->port);
+        else
+            refresh_tls(l);
     }
 }

@@ -29,6 +29,8 @@
 #include "config.h"
 #include "log.h"
 #include "password_file.h"
+#include "psk_file.h"
+#include "transport_tls.h"
 
 #define MAX_CLI_PORTS 16
 
@@ -183,6 +185,47 @@ static int load_password_files(struct arbor_config *cfg, const char *dir)
     return 0;
 }
 
+/* One security scope's psk_file, as load_password_file. */
+static int load_psk_file(struct arbor_security_settings *security, const char *dir)
+{
+    if (!security->psk_file) return 0;
+    if (make_absolute(&security->psk_file, dir)) {
+        log_error("Error: out of memory.");
+        return -1;
+    }
+    char err[1024];
+    if (psk_table_load(security->psk_file, &security->psks, err, sizeof err)) {
+        log_error("Error: psk_file %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_psk_files(struct arbor_config *cfg, const char *dir)
+{
+    if (load_psk_file(&cfg->security, dir)) return -1;
+    for (size_t i = 0; i < cfg->listener_count; i++)
+        if (load_psk_file(&cfg->listeners[i].security, dir)) return -1;
+    return 0;
+}
+
+/* Build each TLS listener's context from its files, so that a bad certificate or key stops
+ * the start, or fails a reload, which then keeps the contexts in use. Every error is logged. */
+static int build_tls_contexts(struct arbor_config *cfg)
+{
+    int status = 0;
+    for (size_t i = 0; i < cfg->listener_count; i++) {
+        struct arbor_listener *listener = &cfg->listeners[i];
+        if (!config_listener_uses_tls(listener)) continue;
+        char err[2048];
+        if (tls_context_build(listener, &listener->tls.context, err, sizeof err) != 0) {
+            log_error("Error: %s", err);
+            status = -1;
+        }
+    }
+    return status;
+}
+
 /* Load the config file (if any) and the command line's listeners. *ports_ignored (may be NULL)
  * tells whether -p was ignored because the file has listeners. */
 static struct arbor_config *load_config(const struct options *opt, bool *ports_ignored)
@@ -214,7 +257,9 @@ static struct arbor_config *load_config(const struct options *opt, bool *ports_i
         log_config_errors(err);
         goto fail;
     }
-    if (load_password_files(cfg, opt->start_dir)) goto fail;
+    if (load_password_files(cfg, opt->start_dir) || load_psk_files(cfg, opt->start_dir) ||
+        build_tls_contexts(cfg))
+        goto fail;
     if (opt->verbose) cfg->log_type = ARBOR_LOG_ALL;
     return cfg;
 oom:

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "retain_source.h"
+
 struct message *message_create(struct message_counters *counters, const char *topic,
                                size_t topic_len, const void *payload, size_t payload_len,
                                const void *props, size_t props_len, uint8_t qos, bool retain,
@@ -23,6 +25,7 @@ struct message *message_create(struct message_counters *counters, const char *to
     msg->origin_session = origin_session;
     msg->expiry_interval_s = expiry_interval_s;
     memset(&msg->origin, 0, sizeof msg->origin);
+    msg->source = NULL;
     message_restart_expiry(msg, now_ms);
     uint8_t *p = msg->data;
     memcpy(p, topic, topic_len);
@@ -48,6 +51,7 @@ void message_unref(struct message *msg)
         msg->counters->count--;
         msg->counters->bytes -= msg->payload_len;
     }
+    message_source_free(msg->source);
     free(msg);
 }
 

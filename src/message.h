@@ -12,6 +12,8 @@
 
 #include "identity.h"
 
+struct message_source;
+
 /* Live count and total payload bytes of the messages created against these counters, for
  * $SYS; owned by the broker (one per event loop), not global. */
 struct message_counters {
@@ -45,6 +47,8 @@ struct message {
     int64_t expiry_at_ms;       /* monotonic ms when it expires, 0 for never */
     uint32_t expiry_interval_s; /* as published, 0 for none */
     struct message_origin origin;
+    struct message_source *source; /* retained or will, under an acl_file: its publisher
+                                      (retain_source.h), freed with the message; else NULL */
     const char *topic;          /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;

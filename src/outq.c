@@ -9,7 +9,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include "message.h"
 
@@ -202,7 +201,7 @@ static void advance(struct outq *q, size_t n)
     if (q->count == 0) q->head = 0;
 }
 
-ssize_t outq_flush(struct outq *q, int fd)
+ssize_t outq_flush(struct outq *q, outq_writer writer, void *ctx)
 {
     ssize_t total = 0;
     while (q->count > 0) {
@@ -212,7 +211,7 @@ ssize_t outq_flush(struct outq *q, int fd)
             iov[i].iov_base = (void *)q->segments[q->head + i].data;
             iov[i].iov_len = q->segments[q->head + i].len;
         }
-        ssize_t written = writev(fd, iov, (int)n);
+        ssize_t written = writer(ctx, iov, (int)n);
         if (written < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return total;

@@ -1,8 +1,9 @@
 /*
  * outq.h: a connection's output queue. Small bytes (packet headers) are copied into blocks
  * the queue owns; payloads of stored messages are referenced, not copied, so one message
- * sent to many clients exists once in memory. Flushed with writev in large batches.
- * Knows nothing of MQTT.
+ * sent to many clients exists once in memory. Flushed in large batches (up to 256 buffers at a
+ * time) through a writer: writev on a plain socket, the connection's transport in general.
+ * Knows nothing of MQTT or sockets.
  */
 #ifndef ARBOR_OUTQ_H
 #define ARBOR_OUTQ_H
@@ -10,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 struct message;
 struct outq_block;
@@ -42,8 +44,12 @@ int outq_append_copy(struct outq *q, const void *data, size_t len);
 int outq_append_ref(struct outq *q, struct message *msg, const void *data, size_t len);
 /* Release memory kept for reuse when nothing is queued (for idle connections). */
 void outq_trim(struct outq *q);
-/* Write as much as the socket takes. Returns bytes written (>= 0), or -1 on a socket error
- * (errno set; EAGAIN is not an error and returns what was written). */
-ssize_t outq_flush(struct outq *q, int fd);
+/* Takes bytes from count buffers of iov, in order, like writev: returns the bytes taken, or
+ * -1 with errno (EAGAIN: none now; EINTR: try again). Bytes not taken are offered again. */
+typedef ssize_t (*outq_writer)(void *ctx, const struct iovec *iov, int count);
+
+/* Write as much as the writer takes. Returns bytes written (>= 0), or -1 on an error (errno
+ * set; EAGAIN is not an error and returns what was written). */
+ssize_t outq_flush(struct outq *q, outq_writer writer, void *ctx);
 
 #endif

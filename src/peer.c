@@ -87,12 +87,20 @@ static bool host_address(char *out, size_t len)
     return found;
 }
 
-/* peer_identity, else the first listener's specific bind address, else the host's first
- * reachable address; the port is peer_identity's or the first listener's. */
+/* The first listener peers can dial: peer links are plain TCP, so not a TLS one. */
+static const struct arbor_listener *first_plain_listener(const struct arbor_config *cfg)
+{
+    for (size_t i = 0; i < cfg->listener_count; i++)
+        if (!config_listener_uses_tls(&cfg->listeners[i])) return &cfg->listeners[i];
+    return NULL;
+}
+
+/* peer_identity, else the first plain listener's specific bind address, else the host's first
+ * reachable address; the port is peer_identity's or the first plain listener's. */
 static int derive_identity(struct peer_net *net)
 {
     const struct arbor_config *cfg = net->broker->config;
-    const struct arbor_listener *first = cfg->listener_count ? &cfg->listeners[0] : NULL;
+    const struct arbor_listener *first = first_plain_listener(cfg);
     uint16_t port = cfg->peer_identity_port ? cfg->peer_identity_port : first ? first->port : 0;
     char address[INET6_ADDRSTRLEN] = "";
     if (cfg->peer_identity_address) {
@@ -106,8 +114,8 @@ static int derive_identity(struct peer_net *net)
         return -1;
     }
     if (port == 0) {
-        log_error("Error: peer_identity: no port (no listener is configured); set "
-                  "peer_identity <address>:<port>.");
+        log_error("Error: peer_identity: no port (no listener without TLS is configured, and "
+                  "peer links are plain TCP); set peer_identity <address>:<port>.");
         return -1;
     }
     if (stp_broker_id_parse(&net->self, address, port) != 0) {

@@ -61,8 +61,7 @@ def test_bad_number_rejected(run_broker, line, directive):
 @pytest.mark.arbor_only
 @pytest.mark.parametrize("line,directive", [
     ("persistence true", "persistence"),
-    ("certfile /etc/ssl/cert.pem", "certfile"),
-    ("protocol websockets", "protocol"),
+    ("auth_plugin /usr/lib/arbor/auth.so", "auth_plugin"),
     ("connection bridge-to-elsewhere", "connection"),
 ])
 def test_later_feature_directive_not_supported_yet(run_broker, line, directive):

@@ -463,6 +463,82 @@ static void test_several_listeners(void **state)
     config_free(&cfg);
 }
 
+static void test_websockets_settings(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "websockets_headers_size 4096\n"
+                  "listener 1883\n"
+                  "listener 8080 127.0.0.1\n"
+                  "http_dir /srv/www\n"
+                  "protocol websockets\n"
+                  "websockets_log_level 7\n"
+                  "listener 8081\n"
+                  "protocol websockets\n"
+                  "protocol mqtt\n"
+                  "listener 8082\n"
+                  "protocol websockets\n"
+                  "http_dir www\n");
+    assert_int_equal(cfg.listener_count, 4);
+    assert_int_equal(cfg.listeners[0].protocol, ARBOR_PROTOCOL_MQTT);
+    assert_null(cfg.listeners[0].http_dir);
+    assert_int_equal(cfg.listeners[1].protocol, ARBOR_PROTOCOL_WEBSOCKETS);
+    assert_string_equal(cfg.listeners[1].http_dir, "/srv/www");
+    assert_int_equal(cfg.listeners[2].protocol, ARBOR_PROTOCOL_MQTT); /* the last line wins */
+    assert_int_equal(cfg.listeners[3].protocol, ARBOR_PROTOCOL_WEBSOCKETS);
+    assert_string_equal(cfg.listeners[3].http_dir, "www"); /* no base_dir: as given */
+    assert_int_equal(cfg.websockets_headers_size, 4096);
+    assert_int_equal(cfg.websockets_log_level, 7); /* global, wherever it is given */
+    config_free(&cfg);
+
+    /* defaults */
+    load_ok(&cfg, "listener 1883\n");
+    assert_int_equal(cfg.websockets_headers_size, 0);
+    assert_int_equal(cfg.websockets_log_level, 0);
+    config_free(&cfg);
+
+    /* a relative http_dir is taken from the directory the broker started in */
+    config_init_defaults(&cfg);
+    cfg.base_dir = strdup("/var/lib/arbor");
+    assert_int_equal(config_load_string(&cfg, "listener 8080\nprotocol websockets\nhttp_dir www\n",
+                                        TEST_NAME, error_text, sizeof error_text),
+                     0);
+    assert_string_equal(cfg.listeners[0].http_dir, "/var/lib/arbor/www");
+    config_free(&cfg);
+
+    /* outside a listener block: the default listener, like socket_domain */
+    load_ok(&cfg, "port 1885\nprotocol websockets\nlistener 1883\n");
+    assert_int_equal(cfg.listeners[0].port, 1885);
+    assert_int_equal(cfg.listeners[0].protocol, ARBOR_PROTOCOL_WEBSOCKETS);
+    assert_int_equal(cfg.listeners[1].protocol, ARBOR_PROTOCOL_MQTT);
+    config_free(&cfg);
+    load_ok(&cfg, "protocol mqtt\nlistener 1883\n"); /* restates the default: no listener needed */
+    config_free(&cfg);
+
+    expect_error("protocol websockets\nlistener 1883\n",
+                 TEST_NAME ":1: protocol: given outside a listener block, where it configures the "
+                           "default listener, but there is none (no port or bind_address line); "
+                           "put it after a listener line");
+    expect_error("listener 1883\nhttp_dir /srv/www\n",
+                 TEST_NAME ":2: http_dir: only a listener with protocol websockets serves HTTP");
+    expect_error("listener 1883\nprotocol websockets\nhttp_dir\n",
+                 TEST_NAME ":3: http_dir: missing value (a directory)");
+    expect_error("listener 1883\nprotocol websockets\nhttp_dir a\nhttp_dir b\n",
+                 TEST_NAME ":4: http_dir: given more than once for this listener");
+    expect_error("websockets_headers_size 65536\n",
+                 TEST_NAME ":1: websockets_headers_size: value \"65536\" is not an integer "
+                           "between 0 and 65535");
+    expect_error("websockets_headers_size big\n",
+                 TEST_NAME ":1: websockets_headers_size: value \"big\" is not an integer "
+                           "between 0 and 65535");
+    expect_error("listener 8883\nprotocol websockets\ncertfile /etc/c.pem\nkeyfile /etc/k.pem\n",
+                 TEST_NAME ":3: certfile: WebSockets over TLS (wss) is not supported yet "
+                           "(planned)");
+    expect_error("websockets_log_level -1\n",
+                 TEST_NAME ":1: websockets_log_level: value \"-1\" is not an integer between 0 "
+                           "and 2147483647");
+}
+
 static void test_listener_errors(void **state)
 {
     (void)state;
@@ -506,8 +582,6 @@ static void test_listener_scoped_settings_errors(void **state)
                  TEST_NAME ":2: bind_interface: missing value (a network interface name)");
     expect_error("listener 1883\nsocket_domain ipv5\n",
                  TEST_NAME ":2: socket_domain: value \"ipv5\" is not ipv4 or ipv6");
-    expect_error("listener 1883\nprotocol websockets\n",
-                 TEST_NAME ":2: protocol: websockets: not supported yet (planned)");
     expect_error("listener 1883\nprotocol mqtts\n",
                  TEST_NAME ":2: protocol: value \"mqtts\" is not mqtt or websockets");
     expect_error("listener 1883\nmax_connections -2\n",
@@ -936,30 +1010,11 @@ static void test_planned_directives_are_refused(void **state)
 {
     (void)state;
     const char *planned[] = {
-        "auth_plugin",
-        "plugin",
         "persistence",
         "persistence_file",
         "persistence_location",
         "autosave_interval",
         "autosave_on_changes",
-        "cafile",
-        "capath",
-        "certfile",
-        "keyfile",
-        "ciphers",
-        "ciphers_tls1.3",
-        "tls_version",
-        "require_certificate",
-        "use_identity_as_username",
-        "use_subject_as_username",
-        "crlfile",
-        "psk_file",
-        "psk_hint",
-        "dhparamfile",
-        "http_dir",
-        "websockets_log_level",
-        "websockets_headers_size",
         "connection",
         "address",
         "addresses",
@@ -968,9 +1023,6 @@ static void test_planned_directives_are_refused(void **state)
         "bridge_future_option",
         "remote_clientid",
         "start_type",
-        "auth_opt_db_host",
-        "plugin_opt_config_file",
-        "check_retain_source",
     };
     for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
         char expected[1024];
@@ -978,7 +1030,18 @@ static void test_planned_directives_are_refused(void **state)
                  planned[i]);
         expect_errorf(expected, "listener 1883\n%s some value\n", planned[i]);
     }
-    const char *unsupported[] = {"memory_limit", "log_facility", "use_username_as_clientid"};
+    const char *plugins[] = {"plugin", "auth_plugin", "auth_plugin_deny_special_chars",
+                             "auth_opt_db_host", "plugin_opt_config_file"};
+    for (size_t i = 0; i < sizeof plugins / sizeof plugins[0]; i++) {
+        char expected[1024];
+        snprintf(expected, sizeof expected,
+                 TEST_NAME ":1: %s: not supported: arbor does not load Mosquitto plugins (they "
+                           "are built against Mosquitto's own plugin interface); use "
+                           "password_file and acl_file",
+                 plugins[i]);
+        expect_errorf(expected, "%s /usr/lib/x.so\n", plugins[i]);
+    }
+    const char *unsupported[] = {"memory_limit", "log_facility"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         char expected[1024];
         snprintf(expected, sizeof expected, TEST_NAME ":1: %s: not supported yet", unsupported[i]);
@@ -1002,8 +1065,7 @@ static void test_restated_defaults_are_accepted(void **state)
                   "use_subject_as_username 0\n"
                   "use_username_as_clientid false\n"
                   "check_retain_source true\n"
-                  "memory_limit 0\n"
-                  "websockets_log_level 0\n");
+                  "memory_limit 0\n");
     assert_int_equal(cfg.listener_count, 1);
     assert_int_equal(cfg.warning_count, 0);
     config_free(&cfg);
@@ -1015,13 +1077,17 @@ static void test_restated_defaults_are_accepted(void **state)
                  TEST_NAME ":1: autosave_interval: not supported yet (planned)");
     expect_error("persistence_file other.db\n",
                  TEST_NAME ":1: persistence_file: not supported yet (planned)");
-    expect_error("listener 1883\nrequire_certificate true\n",
-                 TEST_NAME ":2: require_certificate: not supported yet (planned)");
     expect_error("memory_limit 1000000\n", TEST_NAME ":1: memory_limit: not supported yet");
-    expect_error("use_username_as_clientid true\n",
-                 TEST_NAME ":1: use_username_as_clientid: not supported yet");
-    expect_error("check_retain_source false\n",
-                 TEST_NAME ":1: check_retain_source: not supported yet (planned)");
+    load_ok(&cfg, "use_username_as_clientid true\n");
+    assert_true(cfg.security.use_username_as_clientid);
+    config_free(&cfg);
+    /* check_retain_source is a directive of its own since acl_file exists */
+    load_ok(&cfg, "check_retain_source false\n");
+    assert_false(cfg.check_retain_source);
+    config_free(&cfg);
+    load_ok(&cfg, "");
+    assert_true(cfg.check_retain_source);
+    config_free(&cfg);
     expect_error("persistence false extra\n",
                  TEST_NAME ":1: persistence: not supported yet (planned)");
 }
@@ -1967,6 +2033,182 @@ static void test_acl_file(void **state)
     remove_temp_dir(dir);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * TLS
+ */
+
+#define TLS_LISTENER "listener 8883\ncertfile /c/server.crt\nkeyfile /c/server.key\n"
+
+static void test_tls_directives(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\n" TLS_LISTENER "cafile /c/ca.crt\n"
+                  "capath /c/cas\n"
+                  "crlfile /c/ca.crl\n"
+                  "dhparamfile /c/dh.pem\n"
+                  "ciphers ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384\n"
+                  "ciphers_tls1.3 TLS_AES_128_GCM_SHA256\n"
+                  "tls_version tlsv1.3\n"
+                  "require_certificate true\n"
+                  "use_identity_as_username true\n"
+                  "use_subject_as_username 1\n"
+                  "tls_keyform pem\n"
+                  "listener 8884\n"
+                  "psk_hint my hint\n"
+                  "psk_file /c/psk\n"
+                  "use_identity_as_username true\n");
+    assert_int_equal(cfg.listener_count, 3);
+    assert_false(config_listener_uses_tls(&cfg.listeners[0]));
+    assert_null(cfg.listeners[0].tls.certfile.value);
+    const struct arbor_tls_settings *tls = &cfg.listeners[1].tls;
+    assert_true(config_listener_uses_tls(&cfg.listeners[1]));
+    assert_string_equal(tls->certfile.value, "/c/server.crt");
+    assert_string_equal(tls->certfile.at.file, TEST_NAME);
+    assert_int_equal(tls->certfile.at.line, 3);
+    assert_string_equal(tls->keyfile.value, "/c/server.key");
+    assert_string_equal(tls->cafile.value, "/c/ca.crt");
+    assert_int_equal(tls->cafile.at.line, 5);
+    assert_string_equal(tls->capath.value, "/c/cas");
+    assert_string_equal(tls->crlfile.value, "/c/ca.crl");
+    assert_string_equal(tls->dhparamfile.value, "/c/dh.pem");
+    assert_string_equal(tls->ciphers.value, "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384");
+    assert_string_equal(tls->ciphers_tls13.value, "TLS_AES_128_GCM_SHA256");
+    assert_int_equal(tls->min_version, ARBOR_TLS_V1_3);
+    assert_true(tls->require_certificate);
+    assert_true(tls->use_identity_as_username);
+    assert_true(tls->use_subject_as_username);
+    assert_null(tls->psk_hint.value);
+    assert_null(tls->context); /* built by the daemon, not by parsing */
+    tls = &cfg.listeners[2].tls;
+    assert_true(config_listener_uses_tls(&cfg.listeners[2]));
+    assert_string_equal(tls->psk_hint.value, "my hint");
+    assert_int_equal(tls->min_version, ARBOR_TLS_V1_2);
+    assert_true(tls->use_identity_as_username);
+    assert_false(tls->require_certificate);
+    /* psk_file is a security setting: global without per_listener_settings */
+    assert_string_equal(cfg.security.psk_file, "/c/psk");
+    assert_null(cfg.listeners[2].security.psk_file);
+    config_free(&cfg);
+
+    /* tls_version values; the last one given wins */
+    load_ok(&cfg, TLS_LISTENER "tls_version tlsv1.3\ntls_version tlsv1.1\n");
+    assert_int_equal(cfg.listeners[0].tls.min_version, ARBOR_TLS_V1_1);
+    config_free(&cfg);
+    load_ok(&cfg, TLS_LISTENER "tls_version tlsv1.2\n");
+    assert_int_equal(cfg.listeners[0].tls.min_version, ARBOR_TLS_V1_2);
+    config_free(&cfg);
+
+    /* before any listener line: the default listener's */
+    load_ok(&cfg, "port 8883\ncertfile /c/s.crt\nkeyfile /c/s.key\nlistener 1883\n");
+    assert_int_equal(cfg.listener_count, 2);
+    assert_true(cfg.listeners[0].is_default_listener);
+    assert_true(config_listener_uses_tls(&cfg.listeners[0]));
+    assert_false(config_listener_uses_tls(&cfg.listeners[1]));
+    config_free(&cfg);
+
+    /* per_listener_settings: each listener its own psk_file */
+    load_ok(&cfg, "per_listener_settings true\nlistener 8883\npsk_hint h\npsk_file /c/a\n"
+                  "listener 8884\npsk_hint h\npsk_file /c/b\n");
+    assert_null(cfg.security.psk_file);
+    assert_string_equal(cfg.listeners[0].security.psk_file, "/c/a");
+    assert_string_equal(cfg.listeners[1].security.psk_file, "/c/b");
+    config_free(&cfg);
+
+    /* a relative path is taken from base_dir; text values keep their blanks */
+    config_init_defaults(&cfg);
+    cfg.base_dir = strdup("/srv/arbor");
+    assert_int_equal(config_load_string(&cfg, "listener 8883\ncertfile certs/my server.crt\n"
+                                              "keyfile /abs/server.key\n",
+                                        TEST_NAME, error_text, sizeof error_text),
+                     0);
+    assert_string_equal(cfg.listeners[0].tls.certfile.value, "/srv/arbor/certs/my server.crt");
+    assert_string_equal(cfg.listeners[0].tls.keyfile.value, "/abs/server.key");
+    config_free(&cfg);
+}
+
+static void test_tls_errors(void **state)
+{
+    (void)state;
+    expect_error("listener 8883\ncertfile /c/s.crt\n",
+                 TEST_NAME ":2: certfile: keyfile is not given for this listener (certificate-based "
+                           "TLS needs both)");
+    expect_error("listener 8883\nkeyfile /c/s.key\nlistener 8884\ncertfile /c/s.crt\n",
+                 TEST_NAME ":2: keyfile: certfile is not given for this listener (certificate-based "
+                           "TLS needs both)\n" TEST_NAME
+                           ":4: certfile: keyfile is not given for this listener (certificate-based "
+                           "TLS needs both)");
+    /* a TLS setting on a listener without TLS: Mosquitto would quietly run it in plain text */
+    const char *needs_tls[] = {"cafile /c/ca.crt",     "capath /c/cas",
+                               "crlfile /c/ca.crl",    "dhparamfile /c/dh.pem",
+                               "ciphers HIGH",         "ciphers_tls1.3 TLS_AES_128_GCM_SHA256",
+                               "tls_version tlsv1.3",  "require_certificate true",
+                               "use_identity_as_username true", "use_subject_as_username true"};
+    for (size_t i = 0; i < sizeof needs_tls / sizeof needs_tls[0]; i++) {
+        char directive[64];
+        snprintf(directive, sizeof directive, "%.*s", (int)strcspn(needs_tls[i], " "),
+                 needs_tls[i]);
+        char expected[512];
+        snprintf(expected, sizeof expected,
+                 TEST_NAME ":5: %s: this listener has no TLS: give certfile and keyfile (or "
+                           "psk_hint) for it, or remove this line (Mosquitto would run the "
+                           "listener without TLS)",
+                 directive);
+        expect_errorf(expected, TLS_LISTENER "listener 1883\n%s\ntls_version tlsv1.2\n",
+                      needs_tls[i]);
+    }
+    /* restating a default is not a TLS setting */
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\nrequire_certificate false\nuse_identity_as_username false\n"
+                  "use_subject_as_username false\ntls_keyform pem\n");
+    assert_false(config_listener_uses_tls(&cfg.listeners[0]));
+    config_free(&cfg);
+
+    expect_error(TLS_LISTENER "require_certificate true\n",
+                 TEST_NAME ":4: require_certificate: needs cafile or capath, the CA certificates "
+                           "client certificates are checked against");
+    expect_error(TLS_LISTENER "cafile /c/ca\nuse_subject_as_username true\n",
+                 TEST_NAME ":5: use_subject_as_username: needs require_certificate true: without "
+                           "it no client certificate is asked for and every client would be "
+                           "refused");
+    expect_error(TLS_LISTENER "use_identity_as_username true\n",
+                 TEST_NAME ":4: use_identity_as_username: needs require_certificate true (or "
+                           "psk_hint): without it no client certificate is asked for and every "
+                           "client would be refused");
+    expect_error("listener 8883\npsk_hint hint\n",
+                 TEST_NAME ":2: psk_hint: no psk_file applies to this listener, so no client "
+                           "could connect");
+    expect_error("per_listener_settings true\nlistener 8883\npsk_hint hint\nlistener 8884\n"
+                 "psk_file /c/psk\n",
+                 TEST_NAME ":3: psk_hint: no psk_file applies to this listener, so no client "
+                           "could connect");
+    expect_error(TLS_LISTENER "tls_version tlsv1.0\n",
+                 TEST_NAME ":4: tls_version: value \"tlsv1.0\" is not tlsv1.3, tlsv1.2 or tlsv1.1");
+    expect_error(TLS_LISTENER "certfile /c/other.crt\n",
+                 TEST_NAME ":4: certfile: given more than once for this listener");
+    expect_error(TLS_LISTENER "cafile\n", TEST_NAME ":4: cafile: missing value (a file of CA "
+                                                    "certificates)");
+    expect_error(TLS_LISTENER "require_certificate maybe\n",
+                 TEST_NAME ":4: require_certificate: value \"maybe\" is not true or false (or 1 "
+                           "or 0)");
+    expect_error(TLS_LISTENER "tls_engine pkcs11\n",
+                 TEST_NAME ":4: tls_engine: not supported: arbor reads the private key from a PEM "
+                           "file (keyfile), not through an OpenSSL engine");
+    expect_error(TLS_LISTENER "tls_engine_kpass_sha1 0123\n",
+                 TEST_NAME ":4: tls_engine_kpass_sha1: not supported: arbor reads the private key "
+                           "from a PEM file (keyfile), not through an OpenSSL engine");
+    expect_error(TLS_LISTENER "tls_keyform engine\n",
+                 TEST_NAME ":4: tls_keyform: not supported: arbor reads the private key from a "
+                           "PEM file (keyfile), not through an OpenSSL engine");
+    expect_error(TLS_LISTENER "tls_keyform der\n",
+                 TEST_NAME ":4: tls_keyform: value \"der\" is not pem or engine");
+    /* outside a listener block the default listener must exist */
+    expect_error("certfile /c/s.crt\nkeyfile /c/s.key\nlistener 1883\n",
+                 TEST_NAME ":1: certfile: given outside a listener block, where it configures the "
+                           "default listener, but there is none (no port or bind_address line); "
+                           "put it after a listener line");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1979,6 +2221,7 @@ int main(void)
         cmocka_unit_test(test_boolean_directives),
         cmocka_unit_test(test_integer_directives),
         cmocka_unit_test(test_several_listeners),
+        cmocka_unit_test(test_websockets_settings),
         cmocka_unit_test(test_listener_errors),
         cmocka_unit_test(test_listener_scoped_settings_errors),
         cmocka_unit_test(test_mount_point_keeps_blanks),
@@ -1994,6 +2237,8 @@ int main(void)
         cmocka_unit_test(test_text_directives),
         cmocka_unit_test(test_planned_directives_are_refused),
         cmocka_unit_test(test_acl_file),
+        cmocka_unit_test(test_tls_directives),
+        cmocka_unit_test(test_tls_errors),
         cmocka_unit_test(test_restated_defaults_are_accepted),
         cmocka_unit_test(test_deprecated_options_warn_like_mosquitto),
         cmocka_unit_test(test_every_error_is_reported),

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <fcntl.h>
 
@@ -16,6 +17,11 @@
 
 #include "message.h"
 #include "outq.h"
+
+static ssize_t fd_writer(void *ctx, const struct iovec *iov, int count)
+{
+    return writev(*(int *)ctx, iov, count);
+}
 
 static void read_all(int fd, uint8_t *out, size_t len)
 {
@@ -42,7 +48,7 @@ static void test_order_and_references(void **state)
     assert_int_equal(q.count, 3);
     assert_int_equal(q.message_refs, 1);
     assert_int_equal(msg->refcount, 2);
-    assert_int_equal(outq_flush(&q, sv[0]), 13);
+    assert_int_equal(outq_flush(&q, fd_writer, &sv[0]), 13);
     assert_int_equal(q.count, 0);
     assert_int_equal(q.bytes, 0);
     assert_int_equal(q.message_refs, 0);
@@ -76,7 +82,7 @@ static void test_partial_writes_resume(void **state)
     size_t total = sizeof header + sizeof big, received = 0;
     static uint8_t out[sizeof header + sizeof big];
     while (received < total) {
-        assert_true(outq_flush(&q, sv[0]) >= 0);
+        assert_true(outq_flush(&q, fd_writer, &sv[0]) >= 0);
         ssize_t n = read(sv[1], out + received, total - received);
         assert_true(n > 0);
         received += (size_t)n;
@@ -101,12 +107,12 @@ static void test_trim_releases_idle_memory_only(void **state)
     outq_trim(&q); /* data pending: nothing released */
     assert_non_null(q.tail);
     assert_int_equal(q.count, 1);
-    assert_int_equal(outq_flush(&q, sv[0]), 3);
+    assert_int_equal(outq_flush(&q, fd_writer, &sv[0]), 3);
     outq_trim(&q);
     assert_null(q.tail);
     assert_null(q.segments);
     assert_int_equal(outq_append_copy(&q, "de", 2), 0); /* usable again after a trim */
-    assert_int_equal(outq_flush(&q, sv[0]), 2);
+    assert_int_equal(outq_flush(&q, fd_writer, &sv[0]), 2);
     uint8_t buf[5];
     read_all(sv[1], buf, sizeof buf);
     assert_memory_equal(buf, "abcde", 5);

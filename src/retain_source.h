@@ -1,0 +1,42 @@
+/*
+ * retain_source.h: who published a retained message or a will, so that check_retain_source
+ * (Mosquitto's default) can ask, each time the message is sent from the retained store, whether
+ * that client may still write to its topic under the access rules in force then.
+ *
+ * The source hangs off the message (msg->source) and is freed with it. It is recorded only
+ * when an acl_file applies to the publisher: without one there is nothing to check.
+ */
+#ifndef ARBOR_RETAIN_SOURCE_H
+#define ARBOR_RETAIN_SOURCE_H
+
+#include <stdbool.h>
+
+struct acl_rules;
+struct acl_client;
+struct message;
+
+struct message_source {
+    char *username;     /* NULL: anonymous */
+    char client_id[];
+};
+
+/* A copy of client_id and username (NULL: anonymous); NULL when out of memory. */
+struct message_source *message_source_new(const char *client_id, const char *username);
+void message_source_free(struct message_source *source);
+
+/* The compiled list of the last source asked about, kept while one subscription's retained
+ * messages are collected (they often share their publisher). Zero it before use; free it
+ * with retain_source_cache_free before the rules can change. */
+struct retain_source_cache {
+    const struct message_source *source;
+    struct acl_client *acl;
+};
+void retain_source_cache_free(struct retain_source_cache *cache);
+
+/* May msg be sent from the retained store under rules? True when it has no recorded source
+ * (published by the broker or a peer broker) or no rules apply; otherwise whether its source
+ * may write to its topic. Out of memory answers false (the message is not sent). */
+bool retain_source_may_send(const struct message *msg, const struct acl_rules *rules,
+                            struct retain_source_cache *cache);
+
+#endif

@@ -1,0 +1,520 @@
+/*
+ * transport_tls.c: the TLS transport (transport.h) and the per-listener contexts it runs on
+ * (transport_tls.h), with OpenSSL.
+ *
+ * A connection's handshake is a non-blocking SSL_do_handshake run from recv, inside the one
+ * event loop: when OpenSSL wants to write before it can read on (its flight of handshake
+ * messages did not fit the socket), `blocked` says so and connection.c waits for the socket
+ * to be writable instead. After the handshake recv is SSL_read, as many records as fit the
+ * caller's buffer, and send is SSL_write: small output segments are gathered into one record
+ * (broker->send_buffer) rather than sent as a record each. A handshake that fails logs
+ * OpenSSL's errors as Mosquitto does ("OpenSSL Error[0]: ...") plus the client's address
+ * and why its certificate was refused, and ends that connection only.
+ *
+ * This file must not know MQTT: it reads the listener's settings and the psk_file table of
+ * the listener's security settings, nothing else of the broker.
+ */
+#include "transport_tls.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "broker.h"
+#include "config.h"
+#include "log.h"
+#include "psk_file.h"
+#include "transport.h"
+
+struct tls_context {
+    SSL_CTX *ssl_ctx;
+    int refs;
+};
+
+struct tls_connection {
+    SSL *ssl;
+    bool handshake_done;
+    bool failed;       /* a fatal error: no close_notify */
+    unsigned blocked;  /* TRANSPORT_RECV_NEEDS_WRITE, TRANSPORT_SEND_NEEDS_READ */
+    /* The end of the stream (0) or an error (-1, with deferred_errno) met after recv had
+     * already read some bytes: those are returned first, this on the next call. */
+    bool has_deferred;
+    int deferred_result;
+    int deferred_errno;
+    char *psk_identity; /* the identity the client's pre-shared key was found for */
+};
+
+/* ---- contexts ---- */
+
+/* OpenSSL's reason for the oldest error queued (usually the cause: "No such file or
+ * directory" before "system lib"), then the queue is emptied. */
+static void take_openssl_reason(char *out, size_t size)
+{
+    unsigned long e = ERR_peek_error();
+    const char *reason = e ? ERR_reason_error_string(e) : NULL;
+    if (reason)
+        snprintf(out, size, "%s", reason);
+    else if (e)
+        ERR_error_string_n(e, out, size);
+    else
+        snprintf(out, size, "unknown error");
+    ERR_clear_error();
+}
+
+static int build_error(char *err, size_t errlen, const struct arbor_place *at,
+                       const char *directive, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* "file:line: directive: <fmt>: <OpenSSL's reason>", as config errors read. */
+static int build_error(char *err, size_t errlen, const struct arbor_place *at,
+                       const char *directive, const char *fmt, ...)
+{
+    char reason[256];
+    take_openssl_reason(reason, sizeof reason);
+    int n = snprintf(err, errlen, "%s:%d: %s: ", at->file ? at->file : "config", at->line,
+                     directive);
+    if (n < 0 || (size_t)n >= errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    size_t used = (size_t)n + (m > 0 ? (size_t)m : 0);
+    if (m >= 0 && used < errlen) snprintf(err + used, errlen - used, ": %s", reason);
+    return -1;
+}
+
+/* A daemon has no terminal to ask for a pass phrase: an encrypted key fails to load. */
+static int no_passphrase(char *buf, int size, int rwflag, void *userdata)
+{
+    return 0;
+}
+
+static unsigned int psk_server_callback(SSL *ssl, const char *identity, unsigned char *psk,
+                                        unsigned int max_psk_len);
+
+/* The certificate chain, then the key, which must belong to it. The key is read here rather
+ * than by SSL_CTX_use_PrivateKey_file, which would report a key of the wrong certificate as
+ * one it cannot load. */
+static int load_certificate(SSL_CTX *ctx, const struct arbor_tls_settings *tls, char *err,
+                            size_t errlen)
+{
+    if (SSL_CTX_use_certificate_chain_file(ctx, tls->certfile.value) != 1)
+        return build_error(err, errlen, &tls->certfile.at, "certfile",
+                           "cannot load the certificate chain in \"%s\"", tls->certfile.value);
+    BIO *bio = BIO_new_file(tls->keyfile.value, "r");
+    EVP_PKEY *key = bio ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL) : NULL;
+    BIO_free(bio);
+    if (!key)
+        return build_error(err, errlen, &tls->keyfile.at, "keyfile",
+                           "cannot load the private key in \"%s\" (a PEM key without a pass "
+                           "phrase)",
+                           tls->keyfile.value);
+    int rc = 0;
+    if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), key) != 1)
+        rc = build_error(err, errlen, &tls->keyfile.at, "keyfile",
+                         "the private key in \"%s\" does not belong to the certificate in "
+                         "\"%s\"",
+                         tls->keyfile.value, tls->certfile.value);
+    else if (SSL_CTX_use_PrivateKey(ctx, key) != 1)
+        rc = build_error(err, errlen, &tls->keyfile.at, "keyfile",
+                         "cannot use the private key in \"%s\"", tls->keyfile.value);
+    EVP_PKEY_free(key);
+    return rc;
+}
+
+/* The CA certificates client certificates are checked against; their names are also sent
+ * to clients, so that one with several certificates picks a matching one. */
+static int load_client_cas(SSL_CTX *ctx, const struct arbor_tls_settings *tls, char *err,
+                           size_t errlen)
+{
+    if (tls->cafile.value) {
+        if (SSL_CTX_load_verify_file(ctx, tls->cafile.value) != 1)
+            return build_error(err, errlen, &tls->cafile.at, "cafile",
+                               "cannot load CA certificates from \"%s\"", tls->cafile.value);
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(tls->cafile.value);
+        if (names) SSL_CTX_set_client_CA_list(ctx, names);
+        ERR_clear_error();
+    }
+    if (tls->capath.value && SSL_CTX_load_verify_dir(ctx, tls->capath.value) != 1)
+        return build_error(err, errlen, &tls->capath.at, "capath",
+                           "cannot use \"%s\" as a directory of CA certificates",
+                           tls->capath.value);
+    if (tls->require_certificate)
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    return 0;
+}
+
+/* Every CRL in the file; the client certificate (not the chain above it) is checked against
+ * its issuer's CRL, which must be there, as Mosquitto does. */
+static int load_crl(SSL_CTX *ctx, const struct arbor_tls_settings *tls, char *err, size_t errlen)
+{
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    X509_LOOKUP *lookup = X509_STORE_add_lookup(store, X509_LOOKUP_file());
+    if (!lookup || X509_load_crl_file(lookup, tls->crlfile.value, X509_FILETYPE_PEM) <= 0)
+        return build_error(err, errlen, &tls->crlfile.at, "crlfile",
+                           "cannot load a certificate revocation list from \"%s\"",
+                           tls->crlfile.value);
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+    return 0;
+}
+
+static int load_dh_parameters(SSL_CTX *ctx, const struct arbor_tls_settings *tls, char *err,
+                              size_t errlen)
+{
+    BIO *bio = BIO_new_file(tls->dhparamfile.value, "r");
+    EVP_PKEY *params = bio ? PEM_read_bio_Parameters(bio, NULL) : NULL;
+    BIO_free(bio);
+    if (!params || !EVP_PKEY_is_a(params, "DH")) {
+        EVP_PKEY_free(params);
+        return build_error(err, errlen, &tls->dhparamfile.at, "dhparamfile",
+                           "cannot load DH parameters from \"%s\"", tls->dhparamfile.value);
+    }
+    if (SSL_CTX_set0_tmp_dh_pkey(ctx, params) != 1) {
+        EVP_PKEY_free(params);
+        return build_error(err, errlen, &tls->dhparamfile.at, "dhparamfile",
+                           "cannot use the DH parameters in \"%s\"", tls->dhparamfile.value);
+    }
+    return 0;
+}
+
+static int set_protocol(SSL_CTX *ctx, const struct arbor_listener *listener, char *err,
+                        size_t errlen)
+{
+    const struct arbor_tls_settings *tls = &listener->tls;
+    int version = tls->min_version == ARBOR_TLS_V1_3   ? TLS1_3_VERSION
+                  : tls->min_version == ARBOR_TLS_V1_1 ? TLS1_1_VERSION
+                                                       : TLS1_2_VERSION;
+    SSL_CTX_set_min_proto_version(ctx, version);
+    /* No compression (CRIME), no renegotiation (a client could make the broker redo the
+     * expensive half of a handshake at will); a peer that closes the socket without a
+     * close_notify has just closed the connection, as on plain TCP. */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+                                 SSL_OP_IGNORE_UNEXPECTED_EOF);
+    /* Partial writes, a retried write from another address (the output queue is gathered
+     * into a shared buffer), and no buffers kept by idle connections. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+    /* Resumed sessions must come back to the listener (and the client check) they began on. */
+    char id[32];
+    int id_len = snprintf(id, sizeof id, "arbor:%u", (unsigned)listener->port);
+    SSL_CTX_set_session_id_context(ctx, (const unsigned char *)id, (unsigned)id_len);
+    if (tls->ciphers.value && SSL_CTX_set_cipher_list(ctx, tls->ciphers.value) != 1)
+        return build_error(err, errlen, &tls->ciphers.at, "ciphers",
+                           "no usable cipher in \"%s\"", tls->ciphers.value);
+    if (tls->ciphers_tls13.value && SSL_CTX_set_ciphersuites(ctx, tls->ciphers_tls13.value) != 1)
+        return build_error(err, errlen, &tls->ciphers_tls13.at, "ciphers_tls1.3",
+                           "no usable TLS 1.3 ciphersuite in \"%s\"", tls->ciphers_tls13.value);
+    if (tls->psk_hint.value) {
+        if (SSL_CTX_use_psk_identity_hint(ctx, tls->psk_hint.value) != 1)
+            return build_error(err, errlen, &tls->psk_hint.at, "psk_hint", "cannot use the hint");
+        SSL_CTX_set_psk_server_callback(ctx, psk_server_callback);
+    }
+    return 0;
+}
+
+int tls_context_build(const struct arbor_listener *listener, struct tls_context **out, char *err,
+                      size_t errlen)
+{
+    *out = NULL;
+    const struct arbor_tls_settings *tls = &listener->tls;
+    ERR_clear_error();
+    struct tls_context *context = calloc(1, sizeof *context);
+    SSL_CTX *ctx = context ? SSL_CTX_new(TLS_server_method()) : NULL;
+    if (!ctx) {
+        free(context);
+        const struct arbor_place *at = tls->certfile.value ? &tls->certfile.at : &tls->psk_hint.at;
+        return build_error(err, errlen, at, tls->certfile.value ? "certfile" : "psk_hint",
+                           "cannot set up TLS");
+    }
+    int rc = set_protocol(ctx, listener, err, errlen);
+    if (rc == 0 && tls->certfile.value) rc = load_certificate(ctx, tls, err, errlen);
+    if (rc == 0) rc = load_client_cas(ctx, tls, err, errlen);
+    if (rc == 0 && tls->crlfile.value) rc = load_crl(ctx, tls, err, errlen);
+    if (rc == 0 && tls->dhparamfile.value) rc = load_dh_parameters(ctx, tls, err, errlen);
+    if (rc == 0 && !tls->dhparamfile.value) SSL_CTX_set_dh_auto(ctx, 1);
+    if (rc != 0) {
+        SSL_CTX_free(ctx);
+        free(context);
+        return -1;
+    }
+    context->ssl_ctx = ctx;
+    context->refs = 1;
+    *out = context;
+    return 0;
+}
+
+struct tls_context *tls_context_ref(struct tls_context *context)
+{
+    if (context) context->refs++;
+    return context;
+}
+
+void tls_context_release(struct tls_context *context)
+{
+    if (!context || --context->refs > 0) return;
+    SSL_CTX_free(context->ssl_ctx); /* connections still using it hold their own reference */
+    free(context);
+}
+
+/* ---- pre-shared keys ---- */
+
+/* During the handshake: the key of the identity the client names, from the psk_file that
+ * applies to the listener now (a reload's new table serves the next handshake). */
+static unsigned int psk_server_callback(SSL *ssl, const char *identity, unsigned char *psk,
+                                        unsigned int max_psk_len)
+{
+    struct connection *conn = SSL_get_app_data(ssl);
+    if (!conn || !identity || !conn->listener || !conn->listener->config) return 0;
+    const struct arbor_security_settings *security =
+        config_security_for(conn->broker->config, conn->listener->config);
+    size_t len;
+    const uint8_t *key = psk_table_find(security->psks, identity, &len);
+    if (!key || len > max_psk_len) {
+        log_debug("Client connection from %s: unknown PSK identity \"%s\".", conn->address,
+                  identity);
+        return 0;
+    }
+    struct tls_connection *t = conn->transport_data;
+    free(t->psk_identity);
+    t->psk_identity = strdup(identity);
+    if (!t->psk_identity) return 0;
+    memcpy(psk, key, len);
+    return (unsigned)len;
+}
+
+/* ---- the transport ---- */
+
+/* Log what OpenSSL says went wrong, in Mosquitto's words, and for a handshake the client's
+ * address with the reason its certificate was refused, if it was. */
+static void log_failure(const struct connection *conn, const struct tls_connection *t)
+{
+    char first[256] = "";
+    char text[256];
+    unsigned long e;
+    for (int n = 0; (e = ERR_get_error()) != 0; n++) {
+        ERR_error_string_n(e, text, sizeof text);
+        log_error("OpenSSL Error[%d]: %s", n, text);
+        if (n == 0) {
+            const char *reason = ERR_reason_error_string(e);
+            snprintf(first, sizeof first, "%s", reason ? reason : text);
+        }
+    }
+    if (t->handshake_done || !conn->broker->config->connection_messages) return;
+    long verify = SSL_get_verify_result(t->ssl);
+    if (verify != X509_V_OK)
+        log_notice("Client connection from %s failed: %s (%s).", conn->address,
+                   first[0] ? first : "TLS handshake failed", X509_verify_cert_error_string(verify));
+    else
+        log_notice("Client connection from %s failed: %s.", conn->address,
+                   first[0] ? first : "TLS handshake failed");
+}
+
+/* An SSL call of recv (receiving) or send returned rc, which is not success: the answer
+ * transport.h asks for, noting in t->blocked when the call must wait for the other
+ * direction of the socket. */
+static ssize_t io_failed(struct connection *conn, struct tls_connection *t, int rc,
+                         bool receiving)
+{
+    int saved_errno = errno;
+    switch (SSL_get_error(t->ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+        if (!receiving) t->blocked |= TRANSPORT_SEND_NEEDS_READ;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_WANT_WRITE:
+        if (receiving) t->blocked |= TRANSPORT_RECV_NEEDS_WRITE;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN: /* close_notify, or a plain close (IGNORE_UNEXPECTED_EOF) */
+        if (receiving) return 0;
+        errno = EPIPE;
+        return -1;
+    case SSL_ERROR_SYSCALL:
+        t->failed = true;
+        ERR_clear_error();
+        errno = saved_errno ? saved_errno : ECONNRESET;
+        return -1;
+    default:
+        t->failed = true;
+        log_failure(conn, t);
+        errno = EPROTO;
+        return -1;
+    }
+}
+
+static int tls_attach(struct connection *conn)
+{
+    struct tls_context *context = conn->listener->tls;
+    struct tls_connection *t = calloc(1, sizeof *t);
+    if (!t) return -1;
+    ERR_clear_error();
+    t->ssl = context ? SSL_new(context->ssl_ctx) : NULL;
+    if (!t->ssl || SSL_set_fd(t->ssl, conn->handler.fd) != 1) {
+        SSL_free(t->ssl);
+        free(t);
+        ERR_clear_error();
+        return -1;
+    }
+    SSL_set_accept_state(t->ssl);
+    SSL_set_app_data(t->ssl, conn);
+    conn->transport_data = t;
+    return 0;
+}
+
+static ssize_t tls_recv(struct connection *conn, void *buf, size_t len)
+{
+    struct tls_connection *t = conn->transport_data;
+    if (t->has_deferred) {
+        t->has_deferred = false;
+        errno = t->deferred_errno;
+        return t->deferred_result;
+    }
+    t->blocked &= ~TRANSPORT_RECV_NEEDS_WRITE;
+    if (!t->handshake_done) {
+        ERR_clear_error();
+        int rc = SSL_do_handshake(t->ssl);
+        if (rc != 1) return io_failed(conn, t, rc, true);
+        t->handshake_done = true;
+        log_debug("TLS connection from %s: %s, %s.", conn->address, SSL_get_version(t->ssl),
+                  SSL_get_cipher_name(t->ssl));
+    }
+    /* As many records as fit: a short return then means the socket is drained. */
+    size_t total = 0;
+    while (total < len) {
+        size_t got = 0;
+        ERR_clear_error();
+        if (SSL_read_ex(t->ssl, (char *)buf + total, len - total, &got) == 1) {
+            total += got;
+            continue;
+        }
+        ssize_t result = io_failed(conn, t, 0, true);
+        if (total == 0) return result;
+        if (result == 0 || errno != EAGAIN) {
+            t->has_deferred = true;
+            t->deferred_result = (int)result;
+            t->deferred_errno = errno;
+        }
+        break;
+    }
+    return (ssize_t)total;
+}
+
+static ssize_t tls_send(struct connection *conn, const struct iovec *iov, int count)
+{
+    struct tls_connection *t = conn->transport_data;
+    t->blocked &= ~TRANSPORT_SEND_NEEDS_READ;
+    const void *data = iov[0].iov_base;
+    size_t len = iov[0].iov_len;
+    if (count > 1 && len < TRANSPORT_SEND_BUFFER) {
+        /* Gather into one record. A retry after EAGAIN gathers the same bytes again, maybe
+         * with more after them, which OpenSSL allows (ACCEPT_MOVING_WRITE_BUFFER). */
+        uint8_t *buffer = conn->broker->send_buffer;
+        size_t used = 0;
+        for (int i = 0; i < count && used < TRANSPORT_SEND_BUFFER; i++) {
+            size_t take = iov[i].iov_len;
+            if (take > TRANSPORT_SEND_BUFFER - used) take = TRANSPORT_SEND_BUFFER - used;
+            memcpy(buffer + used, iov[i].iov_base, take);
+            used += take;
+        }
+        data = buffer;
+        len = used;
+    }
+    size_t written = 0;
+    ERR_clear_error();
+    if (SSL_write_ex(t->ssl, data, len, &written) == 1) return (ssize_t)written;
+    return io_failed(conn, t, 0, false);
+}
+
+static unsigned tls_blocked(const struct connection *conn)
+{
+    const struct tls_connection *t = conn->transport_data;
+    return t ? t->blocked : 0;
+}
+
+static size_t tls_pending(const struct connection *conn)
+{
+    const struct tls_connection *t = conn->transport_data;
+    if (!t) return 0;
+    /* A deferred end or error must be read too, or it would wait for a socket event. */
+    return (size_t)SSL_pending(t->ssl) + (t->has_deferred ? 1 : 0);
+}
+
+/* The certificate's Common Name, refused when it holds a NUL (which would cut it short). */
+static char *common_name(X509 *cert)
+{
+    X509_NAME *name = X509_get_subject_name(cert);
+    int index = name ? X509_NAME_get_index_by_NID(name, NID_commonName, -1) : -1;
+    X509_NAME_ENTRY *entry = index >= 0 ? X509_NAME_get_entry(name, index) : NULL;
+    ASN1_STRING *data = entry ? X509_NAME_ENTRY_get_data(entry) : NULL;
+    unsigned char *utf8 = NULL;
+    int len = data ? ASN1_STRING_to_UTF8(&utf8, data) : -1;
+    char *cn = NULL;
+    if (len > 0 && !memchr(utf8, 0, (size_t)len)) cn = strndup((const char *)utf8, (size_t)len);
+    OPENSSL_free(utf8);
+    return cn;
+}
+
+/* The whole subject as RFC 2253 writes it ("CN=alice,O=Example,C=GB"), as Mosquitto does. */
+static char *subject_text(X509 *cert)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    if (!bio) return NULL;
+    char *text = NULL;
+    if (X509_NAME_print_ex(bio, X509_get_subject_name(cert), 0, XN_FLAG_RFC2253) >= 0) {
+        char *data = NULL;
+        long len = BIO_get_mem_data(bio, &data);
+        if (len > 0 && !memchr(data, 0, (size_t)len)) text = strndup(data, (size_t)len);
+    }
+    BIO_free(bio);
+    return text;
+}
+
+static char *tls_peer_name(const struct connection *conn, enum transport_name which)
+{
+    const struct tls_connection *t = conn->transport_data;
+    if (!t || !t->handshake_done) return NULL;
+    if (which == TRANSPORT_NAME_IDENTITY && t->psk_identity) return strdup(t->psk_identity);
+    X509 *cert = SSL_get1_peer_certificate(t->ssl);
+    if (!cert) return NULL;
+    char *name = which == TRANSPORT_NAME_IDENTITY ? common_name(cert) : subject_text(cert);
+    X509_free(cert);
+    ERR_clear_error();
+    return name;
+}
+
+static void tls_close(struct connection *conn)
+{
+    struct tls_connection *t = conn->transport_data;
+    if (!t) return;
+    if (t->handshake_done && !t->failed) {
+        ERR_clear_error();
+        SSL_shutdown(t->ssl); /* close_notify if the socket takes it; never waited for */
+    }
+    ERR_clear_error();
+    SSL_free(t->ssl);
+    free(t->psk_identity);
+    free(t);
+    conn->transport_data = NULL;
+}
+
+const struct transport transport_tls = {
+    .name = "tls",
+    .attach = tls_attach,
+    .recv = tls_recv,
+    .send = tls_send,
+    .blocked = tls_blocked,
+    .pending = tls_pending,
+    .peer_name = tls_peer_name,
+    .close = tls_close,
+};

@@ -1,0 +1,28 @@
+/*
+ * transport_tls.h: TLS on listeners. A listener whose directives ask for TLS (certfile and
+ * keyfile, or psk_hint) gets a context built from them: one OpenSSL SSL_CTX per listener,
+ * built again from the files on every reload, shared by reference with the connections it
+ * accepted. Its connections use transport_tls (transport.h).
+ */
+#ifndef ARBOR_TRANSPORT_TLS_H
+#define ARBOR_TRANSPORT_TLS_H
+
+#include <stddef.h>
+
+struct arbor_listener;
+struct tls_context;
+
+/* Build the context of a listener that uses TLS (config_listener_uses_tls): read its
+ * certificate chain, private key (which must match), CA certificates, CRL and DH parameters,
+ * and apply tls_version, ciphers, require_certificate and psk_hint. Returns 0 and *out (one
+ * reference), or -1 with "file:line: directive: what is wrong" in err. Never logs. */
+int tls_context_build(const struct arbor_listener *listener, struct tls_context **out, char *err,
+                      size_t errlen);
+
+/* Take another reference; returns context (NULL stays NULL). */
+struct tls_context *tls_context_ref(struct tls_context *context);
+/* Drop a reference (NULL is fine); the last one frees the context. Connections accepted with
+ * it keep it alive on their own (OpenSSL's reference), so a reload may drop it at once. */
+void tls_context_release(struct tls_context *context);
+
+#endif

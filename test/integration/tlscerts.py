@@ -1,0 +1,164 @@
+"""Certificates for the TLS tests, made with the openssl command line into a directory.
+
+Nothing here is committed: every key is generated when the tests run. make_pki(dir) returns
+a dict of paths:
+
+  ca, ca_key          the test CA (self-signed)
+  server, server_key  CN=localhost, subjectAltName localhost and 127.0.0.1, RSA (so that
+                      DHE-RSA and ECDHE-RSA suites can be chosen), signed by the CA
+  server2, server2_key  another server certificate of the same CA (for reload tests)
+  alice, alice_key    client certificate CN=alice,O=Arbor,C=GB
+  bob, bob_key        client certificate CN=bob
+  expired, expired_key    CN=expired, valid only in 2020
+  revoked, revoked_key    CN=revoked, revoked in the CRL
+  crl                 the CA's CRL (revoked is on it)
+  other_ca            a second CA; stranger, stranger_key: CN=stranger, issued by it
+  capath              a directory holding the CA hashed as `openssl rehash` does
+  dhparam             RFC 7919 ffdhe3072 DH parameters
+
+When the suite runs as root the broker drops privileges (to nobody) before a SIGHUP reads
+the files again, so the directory and the keys are made readable by everyone (test keys).
+"""
+
+import os
+import shutil
+import subprocess
+
+OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
+
+CA_CONF = """
+[ ca ]
+default_ca = test_ca
+
+[ test_ca ]
+dir = {dir}
+database = {dir}/index.txt
+serial = {dir}/serial
+crlnumber = {dir}/crlnumber
+new_certs_dir = {dir}/issued
+default_md = sha256
+default_days = 30
+default_crl_days = 30
+policy = any_name
+unique_subject = no
+copy_extensions = copy
+x509_extensions = client_ext
+
+[ any_name ]
+commonName = supplied
+organizationName = optional
+countryName = optional
+
+[ client_ext ]
+basicConstraints = CA:FALSE
+keyUsage = digitalSignature
+extendedKeyUsage = clientAuth
+
+[ server_ext ]
+basicConstraints = CA:FALSE
+keyUsage = digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost, IP:127.0.0.1
+"""
+
+
+def openssl(*args, cwd=None):
+    r = subprocess.run([OPENSSL] + list(args), cwd=cwd, capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError("openssl %s failed:\n%s%s" % (" ".join(args), r.stdout, r.stderr))
+    return r.stdout
+
+
+def _ca(directory, name):
+    """A CA in directory/name with an `openssl ca` database; returns (dir, cert, conf)."""
+    d = os.path.join(directory, name)
+    os.makedirs(os.path.join(d, "issued"))
+    open(os.path.join(d, "index.txt"), "w").close()
+    with open(os.path.join(d, "serial"), "w") as f:
+        f.write("1000\n")
+    with open(os.path.join(d, "crlnumber"), "w") as f:
+        f.write("01\n")
+    conf = os.path.join(d, "ca.cnf")
+    with open(conf, "w") as f:
+        f.write(CA_CONF.format(dir=d))
+    cert = os.path.join(directory, name + ".crt")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", os.path.join(d, "ca.key"), "-out", cert, "-days", "30",
+            "-subj", "/CN=arbor test %s" % name)
+    return d, cert, conf
+
+
+def _issue(directory, ca, name, subject, ext="client_ext", rsa=False, dates=None):
+    """A key and a certificate for subject, issued by ca; returns (cert, key)."""
+    ca_dir, ca_cert, conf = ca
+    key = os.path.join(directory, name + ".key")
+    csr = os.path.join(ca_dir, name + ".csr")
+    cert = os.path.join(directory, name + ".crt")
+    keyopts = (["-newkey", "rsa:2048"] if rsa else
+               ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+    openssl("req", *keyopts, "-nodes", "-keyout", key, "-out", csr, "-subj", subject)
+    period = (["-startdate", dates[0], "-enddate", dates[1]] if dates else [])
+    openssl("ca", "-batch", "-config", conf, "-cert", ca_cert, "-keyfile",
+            os.path.join(ca_dir, "ca.key"), "-extensions", ext, "-in", csr, "-out", cert,
+            "-notext", "-preserveDN", *period)
+    return cert, key
+
+
+def serial_of(cert_path=None, pem=None):
+    """The certificate's serial number as openssl prints it (hex, upper case)."""
+    args = ["x509", "-noout", "-serial"]
+    if cert_path:
+        out = openssl(*args, "-in", cert_path)
+    else:
+        r = subprocess.run([OPENSSL] + args, input=pem, capture_output=True, text=True,
+                           timeout=20)
+        out = r.stdout
+    return out.strip().split("=", 1)[1]
+
+
+def subject_of(cert_path):
+    """The certificate's subject as RFC 2253 writes it (last RDN first)."""
+    out = openssl("x509", "-noout", "-subject", "-nameopt", "RFC2253", "-in", cert_path)
+    return out.strip().split("=", 1)[1]
+
+
+def make_pki(directory):
+    os.makedirs(directory, exist_ok=True)
+    os.chmod(directory, 0o755)
+    p = {}
+    ca = _ca(directory, "ca")
+    p["ca"] = ca[1]
+    p["ca_key"] = os.path.join(ca[0], "ca.key")
+    p["server"], p["server_key"] = _issue(directory, ca, "server", "/CN=localhost",
+                                          ext="server_ext", rsa=True)
+    p["server2"], p["server2_key"] = _issue(directory, ca, "server2", "/CN=localhost",
+                                            ext="server_ext", rsa=True)
+    p["alice"], p["alice_key"] = _issue(directory, ca, "alice", "/C=GB/O=Arbor/CN=alice")
+    p["bob"], p["bob_key"] = _issue(directory, ca, "bob", "/CN=bob")
+    p["expired"], p["expired_key"] = _issue(directory, ca, "expired", "/CN=expired",
+                                            dates=("20200101000000Z", "20200201000000Z"))
+    p["revoked"], p["revoked_key"] = _issue(directory, ca, "revoked", "/CN=revoked")
+    ca_dir, ca_cert, conf = ca
+    keyfile = os.path.join(ca_dir, "ca.key")
+    openssl("ca", "-batch", "-config", conf, "-cert", ca_cert, "-keyfile", keyfile,
+            "-revoke", p["revoked"])
+    p["crl"] = os.path.join(directory, "ca.crl")
+    openssl("ca", "-batch", "-config", conf, "-cert", ca_cert, "-keyfile", keyfile,
+            "-gencrl", "-out", p["crl"])
+    other = _ca(directory, "other_ca")
+    p["other_ca"] = other[1]
+    p["stranger"], p["stranger_key"] = _issue(directory, other, "stranger", "/CN=stranger")
+    p["capath"] = os.path.join(directory, "capath")
+    os.makedirs(p["capath"])
+    shutil.copy(p["ca"], os.path.join(p["capath"], "ca.pem"))
+    openssl("rehash", p["capath"])
+    p["dhparam"] = os.path.join(directory, "dhparam.pem")
+    openssl("genpkey", "-genparam", "-algorithm", "DH", "-pkeyopt", "group:ffdhe3072",
+            "-out", p["dhparam"])
+    for root, dirs, files in os.walk(directory):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    return p
