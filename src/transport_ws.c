@@ -18,13 +18,15 @@
  *    recv lets lws write if the socket takes it; when it cannot, `blocked` says the stream
  *    waits for the socket to be writable, and the next recv is that write;
  *  - send copies up to WS_FRAME_MAX bytes of the output queue into one binary frame and
- *    writes it with lws_write, only while lws_send_pipe_choked says the socket takes more, so
- *    lws itself never holds more than the rest of one frame. A slow reader leaves the output
- *    in connection.c's queue, under its limits, as a TCP client does;
+ *    writes it with lws_write, only when lws holds nothing of the last one (what the socket
+ *    did not take, lws_partial_buffered), so lws itself never holds more than the rest of one
+ *    frame. A slow reader leaves the output in connection.c's queue, under its limits, as a
+ *    TCP client does;
  *  - close kills the lws connection at once. lws owns a duplicate of the descriptor
  *    (websocket.c), connection.c closes its own;
  *  - wss: lws runs TLS under the WebSocket (websocket.c). A service decrypts one record, so
- *    recv services again while records bring payload; a failed handshake is logged here, from
+ *    recv services again while records bring payload; a handshake whose flight the socket
+ *    did not take waits for writable like a 101 answer; a failed handshake is logged here, from
  *    what OpenSSL's info callback kept, once lws has ended the connection; peer_name reads
  *    the client certificate from the SSL object lws made (lws_get_ssl).
  *
@@ -324,10 +326,21 @@ static int ws_attach(struct connection *conn)
     return 0;
 }
 
+/* wss: the TLS handshake's flight did not fit the socket (SSL_accept wants to write). lws
+ * waits for writable then and goes on with SSL_accept on a POLLOUT service. Only during the
+ * handshake: after it, a write the socket did not take is lws's (lws_partial_buffered). */
+static bool handshake_wants_write(const struct ws_stream *s)
+{
+    if (!s->listener->tls || s->tls_done) return false;
+    SSL *ssl = lws_get_ssl(s->wsi);
+    return ssl && SSL_want_write(ssl);
+}
+
 /* Whether lws still has bytes for the socket that only a writable socket lets it send. */
 static bool lws_wants_write(const struct ws_stream *s)
 {
-    return alive(s) && (s->want_pollout || s->http_active || lws_partial_buffered(s->wsi));
+    return alive(s) && (s->want_pollout || s->http_active || lws_partial_buffered(s->wsi) ||
+                        handshake_wants_write(s));
 }
 
 static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
@@ -371,14 +384,12 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
             before = s->target_len;
             service(s, POLLIN);
         }
-        /* Reading may have queued a pong, a close or the 101 answer: let lws write it now if
-         * the socket takes it, else when it becomes writable. */
-        if (alive(s)) {
-            if (lws_send_pipe_choked(s->wsi))
-                s->want_pollout = true;
-            else
-                service(s, POLLOUT);
-        }
+        /* Reading may have queued a pong, a close or the 101 answer: let lws write it now;
+         * what the socket does not take stays with lws (lws_partial_buffered, or OpenSSL's
+         * buffer during a TLS handshake) and goes out when it becomes writable (ws_blocked).
+         * No poll() first: that was a system call per read, and lws copes with a full socket
+         * itself. */
+        if (alive(s)) service(s, POLLOUT);
     }
     s->target = NULL;
     if (s->target_len) return (ssize_t)s->target_len;
@@ -409,7 +420,7 @@ static ssize_t ws_send(struct connection *conn, const struct iovec *iov, int cou
             return -1;
         }
     }
-    if (lws_send_pipe_choked(s->wsi)) {
+    if (lws_partial_buffered(s->wsi)) { /* the socket did not take all of the last frame */
         errno = EAGAIN;
         return -1;
     }
