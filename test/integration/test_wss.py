@@ -583,8 +583,9 @@ def test_sighup_renews_the_certificate_for_new_connections(broker, mqtt, pki, tm
     assert tcp_pub(b, "r/3", "late").returncode == 0
     assert late.recv_publish().payload == b"late"
     assert after.get_message().payload == b"late"
-    # once no connection is left on it, the old certificate's vhost goes (when libwebsockets
-    # has finished closing them, which may wait for its own timeouts); new ones still come
+    # once no connection is left on it, the old certificate's vhost goes; new ones still come.
+    # libwebsockets finishes closing a connection once the client has closed its side too or
+    # after a timeout of its own (about 5 s: a paho client may keep its socket that long)
     late.close()
     after.disconnect()
     start = time.monotonic()
