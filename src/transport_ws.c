@@ -25,7 +25,8 @@
  *  - close kills the lws connection at once. lws owns a duplicate of the descriptor
  *    (websocket.c), connection.c closes its own;
  *  - wss: lws runs TLS under the WebSocket (websocket.c). A service decrypts one record, so
- *    recv services again while records bring payload; a handshake whose flight the socket
+ *    recv services again while records bring payload, and when none came asks the socket
+ *    whether the client has closed (socket_end); a handshake whose flight the socket
  *    did not take waits for writable like a 101 answer; a failed handshake is logged here, from
  *    what OpenSSL's info callback kept, once lws has ended the connection; peer_name reads
  *    the client certificate from the SSL object lws made (lws_get_ssl).
@@ -39,6 +40,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <libwebsockets.h>
 
@@ -343,6 +345,21 @@ static bool lws_wants_write(const struct ws_stream *s)
                         handshake_wants_write(s));
 }
 
+/* wss: the socket was readable and lws delivered nothing. When the client has closed its
+ * side, lws may be in its staged TLS shutdown (an SSL_shutdown that wants to write the
+ * close_notify towards a socket the client closed) and retry it at every service until its own
+ * timeout of about 5 s, without ending the connection; epoll, level-triggered, keeps reporting
+ * the socket readable, so recv would be called in a loop (measured: a whole CPU for those 5 s
+ * per such client). The socket itself tells: 0 when the client has closed, -1 with the socket
+ * error when it has reset, and -1 with EAGAIN when it is only quiet. */
+static ssize_t socket_end(const struct connection *conn)
+{
+    char byte;
+    ssize_t n = recv(conn->handler.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) errno = EAGAIN; /* bytes lws has not read yet: not an end */
+    return n > 0 ? -1 : n;
+}
+
 static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
 {
     struct ws_stream *s = conn->transport_data;
@@ -361,7 +378,8 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
     s->target = buf;
     s->target_room = len;
     s->target_len = 0;
-    if (lws_wants_write(s)) {
+    bool read_socket = !lws_wants_write(s);
+    if (!read_socket) {
         /* connection.c watched for writable (ws_blocked): lws's turn to write */
         s->want_pollout = false;
         /* an http_dir file going out keeps the connection alive (its deadline is the
@@ -398,6 +416,7 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
         return -1;
     }
     if (!alive(s)) return 0;
+    if (read_socket && s->listener->tls && !lws_wants_write(s)) return socket_end(conn);
     errno = EAGAIN;
     return -1;
 }

@@ -438,6 +438,38 @@ def test_flood_without_reading_is_paused(broker, mqtt, pki):
     assert got == expected
 
 
+def cpu_seconds(b):
+    with open("/proc/%d/stat" % b.proc.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+@pytest.mark.arbor_only
+def test_clients_that_close_abruptly_do_not_make_the_broker_spin(broker, mqtt, pki):
+    # Clients that close the socket without a TLS close_notify, after the handshake or after
+    # the upgrade: libwebsockets' TLS shutdown then waits seconds for a socket that stays
+    # readable; the broker must close them, not service them in a loop.
+    b = wss_broker(broker, pki)
+    good = wss_paho(mqtt, b, pki, client_id="good")
+    upgrade = (b"GET /mqtt HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n")
+    for request in (None, upgrade, upgrade + wsproto.frame(mp.connect("abrupt"))):
+        t = client_context(pki).wrap_socket(socket.create_connection((HOST, b.ws_port),
+                                                                     timeout=5),
+                                            server_hostname="localhost")
+        if request:
+            t.sendall(request)
+            time.sleep(0.2)
+        t.close()                            # no close_notify, no WebSocket close
+    time.sleep(0.5)
+    before = cpu_seconds(b)
+    time.sleep(1.5)
+    used = cpu_seconds(b) - before
+    assert used < 0.3, "broker used %.2f s of CPU in 1.5 s after the clients left" % used
+    assert good.subscribe("still/here", qos=1) == [1]
+
+
 def test_http_dir_over_https(broker, pki, tmp_path):
     www = tmp_path / "www"
     www.mkdir()
