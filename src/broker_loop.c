@@ -197,6 +197,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config)
     struct arbor_config *old = broker->config;
     broker->config = config;
     listeners_refresh_config(broker);
+    websockets_reload(broker);           /* wss listeners: their renewed certificates */
     clients_recheck_credentials(broker); /* the users or allow_anonymous may have changed */
     sessions_reload_acl(broker);
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */

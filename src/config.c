@@ -2117,10 +2117,12 @@ static int check_listener_tls(struct parse_state *st, const struct arbor_listene
                          "it, or remove this line (Mosquitto would run the listener without "
                          "TLS)");
     }
-    if (listener->protocol == ARBOR_PROTOCOL_WEBSOCKETS)
-        return report_at(st, certificate ? tls->certfile.at : tls->psk_hint.at,
-                         certificate ? "certfile" : "psk_hint",
-                         "WebSockets over TLS (wss) is not supported yet (planned)");
+    /* wss: libwebsockets runs the handshake on an SSL_CTX built from these directives
+     * (websocket.c); it has no pre-shared keys (and no browser has), as in Mosquitto. */
+    if (listener->protocol == ARBOR_PROTOCOL_WEBSOCKETS && psk)
+        return report_at(st, tls->psk_hint.at, "psk_hint",
+                         "pre-shared keys are not supported on a websockets listener (use "
+                         "certfile and keyfile)");
     int status = 0;
     if (tls->require_certificate && certificate && !tls->cafile.value && !tls->capath.value)
         status = report_at(st, tls->require_certificate_at, "require_certificate",

@@ -3,7 +3,7 @@
  * every local address (IPv6 and IPv4) when no address is given. A listener with TLS
  * directives hands its connections to the TLS transport with the context built from them
  * (transport_tls.h), the one a reload built last; a websockets listener to the WebSocket
- * transport (transport_ws.c).
+ * transport (transport_ws.c), which runs its TLS, if any, in libwebsockets (websocket.c).
  */
 #include "listener.h"
 
@@ -62,7 +62,7 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
     l->config = cfg;
     l->transport = &transport_tcp;
     if (cfg->protocol == ARBOR_PROTOCOL_WEBSOCKETS) {
-        l->transport = &transport_ws; /* TLS under it (wss) is refused by config.c for now */
+        l->transport = &transport_ws; /* TLS under it (wss) is libwebsockets' (websocket.c) */
     } else if (config_listener_uses_tls(cfg)) {
         l->transport = &transport_tls;
         l->tls = tls_context_ref(cfg->tls.context); /* built with the config (main.c) */
@@ -166,6 +166,7 @@ static bool same_address(const char *a, const char *b)
  * TLS at all is fixed when it opens, as its port is. */
 static void refresh_tls(struct listener *l)
 {
+    if (l->transport == &transport_ws) return; /* wss: websockets_reload */
     bool wants_tls = config_listener_uses_tls(l->config);
     if (wants_tls != (l->transport == &transport_tls)) {
         log_warning("Warning: listener on port %u %s TLS in the new config; that takes a restart, "

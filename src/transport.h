@@ -10,7 +10,7 @@
  *                   (transport_tls.c)
  *   transport_ws    MQTT in WebSocket binary frames on a `protocol websockets` listener,
  *                   libwebsockets servicing a duplicate of the descriptor inside recv and
- *                   send (transport_ws.c, websocket.c)
+ *                   send, with TLS under it (wss) if configured (transport_ws.c, websocket.c)
  *
  * The contract, which another transport (WebSockets) is written against:
  *

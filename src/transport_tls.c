@@ -223,6 +223,20 @@ static int set_protocol(SSL_CTX *ctx, const struct arbor_listener *listener, cha
     return 0;
 }
 
+int tls_ssl_ctx_configure(struct ssl_ctx_st *ctx, const struct arbor_listener *listener, char *err,
+                          size_t errlen)
+{
+    const struct arbor_tls_settings *tls = &listener->tls;
+    ERR_clear_error();
+    int rc = set_protocol(ctx, listener, err, errlen);
+    if (rc == 0 && tls->certfile.value) rc = load_certificate(ctx, tls, err, errlen);
+    if (rc == 0) rc = load_client_cas(ctx, tls, err, errlen);
+    if (rc == 0 && tls->crlfile.value) rc = load_crl(ctx, tls, err, errlen);
+    if (rc == 0 && tls->dhparamfile.value) rc = load_dh_parameters(ctx, tls, err, errlen);
+    if (rc == 0 && !tls->dhparamfile.value) SSL_CTX_set_dh_auto(ctx, 1);
+    return rc;
+}
+
 int tls_context_build(const struct arbor_listener *listener, struct tls_context **out, char *err,
                       size_t errlen)
 {
@@ -237,13 +251,7 @@ int tls_context_build(const struct arbor_listener *listener, struct tls_context 
         return build_error(err, errlen, at, tls->certfile.value ? "certfile" : "psk_hint",
                            "cannot set up TLS");
     }
-    int rc = set_protocol(ctx, listener, err, errlen);
-    if (rc == 0 && tls->certfile.value) rc = load_certificate(ctx, tls, err, errlen);
-    if (rc == 0) rc = load_client_cas(ctx, tls, err, errlen);
-    if (rc == 0 && tls->crlfile.value) rc = load_crl(ctx, tls, err, errlen);
-    if (rc == 0 && tls->dhparamfile.value) rc = load_dh_parameters(ctx, tls, err, errlen);
-    if (rc == 0 && !tls->dhparamfile.value) SSL_CTX_set_dh_auto(ctx, 1);
-    if (rc != 0) {
+    if (tls_ssl_ctx_configure(ctx, listener, err, errlen) != 0) {
         SSL_CTX_free(ctx);
         free(context);
         return -1;
@@ -480,17 +488,22 @@ static char *subject_text(X509 *cert)
     return text;
 }
 
-static char *tls_peer_name(const struct connection *conn, enum transport_name which)
+char *tls_ssl_peer_name(const struct ssl_st *ssl, enum transport_name which)
 {
-    const struct tls_connection *t = conn->transport_data;
-    if (!t || !t->handshake_done) return NULL;
-    if (which == TRANSPORT_NAME_IDENTITY && t->psk_identity) return strdup(t->psk_identity);
-    X509 *cert = SSL_get1_peer_certificate(t->ssl);
+    X509 *cert = ssl ? SSL_get1_peer_certificate(ssl) : NULL;
     if (!cert) return NULL;
     char *name = which == TRANSPORT_NAME_IDENTITY ? common_name(cert) : subject_text(cert);
     X509_free(cert);
     ERR_clear_error();
     return name;
+}
+
+static char *tls_peer_name(const struct connection *conn, enum transport_name which)
+{
+    const struct tls_connection *t = conn->transport_data;
+    if (!t || !t->handshake_done) return NULL;
+    if (which == TRANSPORT_NAME_IDENTITY && t->psk_identity) return strdup(t->psk_identity);
+    return tls_ssl_peer_name(t->ssl, which);
 }
 
 static void tls_close(struct connection *conn)

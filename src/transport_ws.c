@@ -23,7 +23,13 @@
  *    frame. A slow reader leaves the output in connection.c's queue, under its limits, as a
  *    TCP client does;
  *  - close kills the lws connection at once. lws owns a duplicate of the descriptor
- *    (websocket.c), connection.c closes its own.
+ *    (websocket.c), connection.c closes its own;
+ *  - wss: lws runs TLS under the WebSocket (websocket.c). A service decrypts one record, so
+ *    recv services again while records bring payload, and when none came asks the socket
+ *    whether the client has closed (socket_end); a handshake whose flight the socket
+ *    did not take waits for writable like a 101 answer; a failed handshake is logged here, from
+ *    what OpenSSL's info callback kept, once lws has ended the connection; peer_name reads
+ *    the client certificate from the SSL object lws made (lws_get_ssl).
  *
  * This file never interprets MQTT.
  */
@@ -34,17 +40,86 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <libwebsockets.h>
 
 #include "broker.h"
 #include "connection.h"
 #include "log.h"
+#include "transport_tls.h"
 
 /* MQTT's largest packet: a fixed header of 5 bytes and a remaining length of 268435455. */
 #define MQTT_PACKET_MAX (268435455ull + 5)
 /* Room in a frame beside a message_size_limit payload: topic, packet id and properties. */
 #define PUBLISH_OVERHEAD (128ull * 1024)
+
+/* ---- wss: the TLS handshake lws runs ---- */
+
+/* lws reports a failed handshake only in its own log (and clears OpenSSL's errors), so
+ * OpenSSL's info callback on the vhost's SSL_CTX records the first error as SSL_accept returns
+ * with it; it is logged as transport_tls.c logs its own, once lws has ended the connection. */
+void transport_ws_tls_info(const SSL *ssl, int where, int ret)
+{
+    struct ws_stream *s = SSL_get_app_data(ssl);
+    if (!s) { /* still inside lws_adopt_descriptor_vhost_via_info */
+        struct websockets *ws = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+        s = ws ? ws->adopting : NULL;
+    }
+    if (!s) return;
+    if (where & SSL_CB_HANDSHAKE_DONE) {
+        if (!s->tls_done && s->conn)
+            log_debug("TLS connection from %s: %s, %s.", s->conn->address, SSL_get_version(ssl),
+                      SSL_get_cipher_name(ssl));
+        s->tls_done = true;
+        return;
+    }
+    if (!(where & SSL_CB_EXIT) || ret > 0 || s->tls_done || s->tls_error) return;
+    if (SSL_get_error(ssl, ret) != SSL_ERROR_SSL) return; /* wants to read or write on */
+    s->tls_error = ERR_peek_error();                      /* lws reads the queue after us */
+    if (!s->tls_error) return;
+    s->tls_verify_result = SSL_get_verify_result(ssl);
+    s->error = EPROTO;
+}
+
+/* In Mosquitto's words, as transport_tls.c: OpenSSL's error, then the client's address and why
+ * its certificate was refused, if it was. */
+static void log_tls_failure(struct ws_stream *s)
+{
+    if (!s->tls_error || s->tls_failure_logged) return;
+    s->tls_failure_logged = true;
+    char text[256];
+    ERR_error_string_n(s->tls_error, text, sizeof text);
+    log_error("OpenSSL Error[0]: %s", text);
+    struct connection *conn = s->conn;
+    if (!conn || !conn->broker->config->connection_messages) return;
+    const char *reason = ERR_reason_error_string(s->tls_error);
+    if (!reason) reason = text;
+    if (s->tls_verify_result != X509_V_OK)
+        log_notice("Client connection from %s failed: %s (%s).", conn->address, reason,
+                   X509_verify_cert_error_string(s->tls_verify_result));
+    else
+        log_notice("Client connection from %s failed: %s.", conn->address, reason);
+}
+
+void transport_ws_sync_vhost(struct ws_stream *s, struct lws *wsi)
+{
+    if (!s->vhost || !wsi) return;
+    struct lws_vhost *now = lws_get_vhost(wsi);
+    if (!now || now == s->vhost->vhost) return;
+    struct ws_vhost *wv = lws_vhost_user(now);
+    if (!wv) return;
+    s->vhost->bound--;
+    wv->bound++;
+    s->vhost = wv;
+}
+
+static void release_vhost(struct ws_stream *s)
+{
+    if (!s->vhost) return;
+    s->vhost->bound--;
+    s->vhost = NULL;
+}
 
 /* ---- the stream's two owners ---- */
 
@@ -81,6 +156,7 @@ static bool stream_lws_ended(struct ws_stream *s)
 {
     if (s->ended) return false;
     s->ended = true;
+    log_tls_failure(s);
     if (s->in_service || !s->conn) return false;
     connection_close(s->conn, 0, s->error == EPROTO ? STREAM_PROTOCOL_ERROR : CLOSED_BY_CLIENT);
     return true;
@@ -192,6 +268,7 @@ int transport_ws_event(struct lws *wsi, struct ws_stream *s, int reason, void *i
         stream_lws_ended(s);
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
+        release_vhost(s);
         s->wsi = NULL;
         if (!stream_lws_ended(s)) stream_free_if_unowned(s);
         return 0;
@@ -218,21 +295,31 @@ static int ws_attach(struct connection *conn)
     s->ws = ws;
     s->listener = wl;
     s->http_fd = -1;
+    s->vhost = wl->current; /* counted there until lws destroys the wsi (release_vhost) */
+    s->vhost->bound++;
     lws_adopt_desc_t desc;
     memset(&desc, 0, sizeof desc);
-    desc.vh = wl->vhost;
-    desc.type = LWS_ADOPT_SOCKET | LWS_ADOPT_HTTP;
+    desc.vh = wl->current->vhost;
+    /* wss: lws runs the TLS handshake (SSL_accept on the vhost's SSL_CTX) before the HTTP */
+    desc.type = LWS_ADOPT_SOCKET | LWS_ADOPT_HTTP | (wl->tls ? LWS_ADOPT_ALLOW_SSL : 0);
     desc.fd.sockfd = fd;
     desc.opaque = s;
     s->in_service = true; /* callbacks during adoption must not close the connection */
+    ws->adopting = s;
     struct lws *wsi = lws_adopt_descriptor_vhost_via_info(&desc); /* closes fd on failure */
+    ws->adopting = NULL;
     s->in_service = false;
-    if (!wsi || s->ended) {
+    SSL *ssl = wsi && wl->tls ? lws_get_ssl(wsi) : NULL;
+    if (ssl) SSL_set_app_data(ssl, s); /* for transport_ws_tls_info; lws's index is not 0 */
+    if (!wsi || s->ended || s->error) {
+        log_tls_failure(s);
         s->conn = NULL;
-        if (wsi)
+        if (wsi) { /* WSI_DESTROY releases the vhost and frees the stream */
             lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
-        else
+        } else {
+            release_vhost(s);
             stream_free_if_unowned(s);
+        }
         return -1;
     }
     s->wsi = wsi;
@@ -241,10 +328,36 @@ static int ws_attach(struct connection *conn)
     return 0;
 }
 
+/* wss: the TLS handshake's flight did not fit the socket (SSL_accept wants to write). lws
+ * waits for writable then and goes on with SSL_accept on a POLLOUT service. Only during the
+ * handshake: after it, a write the socket did not take is lws's (lws_partial_buffered). */
+static bool handshake_wants_write(const struct ws_stream *s)
+{
+    if (!s->listener->tls || s->tls_done) return false;
+    SSL *ssl = lws_get_ssl(s->wsi);
+    return ssl && SSL_want_write(ssl);
+}
+
 /* Whether lws still has bytes for the socket that only a writable socket lets it send. */
 static bool lws_wants_write(const struct ws_stream *s)
 {
-    return alive(s) && (s->want_pollout || s->http_active || lws_partial_buffered(s->wsi));
+    return alive(s) && (s->want_pollout || s->http_active || lws_partial_buffered(s->wsi) ||
+                        handshake_wants_write(s));
+}
+
+/* wss: the socket was readable and lws delivered nothing. When the client has closed its
+ * side, lws may be in its staged TLS shutdown (an SSL_shutdown that wants to write the
+ * close_notify towards a socket the client closed) and retry it at every service until its own
+ * timeout of about 5 s, without ending the connection; epoll, level-triggered, keeps reporting
+ * the socket readable, so recv would be called in a loop (measured: a whole CPU for those 5 s
+ * per such client). The socket itself tells: 0 when the client has closed, -1 with the socket
+ * error when it has reset, and -1 with EAGAIN when it is only quiet. */
+static ssize_t socket_end(const struct connection *conn)
+{
+    char byte;
+    ssize_t n = recv(conn->handler.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) errno = EAGAIN; /* bytes lws has not read yet: not an end */
+    return n > 0 ? -1 : n;
 }
 
 static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
@@ -265,7 +378,8 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
     s->target = buf;
     s->target_room = len;
     s->target_len = 0;
-    if (lws_wants_write(s)) {
+    bool read_socket = !lws_wants_write(s);
+    if (!read_socket) {
         /* connection.c watched for writable (ws_blocked): lws's turn to write */
         s->want_pollout = false;
         /* an http_dir file going out keeps the connection alive (its deadline is the
@@ -280,10 +394,19 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
                         lws_service_adjust_timeout(s->ws->context, 1, 0) == 0;
              i++)
             service(s, POLLIN);
+        /* wss: a service decrypts one TLS record (16 KiB at most) and the socket may hold
+         * more; read on while records bring payload and there is room, rather than leave
+         * them for a later loop turn. */
+        for (size_t before = 0;
+             s->listener->tls && alive(s) && s->target_len < len && s->target_len > before;) {
+            before = s->target_len;
+            service(s, POLLIN);
+        }
         /* Reading may have queued a pong, a close or the 101 answer: let lws write it now;
-         * what the socket does not take stays with lws (lws_partial_buffered) and goes out
-         * when it becomes writable (ws_blocked). No poll() first: that was a system call per
-         * read, and lws copes with a full socket itself. */
+         * what the socket does not take stays with lws (lws_partial_buffered, or OpenSSL's
+         * buffer during a TLS handshake) and goes out when it becomes writable (ws_blocked).
+         * No poll() first: that was a system call per read, and lws copes with a full socket
+         * itself. */
         if (alive(s)) service(s, POLLOUT);
     }
     s->target = NULL;
@@ -293,6 +416,7 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
         return -1;
     }
     if (!alive(s)) return 0;
+    if (read_socket && s->listener->tls && !lws_wants_write(s)) return socket_end(conn);
     errno = EAGAIN;
     return -1;
 }
@@ -350,6 +474,15 @@ static size_t ws_pending(const struct connection *conn)
     return s->spill.len + (s->error || s->ended ? 1 : 0);
 }
 
+/* use_identity_as_username, use_subject_as_username: the client certificate of a wss
+ * connection, from the SSL object lws runs it on. */
+static char *ws_peer_name(const struct connection *conn, enum transport_name which)
+{
+    const struct ws_stream *s = conn->transport_data;
+    if (!s || !s->wsi || !s->tls_done) return NULL;
+    return tls_ssl_peer_name(lws_get_ssl(s->wsi), which);
+}
+
 static bool ws_carries_mqtt(const struct connection *conn)
 {
     const struct ws_stream *s = conn->transport_data;
@@ -401,6 +534,7 @@ const struct transport transport_ws = {
     .send = ws_send,
     .blocked = ws_blocked,
     .pending = ws_pending,
+    .peer_name = ws_peer_name,
     .carries_mqtt = ws_carries_mqtt,
     .close = ws_close,
 };

@@ -34,6 +34,36 @@
  *    back-pressure has paused are flow-controlled (lws_rx_flow_control) and not read; bytes
  *    it reads for the others are kept by their transport and read by connection.c next turn.
  *
+ * WebSockets over TLS (wss). lws reads the socket itself, so arbor's TLS transport cannot sit
+ * under it: lws runs the handshake (LWS_ADOPT_ALLOW_SSL at adoption; SSL_accept inside the same
+ * lws_service_fd calls as everything else, its writes waiting for writable through
+ * transport_ws's `blocked`). The vhost of a listener with certfile and keyfile is made with no
+ * certificate in lws_context_creation_info and LWS_SERVER_OPTION_CREATE_VHOST_SSL_CTX; lws hands
+ * its fresh SSL_CTX to LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS (after its own
+ * set-up, before ALPN), where tls_ssl_ctx_configure applies the listener's directives with the
+ * code that builds a TLS listener's context. lws's ssl_cert_filepath, ssl_ca_filepath,
+ * ssl_cipher_list, tls1_3_plus_cipher_list, ssl_options_set and
+ * LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT would cover part of the directives (no
+ * CRL, capath, DH parameters or lowest version without more callbacks) with checks of their own
+ * and no file:line; one function for both kinds of listener keeps them equal, and main.c has
+ * already checked the files (tls_context_build) at start-up or reload. Two things lws sets up on
+ * that SSL_CTX are taken back: its SNI callback, which moves a connection to the SSL_CTX of the
+ * first vhost on the same port when no vhost is named by the SNI name (every arbor vhost has
+ * the port CONTEXT_PORT_NO_LISTEN_SERVER, so another listener's certificate), and HTTP/2 in
+ * ALPN (info.alpn "http/1.1"): h2 multiplexes streams on one socket, which transport_ws.c is
+ * not written for. OpenSSL's info callback on the SSL_CTX keeps why a handshake failed, since
+ * lws only logs it in its own log (transport_ws.c).
+ *
+ * On a reload a wss listener gets a new vhost made from its files as they are then; new
+ * connections are adopted on it and open ones keep theirs. A retired vhost is destroyed from
+ * the tick once no lws connection is bound to it (lws_vhost_destroy closes the connections
+ * still bound). lws may move a connection to another vhost after its HTTP request (by the
+ * Host header: with no vhost named like it, the first on the same port, i.e. the oldest of all
+ * websockets vhosts here), so transport_ws.c counts each connection on the vhost lws has it
+ * bound to now (transport_ws_sync_vhost), not the one it was adopted on. Moving changes
+ * nothing a client sees: the TLS session stays on the SSL_CTX it began with, and http_dir and
+ * the MQTT stream belong to the listener.
+ *
  * lws logs through arbor's log (log_type websockets) with the websockets_log_level bits.
  * This file must not know MQTT; the WebSocket stream of a connection is transport_ws.c's.
  */
@@ -51,7 +81,9 @@
 #include <libwebsockets.h>
 
 #include "broker.h"
+#include "config.h"
 #include "log.h"
+#include "transport_tls.h"
 
 _Static_assert(WS_FRAME_HEADROOM == LWS_PRE, "WS_FRAME_HEADROOM must be libwebsockets' LWS_PRE");
 
@@ -176,11 +208,19 @@ static int http_send(struct lws *wsi, struct ws_stream *stream)
 
 /* ---- the protocols and their callback ---- */
 
+static int configure_vhost_tls(struct websockets *ws, SSL_CTX *ctx);
+
 static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                        size_t len)
 {
     struct ws_stream *stream = wsi ? lws_get_opaque_user_data(wsi) : NULL;
+    if (stream) transport_ws_sync_vhost(stream, wsi);
     switch (reason) {
+    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS: {
+        struct lws_context *context = wsi ? lws_get_context(wsi) : NULL;
+        struct broker *broker = context ? lws_context_user(context) : NULL;
+        return configure_vhost_tls(broker ? broker->websockets : NULL, user);
+    }
     case LWS_CALLBACK_HTTP:
         if (stream && stream->conn) stream->conn->last_received_ms = stream->conn->broker->now_ms;
         return http_request(wsi, stream, in ? (const char *)in : "/");
@@ -219,12 +259,107 @@ static const lws_retry_bo_t no_idle_policy = {
     .secs_since_valid_hangup = 0,
 };
 
-/* ---- the context ---- */
+/* ---- vhosts ---- */
 
 static bool is_websockets(const struct listener *listener)
 {
     return listener->transport == &transport_ws;
 }
+
+/* The SSL_CTX lws made for a wss vhost (LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS):
+ * the listener's TLS directives, applied by the code that builds a TLS listener's context
+ * (transport_tls.h), and what lws set up that must not apply. */
+static int configure_vhost_tls(struct websockets *ws, SSL_CTX *ctx)
+{
+    if (!ws || !ws->configuring || !ctx) return 1;
+    if (tls_ssl_ctx_configure(ctx, ws->configuring, ws->configure_error,
+                              ws->configure_error_size) != 0)
+        return 1;
+    /* lws moves a connection to the SSL_CTX of the vhost its SNI name selects, and with no
+     * name matching to the first vhost on the same port: every arbor vhost has the same port
+     * (CONTEXT_PORT_NO_LISTEN_SERVER), so that would be another listener's certificate. */
+    SSL_CTX_set_tlsext_servername_callback(ctx, NULL);
+    SSL_CTX_set_app_data(ctx, ws); /* lws uses ex_data indices of its own, never 0 */
+    SSL_CTX_set_info_callback(ctx, transport_ws_tls_info);
+    ws->configuring = NULL; /* done: seen by vhost_create */
+    return 0;
+}
+
+/* A vhost for the listener's connections from now on, a wss one with an SSL_CTX built from
+ * the listener's directives as they are now. Returns NULL with what went wrong in err. */
+static struct ws_vhost *vhost_create(struct websockets *ws, const struct listener *listener,
+                                     char *err, size_t errlen)
+{
+    err[0] = '\0';
+    struct ws_vhost *wv = calloc(1, sizeof *wv);
+    if (!wv) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    info.port = CONTEXT_PORT_NO_LISTEN_SERVER; /* arbor's listener accepts */
+    info.protocols = ws_protocols;
+    info.vhost_name = "arbor";
+    info.server_string = "arbor";
+    info.options = LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
+    info.retry_and_idle_policy = &no_idle_policy;
+    info.user = wv;
+    bool tls = listener->websocket->tls;
+    if (tls) {
+        /* No certificate in info: lws makes the vhost's SSL_CTX and hands it to
+         * configure_vhost_tls. HTTP/1.1 only: an h2 connection is many streams on one
+         * socket, which transport_ws.c is not written for. */
+        info.options |=
+            LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT | LWS_SERVER_OPTION_CREATE_VHOST_SSL_CTX;
+        info.alpn = "http/1.1";
+        ws->configuring = listener->config;
+        ws->configure_error = err;
+        ws->configure_error_size = errlen;
+    }
+    wv->vhost = lws_create_vhost(ws->context, &info);
+    bool unconfigured = tls && ws->configuring != NULL;
+    ws->configuring = NULL;
+    ws->configure_error = NULL;
+    if (!wv->vhost || unconfigured) {
+        if (wv->vhost) lws_vhost_destroy(wv->vhost);
+        free(wv);
+        if (!err[0]) snprintf(err, errlen, "libwebsockets could not create the listener");
+        return NULL;
+    }
+    wv->port = listener->port;
+    wv->next = ws->vhosts;
+    ws->vhosts = wv;
+    return wv;
+}
+
+/* Destroy the retired vhosts no connection is bound to any more. Outside lws's callbacks:
+ * lws_vhost_destroy would close any connection still bound to it. */
+static void vhosts_collect(struct websockets *ws)
+{
+    bool any = false;
+    for (struct ws_vhost *wv = ws->vhosts; wv; wv = wv->next)
+        any |= wv->retired;
+    if (!any) return;
+    for (struct ws_stream *s = ws->streams; s; s = s->next)
+        transport_ws_sync_vhost(s, s->wsi);
+    struct ws_vhost **link = &ws->vhosts;
+    while (*link) {
+        struct ws_vhost *wv = *link;
+        if (!wv->retired || wv->bound > 0) {
+            link = &wv->next;
+            continue;
+        }
+        *link = wv->next;
+        log_debug("Websockets listener on port %u: the TLS setup of before a reload is released "
+                  "(no connection uses it any more).",
+                  wv->port);
+        lws_vhost_destroy(wv->vhost);
+        free(wv);
+    }
+}
+
+/* ---- the context ---- */
 
 static int listener_start(struct broker *broker, struct listener *listener)
 {
@@ -254,18 +389,12 @@ static int listener_start(struct broker *broker, struct listener *listener)
             return -1;
         }
     }
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
-    info.port = CONTEXT_PORT_NO_LISTEN_SERVER; /* arbor's listener accepts */
-    info.protocols = ws_protocols;
-    info.vhost_name = "arbor";
-    info.server_string = "arbor";
-    info.options = LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
-    info.retry_and_idle_policy = &no_idle_policy;
-    info.user = wl;
-    wl->vhost = lws_create_vhost(broker->websockets->context, &info);
-    if (!wl->vhost) {
-        log_error("Error: unable to start the websockets listener on port %u.", listener->port);
+    wl->tls = listener->config && config_listener_uses_tls(listener->config);
+    char err[2048];
+    wl->current = vhost_create(broker->websockets, listener, err, sizeof err);
+    if (!wl->current) {
+        log_error("Error: unable to start the websockets listener on port %u: %s.", listener->port,
+                  err);
         return -1;
     }
     return 0;
@@ -287,7 +416,10 @@ int websockets_start(struct broker *broker)
     broker->websockets = ws;
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
-    info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS;
+    /* DO_SSL_GLOBAL_INIT: lws's TLS support for wss vhosts (OpenSSL itself is initialised
+     * already; lws allocates its ex_data indices) */
+    info.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_DISABLE_OS_CA_CERTS |
+                   LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
     info.gid = -1; /* arbor drops privileges itself (main.c) */
     info.uid = -1;
@@ -306,6 +438,36 @@ int websockets_start(struct broker *broker)
     return 0;
 }
 
+void websockets_reload(struct broker *broker)
+{
+    struct websockets *ws = broker->websockets;
+    if (!ws || !ws->context) return;
+    for (struct listener *l = broker->listeners; l; l = l->next) {
+        struct ws_listener *wl = l->websocket;
+        if (!wl || !l->config) continue; /* removed from the config: refuses new clients */
+        bool tls = config_listener_uses_tls(l->config);
+        if (tls != wl->tls) {
+            log_warning("Warning: websockets listener on port %u %s TLS in the new config; that "
+                        "takes a restart, it goes on %s until then.",
+                        l->port, tls ? "has" : "has no",
+                        wl->tls ? "with TLS as configured at start" : "without TLS");
+            continue;
+        }
+        if (!tls) continue;
+        char err[2048];
+        struct ws_vhost *fresh = vhost_create(ws, l, err, sizeof err);
+        if (!fresh) {
+            log_error("Error: %s", err);
+            log_error("Error: websockets listener on port %u keeps its current certificate.",
+                      l->port);
+            continue;
+        }
+        wl->current->retired = true;
+        wl->current = fresh;
+    }
+    vhosts_collect(ws);
+}
+
 void websockets_tick(struct broker *broker)
 {
     struct websockets *ws = broker->websockets;
@@ -313,6 +475,7 @@ void websockets_tick(struct broker *broker)
     transport_ws_tick_begin(ws);
     lws_service(ws->context, -1);
     transport_ws_tick_end(ws);
+    vhosts_collect(ws);
 }
 
 void websockets_stop(struct broker *broker)
@@ -320,6 +483,11 @@ void websockets_stop(struct broker *broker)
     struct websockets *ws = broker->websockets;
     if (!ws) return;
     if (ws->context) lws_context_destroy(ws->context); /* frees the vhosts */
+    while (ws->vhosts) {
+        struct ws_vhost *wv = ws->vhosts;
+        ws->vhosts = wv->next;
+        free(wv);
+    }
     for (struct listener *l = broker->listeners; l; l = l->next) {
         if (!l->websocket) continue;
         free(l->websocket->http_root);

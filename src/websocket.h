@@ -18,8 +18,10 @@
 #include "buffer.h"
 #include "transport.h"
 
+struct arbor_listener;
 struct broker;
 struct connection;
+struct ssl_st;
 struct lws;
 struct lws_vhost;
 struct lws_context;
@@ -29,10 +31,22 @@ struct lws_context;
 /* Room lws needs in front of a frame's payload for the frame header (LWS_PRE in 4.1). */
 #define WS_FRAME_HEADROOM 16
 
+/* One lws vhost of a websockets listener. A wss listener gets a new one from each reload (its
+ * certificate and the other TLS files read again) while connections stay on the one they were
+ * bound to; a retired vhost is destroyed once no lws connection is bound to it (websocket.c). */
+struct ws_vhost {
+    struct lws_vhost *vhost;
+    unsigned bound; /* lws connections (wsi) bound to it now, as counted by ws_stream.vhost */
+    bool retired;   /* a newer one takes the listener's new connections */
+    uint16_t port;  /* its listener's, for the log */
+    struct ws_vhost *next; /* websockets.vhosts */
+};
+
 /* One websockets listener's part of the lws context (listener->websocket). */
 struct ws_listener {
-    struct lws_vhost *vhost;
-    char *http_root; /* http_dir resolved (realpath) at start-up; NULL: no HTTP */
+    struct ws_vhost *current; /* where its new connections are adopted */
+    char *http_root;          /* http_dir resolved (realpath) at start-up; NULL: no HTTP */
+    bool tls;                 /* wss: TLS under the WebSocket (fixed when it opens) */
 };
 
 /* One connection on a websockets listener: conn->transport_data, and the opaque user data of
@@ -42,6 +56,7 @@ struct ws_stream {
     struct connection *conn;
     struct lws *wsi;
     struct websockets *ws;
+    struct ws_vhost *vhost;        /* the vhost lws has the wsi bound to (counted there) */
     struct ws_stream *prev, *next; /* ws->streams, while conn is set */
     const struct ws_listener *listener;
     /* Where lws's RECEIVE callbacks put the stream during a recv: the caller's buffer, then
@@ -59,12 +74,26 @@ struct ws_stream {
     int http_fd;         /* that file; -1 when none */
     uint64_t http_left;  /* its bytes still to send */
     bool rx_stopped;     /* lws's own reading stopped during the tick (back-pressure) */
+    /* wss: the TLS handshake, as OpenSSL's info callback reports it (transport_ws_tls_info) */
+    bool tls_done;           /* the handshake completed */
+    bool tls_failure_logged; /* the failure below was logged */
+    unsigned long tls_error; /* OpenSSL's first error when the handshake failed; 0: none */
+    long tls_verify_result;  /* the client certificate's verification result then */
 };
 
 /* The broker's lws context (broker->websockets). */
 struct websockets {
     struct lws_context *context;
-    struct ws_stream *streams;                       /* connections attached, for the tick */
+    struct ws_stream *streams; /* connections attached, for the tick */
+    struct ws_vhost *vhosts;   /* every vhost, current and retired */
+    /* While a wss vhost is created: the listener whose TLS directives its SSL_CTX gets, and
+     * where a failure is described (the LOAD_EXTRA_SERVER_VERIFY_CERTS callback). */
+    const struct arbor_listener *configuring;
+    char *configure_error;
+    size_t configure_error_size;
+    /* While a connection is adopted: its stream, which OpenSSL's info callback may need
+     * before transport_ws has tied it to the SSL object. */
+    struct ws_stream *adopting;
     uint8_t frame[WS_FRAME_HEADROOM + WS_FRAME_MAX]; /* one outgoing frame, built in place */
 };
 
@@ -75,6 +104,9 @@ int websockets_start(struct broker *broker);
 /* Once a second: lws's own timers (handshake and close timeouts), serviced by a non-blocking
  * lws_service; see websocket.c. */
 void websockets_tick(struct broker *broker);
+/* After a reload (listeners_refresh_config): a wss listener gets a new vhost built from its
+ * files as they are now, for its new connections; open ones keep theirs. */
+void websockets_reload(struct broker *broker);
 /* Destroy the context, after every connection is closed. */
 void websockets_stop(struct broker *broker);
 
@@ -87,6 +119,13 @@ int transport_ws_event(struct lws *wsi, struct ws_stream *stream, int reason, vo
 /* Around lws's own service in the tick: connections paused by back-pressure are not read. */
 void transport_ws_tick_begin(struct websockets *ws);
 void transport_ws_tick_end(struct websockets *ws);
+/* The vhost lws has a stream's wsi bound to may change (lws moves a connection to the vhost
+ * its Host header selects, see websocket.c): count it where it is now (ws_vhost.bound).
+ * websocket.c's callback calls it for every event of a stream, the tick for every stream. */
+void transport_ws_sync_vhost(struct ws_stream *stream, struct lws *wsi);
+/* OpenSSL's info callback on a wss vhost's SSL_CTX (SSL_CTX_set_info_callback): records how
+ * the handshake of the stream ended, for the log. ssl is a const SSL *. */
+void transport_ws_tls_info(const struct ssl_st *ssl, int where, int ret);
 
 extern const struct transport transport_ws;
 

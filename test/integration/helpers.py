@@ -50,12 +50,15 @@ class PahoClient:
 
     def __init__(self, b, client_id="", version=4, clean=True, keepalive=30,
                  will=None, username=None, password=None, properties=None,
-                 connect=True, timeout=5.0):
+                 connect=True, timeout=5.0, transport="tcp", port=None, tls_context=None):
+        """transport "websockets" for MQTT over WebSockets, to port (default b.port);
+        tls_context an ssl.SSLContext for TLS (wss with websockets)."""
         self.broker = b
+        self.port = port or b.port
         self.version = version
         self.timeout = timeout
         kwargs = dict(callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id,
-                      protocol=PAHO_VERSIONS[version])
+                      protocol=PAHO_VERSIONS[version], transport=transport)
         if version != 5:
             kwargs["clean_session"] = clean
         self.client = paho.Client(**kwargs)
@@ -81,6 +84,8 @@ class PahoClient:
                        will.get("retain", False), properties=will.get("props"))
         if username is not None:
             c.username_pw_set(username, password)
+        if tls_context is not None:
+            c.tls_set_context(tls_context)
         if connect:
             self.connect()
 
@@ -129,7 +134,7 @@ class PahoClient:
         if self.version == 5:
             kw["clean_start"] = self.clean
             kw["properties"] = self.connect_properties
-        self.client.connect(self.broker.host, self.broker.port, self.keepalive, **kw)
+        self.client.connect(self.broker.host, self.port, self.keepalive, **kw)
         self.client.loop_start()
         assert self.connected.wait(self.timeout), "no CONNACK within %.1fs" % self.timeout
         if expect_success:

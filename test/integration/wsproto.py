@@ -11,6 +11,7 @@ import hashlib
 import os
 import select
 import socket
+import ssl
 import struct
 import time
 
@@ -77,11 +78,15 @@ def parse_frame(buf):
     return bool(fin), opcode, payload
 
 
-def handshake(host, port, protocol="mqtt", path="/mqtt", headers=(), timeout=5.0, version=13):
-    """Open a TCP connection and send the upgrade request. Returns (sock, status, headers,
-    rest): the status line, the response headers (lower-case names) and bytes after them.
-    Raises HandshakeRefused when the server closes without a whole response."""
+def handshake(host, port, protocol="mqtt", path="/mqtt", headers=(), timeout=5.0, version=13,
+              ssl_context=None):
+    """Open a TCP connection (TLS with ssl_context, an ssl.SSLContext, for wss: the server is
+    checked against the name localhost) and send the upgrade request. Returns (sock, status,
+    headers, rest): the status line, the response headers (lower-case names) and bytes after
+    them. Raises HandshakeRefused when the server closes without a whole response."""
     sock = socket.create_connection((host, port), timeout=timeout)
+    if ssl_context is not None:
+        sock = ssl_context.wrap_socket(sock, server_hostname="localhost")
     key = base64.b64encode(os.urandom(16))
     lines = [b"GET " + path.encode() + b" HTTP/1.1", b"Host: %s:%d" % (host.encode(), port),
              b"Upgrade: websocket", b"Connection: Upgrade", b"Sec-WebSocket-Key: " + key,
@@ -94,7 +99,7 @@ def handshake(host, port, protocol="mqtt", path="/mqtt", headers=(), timeout=5.0
     while b"\r\n\r\n" not in data:
         try:
             more = sock.recv(4096)
-        except (ConnectionResetError, socket.timeout):
+        except (ConnectionResetError, socket.timeout, ssl.SSLEOFError):
             more = b""
         if not more:
             sock.close()

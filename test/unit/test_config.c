@@ -531,9 +531,16 @@ static void test_websockets_settings(void **state)
     expect_error("websockets_headers_size big\n",
                  TEST_NAME ":1: websockets_headers_size: value \"big\" is not an integer "
                            "between 0 and 65535");
-    expect_error("listener 8883\nprotocol websockets\ncertfile /etc/c.pem\nkeyfile /etc/k.pem\n",
-                 TEST_NAME ":3: certfile: WebSockets over TLS (wss) is not supported yet "
-                           "(planned)");
+    /* wss: certificate-based TLS on a websockets listener; no pre-shared keys there */
+    load_ok(&cfg, "listener 8883\nprotocol websockets\ncertfile /etc/c.pem\nkeyfile /etc/k.pem\n"
+                  "cafile /etc/ca.pem\nrequire_certificate true\nuse_identity_as_username true\n");
+    assert_int_equal(cfg.listeners[0].protocol, ARBOR_PROTOCOL_WEBSOCKETS);
+    assert_true(config_listener_uses_tls(&cfg.listeners[0]));
+    assert_true(cfg.listeners[0].tls.require_certificate);
+    config_free(&cfg);
+    expect_error("listener 8883\nprotocol websockets\npsk_hint h\npsk_file /etc/psk\n",
+                 TEST_NAME ":3: psk_hint: pre-shared keys are not supported on a websockets "
+                           "listener (use certfile and keyfile)");
     expect_error("websockets_log_level -1\n",
                  TEST_NAME ":1: websockets_log_level: value \"-1\" is not an integer between 0 "
                            "and 2147483647");
