@@ -2,7 +2,8 @@
  * transport_tls.h: TLS on listeners. A listener whose directives ask for TLS (certfile and
  * keyfile, or psk_hint) gets a context built from them: one OpenSSL SSL_CTX per listener,
  * built again from the files on every reload, shared by reference with the connections it
- * accepted. Its connections use transport_tls (transport.h).
+ * accepted. Its connections use transport_tls (transport.h). Peer links over TLS have one
+ * client context, built the same way from the peer_* directives.
  */
 #ifndef ARBOR_TRANSPORT_TLS_H
 #define ARBOR_TRANSPORT_TLS_H
@@ -10,6 +11,8 @@
 #include <stddef.h>
 
 struct arbor_listener;
+struct arbor_tls_settings;
+struct connection;
 struct tls_context;
 
 /* Build the context of a listener that uses TLS (config_listener_uses_tls): read its
@@ -18,6 +21,23 @@ struct tls_context;
  * reference), or -1 with "file:line: directive: what is wrong" in err. Never logs. */
 int tls_context_build(const struct arbor_listener *listener, struct tls_context **out, char *err,
                       size_t errlen);
+
+/* Build the client context of peer links from the peer_* directives (config.h, peer_tls):
+ * this broker's certificate and key, the peer CA certificates (peer_cafile, peer_capath) the
+ * dialled broker's certificate is checked against, peer_tls_version and peer_ciphers. The
+ * same CA certificates decide which incoming peers are accepted (the certified_by callback of
+ * transport.h). Returns 0 and *out (one reference), or -1 with "file:line: directive: what is
+ * wrong" in err. Never logs. */
+int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
+                           char *err, size_t errlen);
+
+/* Make conn, just dialled (connection_dial) and still connecting, a TLS client on context:
+ * the handshake starts once the TCP connection is up, and the role's on_active waits for its
+ * end. The server's certificate must chain to the context's CA certificates and name
+ * server_name (an IP subjectAltName for an address, a DNS name for a host name). Returns 0,
+ * or -1 (out of memory, or a name OpenSSL refuses): conn keeps its TCP transport. */
+int transport_tls_attach_client(struct connection *conn, struct tls_context *context,
+                                const char *server_name);
 
 /* Take another reference; returns context (NULL stays NULL). */
 struct tls_context *tls_context_ref(struct tls_context *context);

@@ -1806,8 +1806,9 @@ static void test_peer_secret(void **state)
 static void test_peer_needs_secret_or_unauthenticated(void **state)
 {
     (void)state;
-    const char *needs = "peer: peer links need peer_secret (or peer_allow_unauthenticated true)";
-    char expected[256];
+    const char *needs = "peer: peer links need peer_secret (or peer_allow_unauthenticated true), "
+                        "or peer TLS (peer_certfile, peer_keyfile and peer_cafile)";
+    char expected[512];
     snprintf(expected, sizeof expected, TEST_NAME ":2: %s", needs);
     expect_error("listener 1883\npeer a.example\npeer b.example\n", expected);
     expect_error("peer_allow_unauthenticated false\npeer a.example\n", expected);
@@ -1919,7 +1920,8 @@ static void test_peer_lines_in_included_file(void **state)
     snprintf(expected, sizeof expected,
              "%s:3: stp_max_age: 1 s is not greater than the hello interval (stp_hello_interval "
              "2, the default)\n" TEST_NAME
-             ":1: peer: peer links need peer_secret (or peer_allow_unauthenticated true)",
+             ":1: peer: peer links need peer_secret (or peer_allow_unauthenticated true), or "
+             "peer TLS (peer_certfile, peer_keyfile and peer_cafile)",
              path);
     assert_string_equal(error_text, expected);
     assert_int_equal(cfg.peer_count, 2);
