@@ -135,6 +135,12 @@ struct connection *connection_dial(struct broker *broker, const struct sockaddr 
     return conn;
 }
 
+void connection_set_nodelay(struct connection *conn)
+{
+    int one = 1;
+    setsockopt(conn->handler.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 static void accept_one(struct listener *listener, int fd, const struct sockaddr_storage *addr)
 {
     struct broker *broker = listener->broker;

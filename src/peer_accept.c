@@ -188,6 +188,9 @@ int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c)
     if (reason) return refuse(conn, reason, why);
     struct peer_accepted *acc = calloc(1, sizeof *acc);
     if (!acc) return refuse(conn, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    /* Its PINGRESPs are timed: none may wait behind an unacknowledged write (over TLS, the
+     * session tickets sent right before our CONNACK or AUTH). */
+    connection_set_nodelay(conn);
     acc->net = net;
     acc->conn = conn;
     acc->id = id;
