@@ -316,6 +316,11 @@ int peer_net_start(struct broker *broker)
         log_notice("MQTT-ST: peer links use TLS; peers authenticate with a certificate of the "
                    "peer CA%s.",
                    cfg->peer_secret ? " and peer_secret" : "");
+    const char *key_log = getenv("SSLKEYLOGFILE");
+    if (net->tls && key_log && *key_log)
+        log_warning("Warning: MQTT-ST: SSLKEYLOGFILE is set: the TLS secrets of the peer "
+                    "connections this broker dials are written to %s (for debugging only).",
+                    key_log);
     else if (!cfg->peer_secret)
         log_warning("Warning: MQTT-ST: peer_allow_unauthenticated is set: any broker that can "
                     "reach this one may join the tree and inject messages.");

@@ -23,11 +23,14 @@
 #include "transport_tls.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -301,6 +304,24 @@ static int load_peer_cas(SSL_CTX *ctx, const struct arbor_tls_settings *tls, cha
     return 0;
 }
 
+/* SSLKEYLOGFILE: the secrets of every TLS session this broker dials to a peer are appended
+ * to the file it names, one line each in the NSS key log format Wireshark reads, so that a
+ * capture of peer links can be decrypted (each link has one connection dialled from each
+ * side). A debugging aid: the file decrypts the links, so it is created private (0600). The
+ * variable is read at each handshake, the file opened and closed for each line. */
+static void write_key_log(const SSL *ssl, const char *line)
+{
+    (void)ssl;
+    const char *path = getenv("SSLKEYLOGFILE");
+    if (!path || !*path) return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return;
+    struct iovec iov[2] = {{(void *)line, strlen(line)}, {"\n", 1}};
+    ssize_t written = writev(fd, iov, 2); /* a line lost is a debugging aid less */
+    (void)written;
+    close(fd);
+}
+
 int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
                            char *err, size_t errlen)
 {
@@ -315,6 +336,7 @@ int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_cont
     /* Every dial is a full handshake: a link is long-lived, and a resumed session would skip
      * the check of a certificate the CA may have replaced since. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (getenv("SSLKEYLOGFILE")) SSL_CTX_set_keylog_callback(ctx, write_key_log);
     int rc = set_protocol(ctx, tls, "peer_", err, errlen);
     if (rc == 0) rc = load_certificate(ctx, tls, "peer_", err, errlen);
     if (rc == 0) rc = load_peer_cas(ctx, tls, err, errlen);
