@@ -417,25 +417,27 @@ def test_peer_tls_files_that_do_not_load_stop_the_start(run_broker, pki, lines, 
     assert message in out, out
 
 
-def test_peer_capath_and_a_host_name_on_the_peer_line(broker, pki):
-    """Two brokers dialling each other directly, trusting the peer CA through peer_capath;
-    one names the other by host name (the certificate's DNS name) when localhost resolves to
-    127.0.0.1 first."""
+def test_connect_back_over_tls_with_peer_capath_and_a_host_name(broker, pki):
+    """Two brokers directly, trusting the peer CA through peer_capath. Only b1 has a peer
+    line, naming b0 by host name (the certificate's DNS name; by address when localhost does
+    not resolve to 127.0.0.1 first); b0 dials back to the identity b1 announced, over TLS,
+    checking its address against the certificate."""
     ports = [free_port(), free_port()]
     first = socket.getaddrinfo("localhost", ports[0], type=socket.SOCK_STREAM)[0]
     by_name = first[0] == socket.AF_INET and first[4][0] == HOST
-    hosts = ["localhost" if by_name else HOST, HOST]
     brokers = []
     for i in (0, 1):
-        other = 1 - i
-        brokers.append(broker(
-            "listener %d %s" % (ports[i], HOST),
-            "certfile " + pki["peer%d" % i], "keyfile " + pki["peer%d_key" % i],
-            "cafile " + pki["peer_ca"], "require_certificate true",
-            "stp_hello_interval %g" % HELLO, "stp_max_age %g" % MAX_AGE,
-            "peer_restart_timeout 0.1 1",
-            "peer_capath " + pki["peer_capath"], "peer_certfile " + pki["peer%d" % i],
-            "peer_keyfile " + pki["peer%d_key" % i],
-            "peer %s:%d" % (hosts[other], ports[other])))
+        lines = ["listener %d %s" % (ports[i], HOST),
+                 "certfile " + pki["peer%d" % i], "keyfile " + pki["peer%d_key" % i],
+                 "cafile " + pki["peer_ca"], "require_certificate true",
+                 "stp_hello_interval %g" % HELLO, "stp_max_age %g" % MAX_AGE,
+                 "peer_restart_timeout 0.1 1",
+                 "peer_capath " + pki["peer_capath"], "peer_certfile " + pki["peer%d" % i],
+                 "peer_keyfile " + pki["peer%d_key" % i]]
+        if i == 1:
+            lines.append("peer %s:%d" % ("localhost" if by_name else HOST, ports[0]))
+        brokers.append(broker(*lines))
     for i in (0, 1):
         brokers[i].wait_log("MQTT-ST: link to %s:%d up" % (HOST, ports[1 - i]), timeout=10)
+    brokers[0].wait_log("MQTT-ST: connected to %s:%d" % (HOST, ports[1]))  # the dial back
+    brokers[1].wait_log("(certificate CN=b0)")
