@@ -312,18 +312,19 @@ int peer_net_start(struct broker *broker)
     net->tls = tls_context_ref(cfg->peer_tls.context); /* built with the config (main.c) */
     log_notice("MQTT-ST: identity %s, capability %u.", net->self_name, net->capability);
     check_identity_listener(cfg);
-    if (net->tls)
+    const char *key_log = getenv("SSLKEYLOGFILE");
+    if (net->tls) {
         log_notice("MQTT-ST: peer links use TLS; peers authenticate with a certificate of the "
                    "peer CA%s.",
                    cfg->peer_secret ? " and peer_secret" : "");
-    const char *key_log = getenv("SSLKEYLOGFILE");
-    if (net->tls && key_log && *key_log)
-        log_warning("Warning: MQTT-ST: SSLKEYLOGFILE is set: the TLS secrets of the peer "
-                    "connections this broker dials are written to %s (for debugging only).",
-                    key_log);
-    else if (!cfg->peer_secret)
+        if (key_log && *key_log)
+            log_warning("Warning: MQTT-ST: SSLKEYLOGFILE is set: the TLS secrets of the peer "
+                        "connections this broker dials are written to %s (for debugging only).",
+                        key_log);
+    } else if (!cfg->peer_secret) {
         log_warning("Warning: MQTT-ST: peer_allow_unauthenticated is set: any broker that can "
                     "reach this one may join the tree and inject messages.");
+    }
     add_configured_dialers(net);
     net->sys_dirty = true;
     return 0;
