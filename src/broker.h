@@ -102,6 +102,8 @@ struct connection {
     const struct transport *transport; /* how its bytes cross the network (transport.h) */
     void *transport_data;              /* the transport's own state (an SSL), or NULL */
     bool connecting;  /* outgoing: connect() in progress */
+    bool establishing; /* outgoing: connected, the transport's handshake not done yet (the
+                          role's on_active is called at its end) */
     int64_t handshake_timeout_ms; /* before CONNECT/CONNACK; 0: the default for clients */
     enum connection_state state;
     char address[INET6_ADDRSTRLEN + 8]; /* "host:port" for logs */

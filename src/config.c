@@ -1473,6 +1473,66 @@ static int handle_peer_allow_unauthenticated(struct parse_state *st,
     return parse_bool_value(st, dl, &st->cfg->peer_allow_unauthenticated);
 }
 
+/* Peer links over TLS: the client side of a link (this broker dialling its peers) and the
+ * CA a peer's certificate must chain to on the accepting side. Global, like the rest. */
+static const struct {
+    const char *name;
+    size_t offset; /* of its struct arbor_setting in struct arbor_tls_settings */
+    bool is_path;  /* made absolute against base_dir */
+    const char *what;
+} peer_tls_directives[] = {
+    {"peer_cafile", offsetof(struct arbor_tls_settings, cafile), true,
+     "a file of the CA certificates of peers"},
+    {"peer_capath", offsetof(struct arbor_tls_settings, capath), true,
+     "a directory of the CA certificates of peers"},
+    {"peer_certfile", offsetof(struct arbor_tls_settings, certfile), true,
+     "this broker's certificate file for peer links"},
+    {"peer_keyfile", offsetof(struct arbor_tls_settings, keyfile), true,
+     "this broker's private key file for peer links"},
+    {"peer_ciphers", offsetof(struct arbor_tls_settings, ciphers), false, "a cipher list"},
+    {"peer_ciphers_tls1.3", offsetof(struct arbor_tls_settings, ciphers_tls13), false,
+     "a list of TLS 1.3 ciphersuites"},
+};
+
+static void note_peer_tls(struct parse_state *st)
+{
+    struct arbor_tls_settings *tls = &st->cfg->peer_tls;
+    if (tls->needs_tls_directive != NULL) return;
+    tls->needs_tls_directive = st->directive;
+    tls->needs_tls_at = (struct arbor_place){st->file, st->line};
+}
+
+static int handle_peer_tls_text(struct parse_state *st, const struct directive_line *dl)
+{
+    size_t i = 0;
+    while (strcmp(peer_tls_directives[i].name, st->directive) != 0)
+        i++;
+    struct arbor_setting *setting = (struct arbor_setting *)(void *)((char *)&st->cfg->peer_tls +
+                                                                     peer_tls_directives[i].offset);
+    if (dl->rest[0] == '\0')
+        return report_error(st, "missing value (%s)", peer_tls_directives[i].what);
+    if (setting->value != NULL) return report_error(st, "given more than once");
+    setting->value =
+        peer_tls_directives[i].is_path ? path_from_base(st, dl->rest) : strdup(dl->rest);
+    if (setting->value == NULL) return report_out_of_memory(st);
+    setting->at = (struct arbor_place){st->file, st->line};
+    note_peer_tls(st);
+    return 0;
+}
+
+static int handle_peer_tls_version(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "tlsv1.3 or tlsv1.2") != 0) return -1;
+    if (strcmp(dl->words[0], "tlsv1.3") == 0)
+        st->cfg->peer_tls.min_version = ARBOR_TLS_V1_3;
+    else if (strcmp(dl->words[0], "tlsv1.2") == 0)
+        st->cfg->peer_tls.min_version = ARBOR_TLS_V1_2;
+    else
+        return report_error(st, "value \"%s\" is not tlsv1.3 or tlsv1.2", dl->words[0]);
+    note_peer_tls(st);
+    return 0;
+}
+
 /* With one value the delay is fixed (base = max), as Mosquitto's restart_timeout reads it. */
 static int handle_peer_restart_timeout(struct parse_state *st, const struct directive_line *dl)
 {
@@ -1578,6 +1638,13 @@ static const struct {
     {"peer_secret", handle_peer_secret},
     {"peer_allow_unauthenticated", handle_peer_allow_unauthenticated},
     {"peer_restart_timeout", handle_peer_restart_timeout},
+    {"peer_cafile", handle_peer_tls_text},
+    {"peer_capath", handle_peer_tls_text},
+    {"peer_certfile", handle_peer_tls_text},
+    {"peer_keyfile", handle_peer_tls_text},
+    {"peer_ciphers", handle_peer_tls_text},
+    {"peer_ciphers_tls1.3", handle_peer_tls_text},
+    {"peer_tls_version", handle_peer_tls_version},
 };
 
 /* Mosquitto directives for features on arbor's roadmap (authentication, persistence,
@@ -2071,16 +2138,44 @@ static int check_max_age_exceeds_hello(struct parse_state *st)
                            hello, max_age);
 }
 
+#define report_at(st, place, directive, ...)                                                       \
+    report_error_at((st), (place).file, (place).line, (directive), __VA_ARGS__)
+
+/* Peer TLS is mutual: this broker presents its certificate (peer_certfile, peer_keyfile) and
+ * checks the other's against the peer CA (peer_cafile or peer_capath); all three or none. */
+static int check_peer_tls(struct parse_state *st)
+{
+    const struct arbor_tls_settings *tls = &st->cfg->peer_tls;
+    if (tls->needs_tls_directive == NULL) return 0;
+    const char *missing = !tls->certfile.value                       ? "peer_certfile"
+                          : !tls->keyfile.value                      ? "peer_keyfile"
+                          : !tls->cafile.value && !tls->capath.value ? "peer_cafile or peer_capath"
+                                                                     : NULL;
+    if (missing == NULL) return 0;
+    return report_at(st, tls->needs_tls_at, tls->needs_tls_directive,
+                     "%s is not given (peer links over TLS need this broker's certificate, its "
+                     "key, and the CA that peers' certificates are checked against)",
+                     missing);
+}
+
 /* The checks that span several MQTT-ST directives. */
 static int check_peer_settings(struct parse_state *st)
 {
     const struct arbor_config *cfg = st->cfg;
     int status = check_max_age_exceeds_hello(st);
-    if (cfg->peer_count > 0 && cfg->peer_secret == NULL && !cfg->peer_allow_unauthenticated)
+    if (check_peer_tls(st) != 0) status = -1;
+    if (cfg->peer_count > 0 && cfg->peer_secret == NULL && !cfg->peer_allow_unauthenticated &&
+        cfg->peer_tls.needs_tls_directive == NULL)
         status = report_error_at(st, cfg->peers[0].file, cfg->peers[0].line, "peer",
                                  "peer links need peer_secret (or peer_allow_unauthenticated "
-                                 "true)");
+                                 "true), or peer TLS (peer_certfile, peer_keyfile and "
+                                 "peer_cafile)");
     return status;
+}
+
+bool config_peer_uses_tls(const struct arbor_config *cfg)
+{
+    return cfg->peer_tls.certfile.value != NULL && cfg->peer_tls.keyfile.value != NULL;
 }
 
 bool config_listener_uses_tls(const struct arbor_listener *listener)
@@ -2089,9 +2184,6 @@ bool config_listener_uses_tls(const struct arbor_listener *listener)
     return (tls->certfile.value != NULL && tls->keyfile.value != NULL) ||
            tls->psk_hint.value != NULL;
 }
-
-#define report_at(st, place, directive, ...)                                                       \
-    report_error_at((st), (place).file, (place).line, (directive), __VA_ARGS__)
 
 /* One listener's TLS directives, complete and meaningful together. Mosquitto runs a listener
  * with cafile but no certfile as plain MQTT and lets a client certificate that is never asked
@@ -2341,6 +2433,7 @@ void config_free(struct arbor_config *cfg)
     free(cfg->peers);
     free(cfg->peer_identity_address);
     free(cfg->peer_secret);
+    tls_settings_free(&cfg->peer_tls);
     free_string_array(cfg->warnings, cfg->warning_count);
     free_string_array(cfg->source_files, cfg->source_file_count);
     memset(cfg, 0, sizeof *cfg);

@@ -207,6 +207,12 @@ struct arbor_config {
     bool peer_allow_unauthenticated; /* default false: without a secret, no peering */
     uint32_t peer_restart_base_ms;   /* peer_restart_timeout <base> [<max>]; default 1000 */
     uint32_t peer_restart_max_ms;    /* default 30000 */
+    /* Peer links over TLS (config_peer_uses_tls): peer_cafile, peer_capath, peer_certfile,
+     * peer_keyfile, peer_ciphers, peer_ciphers_tls1.3 and peer_tls_version fill the fields of
+     * the same names (the rest stay unused); needs_tls_directive is the first of them given.
+     * context is the client context the daemon builds from them (tls_peer_context_build),
+     * released with the config. */
+    struct arbor_tls_settings peer_tls;
 
     /* every file (or string name) this config was read from, main file first; owns the
      * strings that arbor_listener.file points to */
@@ -249,6 +255,10 @@ int config_validate(struct arbor_config *cfg, char *err, size_t errlen);
 
 /* Does the listener speak TLS (certfile and keyfile, or psk_hint, given)? */
 bool config_listener_uses_tls(const struct arbor_listener *listener);
+
+/* Do peer links run over TLS (peer_certfile and peer_keyfile given; loading checks that a
+ * peer_cafile or peer_capath comes with them)? */
+bool config_peer_uses_tls(const struct arbor_config *cfg);
 
 /* Return the security settings that apply to a listener (its own with per_listener_settings,
  * the global ones otherwise). */

@@ -135,6 +135,12 @@ struct connection *connection_dial(struct broker *broker, const struct sockaddr 
     return conn;
 }
 
+void connection_set_nodelay(struct connection *conn)
+{
+    int one = 1;
+    setsockopt(conn->handler.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 static void accept_one(struct listener *listener, int fd, const struct sockaddr_storage *addr)
 {
     struct broker *broker = listener->broker;
@@ -171,6 +177,20 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
         log_notice("New connection from %s on port %u.", peer, listener->port);
 }
 
+static bool transport_ready(const struct connection *conn)
+{
+    return !conn->transport->ready || conn->transport->ready(conn);
+}
+
+/* A dialled connection whose stream is now established (the TCP connect, then the transport's
+ * handshake, if it has one) is handed to its role. */
+static void activate_when_ready(struct connection *conn)
+{
+    if (!conn->establishing || conn->state == CONNECTION_CLOSED || !transport_ready(conn)) return;
+    conn->establishing = false;
+    if (conn->role->on_active) conn->role->on_active(conn);
+}
+
 /* connect() finished: established, or failed with the socket's error. */
 static void connection_connected(struct connection *conn)
 {
@@ -183,8 +203,9 @@ static void connection_connected(struct connection *conn)
     }
     conn->connecting = false;
     conn->last_received_ms = conn->broker->now_ms;
+    conn->establishing = true; /* until the transport's own handshake is done */
     update_interest(conn);
-    if (conn->role->on_active) conn->role->on_active(conn);
+    activate_when_ready(conn);
 }
 
 void connection_accept_all(struct listener *listener)
@@ -775,5 +796,6 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
         return;
     }
     if (events & recv_ready) connection_read(conn);
+    activate_when_ready(conn); /* a handshake that ended in this read or write */
     if (conn->state != CONNECTION_CLOSED) update_interest(conn); /* what the transport waits for */
 }

@@ -21,12 +21,19 @@
 void connection_accept_all(struct listener *listener);
 
 /* Start a non-blocking TCP connection to addr for an outgoing link with the given role and
- * role_data. The role's on_active runs once it is established; if it fails, the connection
- * is closed (on_close with reason 0 and why naming the error). address names the target in
- * logs. Returns the connection, or NULL (nothing to close) when no socket could be made. */
+ * role_data. The role's on_active runs once it is established (with a transport that has a
+ * handshake of its own, transport.h's `ready`, once that is done too); if it fails, the
+ * connection is closed (on_close with reason 0 and why naming the error). address names the
+ * target in logs. Returns the connection, or NULL (nothing to close) when no socket could be
+ * made. The socket has TCP_NODELAY. */
 struct connection *connection_dial(struct broker *broker, const struct sockaddr *addr,
                                    socklen_t addr_len, const char *address,
                                    const struct connection_role *role, void *role_data);
+
+/* Send small writes at once (TCP_NODELAY) on an accepted connection that turned out to be a
+ * link whose round-trip times are measured (a peer's): an answer must not wait for the
+ * acknowledgement of the previous write (Nagle), nor for the other side's delayed ACK. */
+void connection_set_nodelay(struct connection *conn);
 
 /* Bytes of the stream that a transport decoded itself (a transport with on_event, see
  * transport.h): framed and handed to the role exactly as bytes read from the socket. The

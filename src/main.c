@@ -209,8 +209,9 @@ static int load_psk_files(struct arbor_config *cfg, const char *dir)
     return 0;
 }
 
-/* Build each TLS listener's context from its files, so that a bad certificate or key stops
- * the start, or fails a reload, which then keeps the contexts in use. Every error is logged. */
+/* Build each TLS listener's context, and the peer links' one, from their files, so that a bad
+ * certificate or key stops the start, or fails a reload, which then keeps the contexts in use.
+ * Every error is logged. */
 static int build_tls_contexts(struct arbor_config *cfg)
 {
     int status = 0;
@@ -219,6 +220,13 @@ static int build_tls_contexts(struct arbor_config *cfg)
         if (!config_listener_uses_tls(listener)) continue;
         char err[2048];
         if (tls_context_build(listener, &listener->tls.context, err, sizeof err) != 0) {
+            log_error("Error: %s", err);
+            status = -1;
+        }
+    }
+    if (config_peer_uses_tls(cfg)) {
+        char err[2048];
+        if (tls_peer_context_build(&cfg->peer_tls, &cfg->peer_tls.context, err, sizeof err) != 0) {
             log_error("Error: %s", err);
             status = -1;
         }

@@ -22,6 +22,7 @@
 #include "host_resources.h"
 #include "log.h"
 #include "peer_net.h"
+#include "transport_tls.h"
 
 /* How long after a change the tree may still be settling: messages go on every live link (and
  * are accepted from every live link) meanwhile, duplicates being suppressed per origin. */
@@ -87,20 +88,31 @@ static bool host_address(char *out, size_t len)
     return found;
 }
 
-/* The first listener peers can dial: peer links are plain TCP, so not a TLS one. */
-static const struct arbor_listener *first_plain_listener(const struct arbor_config *cfg)
+/* The listener peers dial. Peers speak MQTT on the TCP stream (never WebSockets): with peer
+ * TLS, the first TLS listener that asks for client certificates (a peer proves itself with
+ * one); without, the first plain listener. */
+static bool peer_listener_fits(const struct arbor_listener *listener, bool peer_tls)
+{
+    if (listener->protocol != ARBOR_PROTOCOL_MQTT) return false;
+    if (!peer_tls) return !config_listener_uses_tls(listener);
+    return listener->tls.certfile.value && listener->tls.keyfile.value &&
+           listener->tls.require_certificate;
+}
+
+static const struct arbor_listener *peer_listener(const struct arbor_config *cfg)
 {
     for (size_t i = 0; i < cfg->listener_count; i++)
-        if (!config_listener_uses_tls(&cfg->listeners[i])) return &cfg->listeners[i];
+        if (peer_listener_fits(&cfg->listeners[i], config_peer_uses_tls(cfg)))
+            return &cfg->listeners[i];
     return NULL;
 }
 
-/* peer_identity, else the first plain listener's specific bind address, else the host's first
- * reachable address; the port is peer_identity's or the first plain listener's. */
+/* peer_identity, else the peer listener's specific bind address, else the host's first
+ * reachable address; the port is peer_identity's or the peer listener's. */
 static int derive_identity(struct peer_net *net)
 {
     const struct arbor_config *cfg = net->broker->config;
-    const struct arbor_listener *first = first_plain_listener(cfg);
+    const struct arbor_listener *first = peer_listener(cfg);
     uint16_t port = cfg->peer_identity_port ? cfg->peer_identity_port : first ? first->port : 0;
     char address[INET6_ADDRSTRLEN] = "";
     if (cfg->peer_identity_address) {
@@ -114,8 +126,13 @@ static int derive_identity(struct peer_net *net)
         return -1;
     }
     if (port == 0) {
-        log_error("Error: peer_identity: no port (no listener without TLS is configured, and "
-                  "peer links are plain TCP); set peer_identity <address>:<port>.");
+        if (config_peer_uses_tls(cfg))
+            log_error("Error: peer_identity: no port (peer links use TLS, and no TLS listener "
+                      "with require_certificate true is configured); set peer_identity "
+                      "<address>:<port>.");
+        else
+            log_error("Error: peer_identity: no port (no listener without TLS is configured, "
+                      "and peer links are plain TCP); set peer_identity <address>:<port>.");
         return -1;
     }
     if (stp_broker_id_parse(&net->self, address, port) != 0) {
@@ -124,6 +141,28 @@ static int derive_identity(struct peer_net *net)
     }
     stp_broker_id_format(&net->self, net->self_name, sizeof net->self_name);
     return 0;
+}
+
+/* A peer_identity whose port is one of this broker's listeners, but not one peers can dial
+ * the way this broker's peer settings say they will (TLS asking for a certificate, or plain),
+ * is most likely a mistake: said once at start-up. */
+static void check_identity_listener(const struct arbor_config *cfg)
+{
+    if (!cfg->peer_identity_port) return;
+    bool peer_tls = config_peer_uses_tls(cfg);
+    for (size_t i = 0; i < cfg->listener_count; i++) {
+        const struct arbor_listener *l = &cfg->listeners[i];
+        if (l->port != cfg->peer_identity_port) continue;
+        if (peer_listener_fits(l, peer_tls)) return;
+        log_warning("Warning: MQTT-ST: peer_identity names port %u, whose listener %s; peers "
+                    "%s.",
+                    l->port,
+                    l->protocol != ARBOR_PROTOCOL_MQTT ? "speaks WebSockets"
+                    : peer_tls                         ? "is not TLS with require_certificate true"
+                                                       : "uses TLS",
+                    peer_tls ? "dial with TLS and a certificate" : "dial it without TLS");
+        return;
+    }
 }
 
 static uint32_t measure_capability(const struct arbor_config *cfg)
@@ -224,7 +263,8 @@ static void on_event(void *context, const struct stp_event *event)
 
 static bool peering_configured(const struct arbor_config *cfg)
 {
-    return cfg->peer_count > 0 || cfg->peer_secret || cfg->peer_allow_unauthenticated;
+    return cfg->peer_count > 0 || cfg->peer_secret || cfg->peer_allow_unauthenticated ||
+           config_peer_uses_tls(cfg);
 }
 
 static int create_core(struct peer_net *net)
@@ -269,10 +309,22 @@ int peer_net_start(struct broker *broker)
         log_error("Error: MQTT-ST: invalid spanning-tree parameters or out of memory.");
         return -1;
     }
+    net->tls = tls_context_ref(cfg->peer_tls.context); /* built with the config (main.c) */
     log_notice("MQTT-ST: identity %s, capability %u.", net->self_name, net->capability);
-    if (!cfg->peer_secret)
+    check_identity_listener(cfg);
+    const char *key_log = getenv("SSLKEYLOGFILE");
+    if (net->tls) {
+        log_notice("MQTT-ST: peer links use TLS; peers authenticate with a certificate of the "
+                   "peer CA%s.",
+                   cfg->peer_secret ? " and peer_secret" : "");
+        if (key_log && *key_log)
+            log_warning("Warning: MQTT-ST: SSLKEYLOGFILE is set: the TLS secrets of the peer "
+                        "connections this broker dials are written to %s (for debugging only).",
+                        key_log);
+    } else if (!cfg->peer_secret) {
         log_warning("Warning: MQTT-ST: peer_allow_unauthenticated is set: any broker that can "
                     "reach this one may join the tree and inject messages.");
+    }
     add_configured_dialers(net);
     net->sys_dirty = true;
     return 0;
@@ -281,6 +333,26 @@ int peer_net_start(struct broker *broker)
 static bool dialer_matches(const struct peer_dialer *d, const struct arbor_peer *p)
 {
     return d->configured && d->port == p->port && strcmp(d->host, p->host) == 0;
+}
+
+/* New dials and new incoming peers use the certificate, key and CA certificates as the files
+ * hold them now (a reload whose files fail to load keeps the old configuration, main.c);
+ * links already up keep their session. Turning TLS on or off takes a restart, as the
+ * identity (a TLS listener or a plain one) depends on it. */
+static void reload_tls(struct peer_net *net, const struct arbor_config *cfg)
+{
+    struct tls_context *fresh = cfg->peer_tls.context;
+    if ((fresh != NULL) != (net->tls != NULL)) {
+        log_warning("Warning: MQTT-ST: peer TLS is %s in the new config; that takes a restart, "
+                    "peer links go on %s until then.",
+                    fresh ? "configured" : "not configured",
+                    net->tls ? "with TLS as configured at start" : "without TLS");
+        return;
+    }
+    if (!fresh) return;
+    struct tls_context *old = net->tls;
+    net->tls = tls_context_ref(fresh);
+    tls_context_release(old);
 }
 
 void peer_net_reload(struct broker *broker)
@@ -293,6 +365,7 @@ void peer_net_reload(struct broker *broker)
                         "to enable it.");
         return;
     }
+    reload_tls(net, cfg);
     for (struct peer_dialer *d = net->dialers; d; d = d->next) {
         if (!d->configured || d->removed) continue;
         bool kept = false;
@@ -333,6 +406,7 @@ void peer_net_free(struct broker *broker)
     }
     peer_links_free(net);
     peer_flood_free(net);
+    tls_context_release(net->tls);
     stp_destroy(net->stp);
     free(net);
     broker->peers = NULL;

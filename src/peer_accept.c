@@ -1,10 +1,12 @@
 /*
  * peer_accept.c: the incoming half of a peer link, as a connection role. An accepted
  * connection whose CONNECT has the peer bit (MQTT 5 framing) is handed here by handle_connect:
- * the neighbour proves it holds peer_secret (HMAC challenge-response in AUTH packets; without
- * a secret only when peer_allow_unauthenticated is set), gets a CONNACK naming our identity,
- * and from then on sends PINGREQ with BPDUs (answered at once with PINGRESP, the BPDU goes to
- * the stp core) and messages as PUBLISH QoS 2 (peer_flood.c decides what happens to them).
+ * with peer TLS its TLS client certificate must chain to the peer CA, with a peer_secret it
+ * proves it holds the secret (HMAC challenge-response in AUTH packets); with neither, peers
+ * are let in only when peer_allow_unauthenticated is set. It gets a CONNACK naming our
+ * identity, and from then on sends PINGREQ with BPDUs (answered at once with PINGRESP, the
+ * BPDU goes to the stp core) and messages as PUBLISH QoS 2 (peer_flood.c decides what happens
+ * to them).
  * Anything else a neighbour sends closes this connection only.
  */
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "log.h"
 #include "peer.h"
 #include "peer_net.h"
+#include "transport.h"
 
 static const struct connection_role accept_role;
 
@@ -69,7 +72,15 @@ static int admit(struct peer_accepted *acc)
     acc->arrived_ms = conn->broker->now_ms;
     conn->state = CONNECTION_ACTIVE;
     broker_watch_connection(conn); /* its keepalive from now on */
-    log_notice("MQTT-ST: peer %s connected from %s.", acc->name, conn->address);
+    char *subject = net->tls && conn->transport->peer_name
+                        ? conn->transport->peer_name(conn, TRANSPORT_NAME_SUBJECT)
+                        : NULL;
+    if (subject)
+        log_notice("MQTT-ST: peer %s connected from %s (certificate %s).", acc->name, conn->address,
+                   subject);
+    else
+        log_notice("MQTT-ST: peer %s connected from %s.", acc->name, conn->address);
+    free(subject);
     struct peer_link *link = peer_link_get(net, &acc->id);
     if (!link) {
         connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
@@ -109,9 +120,18 @@ static int challenge(struct peer_accepted *acc)
     return 0;
 }
 
+/* With peer TLS, whether the connection's transport verified a certificate chaining to the
+ * peer CA (peer_cafile, peer_capath) specifically: a client certificate of another CA the
+ * listener also trusts does not make a broker. */
+static bool certified_peer(const struct peer_net *net, const struct connection *conn)
+{
+    return conn->transport->certified_by && conn->transport->certified_by(conn, net->tls);
+}
+
 /* Checks of a peer CONNECT; returns 0 or the reason to refuse with (and *why). */
-static uint8_t check_connect(struct peer_net *net, const struct mqtt_connect *c,
-                             struct stp_broker_id *id, const char **why)
+static uint8_t check_connect(struct peer_net *net, const struct connection *conn,
+                             const struct mqtt_connect *c, struct stp_broker_id *id,
+                             const char **why)
 {
     const char *secret = net->broker->config->peer_secret;
     char text[STP_BROKER_ID_STRLEN];
@@ -119,6 +139,10 @@ static uint8_t check_connect(struct peer_net *net, const struct mqtt_connect *c,
     if (c->version != MQTT_V5) {
         *why = "MQTT-ST peers use MQTT 5 framing";
         return MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION;
+    }
+    if (net->tls && !certified_peer(net, conn)) {
+        *why = "no TLS client certificate issued by the peer CA (peer_cafile)";
+        return MQTT_RC_NOT_AUTHORIZED;
     }
     if (c->client_id.len == 0 || c->client_id.len >= sizeof text) {
         *why = "client identifier is not a broker identity";
@@ -142,8 +166,8 @@ static uint8_t check_connect(struct peer_net *net, const struct mqtt_connect *c,
         }
         return 0;
     }
-    if (!net->broker->config->peer_allow_unauthenticated) {
-        *why = "peering needs peer_secret or peer_allow_unauthenticated";
+    if (!net->tls && !net->broker->config->peer_allow_unauthenticated) {
+        *why = "peering needs peer_secret, peer TLS or peer_allow_unauthenticated";
         return MQTT_RC_NOT_AUTHORIZED;
     }
     if (has_method) {
@@ -160,10 +184,13 @@ int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c)
     if (!net) return refuse(conn, MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION, "peering is not configured");
     struct stp_broker_id id;
     const char *why = NULL;
-    uint8_t reason = check_connect(net, c, &id, &why);
+    uint8_t reason = check_connect(net, conn, c, &id, &why);
     if (reason) return refuse(conn, reason, why);
     struct peer_accepted *acc = calloc(1, sizeof *acc);
     if (!acc) return refuse(conn, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    /* Its PINGRESPs are timed: none may wait behind an unacknowledged write (over TLS, the
+     * session tickets sent right before our CONNACK or AUTH). */
+    connection_set_nodelay(conn);
     acc->net = net;
     acc->conn = conn;
     acc->id = id;

@@ -1,9 +1,10 @@
 /*
  * peer_dial.c: the outgoing half of a peer link, as a connection role. A dialer keeps one
  * connection to a `peer` line's broker (or to a peer that dialled us, for connect-back) up:
- * TCP connect, CONNECT with the peer bit (MQTT 5 framing), the HMAC challenge-response in AUTH
- * packets, CONNACK naming the peer's identity; then PINGREQ carrying BPDUs (each PINGRESP is an
- * RTT sample) and messages as PUBLISH QoS 2 (PUBREC -> PUBREL -> PUBCOMP). A failed or lost
+ * TCP connect (then a TLS handshake with peer TLS: transport_tls_attach_client), CONNECT with
+ * the peer bit (MQTT 5 framing), the HMAC challenge-response in AUTH packets (with a shared
+ * secret), CONNACK naming the peer's identity; then PINGREQ carrying BPDUs (each PINGRESP is
+ * an RTT sample) and messages as PUBLISH QoS 2 (PUBREC -> PUBREL -> PUBCOMP). A failed or lost
  * connection is retried after a capped exponential back-off with jitter.
  */
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "message.h"
 #include "packet.h"
 #include "peer_net.h"
+#include "transport_tls.h"
 
 static const struct connection_role dial_role;
 
@@ -158,10 +160,6 @@ static void attempt(struct peer_dialer *d)
     }
     d->conn = connection_dial(broker, res->ai_addr, res->ai_addrlen, d->target, &dial_role, d);
     freeaddrinfo(res);
-    if (d->conn) { /* connect and handshake within max age, like any silence on a link */
-        d->conn->handshake_timeout_ms = broker->config->stp_max_age_ms;
-        broker_watch_connection(d->conn);
-    }
     if (!d->conn) {
         d->attempted = true;
         schedule_retry(d, strerror(errno), false);
@@ -169,6 +167,13 @@ static void attempt(struct peer_dialer *d)
         return;
     }
     d->state = DIAL_CONNECTING;
+    /* connect, TLS and MQTT handshakes within max age, like any silence on a link */
+    d->conn->handshake_timeout_ms = broker->config->stp_max_age_ms;
+    broker_watch_connection(d->conn);
+    /* Over TLS the broker's certificate must name the host dialled: the peer line's host,
+     * or for a connect-back the address of the identity the peer gave. */
+    if (d->net->tls && transport_tls_attach_client(d->conn, d->net->tls, d->host) != 0)
+        connection_close(d->conn, 0, "cannot set up TLS"); /* schedules the retry */
 }
 
 /* A dialer whose broker is already linked through another dialer stands by. */

@@ -171,6 +171,10 @@ struct peer_net {
     uint64_t incarnation;
     uint64_t next_sequence;
     bool stopping;
+    /* Peer links over TLS (peer_certfile...): the client context dials use and whose CA
+     * certificates incoming peers must be certified by; the one a reload built last. NULL:
+     * plain TCP. Whether links use TLS is fixed at start-up, as the identity is. */
+    struct tls_context *tls;
 
     struct peer_link *links;
     struct peer_dialer *dialers;

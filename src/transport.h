@@ -6,7 +6,8 @@
  *
  *   transport_tcp   plain sockets: read() and writev() (transport_tcp.c)
  *   transport_tls   TLS with OpenSSL on a listener configured with certfile/keyfile or
- *                   psk_hint: a non-blocking SSL_accept, then SSL_read/SSL_write
+ *                   psk_hint: a non-blocking SSL_accept, then SSL_read/SSL_write; also the
+ *                   client side of peer links dialled over TLS (transport_tls_attach_client)
  *                   (transport_tls.c)
  *   transport_ws    MQTT in WebSocket binary frames on a `protocol websockets` listener,
  *                   libwebsockets servicing a duplicate of the descriptor inside recv and
@@ -56,6 +57,7 @@
 #include <sys/uio.h>
 
 struct connection;
+struct tls_context;
 
 /* What a transport waits for before it can go on (the `blocked` callback). */
 enum {
@@ -90,10 +92,19 @@ struct transport {
     unsigned (*blocked)(const struct connection *conn);
     /* Optional (NULL: 0). Stream bytes the transport holds, already off the socket. */
     size_t (*pending)(const struct connection *conn);
+    /* Optional (NULL: always true). Whether the stream is established. A dialled connection's
+     * role gets on_active once the socket is connected and this is true (a TLS client after
+     * its handshake), so that what the role sends first, and times, starts then. */
+    bool (*ready)(const struct connection *conn);
     /* Optional. The name the transport authenticated the other end by (use_identity_as_username,
      * use_subject_as_username), as a new string the caller frees; NULL when there is none (no
      * client certificate, no Common Name, out of memory). */
     char *(*peer_name)(const struct connection *conn, enum transport_name which);
+    /* Optional (NULL: false). Whether the other end of an accepted connection proved in its
+     * handshake that it holds a certificate chaining to one of the CA certificates of trust
+     * (a context from tls_peer_context_build, transport_tls.h), whatever else the listener
+     * trusts: how a peer broker is told from a client with a certificate of another CA. */
+    bool (*certified_by)(const struct connection *conn, const struct tls_context *trust);
     /* Optional. The connection is closing: say goodbye if the protocol has a way (a TLS
      * close_notify, written at once and never waited for) and free conn->transport_data.
      * connection.c closes the descriptor right after. */

@@ -11,17 +11,26 @@
  * OpenSSL's errors as Mosquitto does ("OpenSSL Error[0]: ...") plus the client's address
  * and why its certificate was refused, and ends that connection only.
  *
- * This file must not know MQTT: it reads the listener's settings and the psk_file table of
- * the listener's security settings, nothing else of the broker.
+ * The same transport runs the client side of peer links (transport_tls_attach_client, on the
+ * one client context built from the peer_* directives): the handshake starts with a writable
+ * socket, the dialled broker's certificate must chain to the peer CA and name the host
+ * dialled, and `ready` tells connection.c when the role may start. certified_by lets the
+ * accepting side tell a peer's certificate (peer CA) from a client's of another CA.
+ *
+ * This file must not know MQTT: it reads the listener's settings, the peer_* TLS settings and
+ * the psk_file table of the listener's security settings, nothing else of the broker.
  */
 #include "transport_tls.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -29,6 +38,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "broker.h"
 #include "config.h"
@@ -52,6 +62,7 @@ struct tls_connection {
     int deferred_result;
     int deferred_errno;
     char *psk_identity; /* the identity the client's pre-shared key was found for */
+    bool client;        /* this end dialled (transport_tls_attach_client) */
 };
 
 /* ---- contexts ---- */
@@ -102,31 +113,42 @@ static int no_passphrase(char *buf, int size, int rwflag, void *userdata)
 static unsigned int psk_server_callback(SSL *ssl, const char *identity, unsigned char *psk,
                                         unsigned int max_psk_len);
 
+/* A directive's name as the operator wrote it: the listener's ("certfile") or, with prefix
+ * "peer_", the one of peer links ("peer_certfile"). */
+static const char *directive_name(char *buf, size_t size, const char *prefix, const char *name)
+{
+    snprintf(buf, size, "%s%s", prefix, name);
+    return buf;
+}
+
 /* The certificate chain, then the key, which must belong to it. The key is read here rather
  * than by SSL_CTX_use_PrivateKey_file, which would report a key of the wrong certificate as
  * one it cannot load. */
-static int load_certificate(SSL_CTX *ctx, const struct arbor_tls_settings *tls, char *err,
-                            size_t errlen)
+static int load_certificate(SSL_CTX *ctx, const struct arbor_tls_settings *tls, const char *prefix,
+                            char *err, size_t errlen)
 {
+    char cert_name[32], key_name[32];
+    directive_name(cert_name, sizeof cert_name, prefix, "certfile");
+    directive_name(key_name, sizeof key_name, prefix, "keyfile");
     if (SSL_CTX_use_certificate_chain_file(ctx, tls->certfile.value) != 1)
-        return build_error(err, errlen, &tls->certfile.at, "certfile",
+        return build_error(err, errlen, &tls->certfile.at, cert_name,
                            "cannot load the certificate chain in \"%s\"", tls->certfile.value);
     BIO *bio = BIO_new_file(tls->keyfile.value, "r");
     EVP_PKEY *key = bio ? PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL) : NULL;
     BIO_free(bio);
     if (!key)
-        return build_error(err, errlen, &tls->keyfile.at, "keyfile",
+        return build_error(err, errlen, &tls->keyfile.at, key_name,
                            "cannot load the private key in \"%s\" (a PEM key without a pass "
                            "phrase)",
                            tls->keyfile.value);
     int rc = 0;
     if (X509_check_private_key(SSL_CTX_get0_certificate(ctx), key) != 1)
-        rc = build_error(err, errlen, &tls->keyfile.at, "keyfile",
+        rc = build_error(err, errlen, &tls->keyfile.at, key_name,
                          "the private key in \"%s\" does not belong to the certificate in "
                          "\"%s\"",
                          tls->keyfile.value, tls->certfile.value);
     else if (SSL_CTX_use_PrivateKey(ctx, key) != 1)
-        rc = build_error(err, errlen, &tls->keyfile.at, "keyfile",
+        rc = build_error(err, errlen, &tls->keyfile.at, key_name,
                          "cannot use the private key in \"%s\"", tls->keyfile.value);
     EVP_PKEY_free(key);
     return rc;
@@ -187,10 +209,10 @@ static int load_dh_parameters(SSL_CTX *ctx, const struct arbor_tls_settings *tls
     return 0;
 }
 
-static int set_protocol(SSL_CTX *ctx, const struct arbor_listener *listener, char *err,
-                        size_t errlen)
+/* What listeners and peer links share: versions, options, modes, ciphers. */
+static int set_protocol(SSL_CTX *ctx, const struct arbor_tls_settings *tls, const char *prefix,
+                        char *err, size_t errlen)
 {
-    const struct arbor_tls_settings *tls = &listener->tls;
     int version = tls->min_version == ARBOR_TLS_V1_3   ? TLS1_3_VERSION
                   : tls->min_version == ARBOR_TLS_V1_1 ? TLS1_1_VERSION
                                                        : TLS1_2_VERSION;
@@ -205,16 +227,27 @@ static int set_protocol(SSL_CTX *ctx, const struct arbor_listener *listener, cha
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+    char name[32];
+    if (tls->ciphers.value && SSL_CTX_set_cipher_list(ctx, tls->ciphers.value) != 1)
+        return build_error(err, errlen, &tls->ciphers.at,
+                           directive_name(name, sizeof name, prefix, "ciphers"),
+                           "no usable cipher in \"%s\"", tls->ciphers.value);
+    if (tls->ciphers_tls13.value && SSL_CTX_set_ciphersuites(ctx, tls->ciphers_tls13.value) != 1)
+        return build_error(err, errlen, &tls->ciphers_tls13.at,
+                           directive_name(name, sizeof name, prefix, "ciphers_tls1.3"),
+                           "no usable TLS 1.3 ciphersuite in \"%s\"", tls->ciphers_tls13.value);
+    return 0;
+}
+
+/* A listener's own: the session id context and pre-shared keys. */
+static int set_listener_protocol(SSL_CTX *ctx, const struct arbor_listener *listener, char *err,
+                                 size_t errlen)
+{
+    const struct arbor_tls_settings *tls = &listener->tls;
     /* Resumed sessions must come back to the listener (and the client check) they began on. */
     char id[32];
     int id_len = snprintf(id, sizeof id, "arbor:%u", (unsigned)listener->port);
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)id, (unsigned)id_len);
-    if (tls->ciphers.value && SSL_CTX_set_cipher_list(ctx, tls->ciphers.value) != 1)
-        return build_error(err, errlen, &tls->ciphers.at, "ciphers",
-                           "no usable cipher in \"%s\"", tls->ciphers.value);
-    if (tls->ciphers_tls13.value && SSL_CTX_set_ciphersuites(ctx, tls->ciphers_tls13.value) != 1)
-        return build_error(err, errlen, &tls->ciphers_tls13.at, "ciphers_tls1.3",
-                           "no usable TLS 1.3 ciphersuite in \"%s\"", tls->ciphers_tls13.value);
     if (tls->psk_hint.value) {
         if (SSL_CTX_use_psk_identity_hint(ctx, tls->psk_hint.value) != 1)
             return build_error(err, errlen, &tls->psk_hint.at, "psk_hint", "cannot use the hint");
@@ -228,8 +261,9 @@ int tls_ssl_ctx_configure(struct ssl_ctx_st *ctx, const struct arbor_listener *l
 {
     const struct arbor_tls_settings *tls = &listener->tls;
     ERR_clear_error();
-    int rc = set_protocol(ctx, listener, err, errlen);
-    if (rc == 0 && tls->certfile.value) rc = load_certificate(ctx, tls, err, errlen);
+    int rc = set_protocol(ctx, tls, "", err, errlen);
+    if (rc == 0) rc = set_listener_protocol(ctx, listener, err, errlen);
+    if (rc == 0 && tls->certfile.value) rc = load_certificate(ctx, tls, "", err, errlen);
     if (rc == 0) rc = load_client_cas(ctx, tls, err, errlen);
     if (rc == 0 && tls->crlfile.value) rc = load_crl(ctx, tls, err, errlen);
     if (rc == 0 && tls->dhparamfile.value) rc = load_dh_parameters(ctx, tls, err, errlen);
@@ -252,6 +286,69 @@ int tls_context_build(const struct arbor_listener *listener, struct tls_context 
                            "cannot set up TLS");
     }
     if (tls_ssl_ctx_configure(ctx, listener, err, errlen) != 0) {
+        SSL_CTX_free(ctx);
+        free(context);
+        return -1;
+    }
+    context->ssl_ctx = ctx;
+    context->refs = 1;
+    *out = context;
+    return 0;
+}
+
+/* The CA certificates a peer's certificate must chain to: the dialler's check of the broker
+ * it dials (during the handshake) and the accepting side's of a peer (tls_certified_by). */
+static int load_peer_cas(SSL_CTX *ctx, const struct arbor_tls_settings *tls, char *err,
+                         size_t errlen)
+{
+    if (tls->cafile.value && SSL_CTX_load_verify_file(ctx, tls->cafile.value) != 1)
+        return build_error(err, errlen, &tls->cafile.at, "peer_cafile",
+                           "cannot load CA certificates from \"%s\"", tls->cafile.value);
+    if (tls->capath.value && SSL_CTX_load_verify_dir(ctx, tls->capath.value) != 1)
+        return build_error(err, errlen, &tls->capath.at, "peer_capath",
+                           "cannot use \"%s\" as a directory of CA certificates",
+                           tls->capath.value);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    return 0;
+}
+
+/* SSLKEYLOGFILE: the secrets of every TLS session this broker dials to a peer are appended
+ * to the file it names, one line each in the NSS key log format Wireshark reads, so that a
+ * capture of peer links can be decrypted (each link has one connection dialled from each
+ * side). A debugging aid: the file decrypts the links, so it is created private (0600). The
+ * variable is read at each handshake, the file opened and closed for each line. */
+static void write_key_log(const SSL *ssl, const char *line)
+{
+    (void)ssl;
+    const char *path = getenv("SSLKEYLOGFILE");
+    if (!path || !*path) return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return;
+    struct iovec iov[2] = {{(void *)line, strlen(line)}, {"\n", 1}};
+    ssize_t written = writev(fd, iov, 2); /* a line lost is a debugging aid less */
+    (void)written;
+    close(fd);
+}
+
+int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
+                           char *err, size_t errlen)
+{
+    *out = NULL;
+    ERR_clear_error();
+    struct tls_context *context = calloc(1, sizeof *context);
+    SSL_CTX *ctx = context ? SSL_CTX_new(TLS_client_method()) : NULL;
+    if (!ctx) {
+        free(context);
+        return build_error(err, errlen, &tls->certfile.at, "peer_certfile", "cannot set up TLS");
+    }
+    /* Every dial is a full handshake: a link is long-lived, and a resumed session would skip
+     * the check of a certificate the CA may have replaced since. */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (getenv("SSLKEYLOGFILE")) SSL_CTX_set_keylog_callback(ctx, write_key_log);
+    int rc = set_protocol(ctx, tls, "peer_", err, errlen);
+    if (rc == 0) rc = load_certificate(ctx, tls, "peer_", err, errlen);
+    if (rc == 0) rc = load_peer_cas(ctx, tls, err, errlen);
+    if (rc != 0) {
         SSL_CTX_free(ctx);
         free(context);
         return -1;
@@ -318,8 +415,19 @@ static void log_failure(const struct connection *conn, const struct tls_connecti
             snprintf(first, sizeof first, "%s", reason ? reason : text);
         }
     }
-    if (t->handshake_done || !conn->broker->config->connection_messages) return;
+    if (t->handshake_done) return;
     long verify = SSL_get_verify_result(t->ssl);
+    if (t->client) { /* the certificate of the broker this one dialled */
+        if (verify != X509_V_OK)
+            log_notice("TLS connection to %s failed: %s (%s).", conn->address,
+                       first[0] ? first : "TLS handshake failed",
+                       X509_verify_cert_error_string(verify));
+        else
+            log_notice("TLS connection to %s failed: %s.", conn->address,
+                       first[0] ? first : "TLS handshake failed");
+        return;
+    }
+    if (!conn->broker->config->connection_messages) return;
     if (verify != X509_V_OK)
         log_notice("Client connection from %s failed: %s (%s).", conn->address,
                    first[0] ? first : "TLS handshake failed", X509_verify_cert_error_string(verify));
@@ -394,8 +502,8 @@ static ssize_t tls_recv(struct connection *conn, void *buf, size_t len)
         int rc = SSL_do_handshake(t->ssl);
         if (rc != 1) return io_failed(conn, t, rc, true);
         t->handshake_done = true;
-        log_debug("TLS connection from %s: %s, %s.", conn->address, SSL_get_version(t->ssl),
-                  SSL_get_cipher_name(t->ssl));
+        log_debug("TLS connection %s %s: %s, %s.", t->client ? "to" : "from", conn->address,
+                  SSL_get_version(t->ssl), SSL_get_cipher_name(t->ssl));
     }
     /* As many records as fit: a short return then means the socket is drained. */
     size_t total = 0;
@@ -448,6 +556,12 @@ static unsigned tls_blocked(const struct connection *conn)
 {
     const struct tls_connection *t = conn->transport_data;
     return t ? t->blocked : 0;
+}
+
+static bool tls_ready(const struct connection *conn)
+{
+    const struct tls_connection *t = conn->transport_data;
+    return t && t->handshake_done;
 }
 
 static size_t tls_pending(const struct connection *conn)
@@ -506,6 +620,30 @@ static char *tls_peer_name(const struct connection *conn, enum transport_name wh
     return tls_ssl_peer_name(t->ssl, which);
 }
 
+/* The check is made again here, against the CA certificates of trust alone, because the
+ * listener's cafile may hold more CAs than the one asked about (its clients' CA beside the
+ * peers'). The handshake already proved that the other end holds the certificate's key. */
+static bool tls_certified_by(const struct connection *conn, const struct tls_context *trust)
+{
+    const struct tls_connection *t = conn->transport_data;
+    if (!t || !t->handshake_done || t->client || !trust) return false;
+    X509 *cert = SSL_get0_peer_certificate(t->ssl);
+    if (!cert || SSL_get_verify_result(t->ssl) != X509_V_OK) return false;
+    /* the chain the client sent above its certificate: intermediates, untrusted */
+    STACK_OF(X509) *chain = SSL_get_peer_cert_chain(t->ssl);
+    X509_STORE_CTX *check = X509_STORE_CTX_new();
+    bool trusted =
+        check &&
+        X509_STORE_CTX_init(check, SSL_CTX_get_cert_store(trust->ssl_ctx), cert, chain) == 1 &&
+        X509_STORE_CTX_set_default(check, "ssl_client") == 1 && X509_verify_cert(check) == 1;
+    if (!trusted && check)
+        log_debug("Client certificate from %s does not chain to the CA asked for: %s.",
+                  conn->address, X509_verify_cert_error_string(X509_STORE_CTX_get_error(check)));
+    X509_STORE_CTX_free(check);
+    ERR_clear_error();
+    return trusted;
+}
+
 static void tls_close(struct connection *conn)
 {
     struct tls_connection *t = conn->transport_data;
@@ -528,6 +666,45 @@ const struct transport transport_tls = {
     .send = tls_send,
     .blocked = tls_blocked,
     .pending = tls_pending,
+    .ready = tls_ready,
     .peer_name = tls_peer_name,
+    .certified_by = tls_certified_by,
     .close = tls_close,
 };
+
+/* The name the dialled broker's certificate must carry: an address literal is matched against
+ * its IP subjectAltNames, a host name against its DNS names (or its CN without them), and is
+ * also sent as SNI. */
+static int expect_server_name(SSL *ssl, const char *server_name)
+{
+    X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, server_name) == 1) return 0;
+    ERR_clear_error();
+    SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    if (SSL_set1_host(ssl, server_name) != 1) return -1;
+    return SSL_set_tlsext_host_name(ssl, server_name) == 1 ? 0 : -1;
+}
+
+int transport_tls_attach_client(struct connection *conn, struct tls_context *context,
+                                const char *server_name)
+{
+    struct tls_connection *t = calloc(1, sizeof *t);
+    if (!t) return -1;
+    ERR_clear_error();
+    t->ssl = context ? SSL_new(context->ssl_ctx) : NULL;
+    if (!t->ssl || SSL_set_fd(t->ssl, conn->handler.fd) != 1 ||
+        expect_server_name(t->ssl, server_name) != 0) {
+        SSL_free(t->ssl);
+        free(t);
+        ERR_clear_error();
+        return -1;
+    }
+    SSL_set_connect_state(t->ssl);
+    SSL_set_app_data(t->ssl, conn);
+    t->client = true;
+    /* The client speaks first: recv, which runs the handshake, needs a writable socket. */
+    t->blocked = TRANSPORT_RECV_NEEDS_WRITE;
+    conn->transport = &transport_tls;
+    conn->transport_data = t;
+    return 0;
+}

@@ -2,7 +2,8 @@
  * transport_tls.h: TLS on listeners. A listener whose directives ask for TLS (certfile and
  * keyfile, or psk_hint) gets a context built from them: one OpenSSL SSL_CTX per listener,
  * built again from the files on every reload, shared by reference with the connections it
- * accepted. Its connections use transport_tls (transport.h).
+ * accepted. Its connections use transport_tls (transport.h). Peer links over TLS have one
+ * client context, built the same way from the peer_* directives.
  */
 #ifndef ARBOR_TRANSPORT_TLS_H
 #define ARBOR_TRANSPORT_TLS_H
@@ -12,6 +13,8 @@
 #include "transport.h"
 
 struct arbor_listener;
+struct arbor_tls_settings;
+struct connection;
 struct tls_context;
 struct ssl_ctx_st; /* OpenSSL's SSL_CTX */
 struct ssl_st;     /* OpenSSL's SSL */
@@ -33,6 +36,23 @@ int tls_ssl_ctx_configure(struct ssl_ctx_st *ctx, const struct arbor_listener *l
 /* The client certificate's Common Name or subject (transport.h, peer_name) of a connection
  * whose handshake is done, as a new string; NULL without a certificate. */
 char *tls_ssl_peer_name(const struct ssl_st *ssl, enum transport_name which);
+
+/* Build the client context of peer links from the peer_* directives (config.h, peer_tls):
+ * this broker's certificate and key, the peer CA certificates (peer_cafile, peer_capath) the
+ * dialled broker's certificate is checked against, peer_tls_version and peer_ciphers. The
+ * same CA certificates decide which incoming peers are accepted (the certified_by callback of
+ * transport.h). Returns 0 and *out (one reference), or -1 with "file:line: directive: what is
+ * wrong" in err. Never logs. */
+int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
+                           char *err, size_t errlen);
+
+/* Make conn, just dialled (connection_dial) and still connecting, a TLS client on context:
+ * the handshake starts once the TCP connection is up, and the role's on_active waits for its
+ * end. The server's certificate must chain to the context's CA certificates and name
+ * server_name (an IP subjectAltName for an address, a DNS name for a host name). Returns 0,
+ * or -1 (out of memory, or a name OpenSSL refuses): conn keeps its TCP transport. */
+int transport_tls_attach_client(struct connection *conn, struct tls_context *context,
+                                const char *server_name);
 
 /* Take another reference; returns context (NULL stays NULL). */
 struct tls_context *tls_context_ref(struct tls_context *context);

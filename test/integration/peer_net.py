@@ -9,6 +9,7 @@ What it provides:
   Collector     subscribers on several brokers recording every message, for exactly-once checks.
   NumberedStream  a publisher thread sending numbered messages (loss and duplicate checks).
   graphs        line, ring, mesh, random_graph, clear_delays (delays whose tree is unambiguous).
+  tls_peer_pki  certificates of peers over TLS (Cluster(..., tls=True)), made once per run.
   fixtures      peer_support (skips when the binary refuses `peer`), cluster (factory).
 
 The wiring of one link (a, b): broker a's `peer` line names proxy P_ab, which forwards to b's
@@ -839,15 +840,22 @@ def _conf_value(seconds):
     return ("%.3f" % seconds).rstrip("0").rstrip(".")
 
 
+def _listening(port):
+    listening = port_listening(HOST, port)
+    return port_accepts(HOST, port) if listening is None else listening
+
+
 class PeerBroker:
     """One broker of a Cluster (host and port, like conftest's Broker, so PahoClient and
-    Collector accept it)."""
+    Collector accept it). peer_port is the listener peers dial (its identity's port): the
+    same as port, or in a TLS cluster a TLS listener of its own."""
 
-    def __init__(self, cluster, index, port, capability):
+    def __init__(self, cluster, index, port, capability, peer_port=None):
         self.cluster = cluster
         self.index = index
         self.host = HOST
         self.port = port
+        self.peer_port = port if peer_port is None else peer_port
         self.capability = capability
         self.name = "b%d" % index
         base = os.path.join(cluster.tmp_dir, self.name)
@@ -861,7 +869,7 @@ class PeerBroker:
 
     @property
     def identity(self):
-        return "%s:%d" % (HOST, self.port)
+        return "%s:%d" % (HOST, self.peer_port)
 
     def __repr__(self):
         return "PeerBroker(b%d %s)" % (self.index, self.identity)
@@ -896,10 +904,7 @@ class PeerBroker:
             if self.proc.poll() is not None:
                 raise BrokerError("b%d exited with %s during start-up:\n%s" % (
                     self.index, self.proc.returncode, self.log_text()[-3000:]))
-            listening = port_listening(HOST, self.port)
-            if listening is None:
-                listening = port_accepts(HOST, self.port)
-            if listening:
+            if all(_listening(p) for p in {self.port, self.peer_port}):
                 return
             time.sleep(0.01)
         raise BrokerError("b%d did not listen on %d within %.0fs:\n%s" % (
@@ -946,6 +951,14 @@ class Cluster:
       delays         {(a, b): one-way delay in ms} applied to both proxies of the link
       plain          True: leave out every MQTT-ST line (peer, peer_*, stp_*), so that the
                      harness itself can be tested on a broker without peer support
+      tls            True: peer links over TLS (see tls_peer_pki): each broker gets a second
+                     listener, TLS with require_certificate and the peer CA as cafile, on
+                     peer_port (its identity; the proxies lead there, TLS passes through
+                     them), and peer_cafile/peer_certfile/peer_keyfile; clients and $SYS
+                     watchers stay on the plain `port`. With secret None nothing else
+                     authenticates the peers (mutual TLS alone); a dict: the certificates to
+                     use (tlscerts.make_peer_pki with at least n brokers)
+      tls_listener_ca  the cafile of the peer listeners (default: the peer CA alone)
       stp_prefix     where the $SYS views are read (the harness's tests use a fake tree)
 
     brokers[i]      PeerBroker (host, port, identity, log_text(), wait_log())
@@ -964,9 +977,11 @@ class Cluster:
 
     def __init__(self, n, edges, capabilities=None, secret=DEFAULT_SECRET, extra_lines=(),
                  hello=0.2, max_age=1.0, delays=None, tmp_dir=None, start=True, plain=False,
-                 stp_prefix=STP_PREFIX):
+                 stp_prefix=STP_PREFIX, tls=False, tls_listener_ca=None):
         self.n = n
         self.plain = plain
+        self.pki = (tls if isinstance(tls, dict) else tls_peer_pki(n)) if tls else None
+        self.tls_listener_ca = tls_listener_ca or (self.pki["peer_ca"] if self.pki else None)
         self.stp_prefix = stp_prefix
         self.edges = []
         for a, b in edges:
@@ -999,13 +1014,15 @@ class Cluster:
             ms = delays.get((a, b), delays.get((b, a), 0))
             self.proxies[(a, b)] = DelayProxy(0, None, ms, "b%d->b%d" % (a, b))
             self.proxies[(b, a)] = DelayProxy(0, None, ms, "b%d->b%d" % (b, a))
+        wanted = 2 * n if self.pki else n
         ports = set()
-        while len(ports) < n:
+        while len(ports) < wanted:
             ports.add(free_port())
-        self.brokers = [PeerBroker(self, i, p, self.capabilities[i])
-                        for i, p in enumerate(sorted(ports))]
+        ports = sorted(ports)
+        self.brokers = [PeerBroker(self, i, ports[i], self.capabilities[i],
+                                   ports[n + i] if self.pki else None) for i in range(n)]
         for (a, b), proxy in self.proxies.items():
-            proxy.target_port = self.brokers[b].port
+            proxy.target_port = self.brokers[b].peer_port
         if start:
             try:
                 self.start()
@@ -1028,12 +1045,25 @@ class Cluster:
                  "stp_capability %d" % b.capability,
                  "stp_hello_interval %s" % _conf_value(self.hello),
                  "stp_max_age %s" % _conf_value(self.max_age),
-                 "peer_secret %s" % self.secret if self.secret is not None
-                 else "peer_allow_unauthenticated true",
                  "peer_restart_timeout 0.1 1"]
+        if self.secret is not None:
+            lines.append("peer_secret %s" % self.secret)
+        elif not self.pki:
+            lines.append("peer_allow_unauthenticated true")
+        if self.pki:
+            lines = self.tls_lines(i) + lines
         for j in sorted(self.neighbours(i)):
             lines.append("peer %s:%d" % (HOST, self.proxies[(i, j)].port))
         return common + lines + self.extra_lines
+
+    def tls_lines(self, i):
+        """Broker i's peer listener and peer TLS lines (a TLS cluster)."""
+        b, pki = self.brokers[i], self.pki
+        cert, key = pki["peer%d" % i], pki["peer%d_key" % i]
+        return ["listener %d %s" % (b.peer_port, HOST),
+                "certfile " + cert, "keyfile " + key, "cafile " + self.tls_listener_ca,
+                "require_certificate true",
+                "peer_cafile " + pki["peer_ca"], "peer_certfile " + cert, "peer_keyfile " + key]
 
     def _write_config(self, i):
         with open(self.brokers[i].conf_path, "w") as f:
@@ -1041,14 +1071,18 @@ class Cluster:
 
     def _move(self, i):
         """Give broker i a new port (its old one was taken by someone else)."""
-        taken = {b.port for b in self.brokers}
-        port = free_port()
-        while port in taken:
+        taken = {p for b in self.brokers for p in (b.port, b.peer_port)}
+        fresh = []
+        while len(fresh) < (2 if self.pki else 1):
             port = free_port()
-        self.brokers[i].port = port
+            if port not in taken:
+                taken.add(port)
+                fresh.append(port)
+        self.brokers[i].port = fresh[0]
+        self.brokers[i].peer_port = fresh[-1]
         for (a, b), proxy in self.proxies.items():
             if b == i:
-                proxy.target_port = port
+                proxy.target_port = fresh[-1]
 
     # ------------------------------------------------------------ processes
 
@@ -1169,7 +1203,7 @@ class Cluster:
     def direct_connections(self):
         """(i, j) for every broker i holding an established TCP connection straight to broker
         j's listener, bypassing the proxies (read from /proc; [] where /proc is missing)."""
-        ports = {b.port: b.index for b in self.brokers}
+        ports = {b.peer_port: b.index for b in self.brokers}
         inodes = {}
         for b in self.brokers:
             if not b.running():
@@ -1252,9 +1286,9 @@ class Cluster:
 
     def best_root(self, live=None):
         """The broker that should be root among `live`: highest capability, then lowest
-        identity (as addresses are all 127.0.0.1 here, the lowest port)."""
+        identity (as addresses are all 127.0.0.1 here, the lowest peer port)."""
         live = self.live() if live is None else live
-        return min(live, key=lambda i: (-self.capabilities[i], self.brokers[i].port))
+        return min(live, key=lambda i: (-self.capabilities[i], self.brokers[i].peer_port))
 
     # ------------------------------------------------------------ clients and teardown
 
@@ -1294,6 +1328,25 @@ class Cluster:
         if self._own_tmp and not failures:
             shutil.rmtree(self.tmp_dir, ignore_errors=True)
         return failures
+
+
+# ================================================================ certificates
+
+_PEER_PKI = {}
+
+
+def tls_peer_pki(n):
+    """tlscerts.make_peer_pki for at least n brokers (and at least 10), made once per process
+    in a directory removed at exit: every TLS cluster shares it."""
+    import atexit
+    import tlscerts
+    have = _PEER_PKI.get("pki")
+    if have is None or "peer%d" % (n - 1) not in have:
+        top = tempfile.mkdtemp(prefix="arbor-peer-pki-")
+        os.chmod(top, 0o755)
+        atexit.register(shutil.rmtree, top, True)
+        _PEER_PKI["pki"] = tlscerts.make_peer_pki(os.path.join(top, "pki"), max(n, 10))
+    return _PEER_PKI["pki"]
 
 
 # ================================================================ message collection

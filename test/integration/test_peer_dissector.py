@@ -638,6 +638,62 @@ def test_capture_started_after_the_handshakes(run):
     assert origins and all(p.get("mqttst.origin.id") == run.ids[LEAF] for p in origins)
 
 
+# ---------------------------------------------------------------- peer links over TLS
+
+def test_peer_links_over_tls_decode_with_the_brokers_key_log(peer_support):
+    """Two brokers linked over TLS (peer_net.Cluster tls=True), started with SSLKEYLOGFILE:
+    the capture shows nothing of MQTT-ST by itself; with the key log the brokers wrote
+    (tls.keylog_file), Wireshark decrypts the links and the script finds the peer connections
+    inside TLS by the same heuristic, BPDUs of both brokers included."""
+    for tool in ("tshark", "dumpcap"):
+        if shutil.which(tool) is None:
+            pytest.skip("%s is not installed (scripts/install-deps.sh installs tshark)" % tool)
+    folder = tempfile.mkdtemp(prefix="arbor-dissector-tls-")
+    os.chmod(folder, 0o777)          # the brokers write the key log after dropping root
+    pcap = os.path.join(folder, "tls.pcapng")
+    key_log = os.path.join(folder, "keys.log")
+    cluster = Cluster(2, [(0, 1)], [200, 100], tls=True, secret=None, hello=HELLO,
+                      tmp_dir=os.path.join(folder, "cluster"), start=False)
+    capture = None
+    saved = os.environ.get("SSLKEYLOGFILE")
+    try:
+        ports = ([b.peer_port for b in cluster.brokers] +
+                 [p.port for p in cluster.proxies.values()])
+        capture = Dumpcap(pcap, ports, folder)
+        if not capture.wait_capturing():
+            pytest.skip("dumpcap cannot capture on lo here: %s" % capture.errors().strip())
+        os.environ["SSLKEYLOGFILE"] = key_log    # inherited by the brokers started now
+        try:
+            cluster.start()
+        finally:
+            if saved is None:
+                os.environ.pop("SSLKEYLOGFILE", None)
+            else:
+                os.environ["SSLKEYLOGFILE"] = saved
+        cluster.wait_tree(timeout=10)
+        time.sleep(3 * HELLO)
+        capture.stop()
+        ids = {cluster.identity(i) for i in range(2)}
+        for b in cluster.brokers:
+            assert "SSLKEYLOGFILE is set" in b.log_text()
+    finally:
+        if capture is not None:
+            capture.stop()
+        failures = cluster.close()
+    assert not failures, "cluster teardown:\n" + "\n".join(failures)
+    assert os.stat(key_log).st_mode & 0o077 == 0, "the key log must be private"
+    with open(key_log) as f:
+        assert "CLIENT_TRAFFIC_SECRET_0" in f.read()
+    fields = ["-Y", "mqttst.bpdu", "-T", "fields", "-e", "mqttst.bpdu.sender"]
+    hidden, _ = run_tool(["tshark", "-n", "-r", pcap, "-X", "lua_script:" + SCRIPT] + fields,
+                         folder)
+    assert hidden.strip() == b""
+    seen, _ = run_tool(["tshark", "-n", "-r", pcap, "-X", "lua_script:" + SCRIPT,
+                        "-o", "tls.keylog_file:" + key_log] + fields, folder)
+    assert set(seen.decode().split()) == ids
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- hand-made captures
 
 def write_pcap(path, segments, start=1700000000.0):

@@ -2,8 +2,9 @@
 
 Covers:
   - kill -9 of the root: a new tree, rooted at the next-highest capability, within 1 s of the
-    kill (a 4-mesh and the random 10-broker graph), while numbered QoS 1 and QoS 2 streams
-    between surviving brokers lose nothing and deliver nothing twice;
+    kill (a 4-mesh, the random 10-broker graph, and the 4-mesh with peer links over TLS),
+    while numbered QoS 1 and QoS 2 streams between surviving brokers lose nothing and deliver
+    nothing twice;
   - SIGSTOP of the root: a new tree within max_age + 1 s; after SIGCONT the broker rejoins
     and is root again;
   - a killed broker (the root, or the one of lowest capability) restarted: it rejoins and
@@ -47,6 +48,12 @@ def random10(make):
     return make(10, edges, caps, delays=clear_delays(10, edges, caps, seed=77))
 
 
+def mesh4_tls(make):
+    """mesh4 with peer links over TLS, authenticated by certificate and peer_secret."""
+    return make(4, mesh(4), MESH_CAPS, delays=clear_delays(4, mesh(4), MESH_CAPS, seed=11),
+                tls=True)
+
+
 def streams_between(c, publishers, topic):
     """A QoS 1 and a QoS 2 numbered stream from the two given brokers."""
     (a, b) = publishers
@@ -56,7 +63,8 @@ def streams_between(c, publishers, topic):
 
 # ---------------------------------------------------------------- the root dies
 
-@pytest.mark.parametrize("build", [mesh4, random10], ids=["mesh4", "random10"])
+@pytest.mark.parametrize("build", [mesh4, random10, mesh4_tls],
+                         ids=["mesh4", "random10", "mesh4-tls"])
 def test_root_killed_new_tree_within_1s_and_no_message_lost_or_doubled(cluster, build):
     c = build(cluster)
     before = c.wait_tree(timeout=15)

@@ -17,9 +17,13 @@ subscriber on every broker exactly once; a retained message (and its clearing) r
 broker; a will reaches every broker; MQTT 5 properties arrive unchanged and the internal
 mqtt-st-origin user property never reaches a client.
 
+Every shape runs twice: over plain TCP with peer_secret, and over TLS (peer_net.Cluster
+tls=True: each broker's peer listener is TLS with require_certificate, peer_cafile,
+peer_certfile and peer_keyfile, no peer_secret), where mutual TLS alone admits the peers.
+
 The tests skip (peer_net.peer_support) while the binary refuses the `peer` directive.
-One cluster per shape serves every test of that shape (module scope); each test uses its own
-topics and starts by waiting for a converged tree.
+One cluster per shape and transport serves every test of it (module scope); each test uses
+its own topics and starts by waiting for a converged tree.
 """
 
 import random
@@ -30,8 +34,8 @@ from paho.mqtt.packettypes import PacketTypes
 
 import mqttproto as mp
 from helpers import props, wait_until
-from peer_net import (Cluster, Collector, clear_delays, line, mesh, random_graph, ring,
-                      retained_messages)
+from peer_net import (DEFAULT_SECRET, Cluster, Collector, clear_delays, line, mesh,
+                      random_graph, ring, retained_messages)
 from peer_net import peer_support  # noqa: F401 (a pytest fixture)
 
 
@@ -71,10 +75,16 @@ SHAPES = {s.name: s for s in [
 ]}
 
 
-@pytest.fixture(scope="module", params=sorted(SHAPES))
+@pytest.fixture(scope="module", params=[(name, tls) for tls in (False, True)
+                                        for name in sorted(SHAPES)],
+                ids=lambda p: p[0] + ("-tls" if p[1] else ""))
 def shaped(request, peer_support):
-    shape = SHAPES[request.param]
-    c = Cluster(shape.n, shape.edges, shape.capabilities, delays=shape.delays)
+    """Every shape twice: over plain TCP with peer_secret, and over TLS with mutual
+    certificates alone (no peer_secret: the peer CA is what admits a peer)."""
+    name, tls = request.param
+    shape = SHAPES[name]
+    c = Cluster(shape.n, shape.edges, shape.capabilities, delays=shape.delays, tls=tls,
+                secret=None if tls else DEFAULT_SECRET)
     yield shape, c
     failures = c.close()
     if failures:

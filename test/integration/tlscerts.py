@@ -16,6 +16,17 @@ a dict of paths:
   capath              a directory holding the CA hashed as `openssl rehash` does
   dhparam             RFC 7919 ffdhe3072 DH parameters
 
+make_peer_pki(dir, n) makes the certificates of MQTT-ST peer links over TLS:
+
+  peer_ca             the CA of the brokers (peer_cafile, and the cafile of peer listeners)
+  peer0 .. peer<n-1>, peer<i>_key   CN=b<i>, subjectAltName localhost and 127.0.0.1,
+                      extendedKeyUsage serverAuth and clientAuth (a peer is both), peer CA
+  elsewhere, elsewhere_key   a peer CA certificate naming only elsewhere.example, 192.0.2.1
+  rogue, rogue_key    shaped like a peer's, issued by another CA (rogue_ca)
+  client_ca           a CA of ordinary clients; client, client_key: CN=mallory, issued by it
+  listener_ca         peer_ca and client_ca in one file (a listener for peers and clients)
+  peer_capath         a directory holding peer_ca hashed as `openssl rehash` does
+
 When the suite runs as root the broker drops privileges (to nobody) before a SIGHUP reads
 the files again, so the directory and the keys are made readable by everyone (test keys).
 """
@@ -59,6 +70,18 @@ basicConstraints = CA:FALSE
 keyUsage = digitalSignature, keyEncipherment
 extendedKeyUsage = serverAuth
 subjectAltName = DNS:localhost, IP:127.0.0.1
+
+[ peer_ext ]
+basicConstraints = CA:FALSE
+keyUsage = digitalSignature
+extendedKeyUsage = serverAuth, clientAuth
+subjectAltName = DNS:localhost, IP:127.0.0.1
+
+[ peer_elsewhere_ext ]
+basicConstraints = CA:FALSE
+keyUsage = digitalSignature
+extendedKeyUsage = serverAuth, clientAuth
+subjectAltName = DNS:elsewhere.example, IP:192.0.2.1
 """
 
 
@@ -156,6 +179,40 @@ def make_pki(directory):
     p["dhparam"] = os.path.join(directory, "dhparam.pem")
     openssl("genpkey", "-genparam", "-algorithm", "DH", "-pkeyopt", "group:ffdhe3072",
             "-out", p["dhparam"])
+    for root, dirs, files in os.walk(directory):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    return p
+
+
+def make_peer_pki(directory, n):
+    os.makedirs(directory, exist_ok=True)
+    os.chmod(directory, 0o755)
+    p = {}
+    peer_ca = _ca(directory, "peer_ca")
+    p["peer_ca"] = peer_ca[1]
+    for i in range(n):
+        p["peer%d" % i], p["peer%d_key" % i] = _issue(directory, peer_ca, "peer%d" % i,
+                                                      "/CN=b%d" % i, ext="peer_ext")
+    p["elsewhere"], p["elsewhere_key"] = _issue(directory, peer_ca, "elsewhere", "/CN=elsewhere",
+                                                ext="peer_elsewhere_ext")
+    rogue_ca = _ca(directory, "rogue_ca")
+    p["rogue_ca"] = rogue_ca[1]
+    p["rogue"], p["rogue_key"] = _issue(directory, rogue_ca, "rogue", "/CN=rogue", ext="peer_ext")
+    client_ca = _ca(directory, "client_ca")
+    p["client_ca"] = client_ca[1]
+    p["client"], p["client_key"] = _issue(directory, client_ca, "client", "/CN=mallory")
+    p["listener_ca"] = os.path.join(directory, "listener_ca.crt")
+    with open(p["listener_ca"], "w") as out:
+        for name in ("peer_ca", "client_ca"):
+            with open(p[name]) as f:
+                out.write(f.read())
+    p["peer_capath"] = os.path.join(directory, "peer_capath")
+    os.makedirs(p["peer_capath"])
+    shutil.copy(p["peer_ca"], os.path.join(p["peer_capath"], "peer_ca.pem"))
+    openssl("rehash", p["peer_capath"])
     for root, dirs, files in os.walk(directory):
         for d in dirs:
             os.chmod(os.path.join(root, d), 0o755)

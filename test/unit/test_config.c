@@ -1813,8 +1813,9 @@ static void test_peer_secret(void **state)
 static void test_peer_needs_secret_or_unauthenticated(void **state)
 {
     (void)state;
-    const char *needs = "peer: peer links need peer_secret (or peer_allow_unauthenticated true)";
-    char expected[256];
+    const char *needs = "peer: peer links need peer_secret (or peer_allow_unauthenticated true), "
+                        "or peer TLS (peer_certfile, peer_keyfile and peer_cafile)";
+    char expected[512];
     snprintf(expected, sizeof expected, TEST_NAME ":2: %s", needs);
     expect_error("listener 1883\npeer a.example\npeer b.example\n", expected);
     expect_error("peer_allow_unauthenticated false\npeer a.example\n", expected);
@@ -1841,6 +1842,62 @@ static void test_peer_needs_secret_or_unauthenticated(void **state)
     /* without peers neither is needed */
     load_ok(&cfg, "peer_allow_unauthenticated false\n");
     config_free(&cfg);
+}
+
+static void test_peer_tls(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "peer 10.0.0.4\npeer_cafile /pki/peer-ca.crt\npeer_certfile /pki/b1.crt\n"
+                  "peer_keyfile /pki/b1.key\npeer_tls_version tlsv1.3\n"
+                  "peer_ciphers ECDHE-ECDSA-AES128-GCM-SHA256\n"
+                  "peer_ciphers_tls1.3 TLS_AES_128_GCM_SHA256\n");
+    assert_true(config_peer_uses_tls(&cfg));
+    assert_null(cfg.peer_secret); /* mutual TLS stands in for the secret */
+    assert_false(cfg.peer_allow_unauthenticated);
+    assert_string_equal(cfg.peer_tls.cafile.value, "/pki/peer-ca.crt");
+    assert_int_equal(cfg.peer_tls.cafile.at.line, 2);
+    assert_string_equal(cfg.peer_tls.certfile.value, "/pki/b1.crt");
+    assert_string_equal(cfg.peer_tls.keyfile.value, "/pki/b1.key");
+    assert_int_equal(cfg.peer_tls.min_version, ARBOR_TLS_V1_3);
+    assert_string_equal(cfg.peer_tls.ciphers.value, "ECDHE-ECDSA-AES128-GCM-SHA256");
+    assert_string_equal(cfg.peer_tls.ciphers_tls13.value, "TLS_AES_128_GCM_SHA256");
+    assert_null(cfg.peer_tls.context); /* the daemon builds it, not the parser */
+    config_free(&cfg);
+
+    /* peer_capath instead of peer_cafile; in a listener block they are still global, and
+     * they do not give that listener TLS */
+    load_ok(&cfg, "listener 1884\npeer_capath /pki/cas\npeer_certfile b.crt\n"
+                  "peer_keyfile b.key\n");
+    assert_true(config_peer_uses_tls(&cfg));
+    assert_string_equal(cfg.peer_tls.capath.value, "/pki/cas");
+    assert_false(config_listener_uses_tls(&cfg.listeners[0]));
+    assert_int_equal(cfg.peer_tls.min_version, ARBOR_TLS_V1_2);
+    config_free(&cfg);
+
+    load_ok(&cfg, "listener 1883\n");
+    assert_false(config_peer_uses_tls(&cfg));
+    config_free(&cfg);
+
+    /* all three or none, reported at the first peer TLS line */
+    expect_error("listener 1883\npeer_cafile ca.crt\n",
+                 TEST_NAME ":2: peer_cafile: peer_certfile is not given (peer links over TLS "
+                           "need this broker's certificate, its key, and the CA that peers' "
+                           "certificates are checked against)");
+    expect_error("peer_tls_version tlsv1.2\npeer_certfile b.crt\npeer_cafile ca.crt\n",
+                 TEST_NAME ":1: peer_tls_version: peer_keyfile is not given (peer links over "
+                           "TLS need this broker's certificate, its key, and the CA that "
+                           "peers' certificates are checked against)");
+    expect_error("peer_certfile b.crt\npeer_keyfile b.key\npeer 10.0.0.4\n",
+                 TEST_NAME ":1: peer_certfile: peer_cafile or peer_capath is not given (peer "
+                           "links over TLS need this broker's certificate, its key, and the CA "
+                           "that peers' certificates are checked against)");
+    expect_error("peer_certfile\n",
+                 TEST_NAME ":1: peer_certfile: missing value (this broker's certificate file "
+                           "for peer links)");
+    expect_error("peer_cafile a\npeer_cafile b\n", TEST_NAME ":2: peer_cafile: given more than once");
+    expect_error("peer_tls_version tlsv1.1\n",
+                 TEST_NAME ":1: peer_tls_version: value \"tlsv1.1\" is not tlsv1.3 or tlsv1.2");
 }
 
 static void test_peer_restart_timeout(void **state)
@@ -1926,7 +1983,8 @@ static void test_peer_lines_in_included_file(void **state)
     snprintf(expected, sizeof expected,
              "%s:3: stp_max_age: 1 s is not greater than the hello interval (stp_hello_interval "
              "2, the default)\n" TEST_NAME
-             ":1: peer: peer links need peer_secret (or peer_allow_unauthenticated true)",
+             ":1: peer: peer links need peer_secret (or peer_allow_unauthenticated true), or "
+             "peer TLS (peer_certfile, peer_keyfile and peer_cafile)",
              path);
     assert_string_equal(error_text, expected);
     assert_int_equal(cfg.peer_count, 2);
@@ -2269,6 +2327,7 @@ int main(void)
         cmocka_unit_test(test_stp_booleans),
         cmocka_unit_test(test_peer_secret),
         cmocka_unit_test(test_peer_needs_secret_or_unauthenticated),
+        cmocka_unit_test(test_peer_tls),
         cmocka_unit_test(test_peer_restart_timeout),
         cmocka_unit_test(test_peer_directives_in_listener_block_are_global),
         cmocka_unit_test(test_peer_lines_in_included_file),

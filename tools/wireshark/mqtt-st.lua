@@ -950,33 +950,38 @@ register_postdissector(mqttst)
 
 -- Peer connections use any port: recognise their first packet (a peer CONNECT), or a PINGREQ
 -- carrying a BPDU (section 2: 0xC0, remaining length 31, 43 or 55, version 1) when the
--- capture began later, and hand the server's port to the MQTT dissector from then on.
-local heuristic_ports = {}
-
-local function heuristic(tvb, pinfo, tree)
-    local n = tvb:len()
-    if n < 3 then return false end
-    local b0 = tvb(0, 1):uint()
-    if b0 == 0x10 then
-        local rl, vl = varint_at(tvb(0), 1)
-        local p = vl and 1 + vl
-        if not p or n < p + 7 or tvb(p, 2):uint() ~= 4 or tvb(p + 2, 4):string() ~= "MQTT" or
-                tvb(p + 6, 1):uint() ~= PEER_LEVEL then
+-- capture began later, and hand the server's port to the MQTT dissector from then on. Peer
+-- links over TLS look the same once Wireshark decrypts them (tls.keylog_file, filled from
+-- the brokers' SSLKEYLOGFILE): the same heuristic on the decrypted stream, which then hands
+-- the port to MQTT inside TLS.
+local function make_heuristic(port_table)
+    local heuristic_ports = {}
+    return function(tvb, pinfo, tree)
+        local n = tvb:len()
+        if n < 3 then return false end
+        local b0 = tvb(0, 1):uint()
+        if b0 == 0x10 then
+            local rl, vl = varint_at(tvb(0), 1)
+            local p = vl and 1 + vl
+            if not p or n < p + 7 or tvb(p, 2):uint() ~= 4 or tvb(p + 2, 4):string() ~= "MQTT" or
+                    tvb(p + 6, 1):uint() ~= PEER_LEVEL then
+                return false
+            end
+        elseif b0 == 0xC0 then
+            local rl = tvb(1, 1):uint()
+            if (rl ~= 31 and rl ~= 43 and rl ~= 55) or tvb(2, 1):uint() ~= 1 then return false end
+        else
             return false
         end
-    elseif b0 == 0xC0 then
-        local rl = tvb(1, 1):uint()
-        if (rl ~= 31 and rl ~= 43 and rl ~= 55) or tvb(2, 1):uint() ~= 1 then return false end
-    else
-        return false
+        local port = pinfo.dst_port
+        if not heuristic_ports[port] then
+            heuristic_ports[port] = true
+            port_table:add(port, mqtt_handle)
+        end
+        mqtt_handle:call(tvb, pinfo, tree)
+        return true
     end
-    local port = pinfo.dst_port
-    if not heuristic_ports[port] then
-        heuristic_ports[port] = true
-        tcp_ports:add(port, mqtt_handle)
-    end
-    mqtt_handle:call(tvb, pinfo, tree)
-    return true
 end
 
-mqttst:register_heuristic("tcp", heuristic)
+mqttst:register_heuristic("tcp", make_heuristic(tcp_ports))
+mqttst:register_heuristic("tls", make_heuristic(DissectorTable.get("tls.port")))
