@@ -335,14 +335,15 @@ struct restore {
     size_t restored[PERSIST_KIND_COUNT];
     size_t dropped[PERSIST_KIND_COUNT];
     size_t expired;
-    const char *last_why;
-    bool rewrite; /* what the file holds differs from what was restored */
+    const char *why[PERSIST_KIND_COUNT]; /* the last reason a record of each kind was dropped */
+    bool rewrite;                        /* what the file holds differs from what was restored */
 };
 
 static void drop(struct restore *r, int kind, const char *why)
 {
-    if (kind > 0 && kind < PERSIST_KIND_COUNT) r->dropped[kind]++;
-    r->last_why = why;
+    if (kind <= 0 || kind >= PERSIST_KIND_COUNT) kind = 0;
+    r->dropped[kind]++;
+    r->why[kind] = why;
     r->rewrite = true;
 }
 
@@ -619,10 +620,10 @@ static size_t release_loaded_messages(struct restore *r)
 
 static void log_dropped(const struct restore *r)
 {
-    for (int kind = 1; kind < PERSIST_KIND_COUNT; kind++)
+    for (int kind = 0; kind < PERSIST_KIND_COUNT; kind++)
         if (r->dropped[kind])
             log_warning("Warning: persistence file %s: dropped %zu %s record(s) (%s).", r->p->path,
-                        r->dropped[kind], persist_kind_name(kind), r->last_why);
+                        r->dropped[kind], persist_kind_name(kind), r->why[kind]);
 }
 
 static int restore_all(struct persist *p, struct broker *broker)
@@ -704,8 +705,7 @@ int persist_start(struct broker *broker)
         return -1;
     }
     if (opened == PERSIST_OPENED_FRESH)
-        log_error("Error: persistence file %s could not be read as a database: %s; starting "
-                  "with nothing restored.",
+        log_error("Error: persistence file %s is damaged (%s); starting with what could be read.",
                   p->path, note);
     broker->persist = p;
     if (restore_all(p, broker) != 0) {

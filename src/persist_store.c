@@ -91,7 +91,30 @@ static long long query_int(sqlite3 *db, const char *sql, int *rc)
 }
 
 /* What the first bytes of an existing file say, before SQLite is let near it. */
-enum file_kind { FILE_EMPTY, FILE_SQLITE, FILE_MOSQUITTO, FILE_OTHER, FILE_UNREADABLE };
+enum file_kind {
+    FILE_EMPTY,
+    FILE_SQLITE,
+    FILE_TRUNCATED, /* an SQLite file shorter than its header says */
+    FILE_MOSQUITTO,
+    FILE_OTHER,
+    FILE_UNREADABLE
+};
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* SQLite's header: the page size at 16, the page count at 28, valid while the change counter
+ * (24) equals the version it was written for (92). A shorter file lost its end. */
+static bool header_says_longer(const unsigned char *head, off_t size)
+{
+    uint32_t page = (uint32_t)head[16] << 8 | head[17];
+    if (page == 1) page = 65536;
+    uint32_t pages = be32(head + 28);
+    if (be32(head + 24) != be32(head + 92) || pages == 0 || page < 512) return false;
+    return (uint64_t)pages * page > (uint64_t)size;
+}
 
 static enum file_kind classify(const char *path, char *err, size_t err_len)
 {
@@ -100,8 +123,9 @@ static enum file_kind classify(const char *path, char *err, size_t err_len)
         snprintf(err, err_len, "unable to open %s: %s", path, strerror(errno));
         return FILE_UNREADABLE;
     }
-    unsigned char head[16];
-    ssize_t n = read(fd, head, sizeof head);
+    unsigned char head[100];
+    struct stat st;
+    ssize_t n = fstat(fd, &st) == 0 ? read(fd, head, sizeof head) : -1;
     close(fd);
     static const unsigned char mosquitto[] = {0x00, 0xB5, 0x00, 'm', 'o', 's', 'q', 'u',
                                               'i',  't',  't',  'o', ' ', 'd', 'b'};
@@ -110,7 +134,9 @@ static enum file_kind classify(const char *path, char *err, size_t err_len)
         return FILE_UNREADABLE;
     }
     if (n == 0) return FILE_EMPTY;
-    if (n == (ssize_t)sizeof head && memcmp(head, "SQLite format 3", 16) == 0) return FILE_SQLITE;
+    if (n >= 16 && memcmp(head, "SQLite format 3", 16) == 0)
+        return n == (ssize_t)sizeof head && !header_says_longer(head, st.st_size) ? FILE_SQLITE
+                                                                                  : FILE_TRUNCATED;
     if (n >= (ssize_t)sizeof mosquitto && memcmp(head, mosquitto, sizeof mosquitto) == 0)
         return FILE_MOSQUITTO;
     return FILE_OTHER;
@@ -184,38 +210,135 @@ failed:
     return rc;
 }
 
-/* Move path and its -wal/-shm aside as path.damaged-<time>; note says so. */
-static int move_aside(struct persist_store *store, char *note, size_t note_len)
+/* Move path and its -wal/-shm aside as path.damaged-<time> (named in aside). */
+static int move_aside(struct persist_store *store, char *aside, size_t aside_len, char *note,
+                      size_t note_len)
 {
-    char aside[4096];
-    snprintf(aside, sizeof aside, "%s.damaged-%lld", store->path, (long long)time(NULL));
+    snprintf(aside, aside_len, "%s.damaged-%lld", store->path, (long long)time(NULL));
     if (rename(store->path, aside) != 0 && errno != ENOENT) {
         snprintf(note, note_len, "unable to move %s aside: %s", store->path, strerror(errno));
         return -1;
     }
     const char *suffixes[] = {"-wal", "-shm"};
     for (size_t i = 0; i < 2; i++) {
-        char from[4096], to[4096];
+        char from[4096], to[4200];
         snprintf(from, sizeof from, "%s%s", store->path, suffixes[i]);
         snprintf(to, sizeof to, "%s%s", aside, suffixes[i]);
         if (rename(from, to) != 0 && errno != ENOENT) unlink(from);
     }
-    snprintf(note, note_len, "the damaged file was kept as %s", aside);
     return 0;
 }
 
-/* Opens a new store in place of a damaged file. */
-static enum persist_open_result start_afresh(struct persist_store *store, char *note,
-                                             size_t note_len)
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb");
+    int fd = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    int rc = in && out ? 0 : -1;
+    char buf[65536];
+    size_t n;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) rc = -1;
+    if (in) fclose(in);
+    if (out)
+        fclose(out);
+    else if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Make a copy of a damaged file readable as far as it goes: the page count in its header
+ * becomes what the file really holds (a truncated file claims more), and it is marked as a
+ * rollback-journal file so that no -wal/-shm are needed beside it. */
+static void patch_header(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return;
+    unsigned char head[100];
+    struct stat st;
+    if (fstat(fd, &st) == 0 && pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head) {
+        unsigned page = (unsigned)head[16] << 8 | head[17];
+        if (page == 1) page = 65536;
+        if (page >= 512) {
+            uint32_t pages = (uint32_t)(st.st_size / page);
+            unsigned char count[4] = {(unsigned char)(pages >> 24), (unsigned char)(pages >> 16),
+                                      (unsigned char)(pages >> 8), (unsigned char)pages};
+            unsigned char legacy[2] = {1, 1};
+            if (pwrite(fd, count, 4, 28) != 4 || pwrite(fd, legacy, 2, 18) != 2) {
+                /* then SQLite reads less of it */
+            }
+        }
+    }
+    close(fd);
+}
+
+/* Copy into the new store the rows SQLite can still read from a damaged file, up to the
+ * first damaged page of the table (the schema is read leniently, writable_schema, so that a
+ * lost root page of the other table does not hide this one). The rows are checked again,
+ * one by one, when restored. Returns how many were copied. */
+static long salvage(struct persist_store *store, const char *damaged)
+{
+    char copy[4200];
+    snprintf(copy, sizeof copy, "%s.salvage", store->path);
+    long copied = 0;
+    sqlite3 *old = NULL;
+    sqlite3_stmt *rows = NULL;
+    if (copy_file(damaged, copy) != 0) goto done;
+    patch_header(copy);
+    if (sqlite3_open_v2(copy, &old, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_exec(old, "PRAGMA writable_schema = ON", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(old, "SELECT kind, key, value FROM records", -1, &rows, NULL) !=
+            SQLITE_OK ||
+        persist_store_begin(store) != 0)
+        goto done;
+    while (sqlite3_step(rows) == SQLITE_ROW) {
+        const void *key = sqlite3_column_blob(rows, 1);
+        const void *value = sqlite3_column_blob(rows, 2);
+        if (!key || !value) continue;
+        if (persist_store_put(store, sqlite3_column_int(rows, 0), key,
+                              (size_t)sqlite3_column_bytes(rows, 1), value,
+                              (size_t)sqlite3_column_bytes(rows, 2)) != 0)
+            break;
+        copied++;
+    }
+    if (persist_store_commit(store) != 0) {
+        persist_store_rollback(store);
+        copied = 0;
+    }
+done:
+    sqlite3_finalize(rows);
+    if (old) sqlite3_close(old);
+    unlink(copy);
+    return copied;
+}
+
+/* Opens a new store in place of a damaged file (moved aside), into which what can still be
+ * read from it is copied when it is an SQLite file. note says what happened. */
+static enum persist_open_result start_afresh(struct persist_store *store, bool try_salvage,
+                                             char *note, size_t note_len)
 {
     close_db(store);
-    if (move_aside(store, note, note_len) != 0) return PERSIST_OPEN_FAILED;
+    char aside[4096];
+    if (move_aside(store, aside, sizeof aside, note, note_len) != 0) return PERSIST_OPEN_FAILED;
     char err[512];
     int fd = open(store->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) close(fd);
     if (open_db(store, err, sizeof err) != SQLITE_OK) {
         snprintf(note, note_len, "%s", err);
         return PERSIST_OPEN_FAILED;
+    }
+    size_t used = strlen(note);
+    if (used && used + 3 <= note_len) {
+        memcpy(note + used, "; ", 3);
+        used += 2;
+    }
+    if (try_salvage) {
+        long rows = salvage(store, aside);
+        snprintf(note + used, note_len - used,
+                 "%ld records could still be read from it; the damaged file was kept as %s", rows,
+                 aside);
+    } else {
+        snprintf(note + used, note_len - used, "the damaged file was kept as %s", aside);
     }
     return PERSIST_OPENED_FRESH;
 }
@@ -241,13 +364,18 @@ enum persist_open_result persist_store_open(const char *path, struct persist_sto
                  "(move it, or give another persistence_file)",
                  path);
         result = PERSIST_OPEN_FAILED;
+    } else if (kind == FILE_TRUNCATED) {
+        snprintf(note, note_len, "shorter than its header says: truncated");
+        result = start_afresh(store, true, note, note_len);
     } else if (kind == FILE_OTHER) {
-        result = start_afresh(store, note, note_len);
+        snprintf(note, note_len, "not an SQLite file");
+        result = start_afresh(store, false, note, note_len);
     } else {
         char err[512];
         int rc = open_db(store, err, sizeof err);
         if (is_damage(rc)) {
-            result = start_afresh(store, note, note_len);
+            snprintf(note, note_len, "%s", err);
+            result = start_afresh(store, true, note, note_len);
         } else if (rc != SQLITE_OK) {
             snprintf(note, note_len, "%s", err);
             result = PERSIST_OPEN_FAILED;
@@ -263,7 +391,8 @@ enum persist_open_result persist_store_open(const char *path, struct persist_sto
 
 int persist_store_replace(struct persist_store *store, char *note, size_t note_len)
 {
-    return start_afresh(store, note, note_len) == PERSIST_OPENED_FRESH ? 0 : -1;
+    note[0] = '\0';
+    return start_afresh(store, false, note, note_len) == PERSIST_OPENED_FRESH ? 0 : -1;
 }
 
 void persist_store_close(struct persist_store *store)
