@@ -227,6 +227,10 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
             struct arbor_config *config = reload_config(ctx);
             if (config) apply_reload(broker, config);
         }
+        if (signals->save) {
+            signals->save = 0;
+            persist_save_now(broker);
+        }
         fire_due_timers(broker);
         peer_net_run(broker);
         if (broker->now_ms >= broker->next_tick_ms) {

@@ -59,6 +59,12 @@ static void on_reload(int sig)
     signals_state.reload = 1;
 }
 
+static void on_save(int sig)
+{
+    (void)sig;
+    signals_state.save = 1;
+}
+
 static void print_usage(void)
 {
     printf("arbor version %s\n\n"
@@ -325,6 +331,8 @@ static void install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sa.sa_handler = on_reload;
     sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = on_save;
+    sigaction(SIGUSR1, &sa, NULL);
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
 }

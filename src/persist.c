@@ -735,6 +735,14 @@ void persist_stop(struct broker *broker)
     broker->persist = NULL;
 }
 
+void persist_save_now(struct broker *broker)
+{
+    struct persist *p = broker->persist;
+    if (!p) return;
+    if (save_all(p, broker) == 0) log_notice("Saved the persistence file %s.", p->path);
+    if (!p->durable) schedule_autosave(p, broker);
+}
+
 bool persist_holds_output(const struct broker *broker)
 {
     const struct persist *p = broker->persist;

@@ -35,6 +35,8 @@ int persist_start(struct broker *broker);
 /* Save everything and close the store (the sessions are offline by now). */
 void persist_stop(struct broker *broker);
 
+/* SIGUSR1: a full save now (any mode), as Mosquitto writes its file on SIGUSR1. */
+void persist_save_now(struct broker *broker);
 /* Durable mode: rows written but not yet committed; output must wait for persist_commit. */
 bool persist_holds_output(const struct broker *broker);
 /* Durable mode: commit the turn's rows (fsync). On failure everything is written again at the

@@ -416,6 +416,27 @@ def test_snapshot_mode_crash_loses_what_came_after_the_last_save(broker, raw):
     sub.expect_no_packet(0.4)
 
 
+def test_sigusr1_saves_now(broker, raw):
+    b = start(broker, "snapshot", "autosave_interval 0")
+    pub = connect(b, raw, "pub", MQTT311, clean=True)
+    pub.publish("r/usr1", b"1", qos=1, retain=True)
+    b.proc.send_signal(signal.SIGUSR1)
+    b.wait_log("Saved the persistence file %s." % db_path(b))
+    b.stop(signal.SIGKILL, check=False)
+    b.start()
+    sub = connect(b, raw, "sub", MQTT311, clean=True)
+    sub.subscribe("r/#", 1)
+    assert [m.payload for m in sub.drain_publishes()] == [b"1"]
+
+
+def test_sigusr1_without_persistence_does_nothing(broker, raw):
+    b = broker()
+    b.proc.send_signal(signal.SIGUSR1)
+    time.sleep(0.2)
+    assert b.running()
+    connect(b, raw, "c", MQTT311, clean=True).disconnect()
+
+
 def test_autosave_on_changes(broker, raw):
     b = start(broker, "snapshot", "autosave_on_changes true", "autosave_interval 3")
     pub = connect(b, raw, "pub", MQTT311, clean=True)
