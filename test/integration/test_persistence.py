@@ -568,7 +568,7 @@ def test_truncated_file(broker, raw, seed):
     with open(path, "r+b") as f:
         f.truncate(cut)
     b.start()
-    survives(b, raw)
+    survives(b, raw)  # its first loop turn comes after the restore
     log = b.log_text()
     # SQLite's own header notices any shortening: the file is moved aside, what can still be
     # read from it is copied into a new one
@@ -610,7 +610,7 @@ def test_bit_flip_in_a_record_drops_that_record_only(broker, raw):
     data[at + 2] ^= 0x01
     open(path, "wb").write(bytes(data))
     b.start()
-    assert "dropped 1 retained message record(s) (checksum mismatch)" in b.log_text()
+    b.wait_log("dropped 1 retained message record(s) (checksum mismatch)")
     sub = connect(b, raw, "sub", MQTT311, clean=True)
     sub.subscribe("flip/#", 1)
     assert sorted(m.topic for m in sub.drain_publishes()) == [
@@ -622,6 +622,6 @@ def test_garbage_file_is_moved_aside(broker, raw, tmp_path):
     b.stop()
     open(db_path(b), "wb").write(b"this is not a database at all" * 100)
     b.start()
-    assert "is damaged (not an SQLite file; the damaged file was kept as" in b.log_text()
+    b.wait_log("is damaged (not an SQLite file; the damaged file was kept as")
     assert [n for n in os.listdir(b.tmp_dir) if n.startswith("arbor.db.damaged-")]
     survives(b, raw)
