@@ -708,8 +708,11 @@ int persist_start(struct broker *broker)
         log_error("Error: persistence file %s is damaged (%s); starting with what could be read.",
                   p->path, note);
     broker->persist = p;
+    broker->now_ms = clock_monotonic_ms(); /* times are restored against now */
     if (restore_all(p, broker) != 0) {
         persist_store_close(p->store);
+        abuf_free(&p->key);
+        abuf_free(&p->value);
         free(p->path);
         free(p);
         broker->persist = NULL;
