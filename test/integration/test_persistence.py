@@ -103,7 +103,8 @@ def test_retained_properties_and_remaining_expiry_survive(broker, raw, mode, how
     assert m.props.get(mp.P_RESPONSE_TOPIC) == "reply/here"
     assert m.props.get(mp.P_CORRELATION_DATA) == b"\x00\x01"
     assert [tuple(v) for v in m.props.all(mp.P_USER_PROPERTY)] == [("k", "v")]
-    assert 25 <= m.props.get(mp.P_MESSAGE_EXPIRY) <= 29  # counted across the downtime
+    # counted down across the downtime (the lower bound leaves room for a slow, loaded machine)
+    assert 15 <= m.props.get(mp.P_MESSAGE_EXPIRY) <= 29
 
 
 def test_retained_expiry_runs_while_the_broker_is_down(broker, raw):
@@ -308,7 +309,7 @@ def test_queued_message_expiry_counts_the_downtime(broker, raw, mode):
     c = connect(b, raw, "qe", MQTT5)
     got = c.drain_publishes()
     assert [m.topic for m in got] == ["qe/long"]
-    assert 55 <= got[0].props.get(mp.P_MESSAGE_EXPIRY) <= 59
+    assert 45 <= got[0].props.get(mp.P_MESSAGE_EXPIRY) <= 59
 
 
 # ---------------------------------------------------------------- wills
