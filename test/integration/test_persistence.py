@@ -626,3 +626,43 @@ def test_garbage_file_is_moved_aside(broker, raw, tmp_path):
     b.wait_log("is damaged (not an SQLite file; the damaged file was kept as")
     assert [n for n in os.listdir(b.tmp_dir) if n.startswith("arbor.db.damaged-")]
     survives(b, raw)
+
+
+# ---------------------------------------------------------------- access control across a restart
+
+def acl_start(broker, tmp_path, rules, mode="snapshot"):
+    path = tmp_path / "acl"
+    path.write_text(rules)
+    os.chmod(str(path), 0o644)
+    return start(broker, mode, "acl_file %s" % path), path
+
+
+@pytest.mark.parametrize("mode,how", STOPS, ids=STOP_IDS)
+def test_acl_applies_to_a_restored_offline_session(broker, raw, tmp_path, mode, how):
+    """The restored session's access list is compiled again (its user name is kept), so its
+    offline queue only takes what it may read."""
+    b, _ = acl_start(broker, tmp_path, "user alice\ntopic read alice/#\n"
+                                       "user writer\ntopic write #\n", mode)
+    a = connect(b, raw, "a", MQTT311, username="alice")
+    a.subscribe("#", 1)
+    a.disconnect()
+    stop_and_start(b, how)
+    w = connect(b, raw, "w", MQTT311, clean=True, username="writer")
+    w.publish("alice/x", b"1", qos=1)
+    w.publish("other/y", b"2", qos=1)
+    a = connect(b, raw, "a", MQTT311, username="alice")
+    assert [m.topic for m in a.drain_publishes()] == ["alice/x"]
+
+
+def test_retained_source_survives_for_check_retain_source(broker, raw, tmp_path):
+    b, path = acl_start(broker, tmp_path, "user alice\ntopic readwrite r/#\n"
+                                          "user bob\ntopic read r/#\n")
+    a = connect(b, raw, "a", MQTT311, clean=True, username="alice")
+    a.publish("r/x", b"v", qos=1, retain=True)
+    a.disconnect()
+    b.stop()
+    path.write_text("user alice\ntopic read r/#\nuser bob\ntopic read r/#\n")
+    b.start()
+    s = connect(b, raw, "s", MQTT311, clean=True, username="bob")
+    s.subscribe("r/#", 1)
+    s.expect_no_packet(0.4)  # its publisher may no longer write r/x
