@@ -4,6 +4,12 @@
 # broker in alternation, and writes docs/benchmarks.md with its chart docs/benchmarks.png.
 # Every broker it starts is stopped again (by pid) when it exits.
 #
+# Then a few of the scenarios again over TLS and over WebSockets: a throwaway CA and server
+# certificate are made with the openssl CLI in the results directory at run time (nothing is
+# committed), and each broker gets an extra TLS or websockets listener beside its TCP one. A
+# broker that refuses that configuration (arbor before its TLS/WebSocket listeners land) is
+# reported as such on the page and left out of those rows; the TCP rows do not depend on it.
+#
 # Environment:
 #   BUILD=build            build directory
 #   JOBS=2                 parallel build jobs
@@ -13,6 +19,9 @@
 #   BENCH_QUICK=1          short runs (a smoke test of the pipeline, figures not meaningful)
 #   BENCH_OUT=...          where the raw JSON goes (default $BUILD/bench-results)
 #   BENCH_DOCS=docs        where benchmarks.md and benchmarks.png go
+#   BENCH_TRANSPORTS="tls ws"  transports measured besides TCP (empty: none)
+#   BENCH_SCENARIOS="..."  the TCP scenarios (default: all six; e.g. "qos0-1to1 qos0-1to50
+#                          qos1-pairs" with BENCH_DOCS elsewhere for a quick transport check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -23,6 +32,7 @@ quick=${BENCH_QUICK:-0}
 out_dir=${BENCH_OUT:-$build/bench-results}
 docs_dir=${BENCH_DOCS:-docs}
 mosquitto_bin=${MOSQUITTO_BIN:-/usr/sbin/mosquitto}
+transports=${BENCH_TRANSPORTS-tls ws}
 started_pids=()
 
 log() { echo "=== $*"; }
@@ -36,6 +46,7 @@ ensure_packages() {
     local missing=()
     [ -x "$mosquitto_bin" ] || missing+=(mosquitto)
     command -v gnuplot >/dev/null || missing+=(gnuplot-nox)
+    command -v openssl >/dev/null || missing+=(openssl)
     if [ ${#missing[@]} -gt 0 ]; then
         log "installing ${missing[*]}"
         as_root apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null ||
@@ -63,9 +74,11 @@ port_open() {
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# The one configuration both brokers get (mosquitto.conf syntax; arbor reads the same).
+# The one configuration both brokers get (mosquitto.conf syntax; arbor reads the same):
+# write_config FILE PORT [TRANSPORT EXTRA_PORT] adds a TLS listener (tls) or a websockets
+# listener (ws) on EXTRA_PORT, with the certificates in $certs_dir.
 write_config() {
-    local file=$1 port=$2
+    local file=$1 port=$2 transport=${3:-} extra_port=${4:-}
     cat >"$file" <<EOF
 listener $port 127.0.0.1
 allow_anonymous true
@@ -74,23 +87,61 @@ connection_messages false
 max_inflight_messages 20
 max_queued_messages 100000
 EOF
+    case $transport in
+    tls) printf 'listener %s 127.0.0.1\ncafile %s\ncertfile %s\nkeyfile %s\n' "$extra_port" \
+        "$certs_dir/ca.crt" "$certs_dir/server.crt" "$certs_dir/server.key" >>"$file" ;;
+    ws) printf 'listener %s 127.0.0.1\nprotocol websockets\n' "$extra_port" >>"$file" ;;
+    esac
 }
 
-# start_broker NAME BINARY -> sets broker_pid and broker_port
+# A throwaway CA and a server certificate for 127.0.0.1 and localhost, made for this run only.
+make_certs() {
+    local dir=$1
+    mkdir -p "$dir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -sha256 -days 2 \
+        -subj "/CN=arbor bench throwaway CA" -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -sha256 \
+        -subj "/CN=localhost" -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' \
+        >"$dir/server.ext"
+    openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+        -CAcreateserial -days 2 -sha256 -extfile "$dir/server.ext" -out "$dir/server.crt" \
+        2>/dev/null
+    # the CA signs nothing else; brokers started as root read the key after dropping
+    # privileges (mosquitto becomes user mosquitto), so this throwaway key is world-readable
+    rm -f "$dir/ca.key" "$dir/ca.srl" "$dir/server.csr" "$dir/server.ext"
+    chmod 755 "$dir"
+    chmod 644 "$dir/server.key"
+}
+
+# start_broker NAME BINARY [TRANSPORT] -> sets broker_pid, broker_port and (with a transport)
+# extra_port, the port of its TLS or websockets listener
 start_broker() {
-    local name=$1 bin=$2
+    local name=$1 bin=$2 transport=${3:-}
     broker_port=$(free_port)
-    write_config "$out_dir/$name.conf" "$broker_port"
-    "$bin" -c "$out_dir/$name.conf" >>"$out_dir/$name.log" 2>&1 &
+    extra_port=""
+    if [ -n "$transport" ]; then
+        extra_port=$(free_port)
+        while [ "$extra_port" = "$broker_port" ]; do extra_port=$(free_port); done
+    fi
+    write_config "$out_dir/$name.conf" "$broker_port" "$transport" "$extra_port"
+    "$bin" -c "$out_dir/$name.conf" >"$out_dir/$name.last.log" 2>&1 &
     broker_pid=$!
     started_pids+=("$broker_pid")
+    local ok=0
     for _ in $(seq 1 200); do
-        if port_open "$broker_port"; then return 0; fi
+        if port_open "$broker_port" && { [ -z "$extra_port" ] || port_open "$extra_port"; }; then
+            ok=1
+            break
+        fi
         if ! kill -0 "$broker_pid" 2>/dev/null; then break; fi
         sleep 0.05
     done
-    echo "run-bench: $name did not start on port $broker_port; log:" >&2
-    tail -20 "$out_dir/$name.log" >&2
+    if [ "$ok" = 1 ]; then return 0; fi
+    stop_broker "$broker_pid"
+    cat "$out_dir/$name.last.log" >>"$out_dir/$name.log"
+    echo "run-bench: $name did not start on port $broker_port${extra_port:+ and $extra_port}; log:" >&2
+    tail -20 "$out_dir/$name.last.log" >&2
     return 1
 }
 
@@ -127,32 +178,137 @@ scenario_args() {
     qos2-pairs) echo "-s qos2-pairs -d $long --trim $trim --drain 1" ;;
     esac
 }
-scenarios=(ildm mqtt-st-benchmark qos0-1to1 qos0-1to50 qos1-pairs qos2-pairs)
+# shellcheck disable=SC2206
+scenarios=(${BENCH_SCENARIOS-ildm mqtt-st-benchmark qos0-1to1 qos0-1to50 qos1-pairs qos2-pairs})
 
-# run_one BROKER SCENARIO REPETITION
+# The scenarios run again over TLS and WebSockets: QoS 0 to one subscriber and fanned out to
+# 50 (bytes through the transport at full speed), QoS 1 pairs (a round trip per message).
+transport_scenarios=(qos0-1to1 qos0-1to50 qos1-pairs)
+
+# arbor_bench's transport options for a broker's extra listener
+transport_args() {
+    case $1 in
+    tls) echo "--cafile $certs_dir/ca.crt" ;;
+    ws) echo "--websockets" ;;
+    esac
+}
+
+transport_title() {
+    case $1 in tls) echo TLS ;; ws) echo WebSockets ;; esac
+}
+
+# run_one BROKER SCENARIO REPETITION [TRANSPORT]; results go to
+# BROKER__SCENARIO[.TRANSPORT]__REPETITION.json
 run_one() {
-    local name=$1 scenario=$2 rep=$3 bin
+    local name=$1 scenario=$2 rep=$3 transport=${4:-} bin
     bin=$([ "$name" = arbor ] && echo "$arbor_bin" || echo "$mosquitto_bin")
-    start_broker "$name" "$bin"
-    local json="$out_dir/${name}__${scenario}__${rep}.json"
+    start_broker "$name" "$bin" "$transport" || return 1
+    cat "$out_dir/$name.last.log" >>"$out_dir/$name.log"
+    local key=$scenario${transport:+.$transport}
+    local json="$out_dir/${name}__${key}__${rep}.json" port=${extra_port:-$broker_port}
     # shellcheck disable=SC2046
-    if ! "$bench" $(scenario_args "$scenario") -b "127.0.0.1:$broker_port" -P "$broker_pid" \
-        --label "$name" --json "$json" --no-per-second >"$out_dir/${name}__${scenario}__${rep}.txt"; then
-        echo "run-bench: arbor_bench failed for $name/$scenario; output:" >&2
-        tail -20 "$out_dir/${name}__${scenario}__${rep}.txt" >&2
+    if ! "$bench" $(scenario_args "$scenario") $(transport_args "$transport") \
+        -b "127.0.0.1:$port" -P "$broker_pid" --label "$name" --json "$json" \
+        --no-per-second >"$out_dir/${name}__${key}__${rep}.txt" 2>&1; then
+        echo "run-bench: arbor_bench failed for $name/$key; output:" >&2
+        tail -20 "$out_dir/${name}__${key}__${rep}.txt" >&2
+        rm -f "$json"
         stop_broker "$broker_pid"
         return 1
     fi
     stop_broker "$broker_pid"
-    python3 - "$json" "$name" "$scenario" <<'EOF'
+    python3 - "$json" "$name" "$key" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])).get("result") or {}
 lat = r.get("latency_ms") or {}
 cpu = r.get("broker_cpu_us_per_msg")
-print("    %-9s %-18s ingress %10.0f  egress %10.0f msg/s  latency %8.3f ms  loss %6.2f %%  cpu %s us/msg" % (
+print("    %-9s %-21s ingress %10.0f  egress %10.0f msg/s  latency %8.3f ms  loss %6.2f %%  cpu %s us/msg" % (
     sys.argv[2], sys.argv[3], r.get("ingress") or 0, r.get("egress") or 0, lat.get("mean") or 0,
     100 * (r.get("loss_rate") or 0), "%.2f" % cpu if cpu is not None else "n/a"))
 EOF
+}
+
+# Record why a broker has no figures over a transport (shown on the page).
+note_missing() {
+    local broker=$1 transport=$2 reason=$3
+    echo "run-bench: $broker not measured over $(transport_title "$transport"): $reason" >&2
+    python3 - "$out_dir/missing.json" "$broker" "$transport" "$reason" <<'EOF'
+import json, os, sys
+path, broker, transport, reason = sys.argv[1:]
+doc = json.load(open(path)) if os.path.exists(path) else {}
+doc.setdefault(transport, {})[broker] = reason
+json.dump(doc, open(path, "w"), indent=1)
+EOF
+}
+
+# Does the broker start with the transport's configuration? Sets probe_reason when not, from
+# the broker's own words; records the negotiated TLS version and cipher in tls-BROKER.txt.
+probe_transport() {
+    local name=$1 transport=$2 bin
+    bin=$([ "$name" = arbor ] && echo "$arbor_bin" || echo "$mosquitto_bin")
+    probe_reason=""
+    if ! start_broker "$name" "$bin" "$transport" 2>/dev/null; then
+        # its error lines (else its last words), without timestamps and directories
+        local said
+        said=$(grep -i 'error' "$out_dir/$name.last.log" || grep -v '^[[:space:]]*$' \
+            "$out_dir/$name.last.log" | tail -3 || true)
+        probe_reason=$(echo "$said" | head -5 | sed -E 's/^[0-9]+: //; s|/[^ :]*/||g' |
+            paste -sd ';' | sed 's/;/; /g')
+        probe_reason="it did not start with the $(transport_title "$transport") listener${probe_reason:+: $probe_reason}"
+        return 1
+    fi
+    cat "$out_dir/$name.last.log" >>"$out_dir/$name.log"
+    if [ "$transport" = tls ]; then
+        timeout 10 openssl s_client -connect "127.0.0.1:$extra_port" -CAfile "$certs_dir/ca.crt" \
+            -verify_return_error </dev/null 2>/dev/null |
+            grep -E '^New, ' | sed 's/^New, //' >"$out_dir/tls-$name.txt" || true
+    fi
+    stop_broker "$broker_pid"
+}
+
+# The transport scenarios against every broker that starts with the transport's listener.
+run_transport() {
+    local transport=$1 title i=0
+    local ok=()
+    title=$(transport_title "$transport")
+    log "$title"
+    for name in "${brokers[@]}"; do
+        if probe_transport "$name" "$transport"; then
+            ok+=("$name")
+        else
+            note_missing "$name" "$transport" "$probe_reason"
+        fi
+    done
+    for scenario in "${transport_scenarios[@]}"; do
+        [ ${#ok[@]} -gt 0 ] || break
+        log "$scenario over $title"
+        for rep in $(seq 1 "$repeats"); do
+            local order=("${ok[@]}")
+            if [ $(((i + rep) % 2)) = 0 ] && [ ${#ok[@]} = 2 ]; then
+                order=("${ok[1]}" "${ok[0]}")
+            fi
+            for name in "${order[@]}"; do
+                [[ " ${ok[*]} " = *" $name "* ]] || continue
+                run_one "$name" "$scenario" "$rep" "$transport" && continue
+                # started, but cannot carry the load over this transport: leave it out
+                note_missing "$name" "$transport" "arbor_bench failed against it ($scenario): \
+$(grep -h 'arbor_bench:' "$out_dir/${name}__$scenario.${transport}__$rep.txt" 2>/dev/null | head -1)"
+                local kept=()
+                for b in "${ok[@]}"; do [ "$b" = "$name" ] || kept+=("$b"); done
+                ok=("${kept[@]}")
+                rm -f "$out_dir/${name}__"*".${transport}__"*.json
+            done
+        done
+        i=$((i + 1))
+    done
+}
+
+transport_commands() {
+    for s in "${transport_scenarios[@]}"; do
+        for t in $transports; do
+            echo "arbor_bench $(scenario_args "$s") $(transport_args "$t" | sed "s|$certs_dir|CERTS|")"
+        done
+    done
 }
 
 write_env() {
@@ -178,6 +334,10 @@ env = {
     "config": open("$out_dir/config.example").read(),
     "scenario_commands": [l for l in """$(for s in "${scenarios[@]}"; do echo "arbor_bench $(scenario_args "$s")"; done)""".splitlines()],
     "missing_reason": "$missing_reason",
+    "transports": "$transports".split(),
+    "transport_configs": {t: open("$out_dir/config-%s.example" % t).read()
+                          for t in "$transports".split()},
+    "transport_commands": [l for l in """$(transport_commands)""".splitlines()],
 }
 env["loadavg"] = " ".join(env["loadavg"])
 json.dump(env, open(sys.argv[1], "w"), indent=1)
@@ -201,6 +361,17 @@ main() {
     rm -rf "$out_dir"
     mkdir -p "$out_dir" "$docs_dir"
     write_config "$out_dir/config.example" PORT
+    certs_dir=$(cd "$out_dir" && pwd)/tls
+    if [ -n "$transports" ]; then
+        log "making a throwaway CA and server certificate in $certs_dir"
+        make_certs "$certs_dir"
+        local real_certs=$certs_dir
+        certs_dir=CERTS # the page shows the configuration with this placeholder
+        for t in $transports; do
+            write_config "$out_dir/config-$t.example" PORT "$t" "$(echo "$t" | tr a-z A-Z)_PORT"
+        done
+        certs_dir=$real_certs
+    fi
     write_env
     local start=$SECONDS i=0
     for scenario in "${scenarios[@]}"; do
@@ -218,6 +389,9 @@ main() {
             done
         done
         i=$((i + 1))
+    done
+    for t in $transports; do
+        run_transport "$t"
     done
     log "benchmarks took $((SECONDS - start)) s; writing $docs_dir/benchmarks.md"
     python3 test/bench/bench_report.py --results "$out_dir" \

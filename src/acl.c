@@ -25,7 +25,10 @@
 
 #include <uthash.h>
 
+#include "text_file.h"
 #include "topic.h"
+
+#define ACL_FILE_MAX_BYTES (64 * 1024 * 1024)
 
 struct acl_rule {
     char *filter;
@@ -315,32 +318,23 @@ int acl_rules_load(const char *path, struct acl_rules **out, int *line, char *er
 {
     *out = NULL;
     *line = 0;
-    FILE *f = fopen(path, "rb");
     struct parser p = {.err = err, .errlen = errlen};
-    if (!f) return fail(&p, "unable to open acl_file: %s", strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    int status = 0;
-    for (;;) {
-        if (len + 4096 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *bigger = realloc(text, cap);
-            if (!bigger) {
-                status = fail(&p, "out of memory");
-                break;
-            }
-            text = bigger;
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) status = fail(&p, "unable to read acl_file");
-            break;
-        }
+    char *text;
+    size_t len;
+    switch (text_file_read(path, ACL_FILE_MAX_BYTES, 0, &text, &len)) {
+    case TEXT_FILE_OK:
+        break;
+    case TEXT_FILE_CANNOT_OPEN:
+        return fail(&p, "unable to open acl_file: %s", strerror(errno));
+    case TEXT_FILE_CANNOT_READ:
+        return fail(&p, "unable to read acl_file: %s", strerror(errno));
+    case TEXT_FILE_NUL_BYTE:
+        return fail(&p, "acl_file contains a NUL byte");
+    default:
+        return fail(&p, "out of memory or acl_file too large");
     }
-    fclose(f);
-    if (status == 0) status = acl_rules_parse(text ? text : "", len, out, line, err, errlen);
-    free(text);
+    int status = acl_rules_parse(text, len, out, line, err, errlen);
+    text_file_free(text, len, 0);
     return status;
 }
 

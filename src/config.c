@@ -16,6 +16,7 @@
 #include "password_file.h"
 #include "psk_file.h"
 #include "acl.h"
+#include "text_file.h"
 #include "transport_tls.h"
 
 #include <arpa/inet.h>
@@ -34,6 +35,7 @@
 #include <sys/stat.h>
 
 #define MQTT_MAX_PAYLOAD 268435455
+#define CONFIG_FILE_MAX_BYTES (256 * 1024 * 1024)
 #define SECONDS_PER_HOUR 3600LL
 #define SECONDS_PER_DAY (24 * SECONDS_PER_HOUR)
 
@@ -1857,38 +1859,6 @@ static const char *add_source_file(struct arbor_config *cfg, const char *name)
     return copy;
 }
 
-/* Read a whole file into a NUL-terminated buffer. */
-static int read_file_contents(FILE *file, char **text_out, size_t *length_out)
-{
-    size_t capacity = 4096;
-    size_t length = 0;
-    char *text = malloc(capacity);
-    if (text == NULL) return ENOMEM;
-    for (;;) {
-        if (capacity - length < 2) {
-            char *grown = realloc(text, capacity * 2);
-            if (grown == NULL) {
-                free(text);
-                return ENOMEM;
-            }
-            text = grown;
-            capacity *= 2;
-        }
-        size_t got = fread(text + length, 1, capacity - length - 1, file);
-        length += got;
-        if (got == 0) break;
-    }
-    if (ferror(file)) {
-        int error = errno ? errno : EIO;
-        free(text);
-        return error;
-    }
-    text[length] = '\0';
-    *text_out = text;
-    *length_out = length;
-    return 0;
-}
-
 /* Parse the file at path with st's position switched to it. For the main file the open
  * error has no line; for an included one it is reported at the include_dir line. */
 static int parse_file(struct parse_state *st, const char *path)
@@ -1897,21 +1867,17 @@ static int parse_file(struct parse_state *st, const char *path)
     int outer_line = st->line;
     const char *outer_directive = st->directive;
 
-    FILE *file = fopen(path, "r");
-    if (file == NULL) {
-        int error = errno;
-        if (st->include_depth == 0)
-            return report_error_at(st, path, 0, "cannot open", "%s", strerror(error));
-        return report_error(st, "cannot open \"%s\": %s", path, strerror(error));
-    }
     char *text;
     size_t length;
-    int error = read_file_contents(file, &text, &length);
-    fclose(file);
-    if (error != 0) {
-        if (st->include_depth == 0)
-            return report_error_at(st, path, 0, "cannot read", "%s", strerror(error));
-        return report_error(st, "cannot read \"%s\": %s", path, strerror(error));
+    enum text_file_status read = text_file_read(path, CONFIG_FILE_MAX_BYTES, TEXT_FILE_NUL_OK,
+                                                &text, &length);
+    if (read != TEXT_FILE_OK) {
+        const char *what = read == TEXT_FILE_CANNOT_OPEN ? "cannot open" : "cannot read";
+        const char *why = read == TEXT_FILE_CANNOT_OPEN || read == TEXT_FILE_CANNOT_READ
+                              ? strerror(errno)
+                              : "out of memory or too large";
+        if (st->include_depth == 0) return report_error_at(st, path, 0, what, "%s", why);
+        return report_error(st, "%s \"%s\": %s", what, path, why);
     }
     const char *stored_name = add_source_file(st->cfg, path);
     if (stored_name == NULL) {

@@ -302,8 +302,10 @@ static size_t transport_pending(const struct connection *conn)
     return conn->transport->pending ? conn->transport->pending(conn) : 0;
 }
 
-/* Read unless paused; write while output is pending; each in the direction the transport
- * waits for when it is blocked on the other one (a TLS handshake that must write). */
+/* Read unless paused; write while output is pending and the flush at the end of this turn
+ * is not going to try it anyway (so the usual answer, written at once, costs no epoll_ctl
+ * to watch for writable and another to stop); each in the direction the transport waits for
+ * when it is blocked on the other one (a TLS handshake that must write). */
 static void update_interest(struct connection *conn)
 {
     if (conn->transport->on_event) return; /* the transport watches the socket itself */
@@ -311,7 +313,7 @@ static void update_interest(struct connection *conn)
     unsigned interest = 0;
     if (!conn->input_paused)
         interest |= blocked & TRANSPORT_RECV_NEEDS_WRITE ? EVENT_WRITE : EVENT_READ;
-    if (conn->out.count > 0)
+    if (conn->out.count > 0 && !conn->in_flush_list)
         interest |= blocked & TRANSPORT_SEND_NEEDS_READ ? EVENT_READ : EVENT_WRITE;
     event_loop_modify(&conn->broker->loop, &conn->handler, interest);
 }

@@ -5,39 +5,18 @@
  */
 #include "host_resources.h"
 
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
+
+#include "text_file.h"
 
 #define MAX_PROC_FILE_BYTES (4u << 20)
 
-/* Reads a whole (small, possibly size-less /proc) file into a NUL-terminated heap buffer. */
+/* A whole (small, possibly size-less /proc) file as a NUL-terminated heap string, or NULL. */
 static char *read_text_file(const char *path)
 {
-    FILE *file = fopen(path, "r");
-    if (file == NULL) return NULL;
-    size_t capacity = 8192, length = 0;
-    char *text = malloc(capacity);
-    while (text != NULL) {
-        length += fread(text + length, 1, capacity - length - 1, file);
-        if (length < capacity - 1) break;
-        char *bigger = capacity < MAX_PROC_FILE_BYTES ? realloc(text, capacity * 2) : NULL;
-        if (bigger == NULL) {
-            free(text);
-            text = NULL;
-            break;
-        }
-        text = bigger;
-        capacity *= 2;
-    }
-    bool failed = ferror(file) != 0;
-    fclose(file);
-    if (text == NULL || failed) {
-        free(text);
-        return NULL;
-    }
-    text[length] = '\0';
-    return text;
+    char *text;
+    size_t len;
+    return text_file_read(path, MAX_PROC_FILE_BYTES, 0, &text, &len) == TEXT_FILE_OK ? text : NULL;
 }
 
 int host_resources_read(const char *cpuinfo_path, const char *meminfo_path,

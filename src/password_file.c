@@ -15,6 +15,7 @@
 #include <uthash.h>
 
 #include "password_hash.h"
+#include "text_file.h"
 
 #define PASSWORD_FILE_MAX_BYTES (64 * 1024 * 1024)
 
@@ -40,13 +41,6 @@ static int report(char *err, size_t errlen, const char *name, int line, const ch
         va_end(ap);
     }
     return -1;
-}
-
-static bool is_blank_or_comment(const char *line)
-{
-    while (*line == ' ' || *line == '\t')
-        line++;
-    return *line == '\0' || *line == '#';
 }
 
 /* Add one "user:hash" line (already cut at its end of line) to the table. */
@@ -80,6 +74,19 @@ static int add_line(struct password_table *table, char *line, const char *name, 
     return 0;
 }
 
+struct parse_context {
+    struct password_table *table;
+    const char *name;
+    char *err;
+    size_t errlen;
+};
+
+static int parse_line(char *line, int number, void *ctx)
+{
+    struct parse_context *pc = ctx;
+    return add_line(pc->table, line, pc->name, number, pc->err, pc->errlen);
+}
+
 int password_table_parse(const char *text, const char *name, struct password_table **out,
                          char *err, size_t errlen)
 {
@@ -91,18 +98,8 @@ int password_table_parse(const char *text, const char *name, struct password_tab
         free(copy);
         return report(err, errlen, name, 0, "out of memory");
     }
-    int status = 0;
-    int number = 0;
-    char *save = NULL;
-    for (char *line = copy; line != NULL && status == 0; line = save) {
-        save = strchr(line, '\n');
-        if (save != NULL) *save++ = '\0';
-        number++;
-        size_t len = strlen(line);
-        if (len > 0 && line[len - 1] == '\r') line[len - 1] = '\0';
-        if (!is_blank_or_comment(line))
-            status = add_line(table, line, name, number, err, errlen);
-    }
+    struct parse_context pc = {table, name, err, errlen};
+    int status = text_each_line(copy, parse_line, &pc);
     free(copy);
     if (status != 0) {
         password_table_free(table);
@@ -115,25 +112,16 @@ int password_table_parse(const char *text, const char *name, struct password_tab
 int password_table_load(const char *path, struct password_table **out, char *err, size_t errlen)
 {
     *out = NULL;
-    FILE *file = fopen(path, "r");
-    if (file == NULL) return report(err, errlen, path, 0, "cannot open: %s", strerror(errno));
-    char *text = NULL;
-    size_t size = 0;
-    FILE *memory = open_memstream(&text, &size);
-    char chunk[4096];
-    size_t n;
-    int status = memory ? 0 : -1;
-    while (status == 0 && (n = fread(chunk, 1, sizeof chunk, file)) > 0) {
-        if (fwrite(chunk, 1, n, memory) != n || ftell(memory) > PASSWORD_FILE_MAX_BYTES)
-            status = -1;
+    char *text;
+    size_t len;
+    enum text_file_status read = text_file_read(path, PASSWORD_FILE_MAX_BYTES, 0, &text, &len);
+    if (read != TEXT_FILE_OK) {
+        char why[160];
+        text_file_describe(read, why, sizeof why);
+        return report(err, errlen, path, 0, "%s", why);
     }
-    bool read_error = ferror(file);
-    fclose(file);
-    if (memory) fclose(memory);
-    if (read_error) status = report(err, errlen, path, 0, "cannot read: %s", strerror(errno));
-    else if (status != 0) status = report(err, errlen, path, 0, "out of memory or too large");
-    if (status == 0) status = password_table_parse(text, path, out, err, errlen);
-    free(text);
+    int status = password_table_parse(text, path, out, err, errlen);
+    text_file_free(text, len, 0);
     return status;
 }
 

@@ -15,6 +15,8 @@
 #include <openssl/crypto.h>
 #include <uthash.h>
 
+#include "text_file.h"
+
 #define PSK_FILE_MAX_BYTES (16 * 1024 * 1024)
 
 struct psk_entry {
@@ -94,13 +96,6 @@ int psk_key_from_hex(const char *hex, uint8_t out[PSK_KEY_MAX_BYTES], size_t *le
     return 0;
 }
 
-static bool is_blank_or_comment(const char *line)
-{
-    while (*line == ' ' || *line == '\t')
-        line++;
-    return *line == '\0' || *line == '#';
-}
-
 static void entry_free(struct psk_entry *entry)
 {
     OPENSSL_cleanse(entry->key, sizeof entry->key);
@@ -139,6 +134,19 @@ static int add_line(struct psk_table *table, char *line, const char *name, int n
     return 0;
 }
 
+struct parse_context {
+    struct psk_table *table;
+    const char *name;
+    char *err;
+    size_t errlen;
+};
+
+static int parse_line(char *line, int number, void *ctx)
+{
+    struct parse_context *pc = ctx;
+    return add_line(pc->table, line, pc->name, number, pc->err, pc->errlen);
+}
+
 int psk_table_parse(const char *text, const char *name, struct psk_table **out, char *err,
                     size_t errlen)
 {
@@ -152,19 +160,9 @@ int psk_table_parse(const char *text, const char *name, struct psk_table **out, 
         return report(err, errlen, name, 0, "out of memory");
     }
     memcpy(copy, text, text_len + 1);
-    int status = 0;
-    int number = 0;
-    char *next = NULL;
-    for (char *line = copy; line != NULL && status == 0; line = next) {
-        next = strchr(line, '\n');
-        if (next != NULL) *next++ = '\0';
-        number++;
-        size_t len = strlen(line);
-        if (len > 0 && line[len - 1] == '\r') line[len - 1] = '\0';
-        if (!is_blank_or_comment(line)) status = add_line(table, line, name, number, err, errlen);
-    }
-    OPENSSL_cleanse(copy, text_len);
-    free(copy);
+    struct parse_context pc = {table, name, err, errlen};
+    int status = text_each_line(copy, parse_line, &pc);
+    text_file_free(copy, text_len, TEXT_FILE_SECRET);
     if (status != 0) {
         psk_table_free(table);
         return -1;
@@ -176,37 +174,16 @@ int psk_table_parse(const char *text, const char *name, struct psk_table **out, 
 int psk_table_load(const char *path, struct psk_table **out, char *err, size_t errlen)
 {
     *out = NULL;
-    FILE *file = fopen(path, "r");
-    if (file == NULL) return report(err, errlen, path, 0, "cannot open: %s", strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *text = malloc(cap);
-    int status = text ? 0 : report(err, errlen, path, 0, "out of memory");
-    while (status == 0) {
-        if (cap - len < 2) {
-            char *grown = cap < PSK_FILE_MAX_BYTES ? realloc(text, cap * 2) : NULL;
-            if (grown == NULL) {
-                status = report(err, errlen, path, 0, "out of memory or too large");
-                break;
-            }
-            text = grown;
-            cap *= 2;
-        }
-        size_t got = fread(text + len, 1, cap - len - 1, file);
-        len += got;
-        if (got == 0) break;
+    char *text;
+    size_t len;
+    enum text_file_status read = text_file_read(path, PSK_FILE_MAX_BYTES, TEXT_FILE_SECRET, &text, &len);
+    if (read != TEXT_FILE_OK) {
+        char why[160];
+        text_file_describe(read, why, sizeof why);
+        return report(err, errlen, path, 0, "%s", why);
     }
-    if (status == 0 && ferror(file))
-        status = report(err, errlen, path, 0, "cannot read: %s", strerror(errno));
-    fclose(file);
-    if (status == 0) {
-        text[len] = '\0';
-        if (strlen(text) != len)
-            status = report(err, errlen, path, 0, "contains a NUL byte");
-        else
-            status = psk_table_parse(text, path, out, err, errlen);
-    }
-    if (text) OPENSSL_cleanse(text, len);
-    free(text);
+    int status = psk_table_parse(text, path, out, err, errlen);
+    text_file_free(text, len, TEXT_FILE_SECRET);
     return status;
 }
 

@@ -18,9 +18,10 @@
  *    recv lets lws write if the socket takes it; when it cannot, `blocked` says the stream
  *    waits for the socket to be writable, and the next recv is that write;
  *  - send copies up to WS_FRAME_MAX bytes of the output queue into one binary frame and
- *    writes it with lws_write, only while lws_send_pipe_choked says the socket takes more, so
- *    lws itself never holds more than the rest of one frame. A slow reader leaves the output
- *    in connection.c's queue, under its limits, as a TCP client does;
+ *    writes it with lws_write, only when lws holds nothing of the last one (what the socket
+ *    did not take, lws_partial_buffered), so lws itself never holds more than the rest of one
+ *    frame. A slow reader leaves the output in connection.c's queue, under its limits, as a
+ *    TCP client does;
  *  - close kills the lws connection at once. lws owns a duplicate of the descriptor
  *    (websocket.c), connection.c closes its own.
  *
@@ -279,14 +280,11 @@ static ssize_t ws_recv(struct connection *conn, void *buf, size_t len)
                         lws_service_adjust_timeout(s->ws->context, 1, 0) == 0;
              i++)
             service(s, POLLIN);
-        /* Reading may have queued a pong, a close or the 101 answer: let lws write it now if
-         * the socket takes it, else when it becomes writable. */
-        if (alive(s)) {
-            if (lws_send_pipe_choked(s->wsi))
-                s->want_pollout = true;
-            else
-                service(s, POLLOUT);
-        }
+        /* Reading may have queued a pong, a close or the 101 answer: let lws write it now;
+         * what the socket does not take stays with lws (lws_partial_buffered) and goes out
+         * when it becomes writable (ws_blocked). No poll() first: that was a system call per
+         * read, and lws copes with a full socket itself. */
+        if (alive(s)) service(s, POLLOUT);
     }
     s->target = NULL;
     if (s->target_len) return (ssize_t)s->target_len;
@@ -317,7 +315,7 @@ static ssize_t ws_send(struct connection *conn, const struct iovec *iov, int cou
             return -1;
         }
     }
-    if (lws_send_pipe_choked(s->wsi)) {
+    if (lws_partial_buffered(s->wsi)) { /* the socket did not take all of the last frame */
         errno = EAGAIN;
         return -1;
     }

@@ -2,9 +2,12 @@
 """Turn arbor_bench JSON results into docs/benchmarks.md and its gnuplot chart.
 
 Used by scripts/run-bench.sh (`make bench`). Input: a directory of files named
-<broker>__<scenario>__<repetition>.json written by `arbor_bench --json`, plus env.json (the
-environment and the broker config run-bench.sh used). Output: a markdown page with one table
-row per (scenario, measure) holding both brokers' figures and their ratio, and a PNG chart.
+<broker>__<scenario>__<repetition>.json written by `arbor_bench --json` (the scenario name
+ends in .tls or .ws for runs over a broker's TLS or websockets listener), env.json (the
+environment and the broker configs run-bench.sh used), missing.json (why a broker has no
+figures over a transport) and tls-<broker>.txt (the TLS version and cipher it negotiated).
+Output: a markdown page with one table row per (scenario, measure) holding both brokers'
+figures and their ratio, a TLS and a WebSockets section the same way, and a PNG chart (TCP).
 Formatting only: it never runs a benchmark and does no statistics beyond averaging repetitions.
 """
 
@@ -70,6 +73,21 @@ CHART_LABELS = {
 }
 
 
+# Transports measured besides TCP: key (scenario name suffix), section title, what it is.
+TRANSPORTS = [
+    ("tls", "TLS", "over each broker's TLS listener: a server certificate (ECDSA P-256) from a "
+     "throwaway CA that the run makes with the openssl CLI, the same files for both brokers; "
+     "arbor_bench (OpenSSL) checks the chain and the address against it (`--cafile`). Every "
+     "connection makes its full handshake before the measured window, so these figures are "
+     "the cost of encrypting and decrypting the traffic, not of handshakes."),
+    ("ws", "WebSockets", "over each broker's websockets listener (`protocol websockets`): "
+     "MQTT in binary WebSocket frames, subprotocol `mqtt`, no TLS. arbor_bench sends what it "
+     "has queued in masked frames of up to 16 KiB, as RFC 6455 requires of a client; the "
+     "broker unmasks them and sends unmasked frames back."),
+]
+TRANSPORT_SCENARIOS = ("qos0-1to1", "qos0-1to50", "qos1-pairs")
+
+
 def flatten(result):
     """The figures of one run's "result" object that the tables use."""
     if not result:
@@ -122,14 +140,22 @@ def ratio(a, b):
     return "{:.2f}".format(a / b)
 
 
-def table(figures, brokers):
+def table(figures, brokers, transport=None):
+    """The TCP table, or with transport the same rows for the transport's scenarios plus how
+    each broker's egress compares with its own TCP run."""
     lines = ["| Scenario | Measure | " + " | ".join(brokers) +
              (" | arbor/mosquitto |" if len(brokers) == 2 else " |"),
              "|---|---|" + "---:|" * len(brokers) + ("---:|" if len(brokers) == 2 else "")]
     for scenario, title, measures in SCENARIOS:
+        if transport:
+            if scenario not in TRANSPORT_SCENARIOS:
+                continue
+            measures = measures + [("egress / the same broker's TCP egress", "vs_tcp",
+                                    "{:.2f}", True)]
+        key_of = scenario + "." + transport if transport else scenario
         first = True
         for label, key, pattern, higher in measures:
-            values = [figures.get((b, scenario), {}).get(key) for b in brokers]
+            values = [figure(figures, b, scenario, key_of, key) for b in brokers]
             arrow = " (higher is better)" if higher else " (lower is better)"
             cells = [fmt(v, pattern) for v in values]
             row = "| {} | {}{} | {} |".format(title if first else "", label, arrow,
@@ -141,12 +167,29 @@ def table(figures, brokers):
     return "\n".join(lines)
 
 
+def figure(figures, broker, scenario, key_of, key):
+    """One figure of a table row; vs_tcp is egress over a transport / egress over TCP."""
+    if key != "vs_tcp":
+        return figures.get((broker, key_of), {}).get(key)
+    over = figures.get((broker, key_of), {}).get("egress")
+    tcp = figures.get((broker, scenario), {}).get("egress")
+    return over / tcp if over is not None and tcp else None
+
+
+def detail_keys(figures):
+    """Scenario names in page order: the TCP ones, then each transport's."""
+    keys = [scenario for scenario, _, _ in SCENARIOS]
+    for transport, _, _ in TRANSPORTS:
+        keys += [s + "." + transport for s in TRANSPORT_SCENARIOS]
+    return [k for k in keys if any(f == k for _, f in figures)]
+
+
 def details(figures, brokers):
     """Every scenario and broker with the figures that explain the headline numbers."""
     lines = ["| Scenario | Broker | ingress msg/s | egress msg/s | latency mean / p99 ms | "
              "loss % | duplicates | broker CPU % | arbor_bench CPU % | runs |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for scenario, _, _ in SCENARIOS:
+    for scenario in detail_keys(figures):
         for b in brokers:
             f = figures.get((b, scenario))
             if not f:
@@ -220,7 +263,30 @@ def environment_section(env):
     return "\n".join("| %s | %s |" % r for r in [("Item", "Value"), ("---", "---")] + rows)
 
 
-def markdown(figures, brokers, env, png_name):
+def transport_section(transport, title, what, figures, brokers, missing, negotiated):
+    """### TLS / ### WebSockets: the transport's rows, and why a broker has none."""
+    parts = ["### " + title, "",
+             "The scenarios %s again, %s" % (", ".join("`%s`" % s for s in TRANSPORT_SCENARIOS),
+                                            what), ""]
+    for b in BROKERS:
+        if b in missing.get(transport, {}):
+            parts += ["**%s was not measured over %s**: %s" % (
+                b, title, missing[transport][b].rstrip(".") + "."), ""]
+    if transport == "tls":
+        said = ["%s: %s" % (b, negotiated[b]) for b in BROKERS if negotiated.get(b)]
+        if said:
+            parts += ["Negotiated with `openssl s_client` before the runs: " +
+                      "; ".join(said) + ".", ""]
+    parts += [table(figures, brokers, transport), "",
+              "The last row of each scenario divides the broker's egress over %s by its own "
+              "egress over TCP in this run (1.00: the transport costs nothing). The QoS 0 "
+              "rows are open loop (see the caveats below): a transport that slows the "
+              "publisher down can leave a broker less backlog to work through, so a ratio "
+              "above 1 there is not a gain from the transport." % title, ""]
+    return parts
+
+
+def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated=None):
     missing = [b for b in BROKERS if b not in brokers]
     reps = sorted({f["repetitions"] for f in figures.values()})
     parts = ["# Benchmarks: arbor and Mosquitto", "",
@@ -241,8 +307,12 @@ def markdown(figures, brokers, env, png_name):
               "taken at each broker's own limit rate, so it is not a like-for-like latency "
               "comparison; the QoS 1 and QoS 2 pair rows are." % (
                   "/".join(str(r) for r in reps if r > 1) or "1"),
-              "", "![throughput and CPU per message](%s)" % png_name, "",
-              "### Run details", "", details(figures, brokers), "",
+              "", "![throughput and CPU per message](%s)" % png_name, ""]
+    for transport, title, what in TRANSPORTS:
+        if transport in env.get("transports", []):
+            parts += transport_section(transport, title, what, figures, brokers,
+                                       transport_missing or {}, negotiated or {})
+    parts += ["### Run details", "", details(figures, brokers), "",
               "## How to reproduce", "", "```sh", env.get("command", "make bench"), "```", "",
               "The script builds arbor and arbor_bench, installs Debian's `mosquitto` and "
               "`gnuplot-nox` if they are missing, starts each broker on a free loopback port "
@@ -252,9 +322,17 @@ def markdown(figures, brokers, env, png_name):
               "Scenario commands (the broker address and `-P <pid>` are added by the "
               "script):", "", "```"]
     parts += env.get("scenario_commands", [])
+    parts += env.get("transport_commands", [])
     parts += ["```", "", "Both brokers ran with this configuration (only the port differs):", "",
-              "```", env.get("config", "").rstrip(), "```", "",
-              "## Environment", "", environment_section(env), "",
+              "```", env.get("config", "").rstrip(), "```", ""]
+    for transport, title, _ in TRANSPORTS:
+        config = env.get("transport_configs", {}).get(transport)
+        if config:
+            certs = (" (CERTS is the run's throwaway certificate directory, "
+                     "`<build dir>/bench-results/tls/`)" if "CERTS/" in config else "")
+            parts += ["and for the %s rows with this one%s:" % (title, certs), "",
+                      "```", config.rstrip(), "```", ""]
+    parts += ["## Environment", "", environment_section(env), "",
               "## Fairness and caveats", "",
               "- Both brokers are started the same way (same configuration file apart from the "
               "port, logging off, `max_inflight_messages` and `max_queued_messages` equal; "
@@ -275,7 +353,13 @@ def markdown(figures, brokers, env, png_name):
               "(see the JSON), which is why the table leaves it out. Loss there is what was "
               "still queued when the run ended.",
               "- Latency is measured inside one process (send time in the payload, "
-              "CLOCK_MONOTONIC), so no clock synchronisation is involved.", ""]
+              "CLOCK_MONOTONIC), so no clock synchronisation is involved."]
+    if env.get("transports"):
+        parts += ["- Over TLS and WebSockets arbor_bench does its own side of the transport "
+                  "(encrypting and decrypting, masking and framing) on the same CPUs as the "
+                  "broker, so those rows carry more load-generator work than the TCP ones "
+                  "(its CPU use is in the run details). Both brokers link the same OpenSSL."]
+    parts += [""]
     return "\n".join(parts)
 
 
@@ -317,8 +401,18 @@ def main():
     chart(figures, brokers, args.chart, args.results)
     png_name = os.path.relpath(args.chart, os.path.dirname(os.path.abspath(args.markdown)))
     kept = kept_sections(args.markdown)
+    missing = {}
+    if os.path.exists(os.path.join(args.results, "missing.json")):
+        with open(os.path.join(args.results, "missing.json")) as f:
+            missing = json.load(f)
+    negotiated = {}
+    for b in BROKERS:
+        path = os.path.join(args.results, "tls-%s.txt" % b)
+        if os.path.exists(path):
+            with open(path) as f:
+                negotiated[b] = f.read().strip()
     with open(args.markdown, "w") as f:
-        f.write(markdown(figures, brokers, env, png_name))
+        f.write(markdown(figures, brokers, env, png_name, missing, negotiated))
         if kept:
             f.write("\n" + kept)
     print("wrote %s and %s" % (args.markdown, args.chart))

@@ -1,8 +1,10 @@
 /*
- * client.c: one benchmark MQTT connection: non-blocking connect, buffered socket I/O, and
- * the client side of the protocol a benchmark needs (CONNECT, SUBSCRIBE, PUBLISH at QoS
- * 0/1/2 in both directions, PINGREQ, DISCONNECT). Every packet is encoded and decoded by
- * lib/ (packet.h); this file only sequences them.
+ * client.c: one benchmark MQTT connection: non-blocking connect, the transport's handshake
+ * (TLS, WebSocket upgrade), buffered I/O through the transport (transport.h: tcp, tls, ws;
+ * the transports do the socket reads and writes), and the client side of the protocol a
+ * benchmark needs (CONNECT, SUBSCRIBE, PUBLISH at QoS 0/1/2 in both directions, PINGREQ,
+ * DISCONNECT). Every packet is encoded and decoded by lib/ (packet.h); this file only
+ * sequences them.
  *
  * It does not schedule or count anything: it reports events to worker.c (ready, failed,
  * accepted, received) and the worker decides.
@@ -19,6 +21,7 @@
 
 #include "engine.h"
 #include "packet.h"
+#include "transport.h"
 #include "worker.h"
 
 #define READ_CHUNK 65536
@@ -35,17 +38,27 @@ size_t client_pending_out(const struct bench_client *c)
     return c->out.len - c->out_sent;
 }
 
-static int epoll_interest(struct bench_worker *w, struct bench_client *c, uint32_t events)
+static void set_interest(struct bench_worker *w, struct bench_client *c, uint32_t events)
 {
+    if (c->fd < 0 || c->events == events) return;
     struct epoll_event ev = {.events = events, .data.ptr = c};
-    return epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->events = events;
+}
+
+/* Always readable; writable while output, or a TLS read, waits for the socket to take
+ * more. */
+static void update_interest(struct bench_worker *w, struct bench_client *c)
+{
+    bool out = c->out_waits == TRANSPORT_WANT_WRITE || c->in_waits_for_write;
+    set_interest(w, c, EPOLLIN | (out ? EPOLLOUT : 0));
 }
 
 static void close_socket(struct bench_worker *w, struct bench_client *c)
 {
     if (c->fd < 0) return;
     epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
+    transport_destroy(c->transport); /* closes the socket */
+    c->transport = NULL;
     c->fd = -1;
 }
 
@@ -55,6 +68,16 @@ static void fail(struct bench_worker *w, struct bench_client *c, const char *why
     close_socket(w, c);
     worker_client_failed(w, c, why);
     c->state = CLIENT_CLOSED;
+}
+
+/* A transport call ended the connection (rc is TRANSPORT_CLOSED or TRANSPORT_ERROR). */
+static void fail_transport(struct bench_worker *w, struct bench_client *c, ssize_t rc)
+{
+    char why[256];
+    const char *error = transport_error(c->transport);
+    if (rc == TRANSPORT_CLOSED && !error) error = "connection closed by broker";
+    snprintf(why, sizeof(why), "%s", error ? error : "transport failed");
+    fail(w, c, why);
 }
 
 /* ---- sending ---- */
@@ -167,27 +190,31 @@ int client_send_publish(struct bench_worker *w, struct bench_client *c, uint64_t
 
 void client_flush(struct bench_worker *w, struct bench_client *c)
 {
-    while (c->fd >= 0 && c->out_sent < c->out.len) {
-        ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent, MSG_NOSIGNAL);
+    while (c->transport && c->out_sent < c->out.len) {
+        ssize_t n =
+            transport_send(c->transport, c->out.data + c->out_sent, c->out.len - c->out_sent);
         if (n > 0) {
             c->out_sent += (size_t)n;
             c->last_write_ns = w->now;
             continue;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (n == TRANSPORT_WANT_WRITE || n == TRANSPORT_WANT_READ) {
+            /* the transport is promised the same bytes again, wherever they move to */
             abuf_consume(&c->out, c->out_sent);
             c->out_sent = 0;
-            if (!c->want_write && epoll_interest(w, c, EPOLLIN | EPOLLOUT) == 0)
-                c->want_write = true;
+            c->out_waits = (int8_t)n;
+            update_interest(w, c);
             return;
         }
-        fail(w, c, n < 0 ? strerror(errno) : "send returned 0");
+        fail_transport(w, c, n);
         return;
     }
     c->out.len = 0;
     c->out_sent = 0;
-    if (c->want_write && c->fd >= 0 && epoll_interest(w, c, EPOLLIN) == 0) c->want_write = false;
+    if (c->out_waits) {
+        c->out_waits = 0;
+        update_interest(w, c);
+    }
 }
 
 /* ---- receiving ---- */
@@ -347,27 +374,50 @@ static void process_input(struct bench_worker *w, struct bench_client *c)
     if (c->state != CLIENT_CLOSED) abuf_consume(&c->in, pos);
 }
 
+/* Reads until the socket is empty for now, including input the transport holds above the
+ * socket (decrypted TLS records, decoded WebSocket frames) that epoll would not report. */
 static void client_read(struct bench_worker *w, struct bench_client *c)
 {
-    if (abuf_reserve(&c->in, READ_CHUNK) != 0) {
-        fail(w, c, "out of memory");
-        return;
-    }
-    ssize_t n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
-    if (n == 0) {
-        fail(w, c, "connection closed by broker");
-        return;
-    }
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) fail(w, c, strerror(errno));
-        return;
-    }
-    c->in.len += (size_t)n;
-    w->now = bench_now_ns();
-    process_input(w, c);
+    do {
+        if (abuf_reserve(&c->in, READ_CHUNK) != 0) {
+            fail(w, c, "out of memory");
+            return;
+        }
+        ssize_t n = transport_recv(c->transport, c->in.data + c->in.len, c->in.cap - c->in.len);
+        bool waits_for_write = n == TRANSPORT_WANT_WRITE;
+        if (waits_for_write != c->in_waits_for_write) {
+            c->in_waits_for_write = waits_for_write;
+            update_interest(w, c);
+        }
+        if (n == TRANSPORT_WANT_READ || n == TRANSPORT_WANT_WRITE) return;
+        if (n <= 0) {
+            fail_transport(w, c, n);
+            return;
+        }
+        c->in.len += (size_t)n;
+        w->now = bench_now_ns();
+        process_input(w, c);
+    } while (c->state != CLIENT_CLOSED && transport_has_input(c->transport));
 }
 
 /* ---- connection set-up and teardown ---- */
+
+/* One step of the transport's handshake; CONNECT goes out when it is done. */
+static void handshake_step(struct bench_worker *w, struct bench_client *c)
+{
+    int rc = transport_handshake(c->transport);
+    if (rc == TRANSPORT_WANT_READ || rc == TRANSPORT_WANT_WRITE) {
+        set_interest(w, c, EPOLLIN | (rc == TRANSPORT_WANT_WRITE ? EPOLLOUT : 0));
+        return;
+    }
+    if (rc != 0) {
+        fail_transport(w, c, rc);
+        return;
+    }
+    update_interest(w, c);
+    send_connect(w, c);
+    if (transport_has_input(c->transport)) client_read(w, c);
+}
 
 static void connect_finished(struct bench_worker *w, struct bench_client *c)
 {
@@ -378,28 +428,35 @@ static void connect_finished(struct bench_worker *w, struct bench_client *c)
         fail(w, c, strerror(err));
         return;
     }
-    epoll_interest(w, c, EPOLLIN);
-    c->want_write = false;
-    send_connect(w, c);
+    c->state = CLIENT_HANDSHAKE;
+    handshake_step(w, c);
 }
 
 int client_start_connect(struct bench_worker *w, struct bench_client *c)
 {
     const struct bench_engine *e = w->engine;
     const struct sockaddr_storage *addr = &e->addrs[c->broker];
-    c->fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
+    const struct bench_broker_addr *broker = &e->sc->brokers[c->broker];
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
         fail(w, c, strerror(errno));
         return -1;
     }
     int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char err[256];
+    if (transport_open(e->transport, fd, broker->host, broker->port, &c->transport, err,
+                       sizeof(err)) != 0) {
+        fail(w, c, err);
+        return -1;
+    }
+    c->fd = fd;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
         fail(w, c, strerror(errno));
         return -1;
     }
-    c->want_write = true;
+    c->events = ev.events;
     c->state = CLIENT_TCP_CONNECTING;
     if (connect(c->fd, (const struct sockaddr *)addr, e->addr_lens[c->broker]) == 0) {
         connect_finished(w, c);
@@ -419,8 +476,16 @@ void client_on_event(struct bench_worker *w, struct bench_client *c, uint32_t ev
         if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) connect_finished(w, c);
         return;
     }
-    if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) client_read(w, c);
-    if ((events & EPOLLOUT) && c->state != CLIENT_CLOSED) {
+    if (c->state == CLIENT_HANDSHAKE) {
+        handshake_step(w, c);
+        return;
+    }
+    bool readable = events & (EPOLLIN | EPOLLERR | EPOLLHUP);
+    bool writable = events & EPOLLOUT;
+    if (readable || (writable && c->in_waits_for_write)) client_read(w, c);
+    if (c->state == CLIENT_CLOSED) return;
+    /* TLS may have been waiting to read before it could write */
+    if (writable || (readable && c->out_waits == TRANSPORT_WANT_READ)) {
         client_flush(w, c);
         if (client_pending_out(c) == 0 && c->role == CLIENT_PUBLISHER) worker_publisher_fill(w, c);
     }
@@ -433,7 +498,7 @@ void client_disconnect(struct bench_worker *w, struct bench_client *c)
         mqtt_encode_disconnect(&c->out, version_of(w), MQTT_DISCONNECT, 0, no_props) == 0)
         client_flush(w, c);
     if (c->fd >= 0) {
-        shutdown(c->fd, SHUT_WR);
+        transport_shutdown(c->transport);
         close_socket(w, c);
     }
     c->state = CLIENT_CLOSED;
@@ -449,6 +514,7 @@ void client_free(struct bench_client *c)
             seq_tracker_free(&c->seen[i]);
         free(c->seen);
     }
-    if (c->fd >= 0) close(c->fd);
+    transport_destroy(c->transport); /* closes the socket */
+    c->transport = NULL;
     c->fd = -1;
 }

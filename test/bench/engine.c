@@ -143,6 +143,7 @@ static int setup(struct bench_engine *e, const struct engine_params *p, char *er
     e->run_id = ((uint32_t)getpid() * 2654435761u ^ (uint32_t)bench_now_ns()) & 0xffffff;
     e->pids = p->broker_pids;
     e->pid_count = p->broker_pid_count;
+    e->transport = p->transport;
     if (resolve_brokers(e, err, errlen) != 0) return -1;
     e->filler = make_filler(sc->payload_size - BENCH_PAYLOAD_HEADER);
     if (!e->filler || create_clients(e) != 0 || create_workers(e) != 0)

@@ -15,11 +15,14 @@
 #include "results.h"
 #include "scenario.h"
 
+struct transport_context;
+
 struct engine_params {
     const struct bench_scenario *scenario;
     double interval_ms;       /* overrides the scenario's (limit search) */
     const pid_t *broker_pids; /* local broker processes to charge CPU to; may be empty */
     size_t broker_pid_count;
+    const struct transport_context *transport; /* tcp/tls/ws (transport.h); NULL: tcp */
 };
 
 struct run_output {

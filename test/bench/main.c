@@ -15,6 +15,7 @@
 #include "report.h"
 #include "results.h"
 #include "scenario.h"
+#include "transport.h"
 
 #define PAUSE_BETWEEN_RUNS_MS 300
 #define MIN_SEARCH_INTERVAL_MS 0.001
@@ -41,14 +42,15 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static int run_once(const struct bench_options *o, const struct bench_scenario *sc,
-                    double interval_ms, struct run_record *rec)
+static int run_once(const struct bench_options *o, const struct transport_context *transport,
+                    const struct bench_scenario *sc, double interval_ms, struct run_record *rec)
 {
     struct engine_params params = {
         .scenario = sc,
         .interval_ms = interval_ms,
         .broker_pids = o->broker_pids,
         .broker_pid_count = o->broker_pid_count,
+        .transport = transport,
     };
     char err[512];
     memset(rec, 0, sizeof(*rec));
@@ -72,8 +74,8 @@ static int grow_runs(struct bench_report *r, size_t *cap)
     return 0;
 }
 
-static int limit_search(const struct bench_options *o, const struct bench_scenario *sc,
-                        struct bench_report *r)
+static int limit_search(const struct bench_options *o, const struct transport_context *transport,
+                        const struct bench_scenario *sc, struct bench_report *r)
 {
     const struct bench_search_params *p = &sc->search;
     size_t cap = 0;
@@ -89,7 +91,7 @@ static int limit_search(const struct bench_options *o, const struct bench_scenar
         if (grow_runs(r, &cap) != 0) return -1;
         if (r->run_count > 0) pause_ms(PAUSE_BETWEEN_RUNS_MS);
         struct run_record *rec = &r->runs[r->run_count];
-        if (run_once(o, sc, interval, rec) != 0) return -1;
+        if (run_once(o, transport, sc, interval, rec) != 0) return -1;
         r->run_count++;
         if (!o->quiet) {
             report_print_run_line(stdout, r->run_count - 1, rec);
@@ -100,11 +102,11 @@ static int limit_search(const struct bench_options *o, const struct bench_scenar
     return 0;
 }
 
-static int single_run(const struct bench_options *o, const struct bench_scenario *sc,
-                      struct bench_report *r)
+static int single_run(const struct bench_options *o, const struct transport_context *transport,
+                      const struct bench_scenario *sc, struct bench_report *r)
 {
     r->runs = calloc(1, sizeof(*r->runs));
-    if (!r->runs || run_once(o, sc, sc->interval_ms, &r->runs[0]) != 0) return -1;
+    if (!r->runs || run_once(o, transport, sc, sc->interval_ms, &r->runs[0]) != 0) return -1;
     r->run_count = 1;
     return 0;
 }
@@ -167,16 +169,26 @@ int main(int argc, char **argv)
         scenario_free(&sc);
         return 0;
     }
+    struct transport_context *transport;
+    char err[512];
+    if (transport_context_create(&opts.transport, &transport, err, sizeof(err)) != 0) {
+        fprintf(stderr, "arbor_bench: %s\n", err);
+        scenario_free(&sc);
+        return 1;
+    }
     raise_fd_limit();
+    const char *transport_name = transport_context_name(transport);
     if (!opts.quiet) {
-        report_print_scenario(stdout, &sc);
+        report_print_scenario(stdout, &sc, transport_name);
         fflush(stdout);
     }
-    struct bench_report report = {.scenario = &sc, .label = opts.label};
-    int rc =
-        sc.search.enabled ? limit_search(&opts, &sc, &report) : single_run(&opts, &sc, &report);
+    struct bench_report report = {
+        .scenario = &sc, .label = opts.label, .transport = transport_name};
+    int rc = sc.search.enabled ? limit_search(&opts, transport, &sc, &report)
+                               : single_run(&opts, transport, &sc, &report);
     if (rc == 0) rc = write_outputs(&opts, &report);
     free_report(&report);
+    transport_context_free(transport);
     scenario_free(&sc);
     return rc == 0 ? 0 : 2;
 }

@@ -36,6 +36,14 @@ enum option_id {
     OPT_NO_PER_SECOND,
     OPT_KEEPALIVE,
     OPT_PERSISTENT_SUBSCRIBERS,
+    OPT_TLS,
+    OPT_CAFILE,
+    OPT_CAPATH,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_INSECURE,
+    OPT_WEBSOCKETS,
+    OPT_WS_PATH,
 };
 
 static const struct option long_options[] = {
@@ -73,6 +81,14 @@ static const struct option long_options[] = {
     {"label", required_argument, NULL, OPT_LABEL},
     {"per-second", no_argument, NULL, OPT_PER_SECOND},
     {"no-per-second", no_argument, NULL, OPT_NO_PER_SECOND},
+    {"tls", no_argument, NULL, OPT_TLS},
+    {"cafile", required_argument, NULL, OPT_CAFILE},
+    {"capath", required_argument, NULL, OPT_CAPATH},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
+    {"websockets", no_argument, NULL, OPT_WEBSOCKETS},
+    {"ws-path", required_argument, NULL, OPT_WS_PATH},
     {"quiet", no_argument, NULL, 'Q'},
     {"list", no_argument, NULL, 'l'},
     {"help", no_argument, NULL, 'h'},
@@ -120,6 +136,13 @@ void options_usage(FILE *f)
           "      --limit-search / --no-limit-search\n"
           "      --start-interval MS  --splits N  --max-steps N\n"
           "      --threshold X (0.99)  --min-offered X (0.97)\n"
+          "transport (plain TCP unless one of these is given; TLS and WebSockets is wss):\n"
+          "      --tls                 TLS; implied by --cafile, --capath, --cert, --insecure\n"
+          "      --cafile FILE  --capath DIR   CAs that sign the broker (default: system)\n"
+          "      --cert FILE --key FILE        client certificate and its private key (PEM)\n"
+          "      --insecure            do not check the broker's name in its certificate\n"
+          "      --websockets          MQTT over WebSockets (subprotocol mqtt)\n"
+          "      --ws-path PATH        path asked for in the upgrade (/mqtt); implies it\n"
           "measurement and output:\n"
           "  -P, --broker-pid PID      charge CPU of this local broker process (repeatable)\n"
           "  -j, --json FILE           full results as JSON (- for stdout)\n"
@@ -139,6 +162,43 @@ static int parse_pid(const char *text, pid_t *out)
     long v = strtol(text, &end, 10);
     if (errno || *end || end == text || v <= 0) return -1;
     *out = (pid_t)v;
+    return 0;
+}
+
+/* --tls, --websockets and their files. Returns 1 if handled, 0 if not. */
+static int parse_transport_option(int c, const char *arg, struct bench_transport_options *t)
+{
+    switch (c) {
+    case OPT_TLS:
+        t->tls = true;
+        return 1;
+    case OPT_CAFILE:
+        t->tls = true;
+        t->cafile = arg;
+        return 1;
+    case OPT_CAPATH:
+        t->tls = true;
+        t->capath = arg;
+        return 1;
+    case OPT_CERT:
+        t->tls = true;
+        t->certfile = arg;
+        return 1;
+    case OPT_KEY:
+        t->keyfile = arg;
+        return 1;
+    case OPT_INSECURE:
+        t->tls = true;
+        t->insecure = true;
+        return 1;
+    case OPT_WEBSOCKETS:
+        t->websockets = true;
+        return 1;
+    case OPT_WS_PATH:
+        t->websockets = true;
+        t->ws_path = arg;
+        return 1;
+    }
     return 0;
 }
 
@@ -180,7 +240,7 @@ static int parse_output_option(int c, const char *arg, struct bench_options *o, 
         o->help = true;
         return 1;
     }
-    return 0;
+    return parse_transport_option(c, arg, &o->transport);
 }
 
 int options_parse(int argc, char *const argv[], struct bench_options *o, char *err, size_t errlen)
@@ -199,6 +259,10 @@ int options_parse(int argc, char *const argv[], struct bench_options *o, char *e
         o->overrides[o->override_count++] = (struct bench_override){c, optarg};
     }
     if (optind < argc) return fail(err, errlen, "unexpected argument '%s'", argv[optind]);
+    if ((o->transport.certfile == NULL) != (o->transport.keyfile == NULL))
+        return fail(err, errlen, "--cert and --key go together");
+    if (o->transport.ws_path && o->transport.ws_path[0] != '/')
+        return fail(err, errlen, "--ws-path must start with '/'");
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "scenario.h"
+#include "transport.h"
 
 #define BENCH_MAX_PIDS 16
 #define BENCH_MAX_OVERRIDES 64
@@ -32,6 +33,7 @@ struct bench_options {
     const char *json_path;
     const char *csv_path;
     const char *label;
+    struct bench_transport_options transport;
     bool per_second;
     bool per_second_set;
     bool quiet;

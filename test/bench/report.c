@@ -49,7 +49,7 @@ static size_t series_length(const struct bench_scenario *sc, const struct run_re
 
 /* ---- table ---- */
 
-void report_print_scenario(FILE *f, const struct bench_scenario *sc)
+void report_print_scenario(FILE *f, const struct bench_scenario *sc, const char *transport)
 {
     fprintf(f, "scenario %s: %zu topic(s), %u publishers, %u subscribers, sp-ratio %.2f\n",
             sc->name, sc->topic_count, scenario_publisher_count(sc), scenario_subscriber_count(sc),
@@ -67,7 +67,7 @@ void report_print_scenario(FILE *f, const struct bench_scenario *sc)
             sc->duration_s, sc->trim_s, sc->threads, scenario_placement_name(sc->placement));
     for (size_t i = 0; i < sc->broker_count; i++)
         fprintf(f, " %s:%s", sc->brokers[i].host, sc->brokers[i].port);
-    fprintf(f, "\n");
+    fprintf(f, " over %s\n", transport ? transport : "tcp");
 }
 
 void report_print_run_line(FILE *f, size_t index, const struct run_record *run)
@@ -357,6 +357,7 @@ static cJSON *report_json(const struct bench_report *r)
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "tool", "arbor_bench");
     if (r->label) cJSON_AddStringToObject(root, "label", r->label);
+    cJSON_AddStringToObject(root, "transport", r->transport ? r->transport : "tcp");
     cJSON_AddItemToObject(root, "scenario", scenario_json(r->scenario));
     cJSON *runs = cJSON_AddArrayToObject(root, "runs");
     for (size_t i = 0; i < r->run_count; i++)

@@ -24,7 +24,8 @@ struct run_record {
 
 struct bench_report {
     const struct bench_scenario *scenario;
-    const char *label; /* free text (e.g. the broker's name); may be NULL */
+    const char *label;     /* free text (e.g. the broker's name); may be NULL */
+    const char *transport; /* "tcp", "tls", "ws" or "wss" */
     struct run_record *runs;
     size_t run_count;
     bool searched;
@@ -35,7 +36,7 @@ struct bench_report {
  * NULL if the search found no passing run. */
 const struct run_record *report_result(const struct bench_report *r);
 
-void report_print_scenario(FILE *f, const struct bench_scenario *sc);
+void report_print_scenario(FILE *f, const struct bench_scenario *sc, const char *transport);
 /* One line per run, for progress during a search, and the header above those lines. */
 void report_print_run_header(FILE *f);
 void report_print_run_line(FILE *f, size_t index, const struct run_record *run);

@@ -368,6 +368,59 @@ static void test_placement_names(void **state)
     scenario_free(&sc);
 }
 
+static int parse_only(int argc, char **argv, struct bench_options *o)
+{
+    err[0] = '\0';
+    return options_parse(argc, argv, o, err, sizeof(err));
+}
+
+#define ARGC(argv) ((int)(sizeof(argv) / sizeof((argv)[0])))
+
+static void test_cli_transport(void **state)
+{
+    struct bench_options o;
+    char *plain[] = {"arbor_bench", "-b", "h"};
+    assert_int_equal(parse_only(ARGC(plain), plain, &o), 0);
+    assert_false(o.transport.tls);
+    assert_false(o.transport.websockets);
+
+    char *tls[] = {"arbor_bench", "--cafile", "ca.pem", "--cert", "c.pem", "--key", "k.pem",
+                   "--insecure", "-s", "qos1-pairs"};
+    assert_int_equal(parse_only(ARGC(tls), tls, &o), 0);
+    assert_true(o.transport.tls); /* --cafile implies TLS, as with mosquitto_pub */
+    assert_string_equal(o.transport.cafile, "ca.pem");
+    assert_string_equal(o.transport.certfile, "c.pem");
+    assert_string_equal(o.transport.keyfile, "k.pem");
+    assert_true(o.transport.insecure);
+    assert_false(o.transport.websockets);
+    assert_string_equal(o.scenario, "qos1-pairs");
+    assert_int_equal(o.override_count, 0); /* transport options are not scenario overrides */
+
+    char *wss[] = {"arbor_bench", "--ws-path", "/ws", "--tls", "--capath", "/etc/ssl/certs"};
+    assert_int_equal(parse_only(ARGC(wss), wss, &o), 0);
+    assert_true(o.transport.websockets);
+    assert_true(o.transport.tls);
+    assert_string_equal(o.transport.ws_path, "/ws");
+    assert_string_equal(o.transport.capath, "/etc/ssl/certs");
+
+    char *ws[] = {"arbor_bench", "--websockets"};
+    assert_int_equal(parse_only(ARGC(ws), ws, &o), 0);
+    assert_true(o.transport.websockets);
+    assert_false(o.transport.tls);
+    assert_null(o.transport.ws_path);
+
+    char *cert_alone[] = {"arbor_bench", "--cert", "c.pem"};
+    assert_int_equal(parse_only(ARGC(cert_alone), cert_alone, &o), -1);
+    assert_non_null(strstr(err, "--key"));
+    char *key_alone[] = {"arbor_bench", "--key", "k.pem"};
+    assert_int_equal(parse_only(ARGC(key_alone), key_alone, &o), -1);
+    char *bad_path[] = {"arbor_bench", "--ws-path", "mqtt"};
+    assert_int_equal(parse_only(ARGC(bad_path), bad_path, &o), -1);
+    assert_non_null(strstr(err, "'/'"));
+    char *no_file[] = {"arbor_bench", "--cafile"};
+    assert_int_equal(parse_only(ARGC(no_file), no_file, &o), -1);
+}
+
 static void test_cli_overrides(void **state)
 {
     char *argv[] = {"arbor_bench",
@@ -504,7 +557,7 @@ int main(void)
         cmocka_unit_test(test_placement_names),
         cmocka_unit_test(test_validate),         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_cli_overrides),    cmocka_unit_test(test_cli_custom_and_file),
-        cmocka_unit_test(test_cli_errors),
+        cmocka_unit_test(test_cli_errors),       cmocka_unit_test(test_cli_transport),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -193,7 +193,7 @@ static bool qos0_pump_pending(const struct bench_worker *w)
     if (!w->fast_qos0 || w->phase != PHASE_RUN) return false;
     for (size_t i = 0; i < w->client_count; i++) {
         const struct bench_client *c = w->clients[i];
-        if (c->role == CLIENT_PUBLISHER && c->state == CLIENT_READY && !c->want_write) return true;
+        if (c->role == CLIENT_PUBLISHER && c->state == CLIENT_READY && !c->out_waits) return true;
     }
     return false;
 }

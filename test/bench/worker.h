@@ -1,7 +1,8 @@
 /*
  * worker.h: internals shared by engine.c (setup, threads, merging), worker.c (one thread's
- * epoll loop, publishing schedule, accounting) and client.c (one MQTT connection: socket I/O
- * and packets). Not a public interface: only those three files include it.
+ * epoll loop, publishing schedule, accounting) and client.c (one MQTT connection: its
+ * transport (transport.h) and packets). Not a public interface: only those three files
+ * include it.
  *
  * Threading rule: every client belongs to exactly one worker and is touched only by that
  * worker's thread. Workers share only the read-only scenario, the start/stop instants set
@@ -30,6 +31,7 @@ enum client_role {
 enum client_state {
     CLIENT_IDLE,           /* no socket yet */
     CLIENT_TCP_CONNECTING, /* non-blocking connect in progress */
+    CLIENT_HANDSHAKE,      /* TLS handshake, WebSocket upgrade */
     CLIENT_WAIT_CONNACK,
     CLIENT_WAIT_SUBACK,
     CLIENT_READY,
@@ -43,8 +45,12 @@ enum slot_state {
     SLOT_WAIT_COMP, /* PUBCOMP */
 };
 
+struct transport;
+struct transport_context;
+
 struct bench_client {
-    int fd;
+    int fd; /* the transport's socket, for epoll */
+    struct transport *transport;
     enum client_role role;
     enum client_state state;
     uint32_t id;     /* publisher number (payload id) or subscriber number */
@@ -52,9 +58,11 @@ struct bench_client {
     uint32_t broker; /* index into the scenario's brokers */
     struct abuf in;
     struct abuf out;
-    size_t out_sent; /* bytes of out already written */
-    bool want_write; /* EPOLLOUT registered: the socket refused part of out */
-    bool on_dirty;   /* listed in the worker's dirty list */
+    size_t out_sent;         /* bytes of out already written */
+    int8_t out_waits;        /* 0, or the TRANSPORT_WANT_* that stopped writing out */
+    bool in_waits_for_write; /* a TLS read needs the socket writable first */
+    uint32_t events;         /* registered with epoll */
+    bool on_dirty;           /* listed in the worker's dirty list */
     uint64_t last_write_ns;
     /* publisher */
     uint32_t next_seq;
@@ -117,6 +125,7 @@ struct bench_engine {
     size_t client_count;
     struct bench_worker *workers;
     size_t worker_count;
+    const struct transport_context *transport; /* NULL: plain TCP */
     pthread_barrier_t barrier;
     /* set by one thread between two barrier waits, read-only afterwards */
     uint64_t t0_ns, stop_ns, window_start_ns, window_end_ns, drain_end_ns;
