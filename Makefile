@@ -7,7 +7,7 @@ CONFIG ?= config/arbor.conf
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps build run test unit integration sanitize bench bench-tree chaos install clean
+.PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist chaos crash install clean
 
 all: build
 
@@ -44,6 +44,20 @@ chaos: build
 	@ARBOR_CHAOS_SECONDS=$${ARBOR_CHAOS_SECONDS:-120} ARBOR_BIN=$(CURDIR)/$(BUILD)/arbor \
 		ARBOR_BUILD_DIR=$(CURDIR)/$(BUILD) .venv/bin/python -m pytest -q -p no:cacheprovider \
 		--timeout=900 test/integration/test_peer_chaos.py
+
+# arbor with persistence (snapshot, durable) against mosquitto with persistence, about 5
+# minutes (not part of `make test`): replaces the Persistence section of docs/benchmarks.md.
+bench-persist: deps
+	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-persist.sh
+
+# The durable-persistence crash test with 20 kills (make test runs it with 3): QoS 1/2
+# publishers and persistent subscribers while the broker is killed with -9 at random moments;
+# ARBOR_CRASH_SEED=N picks other moments.
+crash: build
+	@scripts/setup-venv.sh
+	@ARBOR_CRASH_KILLS=$${ARBOR_CRASH_KILLS:-20} ARBOR_BIN=$(CURDIR)/$(BUILD)/arbor \
+		ARBOR_BUILD_DIR=$(CURDIR)/$(BUILD) .venv/bin/python -m pytest -q -p no:cacheprovider \
+		--timeout=900 test/integration/test_persistence_crash.py
 
 # arbor MQTT-ST trees against Mosquitto bridged into the same trees (about 10 minutes; not
 # part of `make test`): appends or replaces a section of docs/benchmarks.md.

@@ -5,9 +5,11 @@ set -euo pipefail
 # libsystemd-dev: sd_notify (Type=notify); systemd: systemd-analyze, which checks the unit;
 # tshark: the MQTT-ST dissector's capture test; graphviz: arbor_stp tree --png/--svg;
 # openssl: the TLS tests make their certificates with it (mosquitto-clients: --cafile, --psk);
-# libwebsockets-dev: MQTT over WebSockets; chromium: the browser test of it (with MQTT.js
+# libwebsockets-dev: MQTT over WebSockets; libsqlite3-dev: persistence (sqlite3, the command
+# line shell, lets the tests and an operator look into the file); chromium: the browser test of it (with MQTT.js
 # from npm, below)
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
+          libsqlite3-dev sqlite3
           libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
           gnuplot-nox iproute2 tshark graphviz openssl chromium)
 missing=()

@@ -34,6 +34,7 @@ struct retained_store;
 struct tls_context;
 struct ws_listener;
 struct websockets;
+struct persist;
 
 /* A listening socket. */
 struct listener {
@@ -172,6 +173,7 @@ struct delivery {
     bool retain;
     uint8_t sub_id_count;
     uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
+    uint64_t persist_id; /* durable persistence: its row in the store, 0: none (persist.c) */
 };
 
 struct delivery_list {
@@ -226,6 +228,7 @@ struct session {
     int64_t pending_will_at_ms;
 
     struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
+    bool persisted;     /* its rows are in the persistence file (persist.c) */
 
     /* acl_file rules for this client (acl.h), compiled at CONNECT and on reload; NULL: no
      * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
@@ -307,6 +310,7 @@ struct broker {
     struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
     struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without
                                       websockets listeners */
+    struct persist *persist; /* persistence (persist.h); NULL without `persistence true` */
     bool peer_backlog;      /* peer links hold too many messages: clients wait (peer_dial.c) */
     struct timer_heap timers;
     int64_t now_ms; /* monotonic: when the current loop turn woke up */

@@ -23,6 +23,7 @@
 #include "message.h"
 #include "packet_log.h"
 #include "peer.h"
+#include "persist.h"
 #include "retain.h"
 #include "session.h"
 #include "subs.h"
@@ -149,8 +150,10 @@ static void publish_sys_if_due(struct broker *broker)
  * held by a transport. */
 static int wait_timeout(const struct broker *broker)
 {
-    if (broker->flush_list || broker->pending_input) return 0;
+    if ((broker->flush_list && !persist_holds_output(broker)) || broker->pending_input) return 0;
     int64_t next = broker->next_tick_ms;
+    int64_t persist = persist_next_deadline(broker);
+    if (persist < next) next = persist;
     int64_t timer = timers_next_deadline(&broker->timers);
     if (timer != TIMER_NONE && timer + 1 < next) next = timer + 1; /* see broker_past */
     if (broker->config->sys_interval > 0 && broker->next_sys_ms < next) next = broker->next_sys_ms;
@@ -225,6 +228,10 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
             struct arbor_config *config = reload_config(ctx);
             if (config) apply_reload(broker, config);
         }
+        if (signals->save) {
+            signals->save = 0;
+            persist_save_now(broker);
+        }
         fire_due_timers(broker);
         peer_net_run(broker);
         if (broker->now_ms >= broker->next_tick_ms) {
@@ -232,16 +239,21 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
             broker->next_tick_ms = broker->now_ms + TICK_MS;
         }
         publish_sys_if_due(broker);
+        persist_turn_end(broker); /* autosave; durable: the turn's commit */
         broker_flush_connections(broker);
         broker_reap_connections(broker);
     }
 }
 
-void broker_shutdown(struct broker *broker)
+/* A will that persistence keeps (a delay, and a session that outlives the shutdown) is not
+ * published: it becomes the session's pending will, saved with it, and is published after the
+ * restart unless the client comes back within the delay. Other wills go now, delayed ones too,
+ * while every client is still connected to get them. */
+static void publish_wills_at_shutdown(struct broker *broker)
 {
-    /* Wills first (also delayed ones), while every client is still connected to get them. */
     for (struct connection *conn = broker->connections; conn; conn = conn->next) {
         if (conn->state != CONNECTION_ACTIVE || !conn->will) continue;
+        if (persist_keeps_will_at_shutdown(broker, conn)) continue;
         struct message *will = conn->will;
         conn->will = NULL;
         broker_publish_will(broker, will);
@@ -249,20 +261,34 @@ void broker_shutdown(struct broker *broker)
     struct session *session, *tmp;
     HASH_ITER(hh, broker->sessions, session, tmp)
     {
-        if (!session->pending_will) continue;
+        if (!session->pending_will || broker->persist) continue;
         struct message *will = session->pending_will;
         session->pending_will = NULL;
         broker_publish_will(broker, will);
     }
+}
+
+void broker_shutdown(struct broker *broker)
+{
+    publish_wills_at_shutdown(broker);
     broker_flush_connections(broker);
     peer_net_stopping(broker);
     while (broker->connections) {
-        broker->connections->disconnect_clean = true;
-        connection_close(broker->connections, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
+        struct connection *conn = broker->connections;
+        conn->disconnect_clean = conn->will == NULL; /* a kept will becomes pending */
+        connection_close(conn, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
     }
     broker_reap_connections(broker);
+    persist_stop(broker); /* every session is offline now: the last save */
     peer_net_free(broker);
-    HASH_ITER(hh, broker->sessions, session, tmp) session_destroy(broker, session);
+    struct session *session, *tmp;
+    HASH_ITER(hh, broker->sessions, session, tmp)
+    {
+        /* saved: not published by session_destroy */
+        if (session->pending_will) message_unref(session->pending_will);
+        session->pending_will = NULL;
+        session_destroy(broker, session);
+    }
     websockets_stop(broker); /* uses the listeners */
     listeners_close(broker);
     subs_free(broker->subscriptions);

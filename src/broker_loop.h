@@ -14,6 +14,7 @@
 struct broker_signals {
     volatile sig_atomic_t stop;
     volatile sig_atomic_t reload;
+    volatile sig_atomic_t save; /* SIGUSR1: write the persistence file now (as Mosquitto) */
 };
 
 /* Takes ownership of config. Returns 0, or -1 after logging why. */

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
+#include "persist.h"
 #include "session.h"
 
 static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
@@ -173,10 +174,12 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
     struct session *offline = session_go_offline(conn);
     if (was_active && !conn->disconnect_clean) publish_will(conn);
     conn->session = NULL;
-    if (offline && offline->expiry_interval == 0)
+    if (offline && offline->expiry_interval == 0) {
         session_destroy(broker, offline);
-    else if (offline)
+    } else if (offline) {
         session_update_timer(broker, offline); /* delayed will, expiry */
+        persist_session_changed(broker, offline);
+    }
 }
 
 static void client_on_free(struct connection *conn)

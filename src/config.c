@@ -1020,6 +1020,50 @@ static int handle_persistent_client_expiration(struct parse_state *st,
     return 0;
 }
 
+/* persistence and its alias retained_persistence (Mosquitto keeps both) */
+static int handle_persistence(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->persistence);
+}
+
+/* A later line replaces an earlier one, as in Mosquitto. */
+static int handle_persistence_file(struct parse_state *st, const struct directive_line *dl)
+{
+    return take_text_value(st, dl, &st->cfg->persistence_file, false, "a file name");
+}
+
+static int handle_persistence_location(struct parse_state *st, const struct directive_line *dl)
+{
+    return take_text_value(st, dl, &st->cfg->persistence_location, false, "a directory");
+}
+
+static int handle_autosave_interval(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, INT32_MAX, &value) != 0) return -1;
+    st->cfg->autosave_interval = value;
+    return 0;
+}
+
+static int handle_autosave_on_changes(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->autosave_on_changes);
+}
+
+/* arbor's own: how much a crash may lose (arbor.conf(5) PERSISTENCE). */
+static int handle_persistence_mode(struct parse_state *st, const struct directive_line *dl)
+{
+    const char *what = "snapshot or durable";
+    if (expect_word_count(st, dl, 1, 1, what) != 0) return -1;
+    if (strcmp(dl->words[0], "snapshot") == 0)
+        st->cfg->persistence_mode = ARBOR_PERSIST_SNAPSHOT;
+    else if (strcmp(dl->words[0], "durable") == 0)
+        st->cfg->persistence_mode = ARBOR_PERSIST_DURABLE;
+    else
+        return report_error(st, "value \"%s\" is not %s", dl->words[0], what);
+    return 0;
+}
+
 static int handle_set_tcp_nodelay(struct parse_state *st, const struct directive_line *dl)
 {
     return parse_bool_value(st, dl, &st->cfg->set_tcp_nodelay);
@@ -1616,6 +1660,13 @@ static const struct {
     {"retry_interval", handle_retry_interval},
     {"allow_duplicate_messages", handle_allow_duplicate_messages},
     {"persistent_client_expiration", handle_persistent_client_expiration},
+    {"persistence", handle_persistence},
+    {"retained_persistence", handle_persistence}, /* Mosquitto's alias */
+    {"persistence_file", handle_persistence_file},
+    {"persistence_location", handle_persistence_location},
+    {"persistence_mode", handle_persistence_mode},
+    {"autosave_interval", handle_autosave_interval},
+    {"autosave_on_changes", handle_autosave_on_changes},
     {"set_tcp_nodelay", handle_set_tcp_nodelay},
     {"sys_interval", handle_sys_interval},
     {"log_dest", handle_log_dest},
@@ -1647,16 +1698,8 @@ static const struct {
     {"peer_tls_version", handle_peer_tls_version},
 };
 
-/* Mosquitto directives for features on arbor's roadmap (authentication, persistence,
- * bridges). */
+/* Mosquitto directives for features on arbor's roadmap (bridges). */
 static const char *const planned_directives[] = {
-    /* persistence */
-    "persistence",
-    "retained_persistence", /* Mosquitto's alias of persistence */
-    "persistence_file",
-    "persistence_location",
-    "autosave_interval",
-    "autosave_on_changes",
     /* bridges */
     "connection",
     "address",
@@ -1713,11 +1756,6 @@ static const struct {
     long long number; /* RESTATED_BOOL (0 or 1) and RESTATED_INTEGER */
     const char *text; /* RESTATED_TEXT */
 } restated_defaults[] = {
-    {"persistence", RESTATED_BOOL, 0, NULL},
-    {"retained_persistence", RESTATED_BOOL, 0, NULL}, /* Mosquitto's alias of persistence */
-    {"autosave_interval", RESTATED_INTEGER, 1800, NULL},
-    {"autosave_on_changes", RESTATED_BOOL, 0, NULL},
-    {"persistence_file", RESTATED_TEXT, 0, "mosquitto.db"},
     {"memory_limit", RESTATED_INTEGER, 0, NULL},
 };
 
@@ -2312,6 +2350,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->max_qos = 2;
     cfg->upgrade_outgoing_qos = false;
     cfg->persistent_client_expiry = -1;
+    cfg->autosave_interval = 1800;
     cfg->set_tcp_nodelay = false;
     cfg->sys_interval = 10;
     cfg->log_dest = ARBOR_LOG_DEST_STDERR;
@@ -2427,6 +2466,8 @@ void config_free(struct arbor_config *cfg)
     free(cfg->log_file);
     free(cfg->log_timestamp_format);
     free(cfg->pid_file);
+    free(cfg->persistence_file);
+    free(cfg->persistence_location);
     free(cfg->user);
     for (size_t i = 0; i < cfg->peer_count; i++)
         free(cfg->peers[i].host);

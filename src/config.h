@@ -171,6 +171,17 @@ struct arbor_config {
     uint8_t max_qos;                  /* highest QoS clients may use; default 2 */
     bool upgrade_outgoing_qos;        /* default false */
     int64_t persistent_client_expiry; /* seconds; -1 never (default) */
+
+    /* persistence (persist.h; arbor.conf(5) PERSISTENCE) */
+    bool persistence;                 /* default false */
+    char *persistence_file;           /* NULL: "arbor.db" */
+    char *persistence_location;       /* directory; NULL: the directory arbor started in */
+    int64_t autosave_interval;        /* seconds, or changes with autosave_on_changes; 1800 */
+    bool autosave_on_changes;         /* default false */
+    enum arbor_persistence_mode {
+        ARBOR_PERSIST_SNAPSHOT, /* Mosquitto's: saved at shutdown and on autosave (default) */
+        ARBOR_PERSIST_DURABLE,  /* every acknowledged change on disk before the ack */
+    } persistence_mode;
     bool set_tcp_nodelay;             /* default false */
     int sys_interval;                 /* seconds; 0 disables $SYS; default 10 */
 

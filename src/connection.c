@@ -23,6 +23,7 @@
 #include "deliver.h"
 #include "log.h"
 #include "packet_log.h"
+#include "persist.h"
 #include "topic.h"
 
 #define READ_BUDGET (4 * READ_CHUNK) /* per connection per loop turn, for fairness */
@@ -394,9 +395,15 @@ static void connection_flush(struct connection *conn)
 }
 
 /* Each connection is written once per turn: one that gets more output while being flushed
- * (the pump refilling it) goes on the list for the next turn, which then does not wait. */
+ * (the pump refilling it) goes on the list for the next turn, which then does not wait.
+ * A flush writes only what was queued before it; with durable persistence, all of that was
+ * produced before this turn's commit. */
 void broker_flush_connections(struct broker *broker)
 {
+    /* Durable persistence: what this output acknowledges is on disk before it goes. What
+     * session_pump adds while flushing waits for the next turn's commit (see above). */
+    persist_commit(broker);
+    if (persist_holds_output(broker)) return; /* the file cannot be written: output waits */
     struct connection *list = broker->flush_list;
     broker->flush_list = broker->flush_tail = NULL;
     while (list) {
@@ -499,6 +506,8 @@ void connection_send_disconnect(struct connection *conn, uint8_t reason, const c
 
 void connection_write_now(struct connection *conn)
 {
+    persist_commit(conn->broker); /* what earlier output acknowledges goes to disk first */
+    if (persist_holds_output(conn->broker)) return;
     if (conn->state != CONNECTION_CLOSED) outq_flush(&conn->out, transport_write, conn);
 }
 
@@ -788,7 +797,13 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
     unsigned send_ready = blocked & TRANSPORT_SEND_NEEDS_READ ? EVENT_READ : EVENT_WRITE;
     unsigned recv_ready = blocked & TRANSPORT_RECV_NEEDS_WRITE ? EVENT_WRITE | EVENT_ERROR
                                                                : EVENT_READ;
-    if (events & send_ready) connection_flush(conn);
+    if (events & send_ready) {
+        /* durable persistence: written at the end of the turn, after the commit */
+        if (persist_holds_output(conn->broker))
+            connection_schedule_flush(conn);
+        else
+            connection_flush(conn);
+    }
     if (conn->state == CONNECTION_CLOSED) return;
     if (conn->input_paused) {
         /* Not reading: an error or hang-up would be reported again and again. */

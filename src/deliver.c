@@ -18,6 +18,7 @@
 #include "message.h"
 #include "packet.h"
 #include "peer.h"
+#include "persist.h"
 #include "retain.h"
 #include "retain_source.h"
 #include "session.h"
@@ -36,6 +37,8 @@ size_t broker_publish(struct broker *broker, struct message *msg)
     if (msg->retain && broker->config->retain_available && peer_retained_wins(broker, msg)) {
         if (retain_set(broker->retained, msg) != 0)
             log_error("Out of memory storing retained message.");
+        else
+            persist_retained_changed(broker, msg);
     }
     if (subs_match(broker->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
                    &broker->match) != 0)
@@ -186,6 +189,7 @@ static void start_flight(struct broker *broker, struct session *session, struct 
     }
     d->state = d->qos == 1 ? DELIVERY_AWAIT_PUBACK : DELIVERY_AWAIT_PUBREC;
     delivery_list_append(&session->inflight, d);
+    persist_delivery_changed(broker, session, d); /* its packet id, before the PUBLISH leaves */
 }
 
 static bool queue_has_room(const struct broker *broker, const struct session *session,
@@ -248,6 +252,7 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
         start_flight(broker, session, d);
     } else {
         delivery_list_append(&session->queued, d);
+        persist_delivery_changed(broker, session, d);
         session_note_queued(broker, session, msg);
     }
 }
@@ -340,6 +345,7 @@ static void requeue_beyond_window(struct broker *broker, struct session *session
             d->state = DELIVERY_QUEUED;
             d->packet_id = 0;
             delivery_list_append(&moved, d);
+            persist_delivery_changed(broker, session, d);
         } else {
             kept++;
         }

@@ -8,6 +8,7 @@
 #include "handlers.h"
 #include "message.h"
 #include "packet.h"
+#include "persist.h"
 #include "session.h"
 
 static int decode(struct connection *conn, uint8_t type, const uint8_t *body, size_t len,
@@ -54,9 +55,11 @@ int handle_pubrec(struct connection *conn, const uint8_t *body, size_t len)
         return finish_outgoing(conn, ack.packet_id, DELIVERY_AWAIT_PUBREC);
     }
     session->inflight.bytes -= d->msg ? d->msg->payload_len : 0;
+    persist_delivery_drops_message(conn->broker, d);
     message_unref(d->msg);
     d->msg = NULL;
     d->state = DELIVERY_AWAIT_PUBCOMP;
+    persist_delivery_changed(conn->broker, session, d);
     return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
 }
 
@@ -67,9 +70,10 @@ int handle_pubrel(struct connection *conn, const uint8_t *body, size_t len)
     if (rc) return rc;
     struct session *session = conn->session;
     uint8_t reason = 0;
-    if (session_incoming_qos2_has(session, ack.packet_id))
+    if (session_incoming_qos2_has(session, ack.packet_id)) {
         session_incoming_qos2_remove(session, ack.packet_id);
-    else if (conn->version == MQTT_V5)
+        persist_qos2_in_changed(conn->broker, session, ack.packet_id, false);
+    } else if (conn->version == MQTT_V5)
         reason = MQTT_RC_PACKET_ID_NOT_FOUND;
     return connection_send_ack(conn, MQTT_PUBCOMP, ack.packet_id, reason);
 }

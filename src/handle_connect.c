@@ -19,6 +19,7 @@
 #include "packet.h"
 #include "password_file.h"
 #include "peer.h"
+#include "persist.h"
 #include "retain_source.h"
 #include "session.h"
 #include "topic.h"
@@ -501,6 +502,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     session->acl = acl;
     session->acl_listener = conn->listener;
     conn->state = CONNECTION_ACTIVE;
+    persist_session_changed(broker, session); /* written before the CONNACK goes out */
     broker_watch_connection(conn); /* keepalive from now on */
     broker->stats.connects_total++;
     broker->client_count++;

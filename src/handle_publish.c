@@ -13,6 +13,7 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
+#include "persist.h"
 #include "retain_source.h"
 #include "session.h"
 #include "topic.h"
@@ -150,7 +151,9 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
         reason = 0;
     }
     if (p.qos == 0) return 0;
-    if (p.qos == 2 && reason < 0x80 && session_incoming_qos2_add(session, p.packet_id))
-        return MQTT_RC_UNSPECIFIED;
+    if (p.qos == 2 && reason < 0x80) {
+        if (session_incoming_qos2_add(session, p.packet_id)) return MQTT_RC_UNSPECIFIED;
+        persist_qos2_in_changed(broker, session, p.packet_id, true);
+    }
     return connection_send_ack(conn, ack_type, p.packet_id, reason);
 }

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "message.h"
 #include "packet.h"
+#include "persist.h"
 #include "session.h"
 #include "subs.h"
 #include "topic.h"
@@ -77,6 +78,9 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
             if (!added) {
                 codes[n] = conn->version == MQTT_V5 ? MQTT_RC_UNSPECIFIED : 0x80;
             } else {
+                struct session_subscription *remembered;
+                HASH_FIND_STR(session->subscriptions, filter, remembered);
+                persist_subscription_changed(broker, session, filter, remembered);
                 if (!replaced) broker->stats.subscriptions++;
                 if (!replaced && shared) broker->stats.shared_subscriptions++;
                 send_retained_for[n] = !shared && (req->retain_handling == 0 ||

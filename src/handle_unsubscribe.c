@@ -8,6 +8,7 @@
 #include "handlers.h"
 #include "log.h"
 #include "packet.h"
+#include "persist.h"
 #include "session.h"
 #include "subs.h"
 
@@ -30,6 +31,7 @@ int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
         codes[n] = MQTT_RC_NO_SUBSCRIPTION_EXISTED;
         if (session_forget_subscription(conn->session, filter)) {
             subs_remove(broker->subscriptions, filter, conn->session);
+            persist_subscription_changed(broker, conn->session, filter, NULL);
             broker->stats.subscriptions--;
             if (is_shared_filter(filter)) broker->stats.shared_subscriptions--;
             codes[n] = MQTT_RC_SUCCESS;

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "log.h"
 #include "password_file.h"
+#include "persist.h"
 #include "psk_file.h"
 #include "transport_tls.h"
 
@@ -56,6 +57,12 @@ static void on_reload(int sig)
 {
     (void)sig;
     signals_state.reload = 1;
+}
+
+static void on_save(int sig)
+{
+    (void)sig;
+    signals_state.save = 1;
 }
 
 static void print_usage(void)
@@ -258,8 +265,15 @@ static struct arbor_config *load_config(const struct options *opt, bool *ports_i
         for (size_t i = 0; i < opt->port_count; i++)
             if (add_local_listeners(cfg, opt->ports[i])) goto oom;
     }
+    /* the persistence file: persistence_location, else the directory arbor started in, as
+     * Mosquitto's "current directory" (a daemon leaves it for /) */
     if (make_absolute(&cfg->log_file, opt->start_dir) ||
-        make_absolute(&cfg->pid_file, opt->start_dir))
+        make_absolute(&cfg->pid_file, opt->start_dir) ||
+        make_absolute(&cfg->persistence_location, opt->start_dir) ||
+        (!cfg->persistence_location && make_absolute(&cfg->persistence_file, opt->start_dir)))
+        goto oom;
+    if (!cfg->persistence_file && !cfg->persistence_location && opt->start_dir[0] &&
+        !(cfg->persistence_location = strdup(opt->start_dir)))
         goto oom;
     if (config_validate(cfg, err, sizeof err) != 0) {
         log_config_errors(err);
@@ -325,6 +339,8 @@ static void install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sa.sa_handler = on_reload;
     sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = on_save;
+    sigaction(SIGUSR1, &sa, NULL);
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
 }
@@ -470,6 +486,8 @@ int main(int argc, char **argv)
         rc = -1;
     }
     if (rc == 0) rc = drop_privileges(&user);
+    /* as the user the broker runs as, who must own what it writes */
+    if (rc == 0) rc = persist_start(&broker);
     if (rc == 0) {
         log_info("arbor version %s running", ARBOR_VERSION);
         /* every listener is open (broker_init fails otherwise): ready for clients */

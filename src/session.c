@@ -13,6 +13,7 @@
 #include "deliver.h"
 #include "log.h"
 #include "message.h"
+#include "persist.h"
 #include "subs.h"
 
 /* Expired messages are dropped from an offline queue at most this often (delivery checks
@@ -71,6 +72,7 @@ void retained_snapshot_free(struct retained_snapshot *snap)
 
 void session_destroy(struct broker *broker, struct session *session)
 {
+    persist_session_removed(broker, session);
     timer_cancel(&broker->timers, &session->timer);
     timers_unreserve(&broker->timers);
     struct session_subscription *sub, *tmp;
@@ -168,6 +170,7 @@ struct delivery *delivery_alloc(struct broker *broker)
 
 void delivery_release(struct broker *broker, struct delivery *delivery)
 {
+    persist_delivery_released(broker, delivery);
     if (delivery->msg) message_unref(delivery->msg);
     delivery->msg = NULL;
     delivery->next = broker->delivery_pool;
@@ -295,6 +298,7 @@ static bool run_due(struct broker *broker, struct session *session)
         struct message *will = session->pending_will;
         session->pending_will = NULL;
         broker_publish_will(broker, will);
+        persist_session_changed(broker, session);
     }
     int64_t expiry = expiry_deadline(broker, session);
     if (expiry != TIMER_NONE && broker_past(broker, expiry)) {

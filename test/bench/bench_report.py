@@ -363,22 +363,27 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
     return "\n".join(parts)
 
 
-# Written by `make bench-tree` (tree_bench.py) into the same page; kept when this page is redone.
-TREE_SECTION = "## MQTT-ST trees against bridged Mosquitto"
+# Written into the same page by `make bench-tree` (tree_bench.py) and `make bench-persist`
+# (persist_bench.py); kept when this page is redone.
+KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto", "## Persistence")
 
 
 def kept_sections(path):
-    """The bench-tree section of the existing page (to the next "## " heading), or ""."""
+    """The sections of the existing page that other commands write (each to the next "## "
+    heading), in the order of KEPT_SECTIONS, or ""."""
     try:
         with open(path) as f:
             old = f.read()
     except OSError:
         return ""
-    i = old.find(TREE_SECTION + "\n")
-    if i < 0:
-        return ""
-    j = old.find("\n## ", i + len(TREE_SECTION))
-    return old[i:j + 1 if j >= 0 else len(old)].rstrip("\n") + "\n"
+    kept = []
+    for title in KEPT_SECTIONS:
+        i = old.find(title + "\n")
+        if i < 0:
+            continue
+        j = old.find("\n## ", i + len(title))
+        kept.append(old[i:j + 1 if j >= 0 else len(old)].rstrip("\n") + "\n")
+    return "\n".join(kept)
 
 
 def main():

@@ -102,12 +102,16 @@ static void send_connect(struct bench_worker *w, struct bench_client *c)
 {
     char id[32];
     client_id(w, c, id, sizeof(id));
+    bool persistent = w->engine->sc->persistent_subscribers && c->role == CLIENT_SUBSCRIBER;
+    /* MQTT 5: Session Expiry Interval (0x11) of one hour */
+    static const uint8_t one_hour[] = {0x11, 0x00, 0x00, 0x0e, 0x10};
     struct mqtt_connect_out conn = {
         .version = version_of(w),
-        .clean_start = true,
+        .clean_start = !persistent,
         .keepalive = w->engine->sc->keepalive,
         .client_id = id,
     };
+    if (persistent && conn.version == 5) conn.props = (struct mqtt_props_out){one_hour, 5};
     queued(w, c, mqtt_encode_connect(&c->out, &conn));
     c->state = CLIENT_WAIT_CONNACK;
 }

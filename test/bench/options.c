@@ -35,6 +35,7 @@ enum option_id {
     OPT_PER_SECOND,
     OPT_NO_PER_SECOND,
     OPT_KEEPALIVE,
+    OPT_PERSISTENT_SUBSCRIBERS,
     OPT_TLS,
     OPT_CAFILE,
     OPT_CAPATH,
@@ -64,6 +65,7 @@ static const struct option long_options[] = {
     {"drain", required_argument, NULL, OPT_DRAIN},
     {"mqtt-version", required_argument, NULL, 'V'},
     {"keepalive", required_argument, NULL, OPT_KEEPALIVE},
+    {"persistent-subscribers", no_argument, NULL, OPT_PERSISTENT_SUBSCRIBERS},
     {"threads", required_argument, NULL, 'T'},
     {"placement", required_argument, NULL, OPT_PLACEMENT},
     {"limit-search", no_argument, NULL, OPT_LIMIT_SEARCH},
@@ -128,6 +130,7 @@ void options_usage(FILE *f)
           "      --drain S             longest wait for late messages after publishing\n"
           "  -V, --mqtt-version 3.1.1|5\n"
           "      --keepalive S\n"
+          "      --persistent-subscribers  subscribers keep a session (clean 0; v5: expiry 1 h)\n"
           "  -T, --threads N           load-generator threads (epoll loop each)\n"
           "limit search (ILDM, section 5.3):\n"
           "      --limit-search / --no-limit-search\n"
@@ -405,6 +408,9 @@ static int apply_option(struct bench_scenario *sc, struct topic_shape *shape, bo
         return set_version(sc, v);
     case OPT_KEEPALIVE:
         return set_keepalive(sc, v);
+    case OPT_PERSISTENT_SUBSCRIBERS:
+        sc->persistent_subscribers = true;
+        return 0;
     case 'T':
         return to_uint(v, 1, 64, &sc->threads);
     case OPT_PLACEMENT:

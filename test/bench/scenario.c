@@ -485,6 +485,11 @@ static int json_key(struct bench_scenario *sc, const cJSON *k, char *err, size_t
     if (!strcmp(key, "trim")) return json_number(k, 0, 43200, &sc->trim_s, err, errlen);
     if (!strcmp(key, "drain")) return json_number(k, 0, 600, &sc->drain_s, err, errlen);
     if (!strcmp(key, "threads")) return json_uint(k, 1, 64, &sc->threads, err, errlen);
+    if (!strcmp(key, "persistent_subscribers")) {
+        if (!cJSON_IsBool(k)) return fail(err, errlen, "\"%s\" must be true or false", key);
+        sc->persistent_subscribers = cJSON_IsTrue(k);
+        return 0;
+    }
     if (!strcmp(key, "keepalive")) {
         uint32_t ka;
         if (json_uint(k, 0, 65535, &ka, err, errlen) != 0) return -1;

@@ -69,6 +69,8 @@ struct bench_scenario {
     double drain_s;        /* longest wait for stragglers after publishing stops */
     uint8_t mqtt_version;  /* 4 (3.1.1) or 5 */
     uint16_t keepalive;
+    bool persistent_subscribers; /* subscribers keep a session (clean 0 / expiry 1 h), so a
+                                    broker with persistence writes their deliveries */
     uint32_t threads;
     enum bench_placement placement;
     struct bench_broker_addr *brokers;

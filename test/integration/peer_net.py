@@ -947,7 +947,7 @@ class Cluster:
             max_age=1.0, delays=None, tmp_dir=None, start=True)
       capabilities   per broker (default 1000 * (n - i): broker 0 is the root)
       secret         peer_secret; None: peer_allow_unauthenticated true instead
-      extra_lines    added to every broker's config
+      extra_lines    added to every broker's config ("{index}" replaced by its index)
       delays         {(a, b): one-way delay in ms} applied to both proxies of the link
       plain          True: leave out every MQTT-ST line (peer, peer_*, stp_*), so that the
                      harness itself can be tested on a broker without peer support
@@ -1039,8 +1039,10 @@ class Cluster:
                   "sys_interval 1",
                   "log_dest file %s" % b.log_path,
                   "log_type all"]
+        # "{index}" in an extra line becomes the broker's index (a file of its own)
+        extra = [text.replace("{index}", str(i)) for text in self.extra_lines]
         if self.plain:
-            return common + self.extra_lines
+            return common + extra
         lines = ["peer_identity %s" % b.identity,
                  "stp_capability %d" % b.capability,
                  "stp_hello_interval %s" % _conf_value(self.hello),
@@ -1054,7 +1056,7 @@ class Cluster:
             lines = self.tls_lines(i) + lines
         for j in sorted(self.neighbours(i)):
             lines.append("peer %s:%d" % (HOST, self.proxies[(i, j)].port))
-        return common + lines + self.extra_lines
+        return common + lines + extra
 
     def tls_lines(self, i):
         """Broker i's peer listener and peer TLS lines (a TLS cluster)."""

@@ -60,7 +60,6 @@ def test_bad_number_rejected(run_broker, line, directive):
 
 @pytest.mark.arbor_only
 @pytest.mark.parametrize("line,directive", [
-    ("persistence true", "persistence"),
     ("auth_plugin /usr/lib/arbor/auth.so", "auth_plugin"),
     ("connection bridge-to-elsewhere", "connection"),
 ])
@@ -301,11 +300,11 @@ def test_every_config_error_is_reported(run_broker):
     port = free_port()
     rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % port, "max_qos 9",
                                      "allow_anonymous maybe", "# fine", "bogus_directive 1",
-                                     "persistence true"], timeout=5)
+                                     "address 192.0.2.1:1883"], timeout=5)
     assert rc not in (0, None), out
     path = run_broker.conf_path
     for line, directive in ((2, "max_qos"), (3, "allow_anonymous"), (5, "bogus_directive"),
-                            (6, "persistence")):
+                            (6, "address")):
         assert "%s:%d: %s" % (path, line, directive) in out, out
 
 

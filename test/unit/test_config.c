@@ -1017,11 +1017,6 @@ static void test_planned_directives_are_refused(void **state)
 {
     (void)state;
     const char *planned[] = {
-        "persistence",
-        "persistence_file",
-        "persistence_location",
-        "autosave_interval",
-        "autosave_on_changes",
         "connection",
         "address",
         "addresses",
@@ -1056,17 +1051,53 @@ static void test_planned_directives_are_refused(void **state)
     }
 }
 
+static void test_persistence_directives(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "");
+    assert_false(cfg.persistence);
+    assert_null(cfg.persistence_file);
+    assert_null(cfg.persistence_location);
+    assert_int_equal(cfg.autosave_interval, 1800);
+    assert_false(cfg.autosave_on_changes);
+    assert_int_equal(cfg.persistence_mode, ARBOR_PERSIST_SNAPSHOT);
+    config_free(&cfg);
+    /* Debian's stock mosquitto.conf, and a later line replacing an earlier one */
+    load_ok(&cfg, "persistence true\n"
+                  "persistence_location /var/lib/mosquitto/\n"
+                  "persistence_file a.db\n"
+                  "persistence_file b.db\n"
+                  "autosave_interval 60\n"
+                  "autosave_on_changes true\n"
+                  "persistence_mode durable\n");
+    assert_true(cfg.persistence);
+    assert_string_equal(cfg.persistence_location, "/var/lib/mosquitto/");
+    assert_string_equal(cfg.persistence_file, "b.db");
+    assert_int_equal(cfg.autosave_interval, 60);
+    assert_true(cfg.autosave_on_changes);
+    assert_int_equal(cfg.persistence_mode, ARBOR_PERSIST_DURABLE);
+    config_free(&cfg);
+    load_ok(&cfg, "retained_persistence true\npersistence_mode snapshot\n");
+    assert_true(cfg.persistence);
+    assert_int_equal(cfg.persistence_mode, ARBOR_PERSIST_SNAPSHOT);
+    config_free(&cfg);
+    expect_error("persistence maybe\n",
+                 TEST_NAME ":1: persistence: value \"maybe\" is not true or false (or 1 or 0)");
+    expect_error("persistence_mode fast\n",
+                 TEST_NAME ":1: persistence_mode: value \"fast\" is not snapshot or durable");
+    expect_error("persistence_file\n",
+                 TEST_NAME ":1: persistence_file: missing value (a file name)");
+    expect_error("autosave_interval -1\n", TEST_NAME ":1: autosave_interval: value \"-1\" is "
+                                            "not an integer between 0 and 2147483647");
+}
+
 static void test_restated_defaults_are_accepted(void **state)
 {
     (void)state;
     /* a line that only restates Mosquitto's default of a feature arbor lacks changes nothing */
     struct arbor_config cfg;
-    load_ok(&cfg, "persistence false\n"
-                  "retained_persistence 0\n"
-                  "autosave_interval 1800\n"
-                  "autosave_on_changes false\n"
-                  "persistence_file mosquitto.db\n"
-                  "listener 1883\n"
+    load_ok(&cfg, "listener 1883\n"
                   "require_certificate false\n"
                   "use_identity_as_username false\n"
                   "use_subject_as_username 0\n"
@@ -1077,13 +1108,6 @@ static void test_restated_defaults_are_accepted(void **state)
     assert_int_equal(cfg.warning_count, 0);
     config_free(&cfg);
     /* any other value would change behaviour: refused as before */
-    expect_error("persistence true\n", TEST_NAME ":1: persistence: not supported yet (planned)");
-    expect_error("retained_persistence 1\n",
-                 TEST_NAME ":1: retained_persistence: not supported yet (planned)");
-    expect_error("autosave_interval 60\n",
-                 TEST_NAME ":1: autosave_interval: not supported yet (planned)");
-    expect_error("persistence_file other.db\n",
-                 TEST_NAME ":1: persistence_file: not supported yet (planned)");
     expect_error("memory_limit 1000000\n", TEST_NAME ":1: memory_limit: not supported yet");
     load_ok(&cfg, "use_username_as_clientid true\n");
     assert_true(cfg.security.use_username_as_clientid);
@@ -1096,7 +1120,7 @@ static void test_restated_defaults_are_accepted(void **state)
     assert_true(cfg.check_retain_source);
     config_free(&cfg);
     expect_error("persistence false extra\n",
-                 TEST_NAME ":1: persistence: not supported yet (planned)");
+                 TEST_NAME ":1: persistence: unexpected extra value \"extra\"");
 }
 
 static void test_deprecated_options_warn_like_mosquitto(void **state)
@@ -1152,11 +1176,11 @@ static void test_every_error_is_reported(void **state)
                  "\n"
                  "bogus_directive 1\n"
                  "max_keepalive 60\n"
-                 "persistence true\n",
+                 "address 10.0.0.1\n",
                  TEST_NAME ":2: max_qos: value \"7\" is not an integer between 0 and 2\n" TEST_NAME
                            ":3: allow_anonymous: value \"maybe\" is not true or false (or 1 or "
                            "0)\n" TEST_NAME ":5: bogus_directive: unknown directive\n" TEST_NAME
-                           ":7: persistence: not supported yet (planned)");
+                           ":7: address: not supported yet (planned)");
     /* errors that do not fit the buffer are left out, never cut into the middle of memory */
     struct arbor_config cfg;
     char small[48];
@@ -2305,6 +2329,7 @@ int main(void)
         cmocka_unit_test(test_tls_directives),
         cmocka_unit_test(test_tls_errors),
         cmocka_unit_test(test_restated_defaults_are_accepted),
+        cmocka_unit_test(test_persistence_directives),
         cmocka_unit_test(test_deprecated_options_warn_like_mosquitto),
         cmocka_unit_test(test_every_error_is_reported),
         cmocka_unit_test(test_error_after_allocations_frees_everything),

@@ -1,0 +1,947 @@
+/*
+ * persist.c: persistence policy (see persist.h): the full save and the restore, autosave, and
+ * in durable mode the rows that follow each change and the commit before output.
+ *
+ * What is kept: retained messages (not $SYS), and sessions that outlive their connection
+ * (expiry > 0) with subscriptions, incoming QoS 2 packet ids awaiting PUBREL, queued and
+ * in-flight deliveries (packet id and state) and the will. Messages queued for sessions are
+ * stored once however many deliveries share them (a message id and a count of the stored
+ * deliveries that use it, kept on the message). Retained messages still to be handed to a new
+ * subscription (a session's retained snapshot) are not kept.
+ *
+ * MQTT-ST: a retained message keeps its origin stamp, so that after a restart the spanning
+ * tree still tells which of two retained values is newer; the link it arrived on is not kept
+ * (it is local after a restart). Queued messages are restored without stamps: they only go on
+ * to their session. The restarted broker is a new incarnation (peer_origin.c) either way.
+ *
+ * Must not: call SQLite (persist_store.c does), or know packet encodings.
+ */
+#include "persist.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "acl.h"
+#include "log.h"
+#include "message.h"
+#include "persist_record.h"
+#include "persist_store.h"
+#include "retain.h"
+#include "retain_source.h"
+#include "session.h"
+#include "subs.h"
+
+#define DEFAULT_FILE "arbor.db"
+#define RETRY_MS 1000
+
+struct persist {
+    struct persist_store *store;
+    char *path;
+    bool durable;
+    bool pending;        /* durable: rows written in the open transaction */
+    bool failed;         /* durable: a write failed: everything is written again */
+    int64_t retry_at_ms; /* after a failure, when to try again */
+    int64_t next_autosave_ms;
+    uint64_t changes; /* since the last save, for autosave_on_changes */
+    uint64_t next_id; /* ids of stored messages and deliveries */
+    struct abuf key, value;
+};
+
+static int64_t wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The monotonic clock restarts with each run: stored times are wall clock. */
+static int64_t to_wall(const struct broker *broker, int64_t wall_now, int64_t mono_ms)
+{
+    return wall_now + (mono_ms - broker->now_ms);
+}
+
+static int64_t to_mono(const struct broker *broker, int64_t wall_now, int64_t wall_ms)
+{
+    return broker->now_ms + (wall_ms - wall_now);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Records from broker state
+ */
+
+static bool retained_kept(const struct message *msg)
+{
+    return !msg->origin.local_only && !(msg->topic_len >= 4 && !memcmp(msg->topic, "$SYS", 4));
+}
+
+static void describe_message(const struct broker *broker, int64_t wall_now,
+                             const struct message *msg, bool keep_stamp, struct persist_message *m)
+{
+    memset(m, 0, sizeof *m);
+    m->qos = msg->qos;
+    m->retain = msg->retain;
+    m->expiry_interval_s = msg->expiry_interval_s;
+    m->expiry_at_wall_ms = msg->expiry_at_ms ? to_wall(broker, wall_now, msg->expiry_at_ms) : 0;
+    m->topic = msg->topic;
+    m->topic_len = msg->topic_len;
+    m->payload = msg->payload;
+    m->payload_len = msg->payload_len;
+    m->props = msg->props;
+    m->props_len = msg->props_len;
+    if (msg->source) {
+        m->source_client_id = msg->source->client_id;
+        m->source_client_id_len = strlen(msg->source->client_id);
+        m->source_username = msg->source->username;
+        m->source_username_len = msg->source->username ? strlen(msg->source->username) : 0;
+    }
+    if (keep_stamp && msg->origin.stamped) {
+        m->stamped = true;
+        m->origin = msg->origin;
+    }
+    m->local_only = msg->origin.local_only;
+}
+
+/* Where the session's client last connected, as an index into the config's listeners. */
+static int32_t listener_index(const struct broker *broker, const struct session *session)
+{
+    const struct listener *l = session->acl_listener;
+    if (!l || !l->config) return -1;
+    for (size_t i = 0; i < broker->config->listener_count; i++)
+        if (&broker->config->listeners[i] == l->config) return (int32_t)i;
+    return -1;
+}
+
+static int put_session(struct persist *p, struct broker *broker, int64_t wall_now,
+                       const struct session *session)
+{
+    struct persist_session s = {0};
+    const struct connection *conn = session->connection;
+    s.version = session->version;
+    s.no_echo = session->no_echo;
+    s.was_connected = conn != NULL;
+    s.expiry_interval = session->expiry_interval;
+    s.disconnected_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->disconnected_at_ms);
+    s.last_packet_id = session->last_packet_id;
+    s.listener_index = listener_index(broker, session);
+    s.username = conn ? conn->username : session->acl ? acl_client_username(session->acl) : NULL;
+    s.username_len = s.username ? strlen(s.username) : 0;
+    const struct message *will = conn ? conn->will : session->pending_will;
+    if (will) {
+        s.has_will = true;
+        s.will_delay_s = conn ? conn->will_delay : 0;
+        s.will_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->pending_will_at_ms);
+        describe_message(broker, wall_now, will, false, &s.will);
+    }
+    abuf_reset(&p->value);
+    size_t id_len = strlen(session->client_id);
+    if (persist_encode_session(&p->value, session->client_id, id_len, &s)) return -1;
+    return persist_store_put(p->store, PERSIST_SESSION, session->client_id, id_len, p->value.data,
+                             p->value.len);
+}
+
+static int put_subscription(struct persist *p, const struct session *session,
+                            const struct session_subscription *sub)
+{
+    if (persist_key_pair(&p->key, session->client_id, sub->filter, strlen(sub->filter))) return -1;
+    struct persist_subscription s = {sub->options, sub->identifier};
+    abuf_reset(&p->value);
+    if (persist_encode_subscription(&p->value, p->key.data, p->key.len, &s)) return -1;
+    return persist_store_put(p->store, PERSIST_SUBSCRIPTION, p->key.data, p->key.len, p->value.data,
+                             p->value.len);
+}
+
+static int qos2_key(struct persist *p, const struct session *session, uint16_t packet_id)
+{
+    uint8_t id[2] = {(uint8_t)(packet_id >> 8), (uint8_t)packet_id};
+    return persist_key_pair(&p->key, session->client_id, id, 2);
+}
+
+static int put_qos2(struct persist *p, const struct session *session, uint16_t packet_id)
+{
+    if (qos2_key(p, session, packet_id)) return -1;
+    abuf_reset(&p->value);
+    if (persist_encode_empty(&p->value, PERSIST_QOS2_IN, p->key.data, p->key.len)) return -1;
+    return persist_store_put(p->store, PERSIST_QOS2_IN, p->key.data, p->key.len, p->value.data,
+                             p->value.len);
+}
+
+static int put_message(struct persist *p, struct broker *broker, int64_t wall_now,
+                       struct message *msg)
+{
+    if (!msg->persist_id) msg->persist_id = p->next_id++;
+    uint8_t key[8];
+    persist_key_id(key, msg->persist_id);
+    struct persist_message m;
+    describe_message(broker, wall_now, msg, false, &m);
+    abuf_reset(&p->value);
+    if (persist_encode_message(&p->value, PERSIST_MESSAGE, key, sizeof key, &m)) return -1;
+    return persist_store_put(p->store, PERSIST_MESSAGE, key, sizeof key, p->value.data,
+                             p->value.len);
+}
+
+static int put_delivery(struct persist *p, const struct session *session, struct delivery *d)
+{
+    if (!d->persist_id) d->persist_id = p->next_id++;
+    uint8_t key[8];
+    persist_key_id(key, d->persist_id);
+    struct persist_delivery r = {
+        .client_id = session->client_id,
+        .client_id_len = strlen(session->client_id),
+        .message_id = d->msg ? d->msg->persist_id : 0,
+        .state = (uint8_t)d->state,
+        .packet_id = d->packet_id,
+        .qos = d->qos,
+        .retain = d->retain,
+        .sub_id_count = d->sub_id_count,
+    };
+    memcpy(r.sub_ids, d->sub_ids, sizeof r.sub_ids);
+    abuf_reset(&p->value);
+    if (persist_encode_delivery(&p->value, key, sizeof key, &r)) return -1;
+    return persist_store_put(p->store, PERSIST_DELIVERY, key, sizeof key, p->value.data,
+                             p->value.len);
+}
+
+static int put_retained(struct persist *p, struct broker *broker, int64_t wall_now,
+                        const struct message *msg)
+{
+    struct persist_message m;
+    describe_message(broker, wall_now, msg, true, &m);
+    abuf_reset(&p->value);
+    if (persist_encode_message(&p->value, PERSIST_RETAINED, msg->topic, msg->topic_len, &m))
+        return -1;
+    return persist_store_put(p->store, PERSIST_RETAINED, msg->topic, msg->topic_len, p->value.data,
+                             p->value.len);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The full save
+ */
+
+static bool session_kept(const struct session *session)
+{
+    return session->expiry_interval > 0;
+}
+
+struct save_context {
+    struct persist *p;
+    struct broker *broker;
+    int64_t wall_now;
+    int rc;
+    size_t retained;
+};
+
+static void save_retained(struct message *msg, void *ctx)
+{
+    struct save_context *save = ctx;
+    if (save->rc || !retained_kept(msg)) return;
+    if (message_expired(msg, save->broker->now_ms)) return;
+    save->rc = put_retained(save->p, save->broker, save->wall_now, msg);
+    save->retained++;
+}
+
+static int save_delivery(struct save_context *save, struct session *session, struct delivery *d)
+{
+    struct persist *p = save->p;
+    d->persist_id = 0;
+    if (d->msg && !d->msg->persist_id && put_message(p, save->broker, save->wall_now, d->msg))
+        return -1;
+    if (d->msg) d->msg->persist_refs++;
+    return put_delivery(p, session, d);
+}
+
+static void forget_message_ids(struct delivery_list *list)
+{
+    for (struct delivery *d = list->head; d; d = d->next)
+        if (d->msg) {
+            d->msg->persist_id = 0;
+            d->msg->persist_refs = 0;
+        }
+}
+
+static int save_session(struct save_context *save, struct session *session)
+{
+    struct persist *p = save->p;
+    session->persisted = session_kept(session);
+    if (!session->persisted) return 0;
+    if (put_session(p, save->broker, save->wall_now, session)) return -1;
+    struct session_subscription *sub, *tmp;
+    HASH_ITER(hh, session->subscriptions, sub, tmp)
+    {
+        if (put_subscription(p, session, sub)) return -1;
+    }
+    for (uint32_t id = 1; session->incoming_qos2_count && id < 65536; id++)
+        if (session_incoming_qos2_has(session, (uint16_t)id) && put_qos2(p, session, (uint16_t)id))
+            return -1;
+    for (struct delivery *d = session->inflight.head; d; d = d->next)
+        if (save_delivery(save, session, d)) return -1;
+    for (struct delivery *d = session->queued.head; d; d = d->next)
+        if (save_delivery(save, session, d)) return -1;
+    return 0;
+}
+
+/* Write the whole state as one transaction, replacing what the file held. */
+static int save_all(struct persist *p, struct broker *broker)
+{
+    struct save_context save = {p, broker, wall_now_ms(), 0, 0};
+    persist_store_rollback(p->store); /* a failed turn's rows, if any */
+    if (persist_store_begin(p->store) || persist_store_clear(p->store) ||
+        persist_store_set_saved_at(p->store, save.wall_now))
+        goto failed;
+    retain_for_each(broker->retained, save_retained, &save);
+    if (save.rc) goto failed;
+    struct session *session, *tmp;
+    HASH_ITER(hh, broker->sessions, session, tmp)
+    {
+        forget_message_ids(&session->inflight);
+        forget_message_ids(&session->queued);
+    }
+    size_t sessions = 0;
+    HASH_ITER(hh, broker->sessions, session, tmp)
+    {
+        if (save_session(&save, session)) goto failed;
+        sessions += session->persisted;
+    }
+    if (persist_store_commit(p->store)) goto failed;
+    p->pending = p->failed = false;
+    p->changes = 0;
+    log_debug("Saved %zu retained messages and %zu sessions to %s.", save.retained, sessions,
+              p->path);
+    return 0;
+failed:
+    log_error("Error saving persistence file %s: %s.", p->path, persist_store_error(p->store));
+    persist_store_rollback(p->store);
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Restore
+ */
+
+struct loaded_message {
+    UT_hash_handle hh;
+    uint64_t id;
+    struct message *msg;
+};
+
+struct restore {
+    struct persist *p;
+    struct broker *broker;
+    int64_t wall_now;
+    struct session *last_session; /* rows of a session follow it: looked up once */
+    struct loaded_message *messages;
+    size_t restored[PERSIST_KIND_COUNT];
+    size_t dropped[PERSIST_KIND_COUNT];
+    size_t expired;
+    const char *why[PERSIST_KIND_COUNT]; /* the last reason a record of each kind was dropped */
+    bool rewrite;                        /* what the file holds differs from what was restored */
+};
+
+static void drop(struct restore *r, int kind, const char *why)
+{
+    if (kind <= 0 || kind >= PERSIST_KIND_COUNT) kind = 0;
+    r->dropped[kind]++;
+    r->why[kind] = why;
+    r->rewrite = true;
+}
+
+static struct message *build_message(struct restore *r, const struct persist_message *m)
+{
+    struct broker *broker = r->broker;
+    struct message *msg = message_create(&broker->messages, m->topic, m->topic_len, m->payload,
+                                         m->payload_len, m->props, m->props_len, m->qos, m->retain,
+                                         0, m->expiry_interval_s, broker->now_ms);
+    if (!msg) return NULL;
+    if (m->expiry_at_wall_ms)
+        msg->expiry_at_ms = to_mono(broker, r->wall_now, m->expiry_at_wall_ms);
+    if (m->stamped) {
+        msg->origin = m->origin;
+        msg->origin.link = 0;
+        msg->origin.retained_sync = false;
+    }
+    msg->origin.local_only = m->local_only;
+    if (m->source_client_id) {
+        char *id = strndup(m->source_client_id, m->source_client_id_len);
+        char *user =
+            m->source_username ? strndup(m->source_username, m->source_username_len) : NULL;
+        if (id && (user || !m->source_username)) msg->source = message_source_new(id, user);
+        free(id);
+        free(user);
+        if (!msg->source) {
+            message_unref(msg);
+            return NULL;
+        }
+    }
+    return msg;
+}
+
+static void restore_retained(struct restore *r, const void *value, size_t len)
+{
+    struct persist_message m;
+    const char *why;
+    if (persist_decode_message(value, len, &m, &why)) return drop(r, PERSIST_RETAINED, why);
+    struct message *msg = build_message(r, &m);
+    if (!msg) return drop(r, PERSIST_RETAINED, "out of memory");
+    if (message_expired(msg, r->broker->now_ms)) {
+        r->expired++;
+        r->rewrite = true;
+    } else if (retain_set(r->broker->retained, msg) == 0) {
+        r->restored[PERSIST_RETAINED]++;
+    } else {
+        drop(r, PERSIST_RETAINED, "out of memory");
+    }
+    message_unref(msg);
+}
+
+/* The client id at the front of a key (up to its NUL, or the whole key). */
+static struct session *key_session(struct restore *r, const void *key, size_t key_len)
+{
+    const char *k = key;
+    const char *nul = memchr(k, '\0', key_len);
+    size_t id_len = nul ? (size_t)(nul - k) : key_len;
+    if (r->last_session && strlen(r->last_session->client_id) == id_len &&
+        !memcmp(r->last_session->client_id, k, id_len))
+        return r->last_session;
+    char *id = strndup(k, id_len);
+    struct session *s = id ? session_find(r->broker, id) : NULL;
+    free(id);
+    if (s) r->last_session = s;
+    return s;
+}
+
+static void restore_acl(struct restore *r, struct session *session, const struct persist_session *s)
+{
+    struct broker *broker = r->broker;
+    const struct arbor_listener *config = NULL;
+    if (s->listener_index >= 0 && (size_t)s->listener_index < broker->config->listener_count)
+        config = &broker->config->listeners[s->listener_index];
+    for (struct listener *l = broker->listeners; config && l; l = l->next)
+        if (l->config == config) session->acl_listener = l;
+    const struct arbor_security_settings *sec =
+        config ? config_security_for(broker->config, config) : &broker->config->security;
+    if (!sec->acl) return;
+    char *user = s->username ? strndup(s->username, s->username_len) : NULL;
+    /* Out of memory, or rules that no longer name the client: an empty list denies all. */
+    session->acl = acl_client_compile(sec->acl, session->client_id, user);
+    free(user);
+}
+
+static void restore_session(struct restore *r, const void *key, size_t key_len, const void *value,
+                            size_t len)
+{
+    struct broker *broker = r->broker;
+    struct persist_session s;
+    const char *why;
+    if (persist_decode_session(value, len, &s, &why)) return drop(r, PERSIST_SESSION, why);
+    char *id = strndup(key, key_len);
+    if (!id || strlen(id) != key_len || session_find(broker, id)) {
+        free(id);
+        return drop(r, PERSIST_SESSION, "bad client id");
+    }
+    struct session *session = session_create(broker, id, s.version);
+    free(id);
+    if (!session) return drop(r, PERSIST_SESSION, "out of memory");
+    session->expiry_interval = s.expiry_interval;
+    session->no_echo = s.no_echo;
+    session->last_packet_id = s.last_packet_id;
+    /* A client connected when the file was written (durable mode, then a crash) went away
+     * with the broker: its session counts as disconnected from now. */
+    session->disconnected_at_ms =
+        s.was_connected ? broker->now_ms : to_mono(broker, r->wall_now, s.disconnected_at_wall_ms);
+    if (s.was_connected) r->rewrite = true;
+    if (s.has_will) {
+        struct message *will = build_message(r, &s.will);
+        if (will) {
+            uint32_t delay = s.will_delay_s;
+            if (s.expiry_interval < delay) delay = s.expiry_interval;
+            session->pending_will = will;
+            session->pending_will_at_ms = s.was_connected
+                                              ? broker->now_ms + (int64_t)delay * 1000
+                                              : to_mono(broker, r->wall_now, s.will_at_wall_ms);
+        }
+    }
+    restore_acl(r, session, &s);
+    session->persisted = true;
+    r->last_session = session;
+    r->restored[PERSIST_SESSION]++;
+}
+
+static void restore_subscription(struct restore *r, const void *key, size_t key_len,
+                                 const void *value, size_t len)
+{
+    struct broker *broker = r->broker;
+    struct persist_subscription s;
+    const char *why;
+    if (persist_decode_subscription(value, len, &s, &why))
+        return drop(r, PERSIST_SUBSCRIPTION, why);
+    struct session *session = key_session(r, key, key_len);
+    const char *nul = memchr(key, '\0', key_len);
+    if (!session || !nul) return drop(r, PERSIST_SUBSCRIPTION, "no session");
+    size_t filter_len = key_len - (size_t)(nul + 1 - (const char *)key);
+    char *filter = strndup(nul + 1, filter_len);
+    if (!filter || strlen(filter) != filter_len || filter_len == 0) {
+        free(filter);
+        return drop(r, PERSIST_SUBSCRIPTION, "bad filter");
+    }
+    bool replaced = false;
+    if (subs_add(broker->subscriptions, filter, session, s.options, s.identifier, &replaced) ||
+        session_remember_subscription(session, filter, s.options, s.identifier)) {
+        if (!replaced) subs_remove(broker->subscriptions, filter, session);
+        free(filter);
+        return drop(r, PERSIST_SUBSCRIPTION, "out of memory");
+    }
+    if (!replaced) {
+        broker->stats.subscriptions++;
+        if (is_shared_filter(filter)) broker->stats.shared_subscriptions++;
+    }
+    free(filter);
+    r->restored[PERSIST_SUBSCRIPTION]++;
+}
+
+static void restore_qos2(struct restore *r, const void *key, size_t key_len)
+{
+    struct session *session = key_session(r, key, key_len);
+    const uint8_t *k = key;
+    const uint8_t *nul = memchr(k, '\0', key_len);
+    if (!session || !nul || (size_t)(k + key_len - (nul + 1)) != 2)
+        return drop(r, PERSIST_QOS2_IN, "no session");
+    uint16_t id = (uint16_t)(nul[1] << 8 | nul[2]);
+    if (id == 0 || session_incoming_qos2_add(session, id))
+        return drop(r, PERSIST_QOS2_IN, "bad packet id");
+    r->restored[PERSIST_QOS2_IN]++;
+}
+
+static void restore_message(struct restore *r, const void *key, size_t key_len, const void *value,
+                            size_t len)
+{
+    struct persist_message m;
+    const char *why;
+    uint64_t id = persist_key_id_value(key, key_len);
+    if (!id) return drop(r, PERSIST_MESSAGE, "bad id");
+    if (persist_decode_message(value, len, &m, &why)) return drop(r, PERSIST_MESSAGE, why);
+    struct loaded_message *loaded = calloc(1, sizeof *loaded);
+    struct message *msg = loaded ? build_message(r, &m) : NULL;
+    if (!msg) {
+        free(loaded);
+        return drop(r, PERSIST_MESSAGE, "out of memory");
+    }
+    msg->persist_id = id;
+    loaded->id = id;
+    loaded->msg = msg;
+    HASH_ADD(hh, r->messages, id, sizeof loaded->id, loaded);
+    if (id >= r->p->next_id) r->p->next_id = id + 1;
+}
+
+static void restore_delivery(struct restore *r, const void *key, size_t key_len, const void *value,
+                             size_t len)
+{
+    struct broker *broker = r->broker;
+    struct persist_delivery pd;
+    const char *why;
+    uint64_t id = persist_key_id_value(key, key_len);
+    if (!id) return drop(r, PERSIST_DELIVERY, "bad id");
+    if (persist_decode_delivery(value, len, &pd, &why)) return drop(r, PERSIST_DELIVERY, why);
+    struct session *session = key_session(r, pd.client_id, pd.client_id_len);
+    if (!session) return drop(r, PERSIST_DELIVERY, "no session");
+    struct loaded_message *loaded = NULL;
+    if (pd.message_id) HASH_FIND(hh, r->messages, &pd.message_id, sizeof pd.message_id, loaded);
+    bool needs_message = pd.state != DELIVERY_AWAIT_PUBCOMP;
+    if (needs_message && !loaded) return drop(r, PERSIST_DELIVERY, "its message is missing");
+    struct delivery *d = delivery_alloc(broker);
+    if (!d) return drop(r, PERSIST_DELIVERY, "out of memory");
+    d->msg = needs_message ? message_ref(loaded->msg) : NULL;
+    if (d->msg) d->msg->persist_refs++;
+    d->state = (enum delivery_state)pd.state;
+    d->packet_id = d->state == DELIVERY_QUEUED ? 0 : pd.packet_id;
+    d->qos = pd.qos;
+    d->retain = pd.retain;
+    d->sub_id_count = pd.sub_id_count;
+    memcpy(d->sub_ids, pd.sub_ids, sizeof d->sub_ids);
+    d->persist_id = id;
+    if (id >= r->p->next_id) r->p->next_id = id + 1;
+    if (d->state == DELIVERY_QUEUED)
+        delivery_list_append(&session->queued, d);
+    else
+        delivery_list_append(&session->inflight, d);
+    r->restored[PERSIST_DELIVERY]++;
+}
+
+static int restore_row(void *ctx, int kind, const void *key, size_t key_len, const void *value,
+                       size_t value_len)
+{
+    struct restore *r = ctx;
+    const char *why;
+    if (persist_check(kind, key, key_len, value, value_len, &why)) {
+        drop(r, kind, why);
+        return 0;
+    }
+    switch (kind) {
+    case PERSIST_RETAINED:
+        restore_retained(r, value, value_len);
+        break;
+    case PERSIST_SESSION:
+        restore_session(r, key, key_len, value, value_len);
+        break;
+    case PERSIST_SUBSCRIPTION:
+        restore_subscription(r, key, key_len, value, value_len);
+        break;
+    case PERSIST_QOS2_IN:
+        restore_qos2(r, key, key_len);
+        break;
+    case PERSIST_MESSAGE:
+        restore_message(r, key, key_len, value, value_len);
+        break;
+    case PERSIST_DELIVERY:
+        restore_delivery(r, key, key_len, value, value_len);
+        break;
+    default:
+        drop(r, 0, "unknown kind");
+    }
+    return 0;
+}
+
+/* Messages no delivery took are dropped (the file is written again without them). */
+static size_t release_loaded_messages(struct restore *r)
+{
+    size_t queued = 0;
+    struct loaded_message *loaded, *tmp;
+    HASH_ITER(hh, r->messages, loaded, tmp)
+    {
+        if (loaded->msg->persist_refs == 0) r->rewrite = true;
+        queued += loaded->msg->persist_refs > 0;
+        HASH_DEL(r->messages, loaded);
+        message_unref(loaded->msg);
+        free(loaded);
+    }
+    return queued;
+}
+
+static void log_dropped(const struct restore *r)
+{
+    for (int kind = 0; kind < PERSIST_KIND_COUNT; kind++)
+        if (r->dropped[kind])
+            log_warning("Warning: persistence file %s: dropped %zu %s record(s) (%s).", r->p->path,
+                        r->dropped[kind], persist_kind_name(kind), r->why[kind]);
+}
+
+static int restore_all(struct persist *p, struct broker *broker)
+{
+    struct restore r = {.p = p, .broker = broker, .wall_now = wall_now_ms()};
+    char err[512];
+    int64_t saved_at = persist_store_saved_at(p->store);
+    int scanned = persist_store_scan(p->store, restore_row, &r, err, sizeof err);
+    size_t messages = release_loaded_messages(&r);
+    log_dropped(&r);
+    struct session *session, *tmp;
+    HASH_ITER(hh, broker->sessions, session, tmp) session_update_timer(broker, session);
+    if (scanned != 0) {
+        char note[4096];
+        log_error("Error: persistence file %s is damaged (%s): restored what could be read "
+                  "before the damage.",
+                  p->path, err);
+        if (persist_store_replace(p->store, note, sizeof note) != 0) {
+            log_error("Error: persistence file %s: %s.", p->path, note);
+            return -1;
+        }
+        log_warning("Warning: persistence file %s: %s; a new one is written.", p->path, note);
+        r.rewrite = true;
+    }
+    if (r.restored[PERSIST_RETAINED] || r.restored[PERSIST_SESSION] || saved_at)
+        log_notice("Restored %zu retained messages and %zu sessions (%zu subscriptions, %zu "
+                   "queued or in-flight messages) from %s.",
+                   r.restored[PERSIST_RETAINED], r.restored[PERSIST_SESSION],
+                   r.restored[PERSIST_SUBSCRIPTION], r.restored[PERSIST_DELIVERY], p->path);
+    (void)messages;
+    if (r.expired) log_info("%zu retained messages expired while the broker was down.", r.expired);
+    if (r.rewrite && save_all(p, broker) != 0) return p->durable ? -1 : 0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Start, stop, turns
+ */
+
+static char *store_path(const struct arbor_config *cfg)
+{
+    const char *file = cfg->persistence_file ? cfg->persistence_file : DEFAULT_FILE;
+    const char *dir = cfg->persistence_location;
+    if (!dir || !*dir) return strdup(file);
+    size_t len = strlen(dir);
+    bool slash = dir[len - 1] == '/';
+    char *path = malloc(len + strlen(file) + 2);
+    if (path) sprintf(path, "%s%s%s", dir, slash ? "" : "/", file);
+    return path;
+}
+
+static void schedule_autosave(struct persist *p, const struct broker *broker)
+{
+    int64_t interval = broker->config->autosave_interval;
+    p->next_autosave_ms = interval > 0 && !broker->config->autosave_on_changes
+                              ? broker->now_ms + interval * 1000
+                              : TIMER_NONE;
+}
+
+int persist_start(struct broker *broker)
+{
+    const struct arbor_config *cfg = broker->config;
+    if (!cfg->persistence) return 0;
+    struct persist *p = calloc(1, sizeof *p);
+    if (!p || !(p->path = store_path(cfg))) {
+        free(p);
+        log_error("Error: out of memory.");
+        return -1;
+    }
+    p->durable = cfg->persistence_mode == ARBOR_PERSIST_DURABLE;
+    p->next_id = 1;
+    char note[4096];
+    int64_t started = clock_monotonic_ms();
+    enum persist_open_result opened = persist_store_open(p->path, &p->store, note, sizeof note);
+    if (opened == PERSIST_OPEN_FAILED) {
+        log_error("Error: persistence: %s.", note);
+        free(p->path);
+        free(p);
+        return -1;
+    }
+    if (opened == PERSIST_OPENED_FRESH)
+        log_error("Error: persistence file %s is damaged (%s); starting with what could be read.",
+                  p->path, note);
+    broker->persist = p;
+    broker->now_ms = clock_monotonic_ms(); /* times are restored against now */
+    if (restore_all(p, broker) != 0) {
+        persist_store_close(p->store);
+        abuf_free(&p->key);
+        abuf_free(&p->value);
+        free(p->path);
+        free(p);
+        broker->persist = NULL;
+        return -1;
+    }
+    log_info("Persistence: %s mode, file %s (start-up took %lld ms).",
+             p->durable ? "durable" : "snapshot", p->path,
+             (long long)(clock_monotonic_ms() - started));
+    schedule_autosave(p, broker);
+    return 0;
+}
+
+void persist_stop(struct broker *broker)
+{
+    struct persist *p = broker->persist;
+    if (!p) return;
+    save_all(p, broker);
+    persist_store_close(p->store);
+    abuf_free(&p->key);
+    abuf_free(&p->value);
+    free(p->path);
+    free(p);
+    broker->persist = NULL;
+}
+
+void persist_save_now(struct broker *broker)
+{
+    struct persist *p = broker->persist;
+    if (!p) return;
+    if (save_all(p, broker) == 0) log_notice("Saved the persistence file %s.", p->path);
+    if (!p->durable) schedule_autosave(p, broker);
+}
+
+bool persist_holds_output(const struct broker *broker)
+{
+    const struct persist *p = broker->persist;
+    return p && p->durable && (p->pending || p->failed);
+}
+
+void persist_commit(struct broker *broker)
+{
+    struct persist *p = broker->persist;
+    if (!p || !p->durable || !(p->pending || p->failed)) return;
+    if (p->failed) {
+        if (broker->now_ms < p->retry_at_ms) return;
+        if (save_all(p, broker) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
+        return;
+    }
+    if (persist_store_commit(p->store) == 0) {
+        p->pending = false;
+        return;
+    }
+    log_error("Error writing persistence file %s: %s; acknowledgements wait until it can be "
+              "written.",
+              p->path, persist_store_error(p->store));
+    persist_store_rollback(p->store);
+    p->failed = true;
+    if (save_all(p, broker) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
+}
+
+void persist_turn_end(struct broker *broker)
+{
+    struct persist *p = broker->persist;
+    if (!p) return;
+    if (p->durable) {
+        persist_commit(broker);
+        return;
+    }
+    const struct arbor_config *cfg = broker->config;
+    bool due = cfg->autosave_on_changes
+                   ? cfg->autosave_interval > 0 && p->changes >= (uint64_t)cfg->autosave_interval
+                   : p->next_autosave_ms != TIMER_NONE && broker->now_ms >= p->next_autosave_ms;
+    if (!due) return;
+    save_all(p, broker);
+    schedule_autosave(p, broker);
+}
+
+int64_t persist_next_deadline(const struct broker *broker)
+{
+    const struct persist *p = broker->persist;
+    if (!p) return TIMER_NONE;
+    if (p->durable) return p->failed ? p->retry_at_ms : TIMER_NONE;
+    return p->next_autosave_ms;
+}
+
+bool persist_keeps_will_at_shutdown(const struct broker *broker, const struct connection *conn)
+{
+    return broker->persist && conn->will && conn->will_delay > 0 && conn->session &&
+           session_kept(conn->session);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Hooks
+ */
+
+/* Durable mode: the rows go into the turn's transaction. Returns p, or NULL when nothing is to
+ * be written (snapshot mode, or everything is written again anyway after a failure). */
+static struct persist *writing(struct broker *broker)
+{
+    struct persist *p = broker->persist;
+    if (!p || !p->durable || p->failed) return NULL;
+    if (!persist_store_in_transaction(p->store) && persist_store_begin(p->store) != 0) {
+        p->failed = true;
+        return NULL;
+    }
+    p->pending = true;
+    return p;
+}
+
+static void wrote(struct persist *p, int rc)
+{
+    if (rc) p->failed = true;
+}
+
+static void count_change(struct broker *broker)
+{
+    if (broker->persist) broker->persist->changes++;
+}
+
+void persist_retained_changed(struct broker *broker, const struct message *msg)
+{
+    if (!retained_kept(msg)) return;
+    count_change(broker);
+    struct persist *p = writing(broker);
+    if (!p) return;
+    if (msg->payload_len == 0)
+        wrote(p, persist_store_delete(p->store, PERSIST_RETAINED, msg->topic, msg->topic_len));
+    else
+        wrote(p, put_retained(p, broker, wall_now_ms(), msg));
+}
+
+void persist_session_changed(struct broker *broker, struct session *session)
+{
+    if (!broker->persist || (!session_kept(session) && !session->persisted)) return;
+    struct persist *p = writing(broker);
+    if (!p) return;
+    if (!session_kept(session)) {
+        persist_session_removed(broker, session);
+        return;
+    }
+    session->persisted = true;
+    wrote(p, put_session(p, broker, wall_now_ms(), session));
+}
+
+void persist_session_removed(struct broker *broker, struct session *session)
+{
+    if (!session->persisted) return;
+    session->persisted = false;
+    struct persist *p = writing(broker);
+    if (!p) return;
+    const char *id = session->client_id;
+    size_t len = strlen(id);
+    wrote(p, persist_store_delete(p->store, PERSIST_SESSION, id, len));
+    wrote(p, persist_store_delete_prefix(p->store, PERSIST_SUBSCRIPTION, id, len + 1));
+    wrote(p, persist_store_delete_prefix(p->store, PERSIST_QOS2_IN, id, len + 1));
+}
+
+void persist_subscription_changed(struct broker *broker, struct session *session,
+                                  const char *filter, const struct session_subscription *sub)
+{
+    if (!session_kept(session)) return;
+    count_change(broker);
+    if (!session->persisted) return;
+    struct persist *p = writing(broker);
+    if (!p) return;
+    if (sub) {
+        wrote(p, put_subscription(p, session, sub));
+    } else if (persist_key_pair(&p->key, session->client_id, filter, strlen(filter)) == 0) {
+        wrote(p, persist_store_delete(p->store, PERSIST_SUBSCRIPTION, p->key.data, p->key.len));
+    } else {
+        p->failed = true;
+    }
+}
+
+void persist_qos2_in_changed(struct broker *broker, struct session *session, uint16_t packet_id,
+                             bool present)
+{
+    if (!session->persisted) return;
+    struct persist *p = writing(broker);
+    if (!p) return;
+    if (present)
+        wrote(p, put_qos2(p, session, packet_id));
+    else if (qos2_key(p, session, packet_id) == 0)
+        wrote(p, persist_store_delete(p->store, PERSIST_QOS2_IN, p->key.data, p->key.len));
+    else
+        p->failed = true;
+}
+
+void persist_delivery_changed(struct broker *broker, struct session *session,
+                              struct delivery *delivery)
+{
+    if (!session_kept(session) || delivery->qos == 0) return;
+    if (delivery->state == DELIVERY_QUEUED && !delivery->persist_id) count_change(broker);
+    if (!session->persisted) return;
+    struct persist *p = writing(broker);
+    if (!p) return;
+    struct message *msg = delivery->msg;
+    if (!delivery->persist_id && msg) {
+        if (!msg->persist_refs) wrote(p, put_message(p, broker, wall_now_ms(), msg));
+        msg->persist_refs++;
+    }
+    wrote(p, put_delivery(p, session, delivery));
+}
+
+static void release_message(struct persist *p, struct message *msg)
+{
+    if (!msg || !msg->persist_refs || --msg->persist_refs) return;
+    uint8_t key[8];
+    persist_key_id(key, msg->persist_id);
+    msg->persist_id = 0;
+    wrote(p, persist_store_delete(p->store, PERSIST_MESSAGE, key, sizeof key));
+}
+
+void persist_delivery_drops_message(struct broker *broker, struct delivery *delivery)
+{
+    if (!delivery->persist_id) return;
+    struct persist *p = writing(broker);
+    if (p) release_message(p, delivery->msg);
+}
+
+void persist_delivery_released(struct broker *broker, struct delivery *delivery)
+{
+    if (!delivery->persist_id) return;
+    struct persist *p = writing(broker);
+    uint64_t id = delivery->persist_id;
+    delivery->persist_id = 0;
+    if (!p) return;
+    release_message(p, delivery->msg);
+    uint8_t key[8];
+    persist_key_id(key, id);
+    wrote(p, persist_store_delete(p->store, PERSIST_DELIVERY, key, sizeof key));
+}

@@ -1,0 +1,70 @@
+/*
+ * persist.h: persistence (`persistence true`): what the broker keeps on disk and when. The
+ * broker calls this layer at a few well-defined points and nowhere else touches the store:
+ *
+ *   start-up     persist_start: open the file, restore retained messages, then sessions with
+ *                their subscriptions, incoming QoS 2 ids, queued and in-flight messages and
+ *                wills; times (expiry, will delay) are measured across the downtime.
+ *   each turn    persist_turn_end: snapshot mode saves when autosave is due; before output is
+ *                written, durable mode commits (persist_holds_output, persist_commit).
+ *   shutdown     persist_stop: a last full save, the store closed.
+ *   changes      the persist_*_changed hooks below, called where the state changes. In
+ *                snapshot mode they only count changes (autosave_on_changes); in durable mode
+ *                they write the rows of persistent sessions (session expiry > 0) and retained
+ *                messages into the loop turn's transaction.
+ *
+ * Modes (arbor.conf(5) PERSISTENCE says what each promises): snapshot, Mosquitto's, writes
+ * everything at shutdown and every autosave_interval; durable writes each change ahead of the
+ * acknowledgement that depends on it, one fsync per loop turn.
+ */
+#ifndef ARBOR_PERSIST_H
+#define ARBOR_PERSIST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker.h"
+
+struct persist;
+
+/* Open the store named by the config and restore what it holds. Called once the listeners are
+ * open and privileges dropped, before the first loop turn. A damaged file never stops the
+ * start: what is intact is restored and what was dropped is logged. Returns -1 (logged) only
+ * when the file cannot be used at all (permissions, another program's file, newer format). */
+int persist_start(struct broker *broker);
+/* Save everything and close the store (the sessions are offline by now). */
+void persist_stop(struct broker *broker);
+
+/* SIGUSR1: a full save now (any mode), as Mosquitto writes its file on SIGUSR1. */
+void persist_save_now(struct broker *broker);
+/* Durable mode: rows written but not yet committed; output must wait for persist_commit. */
+bool persist_holds_output(const struct broker *broker);
+/* Durable mode: commit the turn's rows (fsync). On failure everything is written again at the
+ * next try and output keeps waiting. */
+void persist_commit(struct broker *broker);
+/* End of a loop turn: autosave when due (snapshot mode). */
+void persist_turn_end(struct broker *broker);
+/* When persist_turn_end next has work (TIMER_NONE: none). */
+int64_t persist_next_deadline(const struct broker *broker);
+
+/* A client's will is kept for its session across a shutdown instead of being published
+ * (persistence on, a session that outlives the shutdown and a will delay). */
+bool persist_keeps_will_at_shutdown(const struct broker *broker, const struct connection *conn);
+
+/* Hooks. */
+void persist_retained_changed(struct broker *broker, const struct message *msg);
+void persist_session_changed(struct broker *broker, struct session *session);
+void persist_session_removed(struct broker *broker, struct session *session);
+void persist_subscription_changed(struct broker *broker, struct session *session,
+                                  const char *filter, const struct session_subscription *sub);
+void persist_qos2_in_changed(struct broker *broker, struct session *session, uint16_t packet_id,
+                             bool present);
+/* A QoS 1/2 delivery was queued, put in flight, or moved back to the queue. */
+void persist_delivery_changed(struct broker *broker, struct session *session,
+                              struct delivery *delivery);
+/* The delivery lets go of its message (QoS 2 PUBREC: only PUBREL/PUBCOMP remain). */
+void persist_delivery_drops_message(struct broker *broker, struct delivery *delivery);
+/* The delivery is released (acknowledged, expired, dropped, or its session ended). */
+void persist_delivery_released(struct broker *broker, struct delivery *delivery);
+
+#endif
