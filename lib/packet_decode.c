@@ -53,6 +53,15 @@ bool mqtt_fixed_header_flags_valid(uint8_t type, uint8_t flags)
     }
 }
 
+#define FIXED_HEADER_DUP 0x08
+
+bool mqtt_fixed_header_flags_valid_in(uint8_t version, uint8_t type, uint8_t flags)
+{
+    bool resendable = type == MQTT_PUBREL || type == MQTT_SUBSCRIBE || type == MQTT_UNSUBSCRIBE;
+    if (version == MQTT_V31 && resendable) flags &= (uint8_t)~FIXED_HEADER_DUP;
+    return mqtt_fixed_header_flags_valid(type, flags);
+}
+
 /* ---- shared helpers ---- */
 
 static void clear_props(struct mqtt_properties *props)

@@ -150,6 +150,34 @@ static void test_fixed_header_flags(void **state)
     }
 }
 
+/* MQTT 3.1 allows DUP on PUBREL, SUBSCRIBE and UNSUBSCRIBE; 3.1.1 and 5 do not. Everything else
+ * is as without a version. */
+static void test_fixed_header_flags_per_version(void **state)
+{
+    (void)state;
+    const uint8_t versions[] = {0, MQTT_V31, MQTT_V311, MQTT_V5};
+    for (size_t v = 0; v < sizeof versions; v++) {
+        for (unsigned type = 0; type < 16; type++) {
+            for (unsigned flags = 0; flags < 16; flags++) {
+                bool resendable =
+                    type == MQTT_PUBREL || type == MQTT_SUBSCRIBE || type == MQTT_UNSUBSCRIBE;
+                bool expected = mqtt_fixed_header_flags_valid((uint8_t)type, (uint8_t)flags) ||
+                                (versions[v] == MQTT_V31 && resendable && flags == 0x0A);
+                if (mqtt_fixed_header_flags_valid_in(versions[v], (uint8_t)type,
+                                                     (uint8_t)flags) != expected)
+                    fail_msg("version %u type %u flags 0x%X: expected %d", versions[v], type,
+                             flags, expected);
+            }
+        }
+    }
+    assert_true(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x00));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x0B));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V311, MQTT_PUBREL, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V5, MQTT_SUBSCRIBE, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBACK, 0x08));
+}
+
 /* Several packets back to back in one input buffer, as a connection receives them. */
 static void test_stream_framing(void **state)
 {
@@ -1166,6 +1194,7 @@ int main(void)
         cmocka_unit_test(test_fixed_header_parse),
         cmocka_unit_test(test_fixed_header_need_more_and_malformed),
         cmocka_unit_test(test_fixed_header_flags),
+        cmocka_unit_test(test_fixed_header_flags_per_version),
         cmocka_unit_test(test_stream_framing),
         cmocka_unit_test(test_connect_v311),
         cmocka_unit_test(test_connect_v31),
