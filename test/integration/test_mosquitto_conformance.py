@@ -110,3 +110,29 @@ def test_v31_other_flags_are_malformed(broker, raw, ptype, flags):
     c = connected(b, raw, "flags31", MQTT31)
     c.send(with_flags(ptype, flags, MQTT31))
     assert closed_with(c) == []
+
+
+# ---------------------------------------------------------------- 2. zero-length client id
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_zero_length_client_id_refused(broker, raw, clean):
+    # [MQTT-3.1.3-8]: a server that rejects the client id MAY answer 0x85; Mosquitto 2.0.11
+    # answers 0x80 (Unspecified error) to every MQTT 5 client with an empty id when
+    # allow_zero_length_clientid is false, whatever Clean Start says (its
+    # 01-connect-zero-length-id expects 128), and so does arbor. MQTT 3.1.1: return code 2.
+    b = broker("allow_zero_length_clientid false", "auto_id_prefix given-")
+    c = raw(b, MQTT5)
+    c.send(mp.connect("", version=MQTT5, clean=clean))
+    assert closed_with(c) == [bytes.fromhex("2003008000")]
+    c = raw(b, MQTT311)
+    c.send(mp.connect("", clean=clean))
+    assert closed_with(c) == [bytes.fromhex("20020002")]
+    assert b.wait_log("Client <unknown> disconnected due to protocol error.")
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_zero_length_client_id_allowed_v5(broker, raw, clean):
+    # With the default (true) an MQTT 5 client gets an id whatever Clean Start says.
+    b = broker("auto_id_prefix given-")
+    ack = raw(b, MQTT5).connect("", clean=clean)
+    assert ack.props.get(mp.P_ASSIGNED_CLIENT_ID).startswith("given-")
