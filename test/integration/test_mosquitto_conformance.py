@@ -136,3 +136,79 @@ def test_zero_length_client_id_allowed_v5(broker, raw, clean):
     b = broker("auto_id_prefix given-")
     ack = raw(b, MQTT5).connect("", clean=clean)
     assert ack.props.get(mp.P_ASSIGNED_CLIENT_ID).startswith("given-")
+
+
+# ---------------------------------------------------------------- 3. SUBSCRIBE/UNSUBSCRIBE
+
+def subscribe_bytes(version, pid, filt):
+    return mp.subscribe(pid, [(filt, 0)], version=version)
+
+
+def unsubscribe_bytes(version, pid, filt):
+    return mp.unsubscribe(pid, [filt], version=version)
+
+
+PACKETS = {"subscribe": subscribe_bytes, "unsubscribe": unsubscribe_bytes}
+
+
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+@pytest.mark.parametrize("what", ["subscribe", "unsubscribe"])
+def test_packet_identifier_zero_is_malformed(broker, raw, version, what):
+    # [MQTT-2.2.1-3] (MQTT 5; 3.1.1 [MQTT-2.3.1-1]): SUBSCRIBE and UNSUBSCRIBE carry a non-zero
+    # packet identifier. A packet that breaks the packet format "does not conform to this
+    # specification": DISCONNECT 0x81, as Mosquitto (13-malformed-subscribe-v5 and
+    # 13-malformed-unsubscribe-v5, "mid == 0"). MQTT 3.1.1: closed.
+    b = broker()
+    c = connected(b, raw, "pid0", version)
+    c.send(PACKETS[what](version, 0, "a/b"))
+    assert closed_with(c) == ([bytes.fromhex("e00181")] if version == MQTT5 else [])
+
+
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+@pytest.mark.parametrize("what", ["subscribe", "unsubscribe"])
+@pytest.mark.parametrize("filt", ["#/test/topic", "a/#/b", "a+", "a/b#", "", "$share/g/a+"])
+def test_filter_breaking_topic_rules_is_malformed(broker, raw, version, what, filt):
+    # 4.7.1 and [MQTT-4.7.3-1]: these are no topic filters at all, so 0x8F ("the Topic Filter
+    # is correctly formed, but is not accepted") does not describe them: DISCONNECT 0x81, as
+    # Mosquitto (13-malformed-subscribe-v5, "Bad topic"). MQTT 3.1.1: closed, no SUBACK.
+    b = broker()
+    c = connected(b, raw, "bad", version)
+    c.send(PACKETS[what](version, 1, filt))
+    assert closed_with(c) == ([bytes.fromhex("e00181")] if version == MQTT5 else [])
+
+
+@pytest.mark.mosquitto_deviates("Mosquitto 2.0.11 answers 0x81 (Malformed Packet) to a "
+                                "well-formed filter deeper than its limit")
+@pytest.mark.parametrize("what", ["subscribe", "unsubscribe"])
+@pytest.mark.parametrize("filt", ["/" * 201, "a/" * 201 + "a", "/" * 65535,
+                                  "$share/g/" + "/" * 201],
+                         ids=["201-empty-levels", "202-levels", "65536-levels", "shared"])
+def test_filter_deeper_than_limit_v5(broker, raw, what, filt):
+    # A filter with more than 200 '/' is a correct MQTT topic filter that arbor (like Mosquitto)
+    # does not accept. 4.13.1: use 0x81/0x82 "unless a more specific Reason Code has been
+    # defined"; 0x8F (Topic Filter invalid: correctly formed, but not accepted) is that code.
+    # Mosquitto's 02-subscribe-long-topic expects 0x81.
+    b = broker()
+    c = connected(b, raw, "deep", MQTT5)
+    c.send(PACKETS[what](MQTT5, 1, filt))
+    assert closed_with(c) == [bytes.fromhex("e0018f")]
+
+
+@pytest.mark.parametrize("what", ["subscribe", "unsubscribe"])
+def test_filter_deeper_than_limit_v311(broker, raw, what):
+    # MQTT 3.1.1 has no reason to give: closed without SUBACK/UNSUBACK, as Mosquitto
+    # (02-subscribe-long-topic).
+    b = broker()
+    c = connected(b, raw, "deep", MQTT311)
+    c.send(PACKETS[what](MQTT311, 1, "/" * 65535))
+    assert closed_with(c) == []
+
+
+@pytest.mark.parametrize("what", ["subscribe", "unsubscribe"])
+def test_filter_at_limit_v5(broker, raw, what):
+    # 200 separators are accepted by both brokers.
+    b = broker()
+    c = connected(b, raw, "limit", MQTT5)
+    c.send(PACKETS[what](MQTT5, 1, "/" * 200))
+    expected = "900400010000" if what == "subscribe" else "b00400010011"
+    assert c.recv().raw == bytes.fromhex(expected)

@@ -594,7 +594,8 @@ static void test_unsubscribe_malformed_shared(void **state)
     assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, good, sizeof good, &u), 0);
 }
 
-/* UNSUBSCRIBE filters deeper than TOPIC_MAX_SEPARATORS are malformed; at the limit they decode. */
+/* UNSUBSCRIBE filters deeper than TOPIC_MAX_SEPARATORS are refused as Topic Filter invalid (they
+ * are correct MQTT); at the limit they decode. */
 static void test_unsubscribe_depth_limit(void **state)
 {
     (void)state;
@@ -613,7 +614,7 @@ static void test_unsubscribe_depth_limit(void **state)
         }
         body[len++] = '#';
         struct mqtt_unsubscribe u;
-        int expected = separators > TOPIC_MAX_SEPARATORS ? MQTT_RC_MALFORMED_PACKET : 0;
+        int expected = separators > TOPIC_MAX_SEPARATORS ? MQTT_RC_TOPIC_FILTER_INVALID : 0;
         assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, body, len, &u), expected);
     }
 }
@@ -848,8 +849,11 @@ static const struct bad_case bad_cases[] = {
     {"subscribe empty", 4, MQTT_SUBSCRIBE, 2, EMPTY, MALFORMED},
     {"subscribe no entries", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01), PROTOCOL},
     {"subscribe no entries v5", 5, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00), PROTOCOL},
+    /* 2.2.1: malformed for SUBSCRIBE and UNSUBSCRIBE (PUBLISH: protocol error), as Mosquitto */
     {"subscribe packet id 0", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x01, 'a', 0x00),
-     PROTOCOL},
+     MALFORMED},
+    {"subscribe packet id 0 v5", 5, MQTT_SUBSCRIBE, 2,
+     BYTES(0x00, 0x00, 0x00, 0x00, 0x01, 'a', 0x00), MALFORMED},
     {"subscribe missing options", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a'),
      MALFORMED},
     {"subscribe filter cut", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x03, 'a'), MALFORMED},
@@ -882,7 +886,9 @@ static const struct bad_case bad_cases[] = {
     {"unsubscribe no entries", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01), PROTOCOL},
     {"unsubscribe no entries v5", 5, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00), PROTOCOL},
     {"unsubscribe packet id 0", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x01, 'a'),
-     PROTOCOL},
+     MALFORMED},
+    {"unsubscribe packet id 0 v5", 5, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x00, 0x01, 'a'),
+     MALFORMED},
     {"unsubscribe filter cut", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x02, 'a'),
      MALFORMED},
     {"unsubscribe lone byte", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a', 0x00),
