@@ -212,3 +212,63 @@ def test_filter_at_limit_v5(broker, raw, what):
     c.send(PACKETS[what](MQTT5, 1, "/" * 200))
     expected = "900400010000" if what == "subscribe" else "b00400010011"
     assert c.recv().raw == bytes.fromhex(expected)
+
+
+# ---------------------------------------------------------------- 4. QoS 2 PUBLISH resent
+
+@pytest.mark.mosquitto_deviates("Debian's Mosquitto 2.0.11 (with the CVE-2023-28366 fix of "
+                                "2.0.16) closes the connection at the third copy, v5 with "
+                                "DISCONNECT 0x82")
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+def test_qos2_publish_resent_before_pubrel_is_acknowledged_each_time(broker, raw, version):
+    # [MQTT-4.3.3-10] (3.1.1 4.3.3, method B): until the PUBREL arrives, the receiver MUST
+    # acknowledge any later PUBLISH with the same packet identifier with PUBREC and MUST NOT
+    # deliver it again. arbor keeps one bit per identifier, so copies cost nothing; Mosquitto's
+    # 03-publish-qos2-dup expects a disconnect at the third.
+    b = broker()
+    sub = connected(b, raw, "sub", version)
+    assert sub.subscribe("topic", 2).codes == [2]
+    pub = connected(b, raw, "dup-test", version)
+    for i in range(5):
+        pub.send(mp.publish("topic", b"message", qos=2, pid=1, dup=i > 0, version=version))
+        assert pub.recv().raw == bytes.fromhex("50020001"), i   # PUBREC
+    pub.send(mp.pubrel(1))
+    assert pub.recv().raw == bytes.fromhex("70020001")           # PUBCOMP
+    assert [m.payload for m in sub.drain_publishes()] == [b"message"]
+    # The identifier is free again: a new message with it is a new message.
+    pub.send(mp.publish("topic", b"again", qos=2, pid=1, version=version))
+    assert pub.recv().raw == bytes.fromhex("50020001")
+    assert [m.payload for m in sub.drain_publishes()] == [b"again"]
+
+
+# ---------------------------------------------------------------- 5. ids after an expiry
+
+@pytest.mark.arbor_only
+def test_packet_id_after_expired_queued_message(broker, raw):
+    # Mosquitto's 03-publish-qos1-max-inflight-expire: a QoS 1 message queued for an offline
+    # session expires; the next message then goes out with packet identifier 2 from
+    # Mosquitto, which numbers a message when it queues it, and with 1 from arbor, which
+    # numbers a message when it sends it. [MQTT-2.2.1-3] asks only for an identifier not in
+    # use, which both are; see arbor.conf(5).
+    b = broker("max_inflight_messages 1")
+    session = {"clean": False, "props": [(mp.P_SESSION_EXPIRY, 1000)]}
+    sub = connected(b, raw, "sub", MQTT5, **session)
+    assert sub.subscribe("pub/qos1/test", 1).codes == [1]
+    sub.disconnect()
+    pub = connected(b, raw, "pub-qos1-test", MQTT5)
+    pub.send(mp.publish("pub/qos1/test", b"message", qos=1, pid=311, version=MQTT5,
+                        props=[(mp.P_MESSAGE_EXPIRY, 1)]))
+    assert pub.recv().raw == bytes.fromhex("40020137")
+    published = time.monotonic()
+    # Nothing to wait for but the clock: message expiry is counted in whole seconds, so wait
+    # until it has certainly passed (as test_mqtt5's expiry tests do).
+    time.sleep(max(0.0, published + 2.2 - time.monotonic()))
+    sub = raw(b, MQTT5)
+    assert sub.connect("sub", **session).session_present
+    sub.expect_no_packet(0.3)
+    pub.send(mp.publish("pub/qos1/test", b"message2", qos=1, pid=1, version=MQTT5))
+    assert pub.recv().raw == bytes.fromhex("40020001")
+    expected = mp.publish("pub/qos1/test", b"message2", qos=1, pid=1, version=MQTT5)
+    assert sub.recv().raw == expected
+    sub.send(mp.puback(1))
+    assert sub.is_open()
