@@ -10,6 +10,8 @@ asks for arbor's answer) and arbor.conf(5), MOSQUITTO COMPATIBILITY, says why.
    DISCONNECT 0x81; a well-formed filter deeper than the 200-separator limit: 0x8F.
 4. A QoS 2 PUBLISH sent again and again before PUBREL is acknowledged every time.
 5. The packet identifier of a message sent after a queued one expired.
+6. A property that its packet may not carry (Session Expiry in PUBLISH, SUBSCRIBE or
+   UNSUBSCRIBE): DISCONNECT 0x81.
 """
 
 import time
@@ -272,3 +274,20 @@ def test_packet_id_after_expired_queued_message(broker, raw):
     assert sub.recv().raw == expected
     sub.send(mp.puback(1))
     assert sub.is_open()
+
+
+# ---------------------------------------------------------------- 6. a property out of place
+
+@pytest.mark.parametrize("what", ["publish", "subscribe", "unsubscribe"])
+def test_property_not_allowed_in_the_packet_is_malformed(broker, raw, what):
+    # MQTT 5.0 2.2.2.2: a packet with an identifier that is not valid for its packet type is a
+    # Malformed Packet (0x81), as Mosquitto answers (13-malformed-publish-v5 and its siblings
+    # with Session Expiry Interval, measured on 2.0.11). Arbor answered 0x82 before.
+    b = broker()
+    c = connected(b, raw, "prop-" + what, MQTT5)
+    props = [(mp.P_SESSION_EXPIRY, 60)]
+    packet = {"publish": lambda: mp.publish("t/p", b"x", props=props, version=MQTT5),
+              "subscribe": lambda: mp.subscribe(1, [("t/p", 0)], props=props, version=MQTT5),
+              "unsubscribe": lambda: mp.unsubscribe(1, ["t/p"], props=props, version=MQTT5)}
+    c.send(packet[what]())
+    assert closed_with(c) == [bytes.fromhex("e00181")]

@@ -746,7 +746,7 @@ static const struct bad_case bad_cases[] = {
     {"connect v5 no property length", 5, MQTT_CONNECT, 0, BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C),
      MALFORMED},
     {"connect v5 property not allowed", 5, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x03, 0x23, 0x00, 0x01, 0x00, 0x00), PROTOCOL},
+     BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x03, 0x23, 0x00, 0x01, 0x00, 0x00), MALFORMED},
     {"connect v5 receive maximum 0", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x03, 0x21, 0x00, 0x00, 0x00, 0x00), PROTOCOL},
     {"connect v5 maximum packet size 0", 5, MQTT_CONNECT, 0,
@@ -759,7 +759,7 @@ static const struct bad_case bad_cases[] = {
     {"connect v5 will property not allowed", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x06, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x', 0x05, 0x11, 0, 0, 0, 1, 0x00, 0x01,
            't', 0x00, 0x00),
-     PROTOCOL},
+     MALFORMED},
     {"connect v5 will properties cut", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x06, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x', 0x05, 0x18, 0, 0), MALFORMED},
 
@@ -775,7 +775,7 @@ static const struct bad_case bad_cases[] = {
     {"connack v5 code 0x8E", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x8E, 0x00), PROTOCOL},
     {"connack v5 maximum QoS 2", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x00, 0x02, 0x24, 0x02), PROTOCOL},
     {"connack v5 will delay not allowed", 5, MQTT_CONNACK, 0,
-     BYTES(0x00, 0x00, 0x05, 0x18, 0, 0, 0, 1), PROTOCOL},
+     BYTES(0x00, 0x00, 0x05, 0x18, 0, 0, 0, 1), MALFORMED},
     {"connack v5 trailing", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x00, 0x00, 0x00), MALFORMED},
 
     /* PUBLISH */
@@ -815,7 +815,7 @@ static const struct bad_case bad_cases[] = {
     {"publish v5 payload format 2", 5, MQTT_PUBLISH, 0, BYTES(0x00, 0x01, 't', 0x02, 0x01, 0x02),
      PROTOCOL},
     {"publish v5 session expiry not allowed", 5, MQTT_PUBLISH, 0,
-     BYTES(0x00, 0x01, 't', 0x05, 0x11, 0, 0, 0, 0), PROTOCOL},
+     BYTES(0x00, 0x01, 't', 0x05, 0x11, 0, 0, 0, 0), MALFORMED},
     {"publish v5 duplicate topic alias", 5, MQTT_PUBLISH, 0,
      BYTES(0x00, 0x01, 't', 0x06, 0x23, 0x00, 0x01, 0x23, 0x00, 0x02), PROTOCOL},
     {"publish v5 duplicate content type", 5, MQTT_PUBLISH, 0,
@@ -841,7 +841,7 @@ static const struct bad_case bad_cases[] = {
     {"puback v5 trailing after properties", 5, MQTT_PUBACK, 0, BYTES(0x00, 0x01, 0x00, 0x00, 0x00),
      MALFORMED},
     {"puback v5 property not allowed", 5, MQTT_PUBACK, 0,
-     BYTES(0x00, 0x01, 0x00, 0x05, 0x02, 0, 0, 0, 1), PROTOCOL},
+     BYTES(0x00, 0x01, 0x00, 0x05, 0x02, 0, 0, 0, 1), MALFORMED},
     {"puback v5 two reason strings", 5, MQTT_PUBACK, 0,
      BYTES(0x00, 0x01, 0x00, 0x06, 0x1F, 0x00, 0x00, 0x1F, 0x00, 0x00), PROTOCOL},
 
@@ -879,7 +879,7 @@ static const struct bad_case bad_cases[] = {
     {"subscribe v5 two subscription ids", 5, MQTT_SUBSCRIBE, 2,
      BYTES(0x00, 0x01, 0x04, 0x0B, 0x01, 0x0B, 0x02, 0x00, 0x01, 'a', 0x00), PROTOCOL},
     {"subscribe v5 property not allowed", 5, MQTT_SUBSCRIBE, 2,
-     BYTES(0x00, 0x01, 0x03, 0x1F, 0x00, 0x00, 0x00, 0x01, 'a', 0x00), PROTOCOL},
+     BYTES(0x00, 0x01, 0x03, 0x1F, 0x00, 0x00, 0x00, 0x01, 'a', 0x00), MALFORMED},
 
     /* UNSUBSCRIBE */
     {"unsubscribe empty", 4, MQTT_UNSUBSCRIBE, 2, EMPTY, MALFORMED},
@@ -896,7 +896,7 @@ static const struct bad_case bad_cases[] = {
     {"unsubscribe filter bad UTF-8", 5, MQTT_UNSUBSCRIBE, 2,
      BYTES(0x00, 0x01, 0x00, 0x00, 0x01, 0xF8), MALFORMED},
     {"unsubscribe v5 property not allowed", 5, MQTT_UNSUBSCRIBE, 2,
-     BYTES(0x00, 0x01, 0x02, 0x0B, 0x01, 0x00, 0x01, 'a'), PROTOCOL},
+     BYTES(0x00, 0x01, 0x02, 0x0B, 0x01, 0x00, 0x01, 'a'), MALFORMED},
     /* a filter no SUBSCRIBE could have made: malformed, as Mosquitto closes the connection */
     {"unsubscribe filter a/b+", 4, MQTT_UNSUBSCRIBE, 2,
      BYTES(0x00, 0x01, 0x00, 0x04, 'a', '/', 'b', '+'), MALFORMED},
@@ -920,7 +920,7 @@ static const struct bad_case bad_cases[] = {
     {"unsuback v5 no codes", 5, MQTT_UNSUBACK, 0, BYTES(0x00, 0x01, 0x00), PROTOCOL},
     {"unsuback v5 code 0x01", 5, MQTT_UNSUBACK, 0, BYTES(0x00, 0x01, 0x00, 0x01), PROTOCOL},
     {"unsuback v5 session expiry", 5, MQTT_UNSUBACK, 0,
-     BYTES(0x00, 0x01, 0x05, 0x11, 0, 0, 0, 0, 0x00), PROTOCOL},
+     BYTES(0x00, 0x01, 0x05, 0x11, 0, 0, 0, 0, 0x00), MALFORMED},
 
     /* DISCONNECT, AUTH */
     {"disconnect 3.1.1 not empty", 4, MQTT_DISCONNECT, 0, BYTES(0x00), MALFORMED},
@@ -932,10 +932,10 @@ static const struct bad_case bad_cases[] = {
      BYTES(0x00, 0x05, 0x11, 0x00), MALFORMED},
     {"disconnect v5 trailing", 5, MQTT_DISCONNECT, 0, BYTES(0x00, 0x00, 0x00), MALFORMED},
     {"disconnect v5 will delay not allowed", 5, MQTT_DISCONNECT, 0,
-     BYTES(0x00, 0x05, 0x18, 0, 0, 0, 0), PROTOCOL},
+     BYTES(0x00, 0x05, 0x18, 0, 0, 0, 0), MALFORMED},
     {"auth v5 reason 0x04", 5, MQTT_AUTH, 0, BYTES(0x04), PROTOCOL},
     {"auth v5 session expiry not allowed", 5, MQTT_AUTH, 0, BYTES(0x18, 0x05, 0x11, 0, 0, 0, 0),
-     PROTOCOL},
+     MALFORMED},
     {"auth v5 data without method", 5, MQTT_AUTH, 0, BYTES(0x18, 0x03, 0x16, 0x00, 0x00), PROTOCOL},
 };
 
