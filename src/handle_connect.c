@@ -12,7 +12,6 @@
 #include "broker_loop.h"
 #include "client.h"
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -23,6 +22,8 @@
 #include "retain_source.h"
 #include "session.h"
 #include "topic.h"
+#include "session_flow.h"
+#include "session_life.h"
 
 /* Map an MQTT 5 reason to the v3.x CONNACK return code that means the same. */
 static uint8_t v3_connack_code(uint8_t reason)
@@ -503,7 +504,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     session->acl_listener = conn->listener;
     conn->state = CONNECTION_ACTIVE;
     persist_session_changed(broker, session); /* written before the CONNACK goes out */
-    broker_watch_connection(conn); /* keepalive from now on */
+    connection_watch(conn); /* keepalive from now on */
     broker->stats.connects_total++;
     broker->client_count++;
     if (broker->client_count > broker->stats.clients_maximum)

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -17,6 +16,7 @@
 #include "session.h"
 #include "subs.h"
 #include "topic.h"
+#include "session_flow.h"
 
 #define MAX_FILTERS_PER_SUBSCRIBE 1024
 

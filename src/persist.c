@@ -17,6 +17,7 @@
  * Must not: call SQLite (persist_store.c does), or know packet encodings.
  */
 #include "persist.h"
+#include "persist_hooks.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "retain_source.h"
 #include "session.h"
 #include "subs.h"
+#include "delivery.h"
 
 #define DEFAULT_FILE "arbor.db"
 #define RETRY_MS 1000
@@ -683,6 +685,15 @@ static void schedule_autosave(struct persist *p, const struct broker *broker)
                               : TIMER_NONE;
 }
 
+/* What the core reports (persist_hooks.h): each of these checks broker->persist itself. */
+static const struct persist_hooks core_hooks = {
+    .retained_changed = persist_retained_changed,
+    .session_changed = persist_session_changed,
+    .session_removed = persist_session_removed,
+    .delivery_changed = persist_delivery_changed,
+    .delivery_released = persist_delivery_released,
+};
+
 int persist_start(struct broker *broker)
 {
     const struct arbor_config *cfg = broker->config;
@@ -722,6 +733,7 @@ int persist_start(struct broker *broker)
              p->durable ? "durable" : "snapshot", p->path,
              (long long)(clock_monotonic_ms() - started));
     schedule_autosave(p, broker);
+    broker->persist_hooks = &core_hooks;
     return 0;
 }
 
@@ -729,6 +741,7 @@ void persist_stop(struct broker *broker)
 {
     struct persist *p = broker->persist;
     if (!p) return;
+    broker->persist_hooks = NULL;
     save_all(p, broker);
     persist_store_close(p->store);
     abuf_free(&p->key);
