@@ -172,6 +172,7 @@ enum delivery_state {
 };
 
 #define DELIVERY_MAX_SUB_IDS 4
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 struct delivery {
     struct delivery *prev, *next;
@@ -212,13 +213,29 @@ struct session_subscription {
     uint32_t identifier;
 };
 
+/* What the subscription tree holds (subs.h): a subscriber of some kind, embedded in it: a
+ * session today; a peer link or a bridge next. The tree reads only these fields; what a match
+ * means is the kind's (route.c hands a session's to session_flow.c). */
+enum subscriber_kind {
+    SUBSCRIBER_SESSION = 1,
+};
+
+struct subscriber {
+    enum subscriber_kind kind;
+    uint64_t serial; /* unique, for no local and match de-duplication */
+    bool no_echo;    /* no local on everything (a bridge connected as a client) */
+    bool online;     /* can take messages now: shared groups prefer such members */
+    /* Scratch used while matching a PUBLISH: see subs.c. */
+    uint64_t match_stamp;
+    uint32_t match_index;
+};
+
 struct session {
     UT_hash_handle hh; /* broker->sessions by client_id */
     char *client_id;
-    uint64_t serial; /* unique, for no local and match de-duplication */
+    struct subscriber subscriber; /* in the subscription tree; online: connection is set */
     uint8_t version;
-    bool no_echo; /* a bridge (CONNECT with the MQTT-ST bit on 3.x): no local on everything */
-    struct connection *connection; /* NULL while offline */
+    struct connection *connection; /* NULL while offline (session_attach, session.h) */
     uint32_t expiry_interval;      /* seconds after disconnect; UINT32_MAX never */
     int64_t disconnected_at_ms;
     struct session_subscription *subscriptions;
@@ -243,14 +260,10 @@ struct session {
      * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
     struct acl_client *acl;
     struct listener *acl_listener;
-
-    /* Scratch used while matching a PUBLISH: see subs.c. */
-    uint64_t match_stamp;
-    uint32_t match_index;
 };
 
 struct match_entry {
-    struct session *session;
+    struct subscriber *subscriber;
     uint8_t qos;
     bool retain_as_published;
     uint8_t sub_id_count;

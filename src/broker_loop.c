@@ -67,8 +67,6 @@ int broker_init(struct broker *broker, struct arbor_config *config, struct tls_c
     return 0;
 }
 
-#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
-
 static void fire_due_timers(struct broker *broker)
 {
     struct timer *timer;

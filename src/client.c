@@ -106,7 +106,7 @@ static struct session *session_go_offline(struct connection *conn)
 {
     struct session *session = conn->session;
     if (!session || session->connection != conn) return NULL;
-    session->connection = NULL;
+    session_attach(session, NULL);
     session->disconnected_at_ms = conn->broker->now_ms;
     return session;
 }

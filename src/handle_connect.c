@@ -204,9 +204,9 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
         session->pending_will = NULL;
     }
     session->version = c->version;
-    session->no_echo = c->is_peer; /* a bridge: never hand it back what it published */
+    session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
-    session->connection = conn;
+    session_attach(session, conn);
     conn->session = session;
     session_update_timer(conn->broker, session); /* online: its offline timer is cancelled */
     return session;

@@ -75,7 +75,7 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
     }
     struct message *msg = message_create(&broker->messages, topic, topic_len, p->payload,
                                          p->payload_len, props->data, props->len, p->qos,
-                                         p->retain, conn->session->serial, expiry, broker->now_ms);
+                                         p->retain, conn->session->subscriber.serial, expiry, broker->now_ms);
     if (!msg) return -1;
     if (p->retain && conn->session->acl && broker->config->check_retain_source &&
         !(msg->source = message_source_new(conn->client_id, conn->username))) {

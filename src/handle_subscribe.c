@@ -69,10 +69,11 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                           (req->retain_handling << 4));
             bool replaced = false;
             bool added =
-                subs_add(broker->subscriptions, filter, session, options, sub_id, &replaced) == 0;
+                subs_add(broker->subscriptions, filter, &session->subscriber, options, sub_id,
+                         &replaced) == 0;
             if (added && session_remember_subscription(session, filter, options, sub_id)) {
                 /* The session must know every subscription the tree has for it. */
-                if (!replaced) subs_remove(broker->subscriptions, filter, session);
+                if (!replaced) subs_remove(broker->subscriptions, filter, &session->subscriber);
                 added = false;
             }
             if (!added) {

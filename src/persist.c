@@ -122,7 +122,7 @@ static int put_session(struct persist *p, struct broker *broker, int64_t wall_no
     struct persist_session s = {0};
     const struct connection *conn = session->connection;
     s.version = session->version;
-    s.no_echo = session->no_echo;
+    s.no_echo = session->subscriber.no_echo;
     s.was_connected = conn != NULL;
     s.expiry_interval = session->expiry_interval;
     s.disconnected_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->disconnected_at_ms);
@@ -446,7 +446,7 @@ static void restore_session(struct restore *r, const void *key, size_t key_len, 
     free(id);
     if (!session) return drop(r, PERSIST_SESSION, "out of memory");
     session->expiry_interval = s.expiry_interval;
-    session->no_echo = s.no_echo;
+    session->subscriber.no_echo = s.no_echo;
     session->last_packet_id = s.last_packet_id;
     /* A client connected when the file was written (durable mode, then a crash) went away
      * with the broker: its session counts as disconnected from now. */
@@ -488,9 +488,10 @@ static void restore_subscription(struct restore *r, const void *key, size_t key_
         return drop(r, PERSIST_SUBSCRIPTION, "bad filter");
     }
     bool replaced = false;
-    if (subs_add(broker->subscriptions, filter, session, s.options, s.identifier, &replaced) ||
+    if (subs_add(broker->subscriptions, filter, &session->subscriber, s.options, s.identifier,
+                 &replaced) ||
         session_remember_subscription(session, filter, s.options, s.identifier)) {
-        if (!replaced) subs_remove(broker->subscriptions, filter, session);
+        if (!replaced) subs_remove(broker->subscriptions, filter, &session->subscriber);
         free(filter);
         return drop(r, PERSIST_SUBSCRIPTION, "out of memory");
     }

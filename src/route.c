@@ -47,6 +47,19 @@ static bool retained_wins(struct broker *broker, struct message *msg)
     return true;
 }
 
+/* A match that is a session: under its acl_file read rules, at the QoS its subscription
+ * and upgrade_outgoing_qos give, into its outbound flow. */
+static void deliver_to_session(struct broker *broker, const struct match_entry *e,
+                               struct message *msg, struct acl_read_cache *acl_cache)
+{
+    struct session *session = container_of(e->subscriber, struct session, subscriber);
+    const struct acl_client *acl = session->acl;
+    if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, acl_cache)) return;
+    uint8_t qos = session_outgoing_qos(broker, e->qos, msg->qos);
+    bool retain = e->retain_as_published && msg->retain;
+    session_deliver(broker, session, msg, qos, retain, e->sub_ids, e->sub_id_count);
+}
+
 size_t route_message(struct broker *broker, struct message *msg)
 {
     for (size_t i = 0; i < broker->forwarder_count; i++) {
@@ -65,12 +78,12 @@ size_t route_message(struct broker *broker, struct message *msg)
     size_t count = broker->match.count;
     struct acl_read_cache acl_cache = {0}; /* acl_file: one verdict per user section */
     for (size_t i = 0; i < count; i++) {
-        struct match_entry *e = &broker->match.entries[i];
-        const struct acl_client *acl = e->session->acl;
-        if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, &acl_cache)) continue;
-        uint8_t qos = session_outgoing_qos(broker, e->qos, msg->qos);
-        bool retain = e->retain_as_published && msg->retain;
-        session_deliver(broker, e->session, msg, qos, retain, e->sub_ids, e->sub_id_count);
+        const struct match_entry *e = &broker->match.entries[i];
+        switch (e->subscriber->kind) {
+        case SUBSCRIBER_SESSION:
+            deliver_to_session(broker, e, msg, &acl_cache);
+            break;
+        }
     }
     for (size_t i = 0; i < broker->forwarder_count; i++) {
         const struct route_forwarder *f = broker->forwarders[i];

@@ -40,7 +40,8 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
         free(session);
         return NULL;
     }
-    session->serial = ++broker->next_session_serial;
+    session->subscriber.kind = SUBSCRIBER_SESSION;
+    session->subscriber.serial = ++broker->next_session_serial;
     session->timer.kind = TIMER_SESSION;
     session->version = version;
     HASH_ADD_KEYPTR(hh, broker->sessions, session->client_id, strlen(session->client_id), session);

@@ -35,4 +35,12 @@ int64_t session_expiry_deadline(const struct broker *broker, const struct sessio
 /* After a reload (persistent_client_expiration may have changed). */
 void sessions_rearm_timers(struct broker *broker);
 
+/* The session's client connects (conn) or goes away (NULL): shared subscription groups prefer
+ * members that are online. */
+static inline void session_attach(struct session *session, struct connection *conn)
+{
+    session->connection = conn;
+    session->subscriber.online = conn != NULL;
+}
+
 #endif

@@ -26,7 +26,7 @@ void session_destroy(struct broker *broker, struct session *session)
     struct session_subscription *sub, *tmp;
     HASH_ITER(hh, session->subscriptions, sub, tmp)
     {
-        subs_remove(broker->subscriptions, sub->filter, session);
+        subs_remove(broker->subscriptions, sub->filter, &session->subscriber);
         broker->stats.subscriptions--;
         if (is_shared_filter(sub->filter)) broker->stats.shared_subscriptions--;
         HASH_DEL(session->subscriptions, sub);
