@@ -464,7 +464,7 @@ void peer_net_run(struct broker *broker)
     }
     if (net->sys_dirty && broker->config->sys_interval > 0) {
         net->sys_dirty = false;
-        peer_sys_publish(broker);
+        peer_sys_publish(net);
     }
 }
 
