@@ -2,8 +2,8 @@
  * client.c: the client role of a connection (ARCHITECTURE.md, "Connections have roles"): an
  * MQTT client's packets go to their handlers (handle_*.c), the first one must be CONNECT,
  * and when the connection closes the client's session goes offline and its will is published
- * (or delayed). The transport under it is connection.c; a peer broker's link will be another
- * role beside this one.
+ * (or delayed). The transport under it is connection.c; a peer broker's link has roles of
+ * its own beside this one (peer_accept.c, peer_dial.c).
  */
 #include "client.h"
 
