@@ -604,7 +604,7 @@ static uint32_t inbound_packet_limit(const struct connection *conn)
 static bool fixed_header_acceptable(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
     if (!conn->role->header_allowed(conn, hdr)) return false;
-    if (hdr->type == 0 || !mqtt_fixed_header_flags_valid(hdr->type, hdr->flags)) {
+    if (hdr->type == 0 || !mqtt_fixed_header_flags_valid_in(conn->version, hdr->type, hdr->flags)) {
         connection_close(conn, MQTT_RC_MALFORMED_PACKET, "malformed packet");
         return false;
     }

@@ -43,12 +43,14 @@ static uint8_t v3_connack_code(uint8_t reason)
     }
 }
 
-/* Send a refusing CONNACK in the client's version and close. */
-static int refuse(struct connection *conn, uint8_t version, uint8_t reason, const char *why)
+/* Send a refusing CONNACK in the client's version and close. An MQTT 5 client is told
+ * v5_reason, which may be less specific than the reason the refusal is logged with. */
+static int refuse_telling(struct connection *conn, uint8_t version, uint8_t reason,
+                          uint8_t v5_reason, const char *why)
 {
     struct abuf *scratch = &conn->broker->scratch;
     abuf_reset(scratch);
-    uint8_t code = version == MQTT_V5 ? reason : v3_connack_code(reason);
+    uint8_t code = version == MQTT_V5 ? v5_reason : v3_connack_code(reason);
     uint8_t send_version = version == MQTT_V5 ? MQTT_V5 : MQTT_V311;
     struct mqtt_props_out props = {0};
     if (send_version == MQTT_V5) props = connection_reason_string(conn, why);
@@ -60,6 +62,11 @@ static int refuse(struct connection *conn, uint8_t version, uint8_t reason, cons
      * authorised."); Mosquitto prints nothing more for a refused CONNECT. */
     connection_close(conn, reason, why);
     return HANDLER_CLOSED;
+}
+
+static int refuse(struct connection *conn, uint8_t version, uint8_t reason, const char *why)
+{
+    return refuse_telling(conn, version, reason, reason, why);
 }
 
 static char *copy_string(struct wire_bytes b)
@@ -219,9 +226,11 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
     if (c->client_id.len == 0) {
         bool allowed = sec->allow_zero_length_clientid &&
                        (c->version == MQTT_V5 || (c->version == MQTT_V311 && c->clean_start));
+        /* v3: "identifier rejected". v5: 0x80 (Unspecified error), as Mosquitto 2.0 answers
+         * (0x85 is a MAY, [MQTT-3.1.3-8]); only allow_zero_length_clientid false gets here. */
         if (!allowed)
-            return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
-                          "zero length client id not allowed");
+            return refuse_telling(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
+                                  MQTT_RC_UNSPECIFIED, "zero length client id not allowed");
         conn->client_id = generate_client_id(sec);
         *assigned = true;
     } else {

@@ -150,6 +150,34 @@ static void test_fixed_header_flags(void **state)
     }
 }
 
+/* MQTT 3.1 allows DUP on PUBREL, SUBSCRIBE and UNSUBSCRIBE; 3.1.1 and 5 do not. Everything else
+ * is as without a version. */
+static void test_fixed_header_flags_per_version(void **state)
+{
+    (void)state;
+    const uint8_t versions[] = {0, MQTT_V31, MQTT_V311, MQTT_V5};
+    for (size_t v = 0; v < sizeof versions; v++) {
+        for (unsigned type = 0; type < 16; type++) {
+            for (unsigned flags = 0; flags < 16; flags++) {
+                bool resendable =
+                    type == MQTT_PUBREL || type == MQTT_SUBSCRIBE || type == MQTT_UNSUBSCRIBE;
+                bool expected = mqtt_fixed_header_flags_valid((uint8_t)type, (uint8_t)flags) ||
+                                (versions[v] == MQTT_V31 && resendable && flags == 0x0A);
+                if (mqtt_fixed_header_flags_valid_in(versions[v], (uint8_t)type,
+                                                     (uint8_t)flags) != expected)
+                    fail_msg("version %u type %u flags 0x%X: expected %d", versions[v], type,
+                             flags, expected);
+            }
+        }
+    }
+    assert_true(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x00));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x0B));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V311, MQTT_PUBREL, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V5, MQTT_SUBSCRIBE, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBACK, 0x08));
+}
+
 /* Several packets back to back in one input buffer, as a connection receives them. */
 static void test_stream_framing(void **state)
 {
@@ -566,7 +594,8 @@ static void test_unsubscribe_malformed_shared(void **state)
     assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, good, sizeof good, &u), 0);
 }
 
-/* UNSUBSCRIBE filters deeper than TOPIC_MAX_SEPARATORS are malformed; at the limit they decode. */
+/* UNSUBSCRIBE filters deeper than TOPIC_MAX_SEPARATORS are refused as Topic Filter invalid (they
+ * are correct MQTT); at the limit they decode. */
 static void test_unsubscribe_depth_limit(void **state)
 {
     (void)state;
@@ -585,7 +614,7 @@ static void test_unsubscribe_depth_limit(void **state)
         }
         body[len++] = '#';
         struct mqtt_unsubscribe u;
-        int expected = separators > TOPIC_MAX_SEPARATORS ? MQTT_RC_MALFORMED_PACKET : 0;
+        int expected = separators > TOPIC_MAX_SEPARATORS ? MQTT_RC_TOPIC_FILTER_INVALID : 0;
         assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, body, len, &u), expected);
     }
 }
@@ -820,8 +849,11 @@ static const struct bad_case bad_cases[] = {
     {"subscribe empty", 4, MQTT_SUBSCRIBE, 2, EMPTY, MALFORMED},
     {"subscribe no entries", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01), PROTOCOL},
     {"subscribe no entries v5", 5, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00), PROTOCOL},
+    /* 2.2.1: malformed for SUBSCRIBE and UNSUBSCRIBE (PUBLISH: protocol error), as Mosquitto */
     {"subscribe packet id 0", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x01, 'a', 0x00),
-     PROTOCOL},
+     MALFORMED},
+    {"subscribe packet id 0 v5", 5, MQTT_SUBSCRIBE, 2,
+     BYTES(0x00, 0x00, 0x00, 0x00, 0x01, 'a', 0x00), MALFORMED},
     {"subscribe missing options", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a'),
      MALFORMED},
     {"subscribe filter cut", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x03, 'a'), MALFORMED},
@@ -854,7 +886,9 @@ static const struct bad_case bad_cases[] = {
     {"unsubscribe no entries", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01), PROTOCOL},
     {"unsubscribe no entries v5", 5, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00), PROTOCOL},
     {"unsubscribe packet id 0", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x01, 'a'),
-     PROTOCOL},
+     MALFORMED},
+    {"unsubscribe packet id 0 v5", 5, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x00, 0x01, 'a'),
+     MALFORMED},
     {"unsubscribe filter cut", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x02, 'a'),
      MALFORMED},
     {"unsubscribe lone byte", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a', 0x00),
@@ -1166,6 +1200,7 @@ int main(void)
         cmocka_unit_test(test_fixed_header_parse),
         cmocka_unit_test(test_fixed_header_need_more_and_malformed),
         cmocka_unit_test(test_fixed_header_flags),
+        cmocka_unit_test(test_fixed_header_flags_per_version),
         cmocka_unit_test(test_stream_framing),
         cmocka_unit_test(test_connect_v311),
         cmocka_unit_test(test_connect_v31),
