@@ -12,7 +12,6 @@
 #include "broker_loop.h"
 #include "client.h"
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -23,6 +22,8 @@
 #include "retain_source.h"
 #include "session.h"
 #include "topic.h"
+#include "session_flow.h"
+#include "session_life.h"
 
 /* Map an MQTT 5 reason to the v3.x CONNACK return code that means the same. */
 static uint8_t v3_connack_code(uint8_t reason)
@@ -210,9 +211,9 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
         session->pending_will = NULL;
     }
     session->version = c->version;
-    session->no_echo = c->is_peer; /* a bridge: never hand it back what it published */
+    session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
-    session->connection = conn;
+    session_attach(session, conn);
     conn->session = session;
     session_update_timer(conn->broker, session); /* online: its offline timer is cancelled */
     return session;
@@ -512,7 +513,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     session->acl_listener = conn->listener;
     conn->state = CONNECTION_ACTIVE;
     persist_session_changed(broker, session); /* written before the CONNACK goes out */
-    broker_watch_connection(conn); /* keepalive from now on */
+    connection_watch(conn); /* keepalive from now on */
     broker->stats.connects_total++;
     broker->client_count++;
     if (broker->client_count > broker->stats.clients_maximum)

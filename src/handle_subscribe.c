@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -17,6 +16,7 @@
 #include "session.h"
 #include "subs.h"
 #include "topic.h"
+#include "session_flow.h"
 
 #define MAX_FILTERS_PER_SUBSCRIBE 1024
 
@@ -80,10 +80,11 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                           (req->retain_handling << 4));
             bool replaced = false;
             bool added =
-                subs_add(broker->subscriptions, filter, session, options, sub_id, &replaced) == 0;
+                subs_add(broker->subscriptions, filter, &session->subscriber, options, sub_id,
+                         &replaced) == 0;
             if (added && session_remember_subscription(session, filter, options, sub_id)) {
                 /* The session must know every subscription the tree has for it. */
-                if (!replaced) subs_remove(broker->subscriptions, filter, session);
+                if (!replaced) subs_remove(broker->subscriptions, filter, &session->subscriber);
                 added = false;
             }
             if (!added) {
