@@ -45,6 +45,11 @@ bool mqtt_fixed_header_flags_valid(uint8_t type, uint8_t flags);
  * there; their QoS must still be 1 and RETAIN 0. */
 bool mqtt_fixed_header_flags_valid_in(uint8_t version, uint8_t type, uint8_t flags);
 
+/* Why a SUBSCRIBE or UNSUBSCRIBE filter is refused: 0 when it is taken, Malformed Packet when
+ * it breaks the rules of MQTT (bad wildcards, a malformed "$share/"), Topic Filter invalid when
+ * it is correct but deeper than the limit (topic.h). */
+int mqtt_filter_refusal(const char *filter, size_t len);
+
 /* ---- decoded packets ---- */
 
 struct mqtt_connect {

@@ -62,6 +62,18 @@ bool mqtt_fixed_header_flags_valid_in(uint8_t version, uint8_t type, uint8_t fla
     return mqtt_fixed_header_flags_valid(type, flags);
 }
 
+int mqtt_filter_refusal(const char *filter, size_t len)
+{
+    switch (topic_subscription_filter_check(filter, len)) {
+    case TOPIC_FILTER_VALID:
+        return 0;
+    case TOPIC_FILTER_TOO_DEEP:
+        return MQTT_RC_TOPIC_FILTER_INVALID;
+    default:
+        return MQTT_RC_MALFORMED_PACKET;
+    }
+}
+
 /* ---- shared helpers ---- */
 
 static void clear_props(struct mqtt_properties *props)
@@ -396,16 +408,9 @@ int mqtt_decode_unsubscribe(uint8_t version, const uint8_t *body, size_t len,
         struct wire_bytes filter;
         if (!wire_read_utf8(&r, &filter)) return MQTT_RC_MALFORMED_PACKET;
         /* A filter no SUBSCRIBE could have made ends the connection, as with Mosquitto, for
-         * the reason SUBSCRIBE gives: malformed (bad wildcards, a malformed "$share/"), or
-         * Topic Filter invalid (deeper than the limit). */
-        switch (topic_subscription_filter_check((const char *)filter.data, filter.len)) {
-        case TOPIC_FILTER_VALID:
-            break;
-        case TOPIC_FILTER_TOO_DEEP:
-            return MQTT_RC_TOPIC_FILTER_INVALID;
-        default:
-            return MQTT_RC_MALFORMED_PACKET;
-        }
+         * the reason SUBSCRIBE gives. */
+        int refused = mqtt_filter_refusal((const char *)filter.data, filter.len);
+        if (refused) return refused;
         out->count++;
     }
     return out->count == 0 ? MQTT_RC_PROTOCOL_ERROR : 0; /* [MQTT-3.10.3-2] */

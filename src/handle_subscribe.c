@@ -34,14 +34,8 @@ static int validate_request(const struct connection *conn,
     const char *group, *inner;
     size_t group_len, inner_len;
     (void)topic_parse_shared(filter, len, shared, &group, &group_len, &inner, &inner_len);
-    switch (topic_subscription_filter_check(filter, len)) {
-    case TOPIC_FILTER_VALID:
-        break;
-    case TOPIC_FILTER_TOO_DEEP:
-        return MQTT_RC_TOPIC_FILTER_INVALID;
-    default:
-        return MQTT_RC_MALFORMED_PACKET;
-    }
+    int refused = mqtt_filter_refusal(filter, len);
+    if (refused) return refused;
     if (*shared && req->no_local && conn->version == MQTT_V5) return MQTT_RC_PROTOCOL_ERROR;
     uint8_t max_qos = conn->broker->config->max_qos;
     *granted = req->qos < max_qos ? req->qos : max_qos;

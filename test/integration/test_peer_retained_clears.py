@@ -67,6 +67,15 @@ def stop_cleanly(b):
         rc, b.log_text()[-3000:])
 
 
+def linked_pair(broker):
+    """Brokers a (capability 100, the root) and b, linked and up."""
+    pa, pb = free_port(), free_port()
+    a = peer_broker(broker, pa, 100, "peer %s:%d" % (HOST, pb))
+    b = peer_broker(broker, pb, 50)
+    wait_link(a, b, timeout=15.0)
+    return a, b
+
+
 def stp_counter(b, name):
     return int(stp_topics(b).get(name, "0") or 0)
 
@@ -121,10 +130,7 @@ def test_topic_cleared_twice_on_a_linked_broker(broker):
     """Two linked brokers, a client clears one topic twice on A: A keeps serving (its own
     tombstone stored twice), B takes both clears as flooded messages, and both stop cleanly
     (B crashed on SIGTERM before the fix)."""
-    pa, pb = free_port(), free_port()
-    a = peer_broker(broker, pa, 100, "peer %s:%d" % (HOST, pb))
-    b = peer_broker(broker, pb, 50)
-    wait_link(a, b, timeout=15.0)
+    a, b = linked_pair(broker)
     ca = PahoClient(a, client_id="a-writer", timeout=10.0)
     ca.publish("twice/t", b"value", qos=1, retain=True)
     wait_until(lambda: stp_counter(b, "messages/received") >= 1, timeout=15.0, interval=0.3,
@@ -145,10 +151,7 @@ def test_clear_offered_again_on_every_rejoin(broker):
     """Clear, rejoin: B learns A's clear on first contact; B restarts twice, and on each new
     link A offers its tombstone again and B takes it. The topic stays cleared everywhere, both
     keep serving retained publishes, and both stop cleanly."""
-    pa, pb = free_port(), free_port()
-    a = peer_broker(broker, pa, 100, "peer %s:%d" % (HOST, pb))
-    b = peer_broker(broker, pb, 50)
-    wait_link(a, b, timeout=15.0)
+    a, b = linked_pair(broker)
     ca = PahoClient(a, client_id="a-writer", timeout=10.0)
     ca.publish("rejoin/t", b"first", qos=1, retain=True)
     clear(ca, "rejoin/t")
