@@ -33,15 +33,6 @@
 
 #define HISTORY_MAX 100000
 #define ORIGIN_FORGET_MS (10 * 60 * 1000)    /* an origin run silent this long is forgotten */
-#define TOMBSTONE_FORGET_MS (60 * 60 * 1000) /* clears are remembered for an hour */
-
-/* A retained topic cleared by an origin, so that a partition's older copy cannot bring it
- * back when the partition heals. */
-struct peer_tombstone {
-    UT_hash_handle hh;
-    struct message *clear; /* the clearing message (empty payload, retain, stamped) */
-    int64_t at_ms;
-};
 
 static int64_t wall_ms(void)
 {
@@ -89,6 +80,13 @@ static struct message *retained_held(struct broker *broker, const struct message
     return held;
 }
 
+static struct peer_tombstone *tombstone_find(struct peer_net *net, const struct message *msg)
+{
+    struct peer_tombstone *t = NULL;
+    HASH_FIND(hh, net->tombstones, msg->topic, msg->topic_len, t);
+    return t;
+}
+
 void peer_stamp(struct broker *broker, struct message *msg)
 {
     struct peer_net *net = broker->peers;
@@ -98,11 +96,16 @@ void peer_stamp(struct broker *broker, struct message *msg)
     msg->origin.incarnation = net->incarnation;
     msg->origin.sequence = ++net->next_sequence;
     msg->origin.time_ms = wall_ms();
-    /* A retained message published here must replace what this broker holds, even if the
-     * holder's origin clock ran ahead of ours: its stamp is then one ms after the held one. */
-    struct message *held = msg->retain ? retained_held(broker, msg) : NULL;
+    /* A retained message published here must replace what this broker holds for its topic,
+     * the value or the last clear, even if their origin's clock ran ahead of ours (or they
+     * were stamped in this same millisecond): its stamp is then one ms after theirs. */
+    if (!msg->retain) return;
+    struct message *held = retained_held(broker, msg);
+    struct peer_tombstone *t = tombstone_find(net, msg);
     if (held && held->origin.stamped && held->origin.time_ms >= msg->origin.time_ms)
         msg->origin.time_ms = held->origin.time_ms + 1;
+    if (t && t->clear->origin.time_ms >= msg->origin.time_ms)
+        msg->origin.time_ms = t->clear->origin.time_ms + 1;
 }
 
 /* ---- retained state ----------------------------------------------------------------------- */
@@ -119,18 +122,16 @@ static bool peer_retained_is_newer(const struct message *incoming, const struct 
     return compare_origin_age(&incoming->origin, &held->origin) >= 0;
 }
 
-static struct peer_tombstone *tombstone_find(struct peer_net *net, const struct message *msg)
-{
-    struct peer_tombstone *t = NULL;
-    HASH_FIND(hh, net->tombstones, msg->topic, msg->topic_len, t);
-    return t;
-}
-
+/* Keeps `clear` as the tombstone of its topic unless a newer clear is already kept. The table
+ * is keyed on the topic inside the kept message, so a replaced tombstone leaves the table
+ * before its message is released and comes back under the new message's topic. Idempotent:
+ * the same clear remembered twice changes nothing but the time. */
 static void remember_clear(struct peer_net *net, struct message *clear)
 {
     struct peer_tombstone *t = tombstone_find(net, clear);
     if (t) {
         if (compare_origin_age(&clear->origin, &t->clear->origin) < 0) return;
+        HASH_DEL(net->tombstones, t);
         message_unref(t->clear);
     } else {
         t = calloc(1, sizeof *t);
@@ -141,14 +142,20 @@ static void remember_clear(struct peer_net *net, struct message *clear)
     HASH_ADD_KEYPTR(hh, net->tombstones, t->clear->topic, t->clear->topic_len, t);
 }
 
-bool peer_retained_wins(struct broker *broker, struct message *msg)
+/* Whether a stamped retained message is news here: not older than the retained message held
+ * for its topic, nor than the last clear of the topic. Changes nothing. */
+static bool retained_is_news(struct broker *broker, const struct message *msg)
 {
-    if (!broker->peers || !msg->origin.stamped) return true;
     struct message *held = retained_held(broker, msg);
     if (held && !peer_retained_is_newer(msg, held)) return false;
     struct peer_tombstone *t = tombstone_find(broker->peers, msg);
-    if (t && t->clear != msg && compare_origin_age(&msg->origin, &t->clear->origin) < 0)
-        return false;
+    return !t || t->clear == msg || compare_origin_age(&msg->origin, &t->clear->origin) >= 0;
+}
+
+bool peer_retained_wins(struct broker *broker, struct message *msg)
+{
+    if (!broker->peers || !msg->origin.stamped) return true;
+    if (!retained_is_news(broker, msg)) return false;
     if (msg->payload_len == 0) remember_clear(broker->peers, msg);
     return true;
 }
@@ -265,7 +272,7 @@ void peer_flood_expire(struct peer_net *net, int64_t now_ms)
         net->history_len--;
     }
     if (now_ms < net->next_sweep_ms) return; /* the sweeps below are rare */
-    net->next_sweep_ms = now_ms + 60000;
+    net->next_sweep_ms = now_ms + PEER_SWEEP_INTERVAL_MS;
     struct peer_origin *o, *otmp;
     HASH_ITER(hh, net->origins, o, otmp)
     {
@@ -276,7 +283,7 @@ void peer_flood_expire(struct peer_net *net, int64_t now_ms)
     struct peer_tombstone *t, *ttmp;
     HASH_ITER(hh, net->tombstones, t, ttmp)
     {
-        if (now_ms - t->at_ms < TOMBSTONE_FORGET_MS) continue;
+        if (now_ms - t->at_ms < PEER_TOMBSTONE_FORGET_MS) continue;
         HASH_DEL(net->tombstones, t);
         message_unref(t->clear);
         free(t);
@@ -362,8 +369,9 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
         struct message *msg = message_from_peer(net, &p, &origin, from);
         if (!msg) return MQTT_RC_UNSPECIFIED;
         struct broker *broker = net->broker;
-        /* An offered retained message older than what we hold is not news here. */
-        if (origin.retained_sync && !peer_retained_wins(broker, msg)) {
+        /* An offered retained message older than what we hold is not news here. Only a
+         * question: broker_publish decides again, and records a clear, for what it stores. */
+        if (origin.retained_sync && !retained_is_news(broker, msg)) {
             net->counters.duplicates++;
         } else {
             net->counters.received++;

@@ -150,7 +150,16 @@ struct peer_history_entry {
     int64_t at_ms;
 };
 
-struct peer_tombstone; /* peer_flood.c */
+/* A retained topic cleared by an origin (peer_flood.c), so that a partition's older copy
+ * cannot bring it back when the partition heals. Keyed on the clear's own topic: the
+ * tombstone holds a reference to the message that owns the key. */
+struct peer_tombstone {
+    UT_hash_handle hh;
+    struct message *clear; /* the clearing message (empty payload, retain, stamped) */
+    int64_t at_ms;
+};
+#define PEER_TOMBSTONE_FORGET_MS (60 * 60 * 1000) /* clears are remembered for an hour */
+#define PEER_SWEEP_INTERVAL_MS 60000 /* origins and tombstones are swept this often */
 
 struct peer_counters {
     uint64_t forwarded;  /* PUBLISH sent on peer links */
