@@ -141,10 +141,11 @@ def peer_seeds():
         raw(RAW_OUT, 0, mqtt(13, 0, b"")) + raw(RAW_OUT, 1, mqtt(5, 0, b"\x00\x01")) + \
         raw(RAW_LOCAL, 0, mqtt(1, 0, b"\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x01x")) + \
         raw(RAW_IN, 0, b"\x30\xff\xff\xff\xff") + raw(RAW_LOCAL, 0, b"GET / HTTP/1.1\r\n")
-    # neighbour 1 stops acknowledging: 6000 messages from neighbour 0 fill its link's window
-    # (1000) and queue until the clients are held (5000 queued); then it catches up
+    # neighbour 1 stops acknowledging: 200 messages from neighbour 0 fill its link's window
+    # (16 in this target) and queue (128: the rest is dropped), the queue holds the clients
+    # (100 or more queued); then it catches up
     seeds["burst-backlog"] = header(both, COOP0 | COOP1) + op(BEHAVE, 1) + b"\0" + \
-        local_sub(0) + publish(0, qos=2, extra=255, variant=3) + local_publish(qos=1) + \
+        local_sub(0) + publish(0, qos=2, extra=199, variant=3) + local_publish(qos=1) + \
         op(BEHAVE, 1) + b"\1" + advance_ms(5) * 16 + advance_to_deadline()
     seeds["expiry-and-sweeps"] = header(both | SYS, COOP0 | COOP1) + \
         publish(0, qos=2, extra=0x21) + publish(1, qos=1, who=3) + \
