@@ -11,6 +11,9 @@ jobs=${JOBS:-2}
 
 scripts/setup-venv.sh
 
+echo "=== include-cycle check (src/ depends on itself one way)"
+python3 scripts/check-include-cycles.py
+
 run_suite() {
     local dir=$1 label=$2
     echo "=== [$label] build ($dir)"

@@ -56,6 +56,7 @@
 #include "packet.h"
 #include "peer_net.h"
 #include "stp.h"
+#include "transport_tls.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -1345,10 +1346,26 @@ static struct arbor_config *build_config(uint8_t flags)
     return cfg;
 }
 
-static struct arbor_config *reload_config(void *ctx)
+static void tls_error(void *ctx, const char *error)
 {
     (void)ctx;
-    return build_config(world.config_flags);
+    fprintf(stderr, "fuzz_peer: %s\n", error);
+}
+
+/* The TLS contexts of the config, as main.c builds them (none: the config has no TLS). */
+static struct tls_context_set *build_tls(const struct arbor_config *cfg)
+{
+    struct tls_context_set *tls = NULL;
+    if (tls_context_set_build(cfg, &tls, tls_error, NULL) != 0) abort();
+    return tls;
+}
+
+static struct arbor_config *reload_config(void *ctx, struct tls_context_set **tls)
+{
+    (void)ctx;
+    struct arbor_config *cfg = build_config(world.config_flags);
+    *tls = build_tls(cfg);
+    return cfg;
 }
 
 static void pick_listener_port(void)
@@ -1414,12 +1431,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct arbor_config *cfg = build_config(world.config_flags);
     log_configure(cfg);
     struct broker *broker = &world.broker;
-    if (broker_init(broker, cfg) != 0 || !broker->listeners) {
+    if (broker_init(broker, cfg, build_tls(cfg)) != 0 || !broker->listeners) {
         /* the port was taken meanwhile: another one, once */
         broker_shutdown(broker);
         pick_listener_port();
         cfg = build_config(world.config_flags);
-        if (broker_init(broker, cfg) != 0 || !broker->listeners) {
+        if (broker_init(broker, cfg, build_tls(cfg)) != 0 || !broker->listeners) {
             fprintf(stderr, "fuzz_peer: broker_init failed (port %u)\n", world.listener_port);
             abort();
         }
