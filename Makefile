@@ -7,7 +7,9 @@ CONFIG ?= config/arbor.conf
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist chaos crash install clean
+FUZZ_SECONDS ?= 600
+
+.PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist chaos crash fuzz install clean
 
 all: build
 
@@ -37,6 +39,12 @@ install:
 bench: build
 	@scripts/run-bench.sh
 
+# Every libFuzzer target (test/fuzz/README.md) for FUZZ_SECONDS each (default 600), built with
+# clang in build-fuzz; the corpus grows in build-fuzz/corpus/<target>, findings land in
+# build-fuzz/artifacts/. make test runs each for a few seconds.
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) scripts/run-fuzz.sh
+
 # The MQTT-ST chaos test for two minutes (make test runs it for 20 s): brokers killed and
 # links cut at random under QoS 1/2 load; ARBOR_CHAOS_SEED=N repeats a sequence of events.
 chaos: build
@@ -65,4 +73,4 @@ bench-tree: deps
 	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-tree.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-release
+	rm -rf $(BUILD) $(ASAN_BUILD) build-release build-fuzz

@@ -7,9 +7,9 @@ set -euo pipefail
 # openssl: the TLS tests make their certificates with it (mosquitto-clients: --cafile, --psk);
 # libwebsockets-dev: MQTT over WebSockets; libsqlite3-dev: persistence (sqlite3, the command
 # line shell, lets the tests and an operator look into the file); chromium: the browser test of it (with MQTT.js
-# from npm, below)
+# from npm, below); clang and libclang-rt-dev: the libFuzzer targets (test/fuzz, make fuzz)
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
-          libsqlite3-dev sqlite3
+          libsqlite3-dev sqlite3 clang libclang-rt-dev
           libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
           gnuplot-nox iproute2 tshark graphviz openssl chromium)
 missing=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds arbor twice (normal and ASan+UBSan) and runs unit tests (ctest) and integration
 # tests (pytest) against each build; also builds (only) a Release tree, so that warnings
-# that only gcc -O3 finds fail here under -Werror. Used by `make test` and by CI.
+# that only gcc -O3 finds fail here under -Werror, and builds the libFuzzer targets with clang
+# (build-fuzz) and runs each briefly on its checked-in corpus (scripts/run-fuzz.sh --smoke,
+# about a minute; ARBOR_SKIP_FUZZ=1 skips it). Used by `make test` and by CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -26,6 +28,12 @@ run_suite() {
 echo "=== [release] build only (build-release)"
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release -j "$jobs"
+
+# The fuzz targets must keep building and find nothing in their corpus and a few seconds
+# of fuzzing each (make fuzz runs them for longer).
+if [ "${ARBOR_SKIP_FUZZ:-0}" != 1 ]; then
+    JOBS="$jobs" scripts/run-fuzz.sh --smoke
+fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 run_suite build plain

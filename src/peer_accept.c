@@ -215,10 +215,13 @@ static int peer_handle_auth(struct peer_accepted *acc, const uint8_t *body, size
         a.reason != MQTT_RC_CONTINUE_AUTHENTICATION ||
         !bytes_are(a.props.authentication_method, PEER_AUTH_METHOD))
         return refuse(conn, MQTT_RC_BAD_AUTHENTICATION_METHOD, "malformed AUTH");
+    /* A reload may have removed peer_secret since our challenge: the peer dials again and is
+     * admitted, or not, by what the config says now. */
+    const char *secret = conn->broker->config->peer_secret;
+    if (!secret) return refuse(conn, MQTT_RC_NOT_AUTHORIZED, "peer_secret removed by a reload");
     struct wire_bytes proof = a.props.authentication_data;
-    if (!peer_auth_check(conn->broker->config->peer_secret, false, acc->client_nonce,
-                         acc->server_nonce, acc->name, acc->net->self_name, proof.data,
-                         proof.len))
+    if (!peer_auth_check(secret, false, acc->client_nonce, acc->server_nonce, acc->name,
+                         acc->net->self_name, proof.data, proof.len))
         return refuse(conn, MQTT_RC_NOT_AUTHORIZED, "wrong peer_secret");
     return admit(acc);
 }

@@ -35,12 +35,20 @@
 #define PEER_NONCE_LEN 16
 #define PEER_PROOF_LEN 32
 #define PEER_PING_SLOTS 64         /* PINGREQs awaiting PINGRESP (timed, in order) */
+/* The window, queue and back-pressure limits; test/fuzz/fuzz_peer.c builds the broker with
+ * small ones (-D), so that short inputs fill them. */
+#ifndef PEER_QUEUE_MAX
 #define PEER_QUEUE_MAX 131072      /* messages waiting for a link's QoS 2 window */
+#endif
+#ifndef PEER_INFLIGHT_MAX
 #define PEER_INFLIGHT_MAX 1000     /* QoS 2 PUBLISH in flight per link */
+#endif
 /* Back-pressure: while the links' queues hold PEER_BACKLOG_HIGH messages or more, clients are
  * not read (broker->peer_backlog), until the queues are down to PEER_BACKLOG_LOW. */
+#ifndef PEER_BACKLOG_HIGH
 #define PEER_BACKLOG_HIGH 5000
 #define PEER_BACKLOG_LOW 1000
+#endif
 
 struct peer_link;
 

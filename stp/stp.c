@@ -448,6 +448,7 @@ static void start_new_epoch(struct stp *stp, enum stp_tc_reason reason)
 static void adopt_epoch(struct stp *stp, struct stp_link *from, uint32_t epoch)
 {
     stp->epoch = epoch;
+    stp->version++; /* before update(), which compares against the epoch adopted here */
     forget_everything(stp);
     from->announce_epoch = false;
     from->acknowledge_epoch = true;

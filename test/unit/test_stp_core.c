@@ -572,6 +572,27 @@ static void test_newer_epoch_restarts_root_selection(void **state)
     harness_free(h);
 }
 
+/* Adopting a neighbour's newer epoch is a change even when the tree stays as it was: the
+ * version, which status readers and the simulator follow, moves. (Found by fuzz_stp.) */
+static void test_adopting_a_newer_epoch_moves_the_version(void **state)
+{
+    (void)state;
+    struct harness *h = harness_new(NULL);
+    link_up(h, 1, 300);
+    struct advert a = relay_advert(SELF_CAPABILITY, SELF_ID, 300, 1000, id4(7, 1883));
+    a.role = STP_ROLE_ROOT;
+    assert_int_equal(receive(h, 1, a), STP_OK);
+    assert_true(stp_link_forwarding(h->stp, 1));
+    struct stp_status before = status_of(h);
+    a.epoch = 9;
+    assert_int_equal(receive(h, 1, a), STP_OK);
+    struct stp_status after = status_of(h);
+    assert_int_equal(after.epoch, 9);
+    assert_true(stp_link_forwarding(h->stp, 1));
+    assert_true(after.version > before.version);
+    harness_free(h);
+}
+
 static void test_older_epoch_is_ignored_and_answered(void **state)
 {
     (void)state;
@@ -1040,6 +1061,7 @@ int main(void)
         cmocka_unit_test(test_forwarding_designated_link_loss_starts_a_new_epoch),
         cmocka_unit_test(test_blocked_link_loss_changes_nothing_else),
         cmocka_unit_test(test_newer_epoch_restarts_root_selection),
+        cmocka_unit_test(test_adopting_a_newer_epoch_moves_the_version),
         cmocka_unit_test(test_older_epoch_is_ignored_and_answered),
         cmocka_unit_test(test_epoch_zero_is_never_newer),
         cmocka_unit_test(test_epochs_half_the_range_apart_are_still_ordered),
