@@ -76,6 +76,8 @@ def flood(sock, chunk):
             n = sock.send(chunk)
         except BlockingIOError:
             continue
+        except (ConnectionResetError, BrokenPipeError):
+            break   # the broker gave up on the client (what the caller checks next)
         total += n
         if n < len(chunk):
             tail = chunk[n:]
@@ -186,24 +188,25 @@ def test_client_that_neither_reads_nor_is_read_is_timed_out(broker, raw):
     c.connect("frozen", keepalive=1)
     c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     flood(c.sock, mp.pingreq() * 32768)
-    started = time.monotonic()
-    # The broker must end the connection within 1.5 s of the last packet it read (plus the
-    # flood's own BLOCKED_SECONDS and slack); reading what it sent shows the end.
-    time.sleep(3.0)
+    # From here on the client takes nothing. The broker's deadline runs from the last output
+    # the client took (broker_loop.c, connection_deadline): 1.5 s after its socket stopped
+    # accepting PINGRESPs. Reading before the broker has given up would take output and move
+    # that deadline (the test once read after a fixed 3 s and, on a loaded machine, kept the
+    # client alive that way), so wait for the broker's own word first; the deadline is only
+    # a bound for a broker that never drops it.
+    b.wait_log("Client frozen has exceeded timeout, disconnecting.", timeout=60)
+    # ... and the connection is really gone: what is still buffered, then the end.
     c.sock.setblocking(True)
-    c.sock.settimeout(1)
+    c.sock.settimeout(30)
     ended = False
-    deadline = time.monotonic() + 5
     try:
-        while not ended and time.monotonic() < deadline:
+        while not ended:
             ended = not c.sock.recv(1 << 20)
     except ConnectionResetError:
         ended = True
     except socket.timeout:
         pass
-    assert ended, "a client that took nothing for %.1f s is still connected" % (
-        time.monotonic() - started)
-    b.wait_log("frozen has exceeded timeout", timeout=5)
+    assert ended, "the broker logged the timeout but the connection stayed open for 30 s"
 
 
 def test_busy_subscriber_is_still_heard(broker, raw):
