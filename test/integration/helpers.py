@@ -267,6 +267,33 @@ class StolenTime:
         return sum(max(0, _run_delay_ns(pid) - self.start[pid]) for pid in self.pids) / 1e9
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` so far (/proc/<pid>/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def assert_cpu_goes_quiet(pid, limit, window=1.0, timeout=20.0, what="while idle"):
+    """A "does not spin" check: some `window` within `timeout` in which process `pid` used
+    less than `limit` s of CPU. A broker that spins never has such a window; one that is
+    merely slow (a loaded machine, a sanitizer build) to finish the work the test gave it
+    has one once it is done, instead of failing a single window measured too early.
+    Returns the CPU time of the quiet window."""
+    used_per_window = []
+    deadline = time.monotonic() + timeout
+    while True:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        used = cpu_seconds(pid) - before
+        used_per_window.append(round(used, 2))
+        if used < limit:
+            return used
+        if time.monotonic() >= deadline:
+            raise AssertionError("process %d used %r s of CPU in successive %.1f s windows %s "
+                                 "(limit %.2f s)" % (pid, used_per_window, window, what, limit))
+
+
 def measure(attempt, tries=3):
     """Run attempt(n) (n = 0, 1, ...) until it returns None (its bounds held) or `tries`
     attempts returned a description of what was out of bounds; then fail with all of them.

@@ -189,7 +189,7 @@ def test_verbose_option(broker, raw):
     b.wait_log("verbose-client")
 
 
-def test_no_config_listens_on_loopback_1883(broker, raw):
+def test_no_config_listens_on_loopback_1883(fixed_ports, broker, raw):
     # mosquitto(8): with no configuration the broker listens on port 1883 on the loopback
     # interface only ("local only mode") and allows anonymous clients.
     with socket.socket() as s:

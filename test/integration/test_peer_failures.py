@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 
-from helpers import wait_until
+from helpers import StolenTime, wait_until
 from peer_net import (Collector, NumberedStream, clear_delays, line, mesh, random_graph,
                       retained_messages)
 from peer_net import cluster, peer_support  # noqa: F401 (pytest fixtures)
@@ -75,29 +75,37 @@ def test_root_killed_new_tree_within_1s_and_no_message_lost_or_doubled(cluster, 
         streams = streams_between(c, (survivors[1], survivors[-1]), topic)
         for s in streams:
             s.wait_sent(10)
+        stolen = StolenTime(*c.brokers)
         start = time.monotonic()
         c.kill(0)
         snap = c.wait_tree(timeout=10)
         recovery = snap.agreed_at - start
+        # 1 s, plus the time the brokers and the test (its proxies and $SYS watchers) were
+        # kept waiting for a CPU meanwhile (zero on an idle machine)
+        allowed = 1.0 + stolen.seconds()
         for s in streams:
             s.wait_sent(len(s.sent) + 10)
         sent = [p for s in streams for p in s.stop()]
         assert snap.root == c.identity(1), snap.describe()
         c.check_spanning_tree(snap)
-        assert recovery <= 1.0, "new tree %.2f s after the kill" % recovery
+        assert recovery <= allowed, "new tree %.2f s after the kill (allowed %.2f s)" % (
+            recovery, allowed)
         col.assert_exactly_once(sent, timeout=10, quiet=0.5)
 
 
 def test_stopped_root_replaced_within_max_age_then_rejoins(cluster):
     c = mesh4(cluster)
     c.wait_tree(timeout=15)
+    stolen = StolenTime(*c.brokers)
     start = time.monotonic()
     c.stop(0)
     snap = c.wait_tree(timeout=10)
     recovery = snap.agreed_at - start
     assert snap.root == c.identity(1), snap.describe()
     c.check_spanning_tree(snap)
-    assert recovery <= c.max_age + 1.0, "new tree %.2f s after SIGSTOP" % recovery
+    allowed = c.max_age + 1.0 + stolen.seconds()   # see above
+    assert recovery <= allowed, "new tree %.2f s after SIGSTOP (allowed %.2f s)" % (
+        recovery, allowed)
 
     c.cont(0)
     snap = c.wait_tree(timeout=15)

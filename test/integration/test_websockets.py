@@ -40,7 +40,8 @@ import mqttproto as mp
 import tlscerts
 import wsproto
 from conftest import port_listening
-from helpers import ARBOR_BIN, HOST, IS_MOSQUITTO, free_port, wait_until
+from helpers import (ARBOR_BIN, HOST, IS_MOSQUITTO, assert_cpu_goes_quiet, free_port,
+                     wait_until)
 from mqttproto import MQTT31, MQTT311, MQTT5
 
 PUB = shutil.which("mosquitto_pub")
@@ -579,23 +580,17 @@ def test_subscriber_that_does_not_read_is_bounded(broker, tmp_path):
     payload = b"z" * 8000
     for _ in range(40):
         pub.send(b"".join(mp.publish("flood/t", payload) for _ in range(100)))
-    assert pub.is_open(timeout=2)
+    assert pub.is_open(timeout=10)
     time.sleep(0.5)
     grown = rss_bytes(b) - before
     print("slow WebSocket subscriber: 32 MB published, RSS +%d KiB" % (grown // 1024))
     if not sanitized():
         assert grown < 6 * 1024 * 1024, "RSS grew by %d bytes" % grown
     # the subscriber reads again: whole messages, then a new one
-    got = sub.drain_publishes(timeout=1.0)
+    got = sub.drain_publishes(timeout=1.0, expect=100)
     assert 100 <= len(got) < 4000 and all(m.payload == payload for m in got), len(got)
     pub.publish("flood/last", b"last")
     assert sub.recv_publish(timeout=5).topic == "flood/last"
-
-
-def cpu_seconds(b):
-    with open("/proc/%d/stat" % b.proc.pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
 
 
 @pytest.mark.arbor_only
@@ -615,10 +610,7 @@ def test_waiting_connections_do_not_spin(broker, tmp_path):
     idle = socket.create_connection((HOST, b.ws_port))
     idle.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
     time.sleep(0.5)
-    before = cpu_seconds(b)
-    time.sleep(1.0)
-    used = cpu_seconds(b) - before
-    assert used < 0.3, "broker used %.2f s of CPU in 1 s while waiting" % used
+    assert_cpu_goes_quiet(b.proc.pid, 0.3, what="while waiting")
     download.close()
     idle.close()
 
