@@ -18,7 +18,7 @@ from helpers import IS_MOSQUITTO, free_port
 from mqttproto import MQTT5, MQTT311
 
 
-def wait_for(predicate, timeout=5.0, what="condition"):
+def wait_for(predicate, timeout=15.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

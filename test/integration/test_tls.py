@@ -138,7 +138,7 @@ def tls_paho(mqtt, b, pki, cert=None, **kw):
     return c
 
 
-def bytes_until_closed(sock, timeout=5.0):
+def bytes_until_closed(sock, timeout=10.0):
     """Everything the broker sends before it closes the connection (which it must)."""
     sock.settimeout(timeout)
     deadline = time.monotonic() + timeout

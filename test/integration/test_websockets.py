@@ -95,7 +95,7 @@ def tcp_client(b, cid, version=MQTT311):
     return c
 
 
-def closed_soon(sock, timeout=3.0):
+def closed_soon(sock, timeout=10.0):
     """True if the peer closes sock within timeout (whatever it sends before)."""
     sock.settimeout(timeout)
     deadline = time.monotonic() + timeout

@@ -157,7 +157,7 @@ def served_serial(port, pki):
     return tlscerts.serial_of(pem=pem.group(0))
 
 
-def closed_soon(sock, timeout=5.0):
+def closed_soon(sock, timeout=10.0):
     """True if the peer closes sock within timeout (whatever it sends before)."""
     sock.settimeout(timeout)
     deadline = time.monotonic() + timeout
