@@ -215,7 +215,7 @@ def props(packet_type, **values):
     return p
 
 
-def wait_until(predicate, timeout=5.0, interval=0.02, what="condition"):
+def wait_until(predicate, timeout=15.0, interval=0.02, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -82,7 +82,7 @@ def net(broker, mqtt):
     n.close()
 
 
-def exactly_one(client, payload, timeout=3.0):
+def exactly_one(client, payload, timeout=10.0):
     m = client.get_message(timeout)
     assert m.payload == payload, m
     client.expect_no_message(0.2)

@@ -176,12 +176,12 @@ def test_partition_then_heal_converges_retained_messages(cluster, mode):
     left.publish(prefix + "/both", b"left-older", qos=1, retain=True)
     left.publish(prefix + "/left", b"L", qos=1, retain=True)
     wait_until(lambda: retained_messages(c.brokers[1], prefix + "/#", quiet=0.05) == {
-        prefix + "/both": b"left-older", prefix + "/left": b"L"}, timeout=5,
+        prefix + "/both": b"left-older", prefix + "/left": b"L"}, timeout=15,
         what="left side's retained messages on b1")
     right.publish(prefix + "/both", b"right-newer", qos=1, retain=True)
     right.publish(prefix + "/right", b"R", qos=1, retain=True)
     wait_until(lambda: retained_messages(c.brokers[2], prefix + "/#", quiet=0.05) == {
-        prefix + "/both": b"right-newer", prefix + "/right": b"R"}, timeout=5,
+        prefix + "/both": b"right-newer", prefix + "/right": b"R"}, timeout=15,
         what="right side's retained messages on b2 (and nothing from the left)")
 
     c.heal(1, 2)
@@ -225,7 +225,7 @@ def test_broker_whose_links_all_fail_at_once_redials_and_replays(cluster, shape)
         time.sleep(0.3)
         for other in range(last):
             c.cut(other, last, "blackhole")
-        wait_until(lambda: c.snapshot().root_of(last) == c.identity(last), timeout=5,
+        wait_until(lambda: c.snapshot().root_of(last) == c.identity(last), timeout=15,
                    what="the last broker on its own after its links went silent")
         time.sleep(0.2)
         for other in range(last):
