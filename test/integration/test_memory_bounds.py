@@ -32,6 +32,18 @@ BLOCKED_SECONDS = 0.5             # the socket accepting nothing this long ends 
 RSS_GROWTH_LIMIT = 4 * 1024 * 1024
 
 
+# These tests move hundreds of thousands of packets: with the fixture's `log_type all` the
+# broker wrote a line for each (150 MB for a PINGREQ flood), which took it seconds on an idle
+# machine and far longer on a loaded one. No test here reads those lines; errors, warnings and
+# notices (the keepalive timeout) are kept.
+QUIET_LOG = ("allow_anonymous true", "log_dest stderr", "log_type error", "log_type warning",
+             "log_type notice")
+
+
+def quiet_broker(broker, *lines):
+    return broker(*QUIET_LOG, *lines, defaults=False)
+
+
 def _sanitized():
     try:
         with open(ARBOR_BIN, "rb") as f:
@@ -122,7 +134,7 @@ def assert_other_clients_served(b, raw):
 
 
 def test_pingreq_flood_without_reading_is_paused(broker, raw):
-    b = broker()
+    b = quiet_broker(broker)
     c = raw(b)
     c.connect("flooder", keepalive=5)
     before = rss_bytes(b)
@@ -146,7 +158,7 @@ def test_pingreq_flood_without_reading_is_paused(broker, raw):
 
 
 def test_qos1_publish_flood_without_reading_is_paused(broker, raw):
-    b = broker()
+    b = quiet_broker(broker)
     c = raw(b)
     c.connect("flooder")
     before = rss_bytes(b)
@@ -183,7 +195,7 @@ def test_client_that_neither_reads_nor_is_read_is_timed_out(broker, raw):
     """Paused by back-pressure, a client still counts as alive while it takes its output;
     one that takes nothing for 1.5 x its keepalive (hung, or blocked writing) is dropped
     instead of holding its connection, buffers and session forever."""
-    b = broker()
+    b = quiet_broker(broker)
     c = raw(b)
     c.connect("frozen", keepalive=1)
     c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -212,7 +224,7 @@ def test_client_that_neither_reads_nor_is_read_is_timed_out(broker, raw):
 def test_busy_subscriber_is_still_heard(broker, raw):
     """A subscriber kept busy by a long stream of retained messages (output it did not cause
     by itself) still has its PINGREQ read and answered long before the stream ends."""
-    b = broker()
+    b = quiet_broker(broker)
     pub = raw(b)
     pub.connect("retainer")
     count = 1500
@@ -246,7 +258,7 @@ def test_input_kept_by_back_pressure_is_handled_when_the_socket_ends(broker, raw
     """A QoS 1 publisher that pipelines more than the bound of PUBACKs, then DISCONNECT, then
     closes without reading: the messages kept unread by back-pressure are still published and
     its DISCONNECT still discards the will."""
-    b = broker()
+    b = quiet_broker(broker)
     sub = raw(b)
     sub.connect("watcher")
     sub.subscribe([("f", 0), ("will/t", 0)])
@@ -419,7 +431,7 @@ def assert_all_retained(got, count, qos):
 @pytest.mark.parametrize("qos", [0, pytest.param(1, marks=QUEUE_LIMITED),
                                  pytest.param(2, marks=QUEUE_LIMITED)])
 def test_all_retained_delivered_on_subscribe(broker, raw, qos):
-    b = broker()
+    b = quiet_broker(broker)
     store_retained(b, raw, 5000, qos)
     sub = raw(b)
     sub.connect("sub")
@@ -431,7 +443,7 @@ def test_all_retained_delivered_on_subscribe(broker, raw, qos):
 
 @pytest.mark.parametrize("qos", [0, pytest.param(1, marks=QUEUE_LIMITED)])
 def test_100k_retained_delivered_on_subscribe(broker, raw, qos):
-    b = broker()
+    b = quiet_broker(broker)
     store_retained(b, raw, 100000, qos)
     sub = raw(b)
     sub.connect("sub")
@@ -450,7 +462,7 @@ def test_repeated_subscribe_does_not_pile_up_retained_references(broker, raw):
     """A QoS 1 subscriber that takes nothing and subscribes to the same wide filter again and
     again: its pending retained references stay within one copy of the store, the rest is
     counted as dropped, and the broker's memory does not grow with each SUBSCRIBE."""
-    b = broker("sys_interval 1")
+    b = quiet_broker(broker, "sys_interval 1")
     store_retained(b, raw, 20000)
     sub = raw(b, timeout=10)
     sub.connect("greedy")
@@ -474,7 +486,7 @@ def test_repeated_subscribe_does_not_pile_up_retained_references(broker, raw):
 
 @QUEUE_LIMITED
 def test_retained_delivery_resumes_with_persistent_session(broker, raw):
-    b = broker()
+    b = quiet_broker(broker)
     store_retained(b, raw, 5000)
     sub = raw(b)
     sub.connect("persist", clean=False)
@@ -497,7 +509,7 @@ def test_retained_delivery_resumes_with_persistent_session(broker, raw):
 def test_retained_pending_does_not_reorder_live_messages(broker, raw):
     """A live message on a topic arriving while the retained messages are still being paced
     out comes after them, so the subscriber ends with the newest value."""
-    b = broker("max_inflight_messages 1")
+    b = quiet_broker(broker, "max_inflight_messages 1")
     store_retained(b, raw, 2000)
     sub = raw(b)
     sub.connect("sub")
@@ -526,7 +538,7 @@ def sys_dropped(b, raw):
 
 @pytest.mark.parametrize("qos", [0, 1, 2])
 def test_message_over_client_maximum_packet_size_is_skipped(broker, raw, qos):
-    b = broker("sys_interval 1")
+    b = quiet_broker(broker, "sys_interval 1")
     pub = raw(b)
     pub.connect("pub")
     pub.publish("big/r", b"R" * 300, qos=1, retain=True)
@@ -550,7 +562,7 @@ def test_message_over_client_maximum_packet_size_is_skipped(broker, raw, qos):
 def test_resumed_session_skips_messages_over_new_maximum_packet_size(broker, raw):
     """In-flight and queued messages of a persistent session that reconnects with a smaller
     Maximum Packet Size: the ones too large are discarded (and counted), later ones flow."""
-    b = broker("sys_interval 1")
+    b = quiet_broker(broker, "sys_interval 1")
     sub = raw(b, MQTT5)
     sub.connect("sub", clean=False, props={mp.P_SESSION_EXPIRY: 60})
     sub.subscribe("big/#", 1)
@@ -580,7 +592,7 @@ def test_resumed_session_skips_messages_over_new_maximum_packet_size(broker, raw
 def test_paused_connection_does_not_spin(broker, raw):
     """A subscriber whose output backlog is full is paused when it sends: the broker then
     waits for the socket to drain instead of being woken for its input again and again."""
-    b = broker()
+    b = quiet_broker(broker)
     sub = raw(b)
     small = socket.socket()
     small.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before the handshake

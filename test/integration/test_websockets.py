@@ -255,7 +255,7 @@ def test_will_and_keepalive_over_websockets(broker, tmp_path):
     c = wsproto.ws_raw_client(HOST, b.ws_port)
     c.connect("mortal", keepalive=1, will={"topic": "will/mortal", "payload": b"gone", "qos": 1})
     # silence: the keepalive (1.5 s) ends it and the will goes out
-    m = watcher.recv_publish(timeout=5)
+    m = watcher.recv_publish(timeout=15)
     assert (m.topic, m.payload) == ("will/mortal", b"gone")
     assert closed_soon(c.sock.sock)
 
