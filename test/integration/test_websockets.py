@@ -67,16 +67,22 @@ def make_http_dir(tmp_path):
     return www
 
 
-def ws_broker(broker, tmp_path, *lines, http=True, ws_lines=()):
+# For floods of hundreds of thousands of packets: a line for each (log_type all) kept the
+# broker busy writing its log for seconds; errors, warnings and notices are kept.
+QUIET_LOG = ("allow_anonymous true", "log_dest stderr", "log_type error", "log_type warning",
+             "log_type notice")
+
+
+def ws_broker(broker, tmp_path, *lines, http=True, ws_lines=(), **kw):
     """A broker with its usual TCP listener (b.port) and a websockets listener (b.ws_port),
     serving tmp_path/www unless http is False. lines go before the websockets listener
-    (global settings), ws_lines into its block."""
+    (global settings), ws_lines into its block; kw to the broker fixture."""
     ws_port = free_port()
     www = make_http_dir(tmp_path)
     conf = list(lines) + ["listener %d %s" % (ws_port, HOST), "protocol websockets"]
     if http:
         conf.append("http_dir %s" % www)
-    b = broker(*(conf + list(ws_lines)))
+    b = broker(*(conf + list(ws_lines)), **kw)
     wait_until(lambda: port_listening(HOST, ws_port), what="websockets listener")
     b.ws_port = ws_port
     b.www = www
@@ -511,7 +517,7 @@ def test_flood_without_reading_is_paused(broker, tmp_path):
     # A WebSocket client that sends PINGREQ without reading stops being read (connection.c's
     # back-pressure through the transport): the broker's memory does not follow the flood,
     # nothing is lost, other clients are served meanwhile.
-    b = ws_broker(broker, tmp_path)
+    b = ws_broker(broker, tmp_path, *QUIET_LOG, defaults=False)
     c = ws_client(b, "ws-flooder")
     sock = c.sock.sock
     before = rss_bytes(b)
