@@ -36,8 +36,14 @@ struct mqtt_fixed_header {
  * It does not check type or flags: see mqtt_fixed_header_flags_valid. */
 int mqtt_fixed_header_parse(const uint8_t *data, size_t len, struct mqtt_fixed_header *out);
 
-/* True if the flags are the ones the spec fixes for this type (PUBLISH: any except QoS 3). */
+/* True if the flags are the ones MQTT 3.1.1 and 5 fix for this type (PUBLISH: any except
+ * QoS 3). */
 bool mqtt_fixed_header_flags_valid(uint8_t type, uint8_t flags);
+
+/* The same check for a packet in `version` (0 while it is not known yet). MQTT 3.1 also lets
+ * the DUP bit be set on PUBREL, SUBSCRIBE and UNSUBSCRIBE (sent again), so 0x0A is valid
+ * there; their QoS must still be 1 and RETAIN 0. */
+bool mqtt_fixed_header_flags_valid_in(uint8_t version, uint8_t type, uint8_t flags);
 
 /* ---- decoded packets ---- */
 

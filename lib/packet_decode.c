@@ -53,6 +53,15 @@ bool mqtt_fixed_header_flags_valid(uint8_t type, uint8_t flags)
     }
 }
 
+#define FIXED_HEADER_DUP 0x08
+
+bool mqtt_fixed_header_flags_valid_in(uint8_t version, uint8_t type, uint8_t flags)
+{
+    bool resendable = type == MQTT_PUBREL || type == MQTT_SUBSCRIBE || type == MQTT_UNSUBSCRIBE;
+    if (version == MQTT_V31 && resendable) flags &= (uint8_t)~FIXED_HEADER_DUP;
+    return mqtt_fixed_header_flags_valid(type, flags);
+}
+
 /* ---- shared helpers ---- */
 
 static void clear_props(struct mqtt_properties *props)
@@ -324,12 +333,14 @@ static bool subscription_options_valid(uint8_t version, uint8_t options)
     return ((options >> SUB_OPT_RETAIN_HANDLING_SHIFT) & 0x03) != 3;
 }
 
-/* Reads the packet id and properties shared by SUBSCRIBE and UNSUBSCRIBE. */
+/* Reads the packet id and properties shared by SUBSCRIBE and UNSUBSCRIBE. Packet id 0 breaks
+ * the packet format (2.2.1), a Malformed Packet ("does not conform to this specification"),
+ * as Mosquitto 2.0 says for these two; for a PUBLISH it says Protocol Error, and so does
+ * read_packet_id. */
 static int read_sub_header(struct wire_reader *r, uint8_t version, enum mqtt_property_context ctx,
                            uint16_t *packet_id, struct mqtt_properties *props)
 {
-    int rc = read_packet_id(r, packet_id);
-    if (rc != 0) return rc;
+    if (!wire_read_u16(r, packet_id) || *packet_id == 0) return MQTT_RC_MALFORMED_PACKET;
     return read_props(r, version, ctx, props);
 }
 
@@ -384,10 +395,17 @@ int mqtt_decode_unsubscribe(uint8_t version, const uint8_t *body, size_t len,
     while (wire_reader_remaining(&r) > 0) {
         struct wire_bytes filter;
         if (!wire_read_utf8(&r, &filter)) return MQTT_RC_MALFORMED_PACKET;
-        /* A filter no SUBSCRIBE could have made (bad wildcards, too deep, a malformed
-         * "$share/") makes the UNSUBSCRIBE malformed, as Mosquitto treats it. */
-        if (!topic_subscription_filter_is_valid((const char *)filter.data, filter.len))
+        /* A filter no SUBSCRIBE could have made ends the connection, as with Mosquitto, for
+         * the reason SUBSCRIBE gives: malformed (bad wildcards, a malformed "$share/"), or
+         * Topic Filter invalid (deeper than the limit). */
+        switch (topic_subscription_filter_check((const char *)filter.data, filter.len)) {
+        case TOPIC_FILTER_VALID:
+            break;
+        case TOPIC_FILTER_TOO_DEEP:
+            return MQTT_RC_TOPIC_FILTER_INVALID;
+        default:
             return MQTT_RC_MALFORMED_PACKET;
+        }
         out->count++;
     }
     return out->count == 0 ? MQTT_RC_PROTOCOL_ERROR : 0; /* [MQTT-3.10.3-2] */

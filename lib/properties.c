@@ -202,7 +202,8 @@ static int read_one(struct wire_reader *r, enum mqtt_property_context ctx,
     struct prop_value v = {0};
     if (!read_value(r, type, &v)) return MQTT_RC_MALFORMED_PACKET;
     uint8_t pid = (uint8_t)id;
-    if ((prop_rules[pid].contexts & CTX(ctx)) == 0) return MQTT_RC_PROTOCOL_ERROR;
+    /* 2.2.2.2: an identifier not valid for its packet type makes the packet malformed. */
+    if ((prop_rules[pid].contexts & CTX(ctx)) == 0) return MQTT_RC_MALFORMED_PACKET;
     if ((out->present & MQTT_PROP_BIT(pid)) && !may_repeat(pid, ctx)) return MQTT_RC_PROTOCOL_ERROR;
     if (!value_in_range(pid, v.number)) return MQTT_RC_PROTOCOL_ERROR;
     if (pid != MQTT_PROP_USER_PROPERTY) out->present |= MQTT_PROP_BIT(pid);

@@ -37,9 +37,10 @@ bool topic_name_is_valid(const char *topic, size_t len)
     return !memchr(topic, '+', len) && !memchr(topic, '#', len) && depth_is_valid(topic, len);
 }
 
-bool topic_filter_is_valid(const char *filter, size_t len)
+/* The wildcard and length rules of a filter (4.7.1, [MQTT-4.7.3-1]), whatever its depth. */
+static bool filter_syntax_is_valid(const char *filter, size_t len)
 {
-    if (len == 0 || len > TOPIC_MAX_LEN || !depth_is_valid(filter, len)) return false;
+    if (len == 0 || len > TOPIC_MAX_LEN) return false;
     for (size_t i = 0; i < len; i++) {
         char c = filter[i];
         if (c != '+' && c != '#') continue;
@@ -49,6 +50,11 @@ bool topic_filter_is_valid(const char *filter, size_t len)
         if (c == '#' && i + 1 != len) return false;
     }
     return true;
+}
+
+bool topic_filter_is_valid(const char *filter, size_t len)
+{
+    return filter_syntax_is_valid(filter, len) && depth_is_valid(filter, len);
 }
 
 /* End (exclusive) of the level that starts at `start`. */
@@ -120,18 +126,25 @@ int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const ch
     return 0;
 }
 
-bool topic_subscription_filter_is_valid(const char *filter, size_t len)
+enum topic_filter_verdict topic_subscription_filter_check(const char *filter, size_t len)
 {
     bool shared;
     const char *group, *inner;
     size_t group_len, inner_len;
     if (topic_parse_shared(filter, len, &shared, &group, &group_len, &inner, &inner_len) != 0)
-        return false;
+        return TOPIC_FILTER_MALFORMED;
     if (!shared) {
         inner = filter;
         inner_len = len;
     }
-    return topic_filter_is_valid(inner, inner_len) && !memchr(filter, '\0', len);
+    if (!filter_syntax_is_valid(inner, inner_len) || memchr(filter, '\0', len))
+        return TOPIC_FILTER_MALFORMED;
+    return depth_is_valid(inner, inner_len) ? TOPIC_FILTER_VALID : TOPIC_FILTER_TOO_DEEP;
+}
+
+bool topic_subscription_filter_is_valid(const char *filter, size_t len)
+{
+    return topic_subscription_filter_check(filter, len) == TOPIC_FILTER_VALID;
 }
 
 static bool has_prefix(const char *s, size_t len, const char *prefix, size_t prefix_len)

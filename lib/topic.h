@@ -9,7 +9,8 @@
 #include <stddef.h>
 
 /* Topic names and filters may have at most this many '/' separators (201 levels): deeper ones
- * are malformed. The same limit as Mosquitto 2.0, which keeps matching cheap and bounded. */
+ * are refused, though MQTT allows them. The same limit as Mosquitto 2.0, which keeps matching
+ * cheap and bounded. */
 #define TOPIC_MAX_SEPARATORS 200
 
 /* A topic name for PUBLISH: non-empty, no '+' or '#', at most TOPIC_MAX_SEPARATORS '/'.
@@ -25,6 +26,16 @@ bool topic_filter_is_valid(const char *filter, size_t len);
  * "$share/<group>/<filter>" whose inner filter is valid; no NUL byte. The one decision both
  * packets share, so UNSUBSCRIBE never accepts a filter SUBSCRIBE refuses. */
 bool topic_subscription_filter_is_valid(const char *filter, size_t len);
+
+/* The same decision with the reason for a refusal: TOPIC_FILTER_MALFORMED for a string that
+ * breaks the rules of MQTT (4.7, 4.8.2), TOPIC_FILTER_TOO_DEEP for a filter MQTT allows
+ * but with more than TOPIC_MAX_SEPARATORS '/' (in the filter of a shared subscription). */
+enum topic_filter_verdict {
+    TOPIC_FILTER_VALID,
+    TOPIC_FILTER_MALFORMED,
+    TOPIC_FILTER_TOO_DEEP,
+};
+enum topic_filter_verdict topic_subscription_filter_check(const char *filter, size_t len);
 
 /* Does topic (a valid name) match filter (a valid filter)? Names starting with '$' are not
  * matched by a filter whose first level is '+' or '#'. */

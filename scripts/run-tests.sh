@@ -21,6 +21,9 @@ fi
 
 scripts/setup-venv.sh
 
+echo "=== include-cycle check (src/ depends on itself one way)"
+python3 scripts/check-include-cycles.py
+
 run_suite() {
     local dir=$1 label=$2
     echo "=== [$label] build ($dir)"

@@ -1,7 +1,7 @@
 /*
  * broker.h: the broker's state and the types every handler shares: connections, sessions,
  * deliveries and counters. One struct broker per event loop. Functions that act on these
- * types are declared in the header of the file that implements them (session.h, deliver.h...).
+ * types are declared in the header of the file that implements them (session.h, session_flow.h...).
  */
 #ifndef ARBOR_BROKER_H
 #define ARBOR_BROKER_H
@@ -25,6 +25,8 @@
 /* Bytes a transport that writes one contiguous buffer at a time (a TLS record holds at most
  * 16 KiB) gathers from the output queue's segments per write. */
 #define TRANSPORT_SEND_BUFFER 16384
+/* Forwarders the routing point can hold (route.h): MQTT-ST flooding, and room for bridges. */
+#define ROUTE_MAX_FORWARDERS 8
 
 struct session;
 struct broker;
@@ -32,9 +34,12 @@ struct peer_net;
 struct subscription_tree;
 struct retained_store;
 struct tls_context;
+struct tls_context_set;
 struct ws_listener;
 struct websockets;
 struct persist;
+struct persist_hooks;
+struct route_forwarder;
 
 /* A listening socket. */
 struct listener {
@@ -70,7 +75,8 @@ struct connection;
 
 /* What a connection means (ARCHITECTURE.md, "Connections have roles"): connection.c moves
  * bytes and frames packets for every connection; its role gives them meaning. Accepted
- * connections are clients (client.c); peer broker links will be a role of their own. */
+ * connections start as clients (client.c, broker->accept_role); a peer broker's link is a
+ * role of its own (peer_accept.c, peer_dial.c). */
 struct connection_role {
     const char *name;
     /* Optional. True when this packet must wait: the connection is not read further until
@@ -92,6 +98,9 @@ struct connection_role {
     void (*on_close)(struct connection *conn, uint8_t reason, const char *why);
     /* Free what the role allocated (at the end of the loop turn). */
     void (*on_free)(struct connection *conn);
+    /* Optional. A flush wrote some of the output and the connection has room again: the role
+     * may add what it held back for room (a client's queued and retained messages). */
+    void (*on_output_drained)(struct connection *conn);
 };
 
 struct connection {
@@ -163,6 +172,7 @@ enum delivery_state {
 };
 
 #define DELIVERY_MAX_SUB_IDS 4
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 struct delivery {
     struct delivery *prev, *next;
@@ -185,7 +195,7 @@ struct delivery_list {
 
 /* The retained messages one SUBSCRIBE filter matched, not yet handed to the session: a
  * reference to each (8 bytes per message) taken when the subscription was made, fed into the
- * session as its window and output allow (deliver.c). */
+ * session as its window and output allow (session_flow.c). */
 struct retained_snapshot {
     struct retained_snapshot *next;
     struct message **msgs;
@@ -203,13 +213,29 @@ struct session_subscription {
     uint32_t identifier;
 };
 
+/* What the subscription tree holds (subs.h): a subscriber of some kind, embedded in it: a
+ * session today; a peer link or a bridge next. The tree reads only these fields; what a match
+ * means is the kind's (route.c hands a session's to session_flow.c). */
+enum subscriber_kind {
+    SUBSCRIBER_SESSION = 1,
+};
+
+struct subscriber {
+    enum subscriber_kind kind;
+    uint64_t serial; /* unique, for no local and match de-duplication */
+    bool no_echo;    /* no local on everything (a bridge connected as a client) */
+    bool online;     /* can take messages now: shared groups prefer such members */
+    /* Scratch used while matching a PUBLISH: see subs.c. */
+    uint64_t match_stamp;
+    uint32_t match_index;
+};
+
 struct session {
     UT_hash_handle hh; /* broker->sessions by client_id */
     char *client_id;
-    uint64_t serial; /* unique, for no local and match de-duplication */
+    struct subscriber subscriber; /* in the subscription tree; online: connection is set */
     uint8_t version;
-    bool no_echo; /* a bridge (CONNECT with the MQTT-ST bit on 3.x): no local on everything */
-    struct connection *connection; /* NULL while offline */
+    struct connection *connection; /* NULL while offline (session_attach, session.h) */
     uint32_t expiry_interval;      /* seconds after disconnect; UINT32_MAX never */
     int64_t disconnected_at_ms;
     struct session_subscription *subscriptions;
@@ -234,14 +260,10 @@ struct session {
      * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
     struct acl_client *acl;
     struct listener *acl_listener;
-
-    /* Scratch used while matching a PUBLISH: see subs.c. */
-    uint64_t match_stamp;
-    uint32_t match_index;
 };
 
 struct match_entry {
-    struct session *session;
+    struct subscriber *subscriber;
     uint8_t qos;
     bool retain_as_published;
     uint8_t sub_id_count;
@@ -274,7 +296,7 @@ struct broker_stats {
 };
 
 /* $SYS load averages (sys_tree.c): one per counter, like Mosquitto's. */
-enum { SYS_LOAD_COUNT = 9 };
+enum { SYS_LOAD_COUNT = 9, SYS_TREE_MAX_SOURCES = 4 };
 
 struct sys_load_average {
     double one, five, fifteen;
@@ -285,10 +307,17 @@ struct sys_tree_state {
     uint64_t last[SYS_LOAD_COUNT];
     struct sys_load_average avg[SYS_LOAD_COUNT];
     uint64_t heap_maximum; /* largest heap/current published */
+    /* Publishers of topics of their own (sys_tree_add_source), called after the broker's. */
+    struct sys_tree_source {
+        void (*publish)(void *ctx);
+        void *ctx;
+    } sources[SYS_TREE_MAX_SOURCES];
+    size_t source_count;
 };
 
 struct broker {
     struct arbor_config *config;
+    struct tls_context_set *tls; /* the TLS contexts built from config (transport_tls.h) */
     struct event_loop loop;
     struct listener *listeners;
     struct connection *connections; /* all open connections */
@@ -311,6 +340,18 @@ struct broker {
     struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without
                                       websockets listeners */
     struct persist *persist; /* persistence (persist.h); NULL without `persistence true` */
+    const struct persist_hooks *persist_hooks; /* set by persist.c (persist_hooks.h) */
+    /* The forwarders registered at the routing point (route.h), in order. */
+    const struct route_forwarder *forwarders[ROUTE_MAX_FORWARDERS];
+    size_t forwarder_count;
+    /* Set by the loop (broker_loop.c), used by the transport layer (connection.c), which
+     * knows neither clients nor persistence: the role an accepted connection starts with, and
+     * the durable-commit barrier: output_commit makes durable what queued output acknowledges
+     * (where it can), output_held says whether output must still wait for that. NULL hooks:
+     * output never waits. */
+    const struct connection_role *accept_role;
+    void (*output_commit)(struct broker *broker);
+    bool (*output_held)(const struct broker *broker);
     bool peer_backlog;      /* peer links hold too many messages: clients wait (peer_dial.c) */
     struct timer_heap timers;
     int64_t now_ms; /* monotonic: when the current loop turn woke up */

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "acl.h"
+#include "client.h"
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "listener.h"
 #include "log.h"
@@ -28,15 +28,21 @@
 #include "session.h"
 #include "subs.h"
 #include "sys_tree.h"
+#include "transport_tls.h"
 #include "websocket.h"
+#include "route.h"
+#include "session_life.h"
 
 #define TICK_MS 1000
-#define CONNECT_TIMEOUT_MS 20000
 
-int broker_init(struct broker *broker, struct arbor_config *config)
+int broker_init(struct broker *broker, struct arbor_config *config, struct tls_context_set *tls)
 {
     memset(broker, 0, sizeof *broker);
     broker->config = config;
+    broker->tls = tls;
+    broker->accept_role = &client_role;
+    broker->output_commit = persist_commit; /* durable persistence: the turn's commit */
+    broker->output_held = persist_holds_output;
     broker->log_packets = packet_log_wanted(config);
     broker->now_ms = clock_monotonic_ms();
     broker->start_wall = clock_wall_seconds();
@@ -61,56 +67,13 @@ int broker_init(struct broker *broker, struct arbor_config *config)
     return 0;
 }
 
-/* When the connection must have received something: its CONNECT within CONNECT_TIMEOUT_MS
- * of the accept, then a packet within 1.5 times its keepalive (MQTT 3.1.2.10). */
-static int64_t connection_deadline(const struct connection *conn)
-{
-    if (conn->state == CONNECTION_AWAITING_CONNECT)
-        return conn->last_received_ms +
-               (conn->handshake_timeout_ms ? conn->handshake_timeout_ms : CONNECT_TIMEOUT_MS);
-    /* A connection paused by back-pressure has sent what we do not read yet: it counts as
-     * alive while it takes its output, and is dropped when it does neither (connection.c). */
-    int64_t from = conn->last_received_ms;
-    if (conn->input_paused && conn->last_output_ms > from) from = conn->last_output_ms;
-    /* Held because the peer links are backlogged: the broker, not the client, is waiting. */
-    if (conn->held_for_peers) from = conn->broker->now_ms;
-    if (conn->state == CONNECTION_ACTIVE && conn->keepalive)
-        return from + (int64_t)conn->keepalive * 1500;
-    return TIMER_NONE;
-}
-
-void broker_watch_connection(struct connection *conn)
-{
-    struct broker *broker = conn->broker;
-    conn->timer.kind = TIMER_CONNECTION;
-    if (timer_set(&broker->timers, &conn->timer, connection_deadline(conn)) != 0)
-        log_error("Error: out of memory arming the timeout of %s.", conn->address);
-}
-
-/* Every packet moves the deadline; the timer is only moved here, when it fires early. */
-static void connection_timer_fired(struct broker *broker, struct connection *conn)
-{
-    int64_t deadline = connection_deadline(conn);
-    if (deadline == TIMER_NONE) return;
-    if (!broker_past(broker, deadline)) {
-        broker_watch_connection(conn);
-    } else if (conn->state == CONNECTION_AWAITING_CONNECT) {
-        connection_close(conn, 0, "no CONNECT received in time");
-    } else {
-        log_notice("Client %s has exceeded timeout, disconnecting.", conn->client_id);
-        connection_close(conn, MQTT_RC_KEEP_ALIVE_TIMEOUT, "exceeded timeout");
-    }
-}
-
-#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
-
 static void fire_due_timers(struct broker *broker)
 {
     struct timer *timer;
     /* Due once now_ms > deadline (broker_past), i.e. deadline <= now_ms - 1. */
     while ((timer = timers_pop_due(&broker->timers, broker->now_ms - 1))) {
         if (timer->kind == TIMER_CONNECTION)
-            connection_timer_fired(broker, container_of(timer, struct connection, timer));
+            connection_timer_fired(container_of(timer, struct connection, timer));
         else if (timer->kind == TIMER_SESSION)
             session_timer_fired(broker, container_of(timer, struct session, timer));
     }
@@ -195,10 +158,16 @@ static void sessions_reload_acl(struct broker *broker)
     }
 }
 
-static void apply_reload(struct broker *broker, struct arbor_config *config)
+static void apply_reload(struct broker *broker, struct arbor_config *config,
+                         struct tls_context_set *tls)
 {
     struct arbor_config *old = broker->config;
+    struct tls_context_set *old_tls = broker->tls;
     broker->config = config;
+    broker->tls = tls;
+    broker->accept_role = &client_role;
+    broker->output_commit = persist_commit; /* durable persistence: the turn's commit */
+    broker->output_held = persist_holds_output;
     listeners_refresh_config(broker);
     websockets_reload(broker);           /* wss listeners: their renewed certificates */
     clients_recheck_credentials(broker); /* the users or allow_anonymous may have changed */
@@ -209,11 +178,13 @@ static void apply_reload(struct broker *broker, struct arbor_config *config)
     broker->log_packets = packet_log_wanted(config);
     config_free(old);
     free(old);
+    tls_context_set_free(old_tls); /* listeners and peer links hold their own references */
     log_notice("Reloaded configuration.");
 }
 
 void broker_run(struct broker *broker, struct broker_signals *signals,
-                struct arbor_config *(*reload_config)(void *ctx), void *ctx)
+                struct arbor_config *(*reload_config)(void *ctx, struct tls_context_set **tls),
+                void *ctx)
 {
     while (!signals->stop) {
         if (event_loop_run_once(&broker->loop, wait_timeout(broker), &broker->now_ms) < 0) {
@@ -225,8 +196,9 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
         if (signals->reload) {
             signals->reload = 0;
             log_reopen();
-            struct arbor_config *config = reload_config(ctx);
-            if (config) apply_reload(broker, config);
+            struct tls_context_set *tls = NULL;
+            struct arbor_config *config = reload_config(ctx, &tls);
+            if (config) apply_reload(broker, config, tls);
         }
         if (signals->save) {
             signals->save = 0;
@@ -256,7 +228,7 @@ static void publish_wills_at_shutdown(struct broker *broker)
         if (persist_keeps_will_at_shutdown(broker, conn)) continue;
         struct message *will = conn->will;
         conn->will = NULL;
-        broker_publish_will(broker, will);
+        route_will(broker, will);
     }
     struct session *session, *tmp;
     HASH_ITER(hh, broker->sessions, session, tmp)
@@ -264,7 +236,7 @@ static void publish_wills_at_shutdown(struct broker *broker)
         if (!session->pending_will || broker->persist) continue;
         struct message *will = session->pending_will;
         session->pending_will = NULL;
-        broker_publish_will(broker, will);
+        route_will(broker, will);
     }
 }
 
@@ -306,4 +278,6 @@ void broker_shutdown(struct broker *broker)
     config_free(broker->config);
     free(broker->config);
     broker->config = NULL;
+    tls_context_set_free(broker->tls);
+    broker->tls = NULL;
 }

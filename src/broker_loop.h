@@ -17,15 +17,15 @@ struct broker_signals {
     volatile sig_atomic_t save; /* SIGUSR1: write the persistence file now (as Mosquitto) */
 };
 
-/* Takes ownership of config. Returns 0, or -1 after logging why. */
-int broker_init(struct broker *broker, struct arbor_config *config);
+/* Takes ownership of config and of tls, the TLS contexts built from it (transport_tls.h).
+ * Returns 0, or -1 after logging why. */
+int broker_init(struct broker *broker, struct arbor_config *config, struct tls_context_set *tls);
 /* Run until signals->stop. reload_config is called on SIGHUP to read the config again; it
- * returns a new config (owned by the broker from then) or NULL to keep the current one. */
+ * returns a new config and sets *tls to the TLS contexts built from it (both owned by the
+ * broker from then), or returns NULL to keep the current ones. */
 void broker_run(struct broker *broker, struct broker_signals *signals,
-                struct arbor_config *(*reload_config)(void *ctx), void *ctx);
-/* (Re)arm the connection's CONNECT timeout or keepalive timer from its state: called when
- * the connection is accepted and when its CONNECT is accepted. */
-void broker_watch_connection(struct connection *conn);
+                struct arbor_config *(*reload_config)(void *ctx, struct tls_context_set **tls),
+                void *ctx);
 
 /* Publish wills, tell v5 clients the server is shutting down, close and free everything. */
 void broker_shutdown(struct broker *broker);

@@ -2,8 +2,8 @@
  * client.c: the client role of a connection (ARCHITECTURE.md, "Connections have roles"): an
  * MQTT client's packets go to their handlers (handle_*.c), the first one must be CONNECT,
  * and when the connection closes the client's session goes offline and its will is published
- * (or delayed). The transport under it is connection.c; a peer broker's link will be another
- * role beside this one.
+ * (or delayed). The transport under it is connection.c; a peer broker's link has roles of
+ * its own beside this one (peer_accept.c, peer_dial.c).
  */
 #include "client.h"
 
@@ -12,13 +12,15 @@
 
 #include <openssl/crypto.h>
 
-#include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
 #include "packet.h"
 #include "persist.h"
 #include "session.h"
+#include "route.h"
+#include "session_flow.h"
+#include "session_life.h"
 
 static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
                            const uint8_t *body, size_t len)
@@ -95,7 +97,7 @@ static void publish_will(struct connection *conn)
         session->pending_will_at_ms = broker->now_ms + (int64_t)delay * 1000;
         return;
     }
-    broker_publish_will(broker, will);
+    route_will(broker, will);
 }
 
 /* The session goes offline first, so that the closing client's own will is not handed
@@ -104,7 +106,7 @@ static struct session *session_go_offline(struct connection *conn)
 {
     struct session *session = conn->session;
     if (!session || session->connection != conn) return NULL;
-    session->connection = NULL;
+    session_attach(session, NULL);
     session->disconnected_at_ms = conn->broker->now_ms;
     return session;
 }
@@ -136,7 +138,7 @@ static void log_client_gone(const struct connection *conn, uint8_t reason, const
     case MQTT_RC_DISCONNECT_WITH_WILL:
         log_notice("Client %s disconnected.", id);
         break;
-    case MQTT_RC_KEEP_ALIVE_TIMEOUT:   /* logged by the keepalive check */
+    case MQTT_RC_KEEP_ALIVE_TIMEOUT:   /* logged first, see client_on_close */
     case MQTT_RC_SESSION_TAKEN_OVER:   /* logged by the connection taking over */
     case MQTT_RC_SERVER_SHUTTING_DOWN: /* Mosquitto logs nothing per client */
         break;
@@ -166,6 +168,8 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
 {
     struct broker *broker = conn->broker;
     bool was_active = conn->state == CONNECTION_ACTIVE;
+    if (was_active && reason == MQTT_RC_KEEP_ALIVE_TIMEOUT)
+        log_notice("Client %s has exceeded timeout, disconnecting.", conn->client_id);
     if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
         connection_send_disconnect(conn, reason, why);
     if (broker->config->connection_messages && connection_carries_mqtt(conn))
@@ -204,6 +208,15 @@ static bool client_packet_must_wait(const struct connection *conn,
     return hdr->type == MQTT_PUBLISH && conn->broker->peer_backlog;
 }
 
+/* Room again: the session's retained and queued messages that waited for it. */
+static void client_on_output_drained(struct connection *conn)
+{
+    struct session *session = conn->session;
+    if (session && session->connection == conn &&
+        (session->retained_head || session->queued.head))
+        session_pump(conn->broker, session);
+}
+
 const struct connection_role client_role = {
     .name = "client",
     .packet_must_wait = client_packet_must_wait,
@@ -211,4 +224,5 @@ const struct connection_role client_role = {
     .on_packet = client_on_packet,
     .on_close = client_on_close,
     .on_free = client_on_free,
+    .on_output_drained = client_on_output_drained,
 };

@@ -17,7 +17,6 @@
 #include "psk_file.h"
 #include "acl.h"
 #include "text_file.h"
-#include "transport_tls.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -356,7 +355,6 @@ static void tls_settings_free(struct arbor_tls_settings *tls)
                                      &tls->ciphers,     &tls->ciphers_tls13, &tls->psk_hint};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         free(texts[i]->value);
-    tls_context_release(tls->context);
     memset(tls, 0, sizeof *tls);
 }
 

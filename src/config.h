@@ -15,7 +15,6 @@
 struct password_table;
 struct acl_rules;
 struct psk_table;
-struct tls_context;
 
 /* log_type bits (mosquitto's names) */
 enum arbor_log_type {
@@ -97,9 +96,6 @@ struct arbor_tls_settings {
     /* the first directive given for this listener that only means something with TLS */
     const char *needs_tls_directive;
     struct arbor_place needs_tls_at;
-    /* built from the above by the daemon (tls_context_build); NULL for a plain listener;
-     * released with the config */
-    struct tls_context *context;
 };
 
 /* What a listener speaks (`protocol`). */
@@ -221,8 +217,8 @@ struct arbor_config {
     /* Peer links over TLS (config_peer_uses_tls): peer_cafile, peer_capath, peer_certfile,
      * peer_keyfile, peer_ciphers, peer_ciphers_tls1.3 and peer_tls_version fill the fields of
      * the same names (the rest stay unused); needs_tls_directive is the first of them given.
-     * context is the client context the daemon builds from them (tls_peer_context_build),
-     * released with the config. */
+     * The TLS contexts built from these settings are the transport's (transport_tls.h,
+     * struct tls_context_set), not the config's. */
     struct arbor_tls_settings peer_tls;
 
     /* every file (or string name) this config was read from, main file first; owns the

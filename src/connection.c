@@ -18,15 +18,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "broker_loop.h"
-#include "client.h"
-#include "deliver.h"
 #include "log.h"
 #include "packet_log.h"
-#include "persist.h"
 #include "topic.h"
 
 #define READ_BUDGET (4 * READ_CHUNK) /* per connection per loop turn, for fairness */
+#define CONNECT_TIMEOUT_MS 20000
 
 
 /* Back-pressure. What a client's own packets add to its output (acknowledgements, PINGRESP,
@@ -102,6 +99,47 @@ static void connection_link(struct connection *conn)
     broker->connection_count++;
 }
 
+/* ---- liveness ---- */
+
+/* When the connection must have received something: its CONNECT within CONNECT_TIMEOUT_MS
+ * of the accept, then a packet within 1.5 times its keepalive (MQTT 3.1.2.10). */
+static int64_t connection_deadline(const struct connection *conn)
+{
+    if (conn->state == CONNECTION_AWAITING_CONNECT)
+        return conn->last_received_ms +
+               (conn->handshake_timeout_ms ? conn->handshake_timeout_ms : CONNECT_TIMEOUT_MS);
+    /* A connection paused by back-pressure has sent what we do not read yet: it counts as
+     * alive while it takes its output, and is dropped when it does neither. */
+    int64_t from = conn->last_received_ms;
+    if (conn->input_paused && conn->last_output_ms > from) from = conn->last_output_ms;
+    /* Held because the peer links are backlogged: the broker, not the client, is waiting. */
+    if (conn->held_for_peers) from = conn->broker->now_ms;
+    if (conn->state == CONNECTION_ACTIVE && conn->keepalive)
+        return from + (int64_t)conn->keepalive * 1500;
+    return TIMER_NONE;
+}
+
+void connection_watch(struct connection *conn)
+{
+    struct broker *broker = conn->broker;
+    conn->timer.kind = TIMER_CONNECTION;
+    if (timer_set(&broker->timers, &conn->timer, connection_deadline(conn)) != 0)
+        log_error("Error: out of memory arming the timeout of %s.", conn->address);
+}
+
+/* Every packet moves the deadline; the timer is only moved here, when it fires early. */
+void connection_timer_fired(struct connection *conn)
+{
+    int64_t deadline = connection_deadline(conn);
+    if (deadline == TIMER_NONE) return;
+    if (!broker_past(conn->broker, deadline))
+        connection_watch(conn);
+    else if (conn->state == CONNECTION_AWAITING_CONNECT)
+        connection_close(conn, 0, "no CONNECT received in time");
+    else /* the role logs it (Mosquitto's "has exceeded timeout" for a client) */
+        connection_close(conn, MQTT_RC_KEEP_ALIVE_TIMEOUT, "exceeded timeout");
+}
+
 struct connection *connection_dial(struct broker *broker, const struct sockaddr *addr,
                                    socklen_t addr_len, const char *address,
                                    const struct connection_role *role, void *role_data)
@@ -132,7 +170,7 @@ struct connection *connection_dial(struct broker *broker, const struct sockaddr 
         return NULL;
     }
     connection_link(conn);
-    broker_watch_connection(conn); /* the handshake must end in time, as a CONNECT must */
+    connection_watch(conn); /* the handshake must end in time, as a CONNECT must */
     return conn;
 }
 
@@ -159,7 +197,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
         return;
     }
     conn->listener = listener;
-    conn->role = &client_role; /* what an accepted connection is until it says otherwise */
+    conn->role = broker->accept_role; /* what it is until it says otherwise (a client) */
     conn->transport = listener->transport;
     bool attached = !conn->transport->attach || conn->transport->attach(conn) == 0;
     if (!attached || event_loop_add(&broker->loop, &conn->handler, EVENT_READ) != 0) {
@@ -172,7 +210,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     connection_link(conn);
     listener->connection_count++;
     broker->stats.connections_total++;
-    broker_watch_connection(conn); /* CONNECT timeout */
+    connection_watch(conn); /* CONNECT timeout */
     /* as Mosquitto: both lines or neither, and none for what is not MQTT (yet) */
     if (broker->config->connection_messages && connection_carries_mqtt(conn))
         log_notice("New connection from %s on port %u.", peer, listener->port);
@@ -385,25 +423,28 @@ static void connection_flush(struct connection *conn)
      * broker's own output), then retained and queued messages waiting for room. */
     if (conn->input_paused && conn->reply_backlog < OUTPUT_LOW_WATER) resume_input(conn);
     if (conn->state == CONNECTION_CLOSED) return;
-    struct session *session = conn->session;
-    if (n > 0 && session && session->connection == conn &&
-        (session->retained_head || session->queued.head))
-        session_pump(conn->broker, session);
+    if (n > 0 && conn->role->on_output_drained) conn->role->on_output_drained(conn);
     if (conn->state == CONNECTION_CLOSED) return;
     update_interest(conn);
     schedule_pending_input(conn); /* input resumed: what the transport holds comes first */
 }
 
+/* The loop's durable-commit barrier (struct broker, output_commit): what queued output
+ * acknowledges is made durable first; false while it cannot be (output waits). */
+static bool output_may_go(struct broker *broker)
+{
+    if (broker->output_commit) broker->output_commit(broker);
+    return !broker->output_held || !broker->output_held(broker);
+}
+
 /* Each connection is written once per turn: one that gets more output while being flushed
- * (the pump refilling it) goes on the list for the next turn, which then does not wait.
- * A flush writes only what was queued before it; with durable persistence, all of that was
- * produced before this turn's commit. */
+ * (its role refilling it, on_output_drained) goes on the list for the next turn, which then
+ * does not wait. A flush writes only what was queued before it; behind the barrier, all of
+ * that was produced before this turn's commit. */
 void broker_flush_connections(struct broker *broker)
 {
-    /* Durable persistence: what this output acknowledges is on disk before it goes. What
-     * session_pump adds while flushing waits for the next turn's commit (see above). */
-    persist_commit(broker);
-    if (persist_holds_output(broker)) return; /* the file cannot be written: output waits */
+    /* What the role adds while flushing waits for the next turn's commit (see above). */
+    if (!output_may_go(broker)) return;
     struct connection *list = broker->flush_list;
     broker->flush_list = broker->flush_tail = NULL;
     while (list) {
@@ -506,8 +547,7 @@ void connection_send_disconnect(struct connection *conn, uint8_t reason, const c
 
 void connection_write_now(struct connection *conn)
 {
-    persist_commit(conn->broker); /* what earlier output acknowledges goes to disk first */
-    if (persist_holds_output(conn->broker)) return;
+    if (!output_may_go(conn->broker)) return; /* what earlier output acknowledges first */
     if (conn->state != CONNECTION_CLOSED) outq_flush(&conn->out, transport_write, conn);
 }
 
@@ -564,7 +604,7 @@ static uint32_t inbound_packet_limit(const struct connection *conn)
 static bool fixed_header_acceptable(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
     if (!conn->role->header_allowed(conn, hdr)) return false;
-    if (hdr->type == 0 || !mqtt_fixed_header_flags_valid(hdr->type, hdr->flags)) {
+    if (hdr->type == 0 || !mqtt_fixed_header_flags_valid_in(conn->version, hdr->type, hdr->flags)) {
         connection_close(conn, MQTT_RC_MALFORMED_PACKET, "malformed packet");
         return false;
     }
@@ -798,8 +838,8 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
     unsigned recv_ready = blocked & TRANSPORT_RECV_NEEDS_WRITE ? EVENT_WRITE | EVENT_ERROR
                                                                : EVENT_READ;
     if (events & send_ready) {
-        /* durable persistence: written at the end of the turn, after the commit */
-        if (persist_holds_output(conn->broker))
+        /* behind the barrier: written at the end of the turn, after the commit */
+        if (conn->broker->output_held && conn->broker->output_held(conn->broker))
             connection_schedule_flush(conn);
         else
             connection_flush(conn);

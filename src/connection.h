@@ -30,6 +30,14 @@ struct connection *connection_dial(struct broker *broker, const struct sockaddr 
                                    socklen_t addr_len, const char *address,
                                    const struct connection_role *role, void *role_data);
 
+/* (Re)arm the connection's deadline from its state: the CONNECT (or an outgoing link's
+ * handshake, handshake_timeout_ms) within 20 s, then a packet within 1.5 times its keepalive.
+ * Called when it is accepted or dialled, and when its CONNECT is accepted. */
+void connection_watch(struct connection *conn);
+/* Its timer (TIMER_CONNECTION) fired: re-armed if a packet moved the deadline, else closed
+ * (reason MQTT_RC_KEEP_ALIVE_TIMEOUT, "exceeded timeout", once past CONNECT). */
+void connection_timer_fired(struct connection *conn);
+
 /* Send small writes at once (TCP_NODELAY) on an accepted connection that turned out to be a
  * link whose round-trip times are measured (a peer's): an answer must not wait for the
  * acknowledgement of the previous write (Nagle), nor for the other side's delayed ACK. */

@@ -4,12 +4,13 @@
  * the incoming QoS 2 flow ends with PUBREL.
  */
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "message.h"
 #include "packet.h"
 #include "persist.h"
 #include "session.h"
+#include "delivery.h"
+#include "session_flow.h"
 
 static int decode(struct connection *conn, uint8_t type, const uint8_t *body, size_t len,
                   struct mqtt_ack *ack)

@@ -12,7 +12,6 @@
 #include "broker_loop.h"
 #include "client.h"
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -23,6 +22,8 @@
 #include "retain_source.h"
 #include "session.h"
 #include "topic.h"
+#include "session_flow.h"
+#include "session_life.h"
 
 /* Map an MQTT 5 reason to the v3.x CONNACK return code that means the same. */
 static uint8_t v3_connack_code(uint8_t reason)
@@ -42,12 +43,14 @@ static uint8_t v3_connack_code(uint8_t reason)
     }
 }
 
-/* Send a refusing CONNACK in the client's version and close. */
-static int refuse(struct connection *conn, uint8_t version, uint8_t reason, const char *why)
+/* Send a refusing CONNACK in the client's version and close. An MQTT 5 client is told
+ * v5_reason, which may be less specific than the reason the refusal is logged with. */
+static int refuse_telling(struct connection *conn, uint8_t version, uint8_t reason,
+                          uint8_t v5_reason, const char *why)
 {
     struct abuf *scratch = &conn->broker->scratch;
     abuf_reset(scratch);
-    uint8_t code = version == MQTT_V5 ? reason : v3_connack_code(reason);
+    uint8_t code = version == MQTT_V5 ? v5_reason : v3_connack_code(reason);
     uint8_t send_version = version == MQTT_V5 ? MQTT_V5 : MQTT_V311;
     struct mqtt_props_out props = {0};
     if (send_version == MQTT_V5) props = connection_reason_string(conn, why);
@@ -59,6 +62,11 @@ static int refuse(struct connection *conn, uint8_t version, uint8_t reason, cons
      * authorised."); Mosquitto prints nothing more for a refused CONNECT. */
     connection_close(conn, reason, why);
     return HANDLER_CLOSED;
+}
+
+static int refuse(struct connection *conn, uint8_t version, uint8_t reason, const char *why)
+{
+    return refuse_telling(conn, version, reason, reason, why);
 }
 
 static char *copy_string(struct wire_bytes b)
@@ -203,9 +211,9 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
         session->pending_will = NULL;
     }
     session->version = c->version;
-    session->no_echo = c->is_peer; /* a bridge: never hand it back what it published */
+    session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
-    session->connection = conn;
+    session_attach(session, conn);
     conn->session = session;
     session_update_timer(conn->broker, session); /* online: its offline timer is cancelled */
     return session;
@@ -218,9 +226,11 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
     if (c->client_id.len == 0) {
         bool allowed = sec->allow_zero_length_clientid &&
                        (c->version == MQTT_V5 || (c->version == MQTT_V311 && c->clean_start));
+        /* v3: "identifier rejected". v5: 0x80 (Unspecified error), as Mosquitto 2.0 answers
+         * (0x85 is a MAY, [MQTT-3.1.3-8]); only allow_zero_length_clientid false gets here. */
         if (!allowed)
-            return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
-                          "zero length client id not allowed");
+            return refuse_telling(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
+                                  MQTT_RC_UNSPECIFIED, "zero length client id not allowed");
         conn->client_id = generate_client_id(sec);
         *assigned = true;
     } else {
@@ -503,7 +513,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     session->acl_listener = conn->listener;
     conn->state = CONNECTION_ACTIVE;
     persist_session_changed(broker, session); /* written before the CONNACK goes out */
-    broker_watch_connection(conn); /* keepalive from now on */
+    connection_watch(conn); /* keepalive from now on */
     broker->stats.connects_total++;
     broker->client_count++;
     if (broker->client_count > broker->stats.clients_maximum)

@@ -1,14 +1,13 @@
 /*
  * handle_publish.c: PUBLISH from a client: topic aliases, limits (retain availability,
  * message_size_limit, receive maximum for QoS 2), storing the message once, handing it to
- * broker_publish, and the PUBACK / PUBREC that completes the sender's side of the flow.
+ * route_message, and the PUBACK / PUBREC that completes the sender's side of the flow.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "acl.h"
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -17,6 +16,7 @@
 #include "retain_source.h"
 #include "session.h"
 #include "topic.h"
+#include "route.h"
 
 /* Resolve or record a topic alias. On success p->topic names the topic to use. */
 static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
@@ -75,14 +75,14 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
     }
     struct message *msg = message_create(&broker->messages, topic, topic_len, p->payload,
                                          p->payload_len, props->data, props->len, p->qos,
-                                         p->retain, conn->session->serial, expiry, broker->now_ms);
+                                         p->retain, conn->session->subscriber.serial, expiry, broker->now_ms);
     if (!msg) return -1;
     if (p->retain && conn->session->acl && broker->config->check_retain_source &&
         !(msg->source = message_source_new(conn->client_id, conn->username))) {
         message_unref(msg);
         return -1;
     }
-    size_t matched = broker_publish(broker, msg);
+    size_t matched = route_message(broker, msg);
     message_unref(msg);
     return (long)matched;
 }

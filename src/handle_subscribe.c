@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "connection.h"
-#include "deliver.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -17,22 +16,36 @@
 #include "session.h"
 #include "subs.h"
 #include "topic.h"
+#include "session_flow.h"
 
 #define MAX_FILTERS_PER_SUBSCRIBE 1024
 
-/* Check one requested filter; returns the SUBACK code for it. */
-static uint8_t validate_request(const struct connection *conn,
-                                const struct mqtt_subscription_request *req, bool *shared)
+/* Check one requested filter: 0 and the QoS granted in *granted, or the reason to close the
+ * connection. Like Mosquitto, a filter arbor does not take ends the connection rather than
+ * failing alone. One that breaks the rules of MQTT (4.7, 4.8.2) is a Malformed Packet, as
+ * Mosquitto says; a correct filter deeper than the limit is "Topic Filter invalid", the more
+ * specific reason 4.13.1 asks for (Mosquitto says malformed). */
+static int validate_request(const struct connection *conn,
+                            const struct mqtt_subscription_request *req, bool *shared,
+                            uint8_t *granted)
 {
     const char *filter = (const char *)req->filter.data;
     size_t len = req->filter.len;
-    uint8_t invalid = conn->version == MQTT_V5 ? MQTT_RC_TOPIC_FILTER_INVALID : 0x80;
     const char *group, *inner;
     size_t group_len, inner_len;
     (void)topic_parse_shared(filter, len, shared, &group, &group_len, &inner, &inner_len);
-    if (!topic_subscription_filter_is_valid(filter, len)) return invalid;
+    switch (topic_subscription_filter_check(filter, len)) {
+    case TOPIC_FILTER_VALID:
+        break;
+    case TOPIC_FILTER_TOO_DEEP:
+        return MQTT_RC_TOPIC_FILTER_INVALID;
+    default:
+        return MQTT_RC_MALFORMED_PACKET;
+    }
+    if (*shared && req->no_local && conn->version == MQTT_V5) return MQTT_RC_PROTOCOL_ERROR;
     uint8_t max_qos = conn->broker->config->max_qos;
-    return req->qos < max_qos ? req->qos : max_qos;
+    *granted = req->qos < max_qos ? req->qos : max_qos;
+    return 0;
 }
 
 int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
@@ -54,11 +67,9 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
     while (mqtt_subscribe_next(&sub, &pos, &reqs[n])) {
         struct mqtt_subscription_request *req = &reqs[n];
         bool shared = false;
-        codes[n] = validate_request(conn, req, &shared);
+        rc = validate_request(conn, req, &shared, &codes[n]);
+        if (rc) return rc;
         send_retained_for[n] = false;
-        if (shared && req->no_local && conn->version == MQTT_V5) return MQTT_RC_PROTOCOL_ERROR;
-        /* Like Mosquitto, an invalid filter ends the connection rather than failing alone. */
-        if (codes[n] > 2) return MQTT_RC_TOPIC_FILTER_INVALID;
         {
             char filter[MQTT_TOPIC_BUFFER];
             if (connection_mount_filter(conn, req->filter.data, req->filter.len, filter) < 0)
@@ -69,10 +80,11 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                           (req->retain_handling << 4));
             bool replaced = false;
             bool added =
-                subs_add(broker->subscriptions, filter, session, options, sub_id, &replaced) == 0;
+                subs_add(broker->subscriptions, filter, &session->subscriber, options, sub_id,
+                         &replaced) == 0;
             if (added && session_remember_subscription(session, filter, options, sub_id)) {
                 /* The session must know every subscription the tree has for it. */
-                if (!replaced) subs_remove(broker->subscriptions, filter, session);
+                if (!replaced) subs_remove(broker->subscriptions, filter, &session->subscriber);
                 added = false;
             }
             if (!added) {

@@ -30,7 +30,7 @@ int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
             return MQTT_RC_TOPIC_FILTER_INVALID;
         codes[n] = MQTT_RC_NO_SUBSCRIPTION_EXISTED;
         if (session_forget_subscription(conn->session, filter)) {
-            subs_remove(broker->subscriptions, filter, conn->session);
+            subs_remove(broker->subscriptions, filter, &conn->session->subscriber);
             persist_subscription_changed(broker, conn->session, filter, NULL);
             broker->stats.subscriptions--;
             if (is_shared_filter(filter)) broker->stats.shared_subscriptions--;

@@ -49,6 +49,13 @@ static int open_socket(const struct addrinfo *ai, const char *interface)
     return fd;
 }
 
+/* The TLS context built for a listener of the config in force (transport_tls.h). */
+static struct tls_context *listener_context(const struct broker *broker,
+                                            const struct arbor_listener *cfg)
+{
+    return tls_context_set_listener(broker->tls, (size_t)(cfg - broker->config->listeners));
+}
+
 static int add_listener(struct broker *broker, const struct arbor_listener *cfg, int fd)
 {
     struct listener *l = calloc(1, sizeof *l);
@@ -65,7 +72,7 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
         l->transport = &transport_ws; /* TLS under it (wss) is libwebsockets' (websocket.c) */
     } else if (config_listener_uses_tls(cfg)) {
         l->transport = &transport_tls;
-        l->tls = tls_context_ref(cfg->tls.context); /* built with the config (main.c) */
+        l->tls = tls_context_ref(listener_context(broker, cfg)); /* built by main.c */
     }
     l->port = cfg->port;
     l->bind_address = cfg->bind_address ? strdup(cfg->bind_address) : NULL;
@@ -178,7 +185,7 @@ static void refresh_tls(struct listener *l)
     }
     if (!wants_tls) return;
     struct tls_context *old = l->tls;
-    l->tls = tls_context_ref(l->config->tls.context);
+    l->tls = tls_context_ref(listener_context(l->broker, l->config));
     tls_context_release(old);
 }
 

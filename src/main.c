@@ -216,34 +216,19 @@ static int load_psk_files(struct arbor_config *cfg, const char *dir)
     return 0;
 }
 
-/* Build each TLS listener's context, and the peer links' one, from their files, so that a bad
- * certificate or key stops the start, or fails a reload, which then keeps the contexts in use.
- * Every error is logged. */
-static int build_tls_contexts(struct arbor_config *cfg)
+/* Each context that failed to build, as an error of the start or of the reload. */
+static void log_tls_error(void *ctx, const char *error)
 {
-    int status = 0;
-    for (size_t i = 0; i < cfg->listener_count; i++) {
-        struct arbor_listener *listener = &cfg->listeners[i];
-        if (!config_listener_uses_tls(listener)) continue;
-        char err[2048];
-        if (tls_context_build(listener, &listener->tls.context, err, sizeof err) != 0) {
-            log_error("Error: %s", err);
-            status = -1;
-        }
-    }
-    if (config_peer_uses_tls(cfg)) {
-        char err[2048];
-        if (tls_peer_context_build(&cfg->peer_tls, &cfg->peer_tls.context, err, sizeof err) != 0) {
-            log_error("Error: %s", err);
-            status = -1;
-        }
-    }
-    return status;
+    (void)ctx;
+    log_error("Error: %s", error);
 }
 
 /* Load the config file (if any) and the command line's listeners. *ports_ignored (may be NULL)
  * tells whether -p was ignored because the file has listeners. */
-static struct arbor_config *load_config(const struct options *opt, bool *ports_ignored)
+/* Also builds the TLS contexts of the config into *tls (transport_tls.h): a bad certificate
+ * or key stops the start, or fails a reload, which then keeps the contexts in use. */
+static struct arbor_config *load_config(const struct options *opt, bool *ports_ignored,
+                                        struct tls_context_set **tls)
 {
     struct arbor_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return NULL;
@@ -280,7 +265,7 @@ static struct arbor_config *load_config(const struct options *opt, bool *ports_i
         goto fail;
     }
     if (load_password_files(cfg, opt->start_dir) || load_psk_files(cfg, opt->start_dir) ||
-        build_tls_contexts(cfg))
+        tls_context_set_build(cfg, tls, log_tls_error, NULL))
         goto fail;
     if (opt->verbose) cfg->log_type = ARBOR_LOG_ALL;
     return cfg;
@@ -292,7 +277,7 @@ fail:
     return NULL;
 }
 
-static struct arbor_config *reload_config(void *ctx)
+static struct arbor_config *reload_config(void *ctx, struct tls_context_set **tls)
 {
     const struct options *opt = ctx;
     if (!opt->config_file) return NULL;
@@ -304,7 +289,7 @@ static struct arbor_config *reload_config(void *ctx)
                        (unsigned long long)now.tv_nsec / 1000ULL,
                    opt->config_file);
     log_notice("Reloading config file %s.", opt->config_file);
-    struct arbor_config *cfg = load_config(opt, NULL);
+    struct arbor_config *cfg = load_config(opt, NULL, tls);
     if (cfg) {
         log_config_warnings(cfg);
         notify_systemd("READY=1\nSTATUS=Running; configuration reloaded");
@@ -445,7 +430,8 @@ int main(int argc, char **argv)
     if (rc != 0) return rc > 0 ? 0 : 1;
     resolve_paths(&opt);
     bool ports_ignored;
-    struct arbor_config *cfg = load_config(&opt, &ports_ignored);
+    struct tls_context_set *tls = NULL;
+    struct arbor_config *cfg = load_config(&opt, &ports_ignored, &tls);
     if (!cfg) return 1;
     /* errors up to here go to stderr, where the operator starting the broker sees them */
     struct run_user user;
@@ -458,6 +444,7 @@ int main(int argc, char **argv)
     if (rc != 0) {
         config_free(cfg);
         free(cfg);
+        tls_context_set_free(tls);
         log_close();
         return 1;
     }
@@ -479,7 +466,7 @@ int main(int argc, char **argv)
     static struct broker broker;
     char *pid_file = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
     size_t listener_count = cfg->listener_count;
-    rc = broker_init(&broker, cfg);
+    rc = broker_init(&broker, cfg, tls);
     if (rc == 0 && !broker.listeners) {
         /* e.g. only addresses this host does not have: never run (and say READY) unreachable */
         log_error("Error: no listener could be opened.");

@@ -1,12 +1,12 @@
 /*
- * message.c: creation and reference counting of stored messages.
+ * message.c: creation and reference counting of stored messages, and the record of who
+ * published one (message_source).
  */
 #include "message.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "retain_source.h"
 
 struct message *message_create(struct message_counters *counters, const char *topic,
                                size_t topic_len, const void *payload, size_t payload_len,
@@ -73,4 +73,25 @@ uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms)
     int64_t left = msg->expiry_at_ms - now_ms;
     if (left <= 0) return 1;
     return (uint32_t)((left + 999) / 1000);
+}
+
+struct message_source *message_source_new(const char *client_id, const char *username)
+{
+    size_t id_len = strlen(client_id);
+    struct message_source *source = malloc(sizeof *source + id_len + 1);
+    if (!source) return NULL;
+    memcpy(source->client_id, client_id, id_len + 1);
+    source->username = NULL;
+    if (username && !(source->username = strdup(username))) {
+        free(source);
+        return NULL;
+    }
+    return source;
+}
+
+void message_source_free(struct message_source *source)
+{
+    if (!source) return;
+    free(source->username);
+    free(source);
 }

@@ -12,7 +12,11 @@
 
 #include "identity.h"
 
-struct message_source;
+/* Who published a retained message or a will (check_retain_source, retain_source.h). */
+struct message_source {
+    char *username; /* NULL: anonymous */
+    char client_id[];
+};
 
 /* Live count and total payload bytes of the messages created against these counters, for
  * $SYS; owned by the broker (one per event loop), not global. */
@@ -77,5 +81,9 @@ void message_restart_expiry(struct message *msg, int64_t now_ms);
 
 /* Seconds left before expiry, rounded up (at least 1), for the outgoing expiry property. */
 uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms);
+
+/* A copy of client_id and username (NULL: anonymous); NULL when out of memory. */
+struct message_source *message_source_new(const char *client_id, const char *username);
+void message_source_free(struct message_source *source);
 
 #endif

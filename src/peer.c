@@ -22,6 +22,7 @@
 #include "host_resources.h"
 #include "log.h"
 #include "peer_net.h"
+#include "sys_tree.h"
 #include "transport_tls.h"
 
 /* How long after a change the tree may still be settling: messages go on every live link (and
@@ -309,7 +310,7 @@ int peer_net_start(struct broker *broker)
         log_error("Error: MQTT-ST: invalid spanning-tree parameters or out of memory.");
         return -1;
     }
-    net->tls = tls_context_ref(cfg->peer_tls.context); /* built with the config (main.c) */
+    net->tls = tls_context_ref(broker->tls ? broker->tls->peer : NULL); /* built by main.c */
     log_notice("MQTT-ST: identity %s, capability %u.", net->self_name, net->capability);
     check_identity_listener(cfg);
     const char *key_log = getenv("SSLKEYLOGFILE");
@@ -325,6 +326,10 @@ int peer_net_start(struct broker *broker)
         log_warning("Warning: MQTT-ST: peer_allow_unauthenticated is set: any broker that can "
                     "reach this one may join the tree and inject messages.");
     }
+    if (peer_flood_register(net) != 0 || sys_tree_add_source(broker, peer_sys_publish, net)) {
+        log_error("Error: MQTT-ST: no room for its forwarder or its $SYS topics.");
+        return -1;
+    }
     add_configured_dialers(net);
     net->sys_dirty = true;
     return 0;
@@ -339,9 +344,9 @@ static bool dialer_matches(const struct peer_dialer *d, const struct arbor_peer 
  * hold them now (a reload whose files fail to load keeps the old configuration, main.c);
  * links already up keep their session. Turning TLS on or off takes a restart, as the
  * identity (a TLS listener or a plain one) depends on it. */
-static void reload_tls(struct peer_net *net, const struct arbor_config *cfg)
+static void reload_tls(struct peer_net *net)
 {
-    struct tls_context *fresh = cfg->peer_tls.context;
+    struct tls_context *fresh = net->broker->tls ? net->broker->tls->peer : NULL;
     if ((fresh != NULL) != (net->tls != NULL)) {
         log_warning("Warning: MQTT-ST: peer TLS is %s in the new config; that takes a restart, "
                     "peer links go on %s until then.",
@@ -365,7 +370,7 @@ void peer_net_reload(struct broker *broker)
                         "to enable it.");
         return;
     }
-    reload_tls(net, cfg);
+    reload_tls(net);
     for (struct peer_dialer *d = net->dialers; d; d = d->next) {
         if (!d->configured || d->removed) continue;
         bool kept = false;
@@ -405,6 +410,8 @@ void peer_net_free(struct broker *broker)
         peer_dialer_free(d);
     }
     peer_links_free(net);
+    route_remove_forwarder(broker, &net->forwarder);
+    sys_tree_remove_source(broker, net);
     peer_flood_free(net);
     tls_context_release(net->tls);
     stp_destroy(net->stp);
@@ -457,7 +464,7 @@ void peer_net_run(struct broker *broker)
     }
     if (net->sys_dirty && broker->config->sys_interval > 0) {
         net->sys_dirty = false;
-        peer_sys_publish(broker);
+        peer_sys_publish(net);
     }
 }
 

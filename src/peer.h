@@ -34,15 +34,5 @@ int64_t peer_net_next_deadline(const struct broker *broker);
  * connection over (answers, refuses or closes it). Returns HANDLER_CLOSED or 0. */
 int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c);
 
-/* broker_publish (deliver.c): first peer_stamp gives a message published here its origin;
- * peer_retained_wins says whether a retained message may replace what is held for its topic
- * (newest origin time wins, ties to the lower origin identity; a clear wins over older copies
- * for an hour); after local delivery peer_flood sends it on along the tree. */
-void peer_stamp(struct broker *broker, struct message *msg);
-bool peer_retained_wins(struct broker *broker, struct message *msg);
-void peer_flood(struct broker *broker, struct message *msg);
-
-/* $SYS/broker/stp/... (sys_tree.c calls it with the rest of the tree). */
-void peer_sys_publish(struct broker *broker);
 
 #endif

@@ -71,7 +71,7 @@ static int admit(struct peer_accepted *acc)
     acc->authenticated = true;
     acc->arrived_ms = conn->broker->now_ms;
     conn->state = CONNECTION_ACTIVE;
-    broker_watch_connection(conn); /* its keepalive from now on */
+    connection_watch(conn); /* its keepalive from now on */
     char *subject = net->tls && conn->transport->peer_name
                         ? conn->transport->peer_name(conn, TRANSPORT_NAME_SUBJECT)
                         : NULL;

@@ -169,7 +169,7 @@ static void attempt(struct peer_dialer *d)
     d->state = DIAL_CONNECTING;
     /* connect, TLS and MQTT handshakes within max age, like any silence on a link */
     d->conn->handshake_timeout_ms = broker->config->stp_max_age_ms;
-    broker_watch_connection(d->conn);
+    connection_watch(d->conn);
     /* Over TLS the broker's certificate must name the host dialled: the peer line's host,
      * or for a connect-back the address of the identity the peer gave. */
     if (d->net->tls && transport_tls_attach_client(d->conn, d->net->tls, d->host) != 0)

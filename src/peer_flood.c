@@ -22,7 +22,6 @@
 #include <sys/time.h>
 
 #include "connection.h"
-#include "deliver.h"
 #include "log.h"
 #include "message.h"
 #include "packet.h"
@@ -30,6 +29,7 @@
 #include "peer_net.h"
 #include "retain.h"
 #include "topic.h"
+#include "route.h"
 
 #define HISTORY_MAX 100000
 #define ORIGIN_FORGET_MS (10 * 60 * 1000)    /* an origin run silent this long is forgotten */
@@ -87,10 +87,12 @@ static struct peer_tombstone *tombstone_find(struct peer_net *net, const struct 
     return t;
 }
 
-void peer_stamp(struct broker *broker, struct message *msg)
+/* The forwarder's stamp (route.h): a message first published here gets its origin. */
+static void stamp(void *ctx, struct message *msg)
 {
-    struct peer_net *net = broker->peers;
-    if (!net || msg->origin.stamped || msg->origin.local_only) return;
+    struct peer_net *net = ctx;
+    struct broker *broker = net->broker;
+    if (msg->origin.stamped || msg->origin.local_only) return;
     msg->origin.stamped = true;
     msg->origin.broker = net->self;
     msg->origin.incarnation = net->incarnation;
@@ -152,11 +154,14 @@ static bool retained_is_news(struct broker *broker, const struct message *msg)
     return !t || t->clear == msg || compare_origin_age(&msg->origin, &t->clear->origin) >= 0;
 }
 
-bool peer_retained_wins(struct broker *broker, struct message *msg)
+/* The forwarder's retained_wins (route.h): newest origin time wins, ties to the lower origin
+ * identity; a clear wins over older copies for an hour, and is remembered here. */
+static bool retained_wins(void *ctx, struct message *msg)
 {
-    if (!broker->peers || !msg->origin.stamped) return true;
-    if (!retained_is_news(broker, msg)) return false;
-    if (msg->payload_len == 0) remember_clear(broker->peers, msg);
+    struct peer_net *net = ctx;
+    if (!msg->origin.stamped) return true;
+    if (!retained_is_news(net->broker, msg)) return false;
+    if (msg->payload_len == 0) remember_clear(net, msg);
     return true;
 }
 
@@ -203,10 +208,11 @@ static void history_add(struct peer_net *net, struct message *msg)
     net->history_len++;
 }
 
-void peer_flood(struct broker *broker, struct message *msg)
+/* The forwarder's forward (route.h): on along the spanning tree, after local delivery. */
+static void flood(void *ctx, struct message *msg)
 {
-    struct peer_net *net = broker->peers;
-    if (!net || !msg->origin.stamped || msg->origin.local_only || net->stopping) return;
+    struct peer_net *net = ctx;
+    if (!msg->origin.stamped || msg->origin.local_only || net->stopping) return;
     stp_link_id from = msg->origin.link;
     if (msg->qos > 0) history_add(net, msg);
     bool everywhere = settling(net);
@@ -220,6 +226,23 @@ void peer_flood(struct broker *broker, struct message *msg)
         if (everywhere || stp_link_forwarding(net->stp, link->stp_id))
             peer_dialer_send_message(link->out, msg, false);
     }
+}
+
+int peer_flood_register(struct peer_net *net)
+{
+    net->forwarder = (struct route_forwarder){
+        .name = "MQTT-ST",
+        .ctx = net,
+        .stamp = stamp,
+        .retained_wins = retained_wins,
+        .forward = flood,
+    };
+    return route_add_forwarder(net->broker, &net->forwarder);
+}
+
+bool peer_retained_wins(struct peer_net *net, struct message *msg)
+{
+    return retained_wins(net, msg);
 }
 
 void peer_flood_replay(struct peer_net *net)
@@ -370,14 +393,14 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
         if (!msg) return MQTT_RC_UNSPECIFIED;
         struct broker *broker = net->broker;
         /* An offered retained message older than what we hold is not news here. Only a
-         * question: broker_publish decides again, and records a clear, for what it stores. */
+         * question: route_message decides again, and records a clear, for what it stores. */
         if (origin.retained_sync && !retained_is_news(broker, msg)) {
             net->counters.duplicates++;
         } else {
             net->counters.received++;
             broker->stats.publish_received++;
             broker->stats.publish_bytes_received += p.payload_len;
-            broker_publish(broker, msg);
+            route_message(broker, msg);
         }
         message_unref(msg);
     }

@@ -25,6 +25,7 @@
 
 #include "broker.h"
 #include "message.h"
+#include "route.h"
 #include "wire.h"
 #include "stp.h"
 
@@ -205,6 +206,7 @@ struct peer_net {
     int64_t next_run_ms;     /* earliest deadline of dialers and pings */
     bool sys_dirty;
     struct peer_counters counters;
+    struct route_forwarder forwarder; /* registered at the routing point (peer_flood.c) */
 };
 
 /* peer.c */
@@ -241,6 +243,12 @@ void peer_accepted_close(struct peer_accepted *acc, uint8_t reason, const char *
 void peer_accepted_link_ready(struct peer_accepted *acc);
 
 /* peer_flood.c */
+/* Register MQTT-ST flooding as a forwarder at the routing point (route.h): it stamps messages
+ * published here with their origin, decides which of two retained values is newer, and sends
+ * each message on along the tree after local delivery. Returns 0 or -1. */
+int peer_flood_register(struct peer_net *net);
+/* The forwarder's retained check, as route_message asks it (also for tests). */
+bool peer_retained_wins(struct peer_net *net, struct message *msg);
 void peer_flood_free(struct peer_net *net);
 /* A PUBLISH from the neighbour on an incoming link: returns 0 or an MQTT reason code. */
 int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t flags,
@@ -249,6 +257,9 @@ void peer_flood_replay(struct peer_net *net);
 /* The link started forwarding: offer it our retained messages and recent clears. */
 void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link);
 void peer_flood_expire(struct peer_net *net, int64_t now_ms);
+
+/* peer_sys.c: $SYS/broker/stp/... for the peer network ctx, registered with sys_tree.c. */
+void peer_sys_publish(void *ctx);
 
 /* peer_origin.c */
 /* The origin user property value of msg into buf (NUL-terminated); returns its length. */

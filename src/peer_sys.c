@@ -74,10 +74,10 @@ void peer_sys_clear_link(struct peer_net *net, struct peer_link *link)
     link->sys_published = false;
 }
 
-void peer_sys_publish(struct broker *broker)
+void peer_sys_publish(void *ctx)
 {
-    struct peer_net *net = broker->peers;
-    if (!net) return;
+    struct peer_net *net = ctx;
+    struct broker *broker = net->broker;
     struct stp_status st;
     stp_get_status(net->stp, &st);
     char root[STP_BROKER_ID_STRLEN];

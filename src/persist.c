@@ -17,6 +17,7 @@
  * Must not: call SQLite (persist_store.c does), or know packet encodings.
  */
 #include "persist.h"
+#include "persist_hooks.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "retain_source.h"
 #include "session.h"
 #include "subs.h"
+#include "delivery.h"
 
 #define DEFAULT_FILE "arbor.db"
 #define RETRY_MS 1000
@@ -120,7 +122,7 @@ static int put_session(struct persist *p, struct broker *broker, int64_t wall_no
     struct persist_session s = {0};
     const struct connection *conn = session->connection;
     s.version = session->version;
-    s.no_echo = session->no_echo;
+    s.no_echo = session->subscriber.no_echo;
     s.was_connected = conn != NULL;
     s.expiry_interval = session->expiry_interval;
     s.disconnected_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->disconnected_at_ms);
@@ -444,7 +446,7 @@ static void restore_session(struct restore *r, const void *key, size_t key_len, 
     free(id);
     if (!session) return drop(r, PERSIST_SESSION, "out of memory");
     session->expiry_interval = s.expiry_interval;
-    session->no_echo = s.no_echo;
+    session->subscriber.no_echo = s.no_echo;
     session->last_packet_id = s.last_packet_id;
     /* A client connected when the file was written (durable mode, then a crash) went away
      * with the broker: its session counts as disconnected from now. */
@@ -486,9 +488,10 @@ static void restore_subscription(struct restore *r, const void *key, size_t key_
         return drop(r, PERSIST_SUBSCRIPTION, "bad filter");
     }
     bool replaced = false;
-    if (subs_add(broker->subscriptions, filter, session, s.options, s.identifier, &replaced) ||
+    if (subs_add(broker->subscriptions, filter, &session->subscriber, s.options, s.identifier,
+                 &replaced) ||
         session_remember_subscription(session, filter, s.options, s.identifier)) {
-        if (!replaced) subs_remove(broker->subscriptions, filter, session);
+        if (!replaced) subs_remove(broker->subscriptions, filter, &session->subscriber);
         free(filter);
         return drop(r, PERSIST_SUBSCRIPTION, "out of memory");
     }
@@ -683,6 +686,15 @@ static void schedule_autosave(struct persist *p, const struct broker *broker)
                               : TIMER_NONE;
 }
 
+/* What the core reports (persist_hooks.h): each of these checks broker->persist itself. */
+static const struct persist_hooks core_hooks = {
+    .retained_changed = persist_retained_changed,
+    .session_changed = persist_session_changed,
+    .session_removed = persist_session_removed,
+    .delivery_changed = persist_delivery_changed,
+    .delivery_released = persist_delivery_released,
+};
+
 int persist_start(struct broker *broker)
 {
     const struct arbor_config *cfg = broker->config;
@@ -722,6 +734,7 @@ int persist_start(struct broker *broker)
              p->durable ? "durable" : "snapshot", p->path,
              (long long)(clock_monotonic_ms() - started));
     schedule_autosave(p, broker);
+    broker->persist_hooks = &core_hooks;
     return 0;
 }
 
@@ -729,6 +742,7 @@ void persist_stop(struct broker *broker)
 {
     struct persist *p = broker->persist;
     if (!p) return;
+    broker->persist_hooks = NULL;
     save_all(p, broker);
     persist_store_close(p->store);
     abuf_free(&p->key);

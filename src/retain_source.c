@@ -10,27 +10,6 @@
 #include "acl.h"
 #include "message.h"
 
-struct message_source *message_source_new(const char *client_id, const char *username)
-{
-    size_t id_len = strlen(client_id);
-    struct message_source *source = malloc(sizeof *source + id_len + 1);
-    if (!source) return NULL;
-    memcpy(source->client_id, client_id, id_len + 1);
-    source->username = NULL;
-    if (username && !(source->username = strdup(username))) {
-        free(source);
-        return NULL;
-    }
-    return source;
-}
-
-void message_source_free(struct message_source *source)
-{
-    if (!source) return;
-    free(source->username);
-    free(source);
-}
-
 void retain_source_cache_free(struct retain_source_cache *cache)
 {
     acl_client_free(cache->acl);

@@ -3,8 +3,9 @@
  * (Mosquitto's default) can ask, each time the message is sent from the retained store, whether
  * that client may still write to its topic under the access rules in force then.
  *
- * The source hangs off the message (msg->source) and is freed with it. It is recorded only
- * when an acl_file applies to the publisher: without one there is nothing to check.
+ * The source hangs off the message (msg->source, message.h) and is freed with it. It is
+ * recorded only when an acl_file applies to the publisher: without one there is nothing to
+ * check.
  */
 #ifndef ARBOR_RETAIN_SOURCE_H
 #define ARBOR_RETAIN_SOURCE_H
@@ -14,15 +15,6 @@
 struct acl_rules;
 struct acl_client;
 struct message;
-
-struct message_source {
-    char *username;     /* NULL: anonymous */
-    char client_id[];
-};
-
-/* A copy of client_id and username (NULL: anonymous); NULL when out of memory. */
-struct message_source *message_source_new(const char *client_id, const char *username);
-void message_source_free(struct message_source *source);
 
 /* The compiled list of the last source asked about, kept while one subscription's retained
  * messages are collected (they often share their publisher). Zero it before use; free it

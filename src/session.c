@@ -1,8 +1,9 @@
 /*
- * session.c: session lifecycle, the session's own record of its subscriptions, the QoS 2
- * receive bitmap, delivery record pooling, and the session's timer: while offline it fires
- * for the delayed will, the session's expiry and (at most once a second) for expired queued
- * messages. Sending is left to deliver.c.
+ * session.c: session records: lookup and creation, the session's own record of its
+ * subscriptions, the QoS 2 receive bitmap, and arming the session's timer: while offline it
+ * is due for the delayed will, the session's expiry and (at most once a second) for expired
+ * queued messages. What the timer does, and destroying a session, is session_life.c's;
+ * sending is session_flow.c's.
  */
 #include "session.h"
 
@@ -10,10 +11,8 @@
 #include <string.h>
 
 #include "acl.h"
-#include "deliver.h"
 #include "log.h"
 #include "message.h"
-#include "persist.h"
 #include "subs.h"
 
 /* Expired messages are dropped from an offline queue at most this often (delivery checks
@@ -41,7 +40,8 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
         free(session);
         return NULL;
     }
-    session->serial = ++broker->next_session_serial;
+    session->subscriber.kind = SUBSCRIBER_SESSION;
+    session->subscriber.serial = ++broker->next_session_serial;
     session->timer.kind = TIMER_SESSION;
     session->version = version;
     HASH_ADD_KEYPTR(hh, broker->sessions, session->client_id, strlen(session->client_id), session);
@@ -51,55 +51,6 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
 bool is_shared_filter(const char *filter)
 {
     return strncmp(filter, "$share/", 7) == 0;
-}
-
-static void release_list(struct broker *broker, struct delivery_list *list)
-{
-    while (list->head) {
-        struct delivery *d = list->head;
-        delivery_list_remove(list, d);
-        delivery_release(broker, d);
-    }
-}
-
-void retained_snapshot_free(struct retained_snapshot *snap)
-{
-    for (uint32_t i = snap->next_index; i < snap->count; i++)
-        message_unref(snap->msgs[i]);
-    free(snap->msgs);
-    free(snap);
-}
-
-void session_destroy(struct broker *broker, struct session *session)
-{
-    persist_session_removed(broker, session);
-    timer_cancel(&broker->timers, &session->timer);
-    timers_unreserve(&broker->timers);
-    struct session_subscription *sub, *tmp;
-    HASH_ITER(hh, session->subscriptions, sub, tmp)
-    {
-        subs_remove(broker->subscriptions, sub->filter, session);
-        broker->stats.subscriptions--;
-        if (is_shared_filter(sub->filter)) broker->stats.shared_subscriptions--;
-        HASH_DEL(session->subscriptions, sub);
-        free(sub->filter);
-        free(sub);
-    }
-    release_list(broker, &session->inflight);
-    release_list(broker, &session->queued);
-    while (session->retained_head) {
-        struct retained_snapshot *snap = session->retained_head;
-        session->retained_head = snap->next;
-        retained_snapshot_free(snap);
-    }
-    HASH_DEL(broker->sessions, session);
-    struct message *will = session->pending_will;
-    session->pending_will = NULL;
-    acl_client_free(session->acl);
-    free(session->incoming_qos2);
-    free(session->client_id);
-    free(session);
-    if (will) broker_publish_will(broker, will);
 }
 
 int session_remember_subscription(struct session *session, const char *filter, uint8_t options,
@@ -157,85 +108,9 @@ void session_incoming_qos2_remove(struct session *session, uint16_t packet_id)
     session->incoming_qos2_count--;
 }
 
-struct delivery *delivery_alloc(struct broker *broker)
-{
-    struct delivery *d = broker->delivery_pool;
-    if (d)
-        broker->delivery_pool = d->next;
-    else
-        d = malloc(sizeof *d);
-    if (d) memset(d, 0, sizeof *d);
-    return d;
-}
-
-void delivery_release(struct broker *broker, struct delivery *delivery)
-{
-    persist_delivery_released(broker, delivery);
-    if (delivery->msg) message_unref(delivery->msg);
-    delivery->msg = NULL;
-    delivery->next = broker->delivery_pool;
-    broker->delivery_pool = delivery;
-}
-
-static uint64_t delivery_bytes(const struct delivery *d)
-{
-    return d->msg ? d->msg->payload_len : 0;
-}
-
-void delivery_list_append(struct delivery_list *list, struct delivery *delivery)
-{
-    delivery->next = NULL;
-    delivery->prev = list->tail;
-    if (list->tail)
-        list->tail->next = delivery;
-    else
-        list->head = delivery;
-    list->tail = delivery;
-    list->count++;
-    list->qos0_count += delivery->qos == 0;
-    list->bytes += delivery_bytes(delivery);
-}
-
-void delivery_list_prepend(struct delivery_list *list, struct delivery *delivery)
-{
-    delivery->prev = NULL;
-    delivery->next = list->head;
-    if (list->head)
-        list->head->prev = delivery;
-    else
-        list->tail = delivery;
-    list->head = delivery;
-    list->count++;
-    list->qos0_count += delivery->qos == 0;
-    list->bytes += delivery_bytes(delivery);
-}
-
-void delivery_list_remove(struct delivery_list *list, struct delivery *delivery)
-{
-    if (delivery->prev)
-        delivery->prev->next = delivery->next;
-    else
-        list->head = delivery->next;
-    if (delivery->next)
-        delivery->next->prev = delivery->prev;
-    else
-        list->tail = delivery->prev;
-    delivery->prev = delivery->next = NULL;
-    list->count--;
-    list->qos0_count -= delivery->qos == 0;
-    list->bytes -= delivery_bytes(delivery);
-}
-
-struct delivery *delivery_list_find(struct delivery_list *list, uint16_t packet_id)
-{
-    for (struct delivery *d = list->head; d; d = d->next)
-        if (d->packet_id == packet_id) return d;
-    return NULL;
-}
-
 /* When an offline session expires (persistent_client_expiration may shorten the client's
  * interval), or TIMER_NONE. */
-static int64_t expiry_deadline(const struct broker *broker, const struct session *session)
+int64_t session_expiry_deadline(const struct broker *broker, const struct session *session)
 {
     uint32_t expiry = session->expiry_interval;
     int64_t limit = broker->config->persistent_client_expiry;
@@ -271,7 +146,7 @@ void session_update_timer(struct broker *broker, struct session *session)
         timer_cancel(&broker->timers, &session->timer);
         return;
     }
-    int64_t deadline = expiry_deadline(broker, session);
+    int64_t deadline = session_expiry_deadline(broker, session);
     if (session->pending_will && session->pending_will_at_ms < deadline)
         deadline = session->pending_will_at_ms;
     int64_t queued = earliest_queued_expiry(session);
@@ -287,41 +162,6 @@ void session_note_queued(struct broker *broker, struct session *session,
     int64_t sweep = queue_sweep_at(broker, msg->expiry_at_ms);
     if (!timer_armed(&session->timer) || sweep < session->timer.deadline_ms)
         set_timer(broker, session, sweep);
-}
-
-/* Publish the will and expire the session if their time has come. Returns true if the
- * session was destroyed. */
-static bool run_due(struct broker *broker, struct session *session)
-{
-    if (session->connection) return false;
-    if (session->pending_will && broker_past(broker, session->pending_will_at_ms)) {
-        struct message *will = session->pending_will;
-        session->pending_will = NULL;
-        broker_publish_will(broker, will);
-        persist_session_changed(broker, session);
-    }
-    int64_t expiry = expiry_deadline(broker, session);
-    if (expiry != TIMER_NONE && broker_past(broker, expiry)) {
-        log_info("Expiring client %s.", session->client_id);
-        broker->stats.clients_expired++;
-        session_destroy(broker, session);
-        return true;
-    }
-    return false;
-}
-
-void session_timer_fired(struct broker *broker, struct session *session)
-{
-    if (run_due(broker, session)) return;
-    if (!session->connection && session->queued.count) session_drop_expired(broker, session);
-    session_update_timer(broker, session);
-}
-
-struct session *session_find_live(struct broker *broker, const char *client_id)
-{
-    struct session *session = session_find(broker, client_id);
-    if (session && run_due(broker, session)) return NULL;
-    return session;
 }
 
 void sessions_rearm_timers(struct broker *broker)

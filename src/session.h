@@ -9,9 +9,6 @@
 
 struct session *session_find(struct broker *broker, const char *client_id);
 struct session *session_create(struct broker *broker, const char *client_id, uint8_t version);
-/* Remove the session: its subscriptions, queued and inflight messages; publishes its pending
- * will, if any. The session must have no connection. */
-void session_destroy(struct broker *broker, struct session *session);
 
 /* Record/forget a subscription in the session (the tree is updated by the caller). */
 int session_remember_subscription(struct session *session, const char *filter, uint8_t options,
@@ -26,30 +23,24 @@ bool session_incoming_qos2_has(const struct session *session, uint16_t packet_id
 int session_incoming_qos2_add(struct session *session, uint16_t packet_id);
 void session_incoming_qos2_remove(struct session *session, uint16_t packet_id);
 
-/* Free a retained snapshot, releasing the messages not handed over yet. */
-void retained_snapshot_free(struct retained_snapshot *snap);
-
-/* Delivery records */
-struct delivery *delivery_alloc(struct broker *broker);
-void delivery_release(struct broker *broker, struct delivery *delivery);
-void delivery_list_append(struct delivery_list *list, struct delivery *delivery);
-void delivery_list_prepend(struct delivery_list *list, struct delivery *delivery);
-void delivery_list_remove(struct delivery_list *list, struct delivery *delivery);
-struct delivery *delivery_list_find(struct delivery_list *list, uint16_t packet_id);
-
-/* Like session_find, but a session whose expiry (or delayed will) is due at this moment is
- * expired (published) first, even if its timer has not fired yet in this loop turn. */
-struct session *session_find_live(struct broker *broker, const char *client_id);
-
 /* Session timer (offline sessions only): arm it for the earliest of the delayed will, the
  * session expiry and the next expiry among queued messages. Call when the session goes
  * offline; session_note_queued when a message with an expiry is queued while offline. */
 void session_update_timer(struct broker *broker, struct session *session);
 void session_note_queued(struct broker *broker, struct session *session,
                          const struct message *msg);
-/* The timer fired: publish the will, expire the session, drop expired messages as due. */
-void session_timer_fired(struct broker *broker, struct session *session);
+/* When an offline session expires (persistent_client_expiration may shorten the client's
+ * interval), or TIMER_NONE. */
+int64_t session_expiry_deadline(const struct broker *broker, const struct session *session);
 /* After a reload (persistent_client_expiration may have changed). */
 void sessions_rearm_timers(struct broker *broker);
+
+/* The session's client connects (conn) or goes away (NULL): shared subscription groups prefer
+ * members that are online. */
+static inline void session_attach(struct session *session, struct connection *conn)
+{
+    session->connection = conn;
+    session->subscriber.online = conn != NULL;
+}
 
 #endif

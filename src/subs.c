@@ -1,9 +1,10 @@
 /*
  * subs.c: the subscription tree of subs.h. Each node is one topic level; children are in a
  * uthash table, with '+' and '#' children kept aside so matching never hashes them.
- * Matching walks only the branches the topic can reach. De-duplication per session uses a
- * stamp stored in the session, so it costs no allocation and no extra lookup.
- * Must not touch connections or send anything.
+ * Matching walks only the branches the topic can reach. De-duplication per subscriber uses a
+ * stamp stored in the subscriber, so it costs no allocation and no extra lookup. It holds
+ * generic subscribers (struct subscriber, broker.h): it knows no sessions, connections or
+ * sending.
  */
 #include "subs.h"
 
@@ -12,14 +13,15 @@
 
 #include "topic.h"
 
-struct subscriber {
-    struct session *session;
+/* One subscription of a node: who, and with which options. */
+struct subscription_entry {
+    struct subscriber *subscriber;
     uint8_t options;
     uint32_t identifier;
 };
 
 struct subscriber_list {
-    struct subscriber *items;
+    struct subscription_entry *items;
     size_t count;
     size_t cap;
 };
@@ -129,11 +131,11 @@ static struct subs_node *node_for_filter(struct subscription_tree *tree, const c
     }
 }
 
-static int list_put(struct subscriber_list *list, struct session *session, uint8_t options,
+static int list_put(struct subscriber_list *list, struct subscriber *subscriber, uint8_t options,
                     uint32_t identifier, bool *replaced)
 {
     for (size_t i = 0; i < list->count; i++) {
-        if (list->items[i].session == session) {
+        if (list->items[i].subscriber == subscriber) {
             list->items[i].options = options;
             list->items[i].identifier = identifier;
             *replaced = true;
@@ -142,20 +144,20 @@ static int list_put(struct subscriber_list *list, struct session *session, uint8
     }
     if (list->count == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 4;
-        struct subscriber *items = realloc(list->items, cap * sizeof *items);
+        struct subscription_entry *items = realloc(list->items, cap * sizeof *items);
         if (!items) return -1;
         list->items = items;
         list->cap = cap;
     }
-    list->items[list->count++] = (struct subscriber){session, options, identifier};
+    list->items[list->count++] = (struct subscription_entry){subscriber, options, identifier};
     *replaced = false;
     return 0;
 }
 
-static bool list_remove(struct subscriber_list *list, struct session *session)
+static bool list_remove(struct subscriber_list *list, struct subscriber *subscriber)
 {
     for (size_t i = 0; i < list->count; i++) {
-        if (list->items[i].session == session) {
+        if (list->items[i].subscriber == subscriber) {
             list->items[i] = list->items[--list->count];
             return true;
         }
@@ -186,7 +188,7 @@ static void prune(struct subs_node *node)
     }
 }
 
-int subs_add(struct subscription_tree *tree, const char *filter, struct session *session,
+int subs_add(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber,
              uint8_t options, uint32_t identifier, bool *replaced)
 {
     bool shared;
@@ -201,7 +203,7 @@ int subs_add(struct subscription_tree *tree, const char *filter, struct session 
     }
     struct subs_node *node = node_for_filter(tree, inner, inner_len, true);
     if (!node) return -1;
-    if (!shared) return list_put(&node->subscribers, session, options, identifier, replaced);
+    if (!shared) return list_put(&node->subscribers, subscriber, options, identifier, replaced);
     struct shared_group *group;
     HASH_FIND(hh, node->groups, group_name, group_len, group);
     if (!group) {
@@ -213,10 +215,10 @@ int subs_add(struct subscription_tree *tree, const char *filter, struct session 
         }
         HASH_ADD_KEYPTR(hh, node->groups, group->name, group_len, group);
     }
-    return list_put(&group->members, session, options, identifier, replaced);
+    return list_put(&group->members, subscriber, options, identifier, replaced);
 }
 
-int subs_remove(struct subscription_tree *tree, const char *filter, struct session *session)
+int subs_remove(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber)
 {
     bool shared;
     const char *group_name, *inner;
@@ -232,11 +234,11 @@ int subs_remove(struct subscription_tree *tree, const char *filter, struct sessi
     if (!node) return 1;
     bool removed;
     if (!shared) {
-        removed = list_remove(&node->subscribers, session);
+        removed = list_remove(&node->subscribers, subscriber);
     } else {
         struct shared_group *group;
         HASH_FIND(hh, node->groups, group_name, group_len, group);
-        removed = group && list_remove(&group->members, session);
+        removed = group && list_remove(&group->members, subscriber);
         if (group && group->members.count == 0) {
             HASH_DEL(node->groups, group);
             free(group->members.items);
@@ -279,15 +281,16 @@ static void entry_add_id(struct match_entry *entry, uint32_t identifier)
         entry->sub_ids[entry->sub_id_count++] = identifier;
 }
 
-static void add_subscriber(struct match_context *ctx, const struct subscriber *sub)
+static void add_subscriber(struct match_context *ctx, const struct subscription_entry *sub)
 {
-    struct session *session = sub->session;
-    if (((sub->options & SUB_OPT_NO_LOCAL) || session->no_echo) && session->serial == ctx->origin)
+    struct subscriber *subscriber = sub->subscriber;
+    if (((sub->options & SUB_OPT_NO_LOCAL) || subscriber->no_echo) &&
+        subscriber->serial == ctx->origin)
         return;
     uint8_t qos = SUB_OPT_QOS(sub->options);
     bool rap = (sub->options & SUB_OPT_RETAIN_AS_PUBLISHED) != 0;
-    if (session->match_stamp == ctx->tree->stamp) {
-        struct match_entry *entry = &ctx->result->entries[session->match_index];
+    if (subscriber->match_stamp == ctx->tree->stamp) {
+        struct match_entry *entry = &ctx->result->entries[subscriber->match_index];
         if (qos > entry->qos) entry->qos = qos;
         entry->retain_as_published |= rap;
         entry_add_id(entry, sub->identifier);
@@ -295,9 +298,9 @@ static void add_subscriber(struct match_context *ctx, const struct subscriber *s
     }
     struct match_entry *entry = result_push(ctx);
     if (!entry) return;
-    session->match_stamp = ctx->tree->stamp;
-    session->match_index = (uint32_t)(ctx->result->count - 1);
-    *entry = (struct match_entry){.session = session, .qos = qos, .retain_as_published = rap};
+    subscriber->match_stamp = ctx->tree->stamp;
+    subscriber->match_index = (uint32_t)(ctx->result->count - 1);
+    *entry = (struct match_entry){.subscriber = subscriber, .qos = qos, .retain_as_published = rap};
     entry_add_id(entry, sub->identifier);
 }
 
@@ -309,16 +312,16 @@ static void add_shared_group(struct match_context *ctx, struct shared_group *gro
     size_t pick = group->next % n;
     for (size_t i = 0; i < n; i++) {
         size_t candidate = (group->next + i) % n;
-        if (group->members.items[candidate].session->connection) {
+        if (group->members.items[candidate].subscriber->online) {
             pick = candidate;
             break;
         }
     }
     group->next = pick + 1;
-    const struct subscriber *sub = &group->members.items[pick];
+    const struct subscription_entry *sub = &group->members.items[pick];
     struct match_entry *entry = result_push(ctx);
     if (!entry) return;
-    *entry = (struct match_entry){.session = sub->session,
+    *entry = (struct match_entry){.subscriber = sub->subscriber,
                                   .qos = SUB_OPT_QOS(sub->options),
                                   .retain_as_published =
                                       (sub->options & SUB_OPT_RETAIN_AS_PUBLISHED) != 0};

@@ -1,8 +1,9 @@
 /*
  * subs.h: the subscription tree: topic filters split into levels, each node holding the
- * sessions subscribed to exactly that filter, plus shared-subscription groups. Matching a
- * topic yields one entry per session (the highest QoS and every subscription identifier of
- * its matching subscriptions) and one entry per shared group.
+ * subscribers (struct subscriber: a session today) subscribed to exactly that filter, plus
+ * shared-subscription groups. Matching a topic yields one entry per subscriber (the highest
+ * QoS and every subscription identifier of its matching subscriptions) and one entry per
+ * shared group.
  */
 #ifndef ARBOR_SUBS_H
 #define ARBOR_SUBS_H
@@ -22,14 +23,14 @@
 struct subscription_tree *subs_create(void);
 void subs_free(struct subscription_tree *tree);
 
-/* Add or replace the session's subscription to filter (which may be "$share/g/f"; already
+/* Add or replace the subscriber's subscription to filter (which may be "$share/g/f"; already
  * validated). *replaced is set when the session already had it. Returns 0 or -1 on OOM. */
-int subs_add(struct subscription_tree *tree, const char *filter, struct session *session,
+int subs_add(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber,
              uint8_t options, uint32_t identifier, bool *replaced);
-/* Remove; returns 0 if removed, 1 if the session had no such subscription. */
-int subs_remove(struct subscription_tree *tree, const char *filter, struct session *session);
+/* Remove; returns 0 if removed, 1 if the subscriber had no such subscription. */
+int subs_remove(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber);
 
-/* Collect the sessions that should receive a message on topic. Entries are appended to
+/* Collect the subscribers that should receive a message on topic. Entries are appended to
  * result (count reset first). origin_session is the publisher's serial, for no local. */
 int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_len,
                uint64_t origin_session, struct match_result *result);

@@ -13,10 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "deliver.h"
 #include "message.h"
-#include "peer.h"
 #include "retain.h"
+#include "route.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ARBOR_ASAN_ALLOCATOR 1
@@ -64,7 +63,7 @@ void sys_tree_publish_value(struct broker *broker, const char *topic, const char
                                          NULL, 0, 0, true, 0, 0, broker->now_ms);
     if (!msg) return;
     msg->origin.local_only = true; /* $SYS describes this broker: it never leaves it */
-    broker_publish(broker, msg);
+    route_message(broker, msg);
     message_unref(msg);
 }
 
@@ -180,5 +179,24 @@ void sys_tree_publish(struct broker *broker)
         sys_tree_publish_value(broker, topic, "%llu", (unsigned long long)counters[i].value);
     }
     publish_loads(broker);
-    peer_sys_publish(broker);
+    for (size_t i = 0; i < broker->sys.source_count; i++)
+        broker->sys.sources[i].publish(broker->sys.sources[i].ctx);
+}
+
+int sys_tree_add_source(struct broker *broker, void (*publish)(void *ctx), void *ctx)
+{
+    struct sys_tree_state *sys = &broker->sys;
+    if (sys->source_count == SYS_TREE_MAX_SOURCES) return -1;
+    sys->sources[sys->source_count++] = (struct sys_tree_source){publish, ctx};
+    return 0;
+}
+
+void sys_tree_remove_source(struct broker *broker, void *ctx)
+{
+    struct sys_tree_state *sys = &broker->sys;
+    for (size_t i = 0; i < sys->source_count; i++) {
+        if (sys->sources[i].ctx != ctx) continue;
+        sys->sources[i] = sys->sources[--sys->source_count];
+        return;
+    }
 }

@@ -10,6 +10,12 @@
 /* Publish every $SYS topic now (also the static ones such as the version). */
 void sys_tree_publish(struct broker *broker);
 
+/* A subsystem above this file that adds topics of its own ($SYS/broker/stp/... of MQTT-ST,
+ * peer_sys.c) registers its publisher, called with ctx after the broker's own topics every
+ * time they are published. Returns 0, or -1 when SYS_TREE_MAX_SOURCES are registered. */
+int sys_tree_add_source(struct broker *broker, void (*publish)(void *ctx), void *ctx);
+void sys_tree_remove_source(struct broker *broker, void *ctx);
+
 /* Publish one $SYS value (retained) unless it is unchanged; an empty value clears the topic. */
 void sys_tree_publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -372,6 +372,56 @@ void tls_context_release(struct tls_context *context)
     free(context);
 }
 
+int tls_context_set_build(const struct arbor_config *cfg, struct tls_context_set **out,
+                          void (*report)(void *ctx, const char *error), void *ctx)
+{
+    *out = NULL;
+    struct tls_context_set *set = calloc(1, sizeof *set);
+    if (!set || (cfg->listener_count &&
+                 !(set->listeners = calloc(cfg->listener_count, sizeof *set->listeners)))) {
+        free(set);
+        report(ctx, "out of memory");
+        return -1;
+    }
+    set->listener_count = cfg->listener_count;
+    int status = 0;
+    char err[2048];
+    for (size_t i = 0; i < cfg->listener_count; i++) {
+        const struct arbor_listener *listener = &cfg->listeners[i];
+        if (!config_listener_uses_tls(listener)) continue;
+        if (tls_context_build(listener, &set->listeners[i], err, sizeof err) != 0) {
+            report(ctx, err);
+            status = -1;
+        }
+    }
+    if (config_peer_uses_tls(cfg) &&
+        tls_peer_context_build(&cfg->peer_tls, &set->peer, err, sizeof err) != 0) {
+        report(ctx, err);
+        status = -1;
+    }
+    if (status != 0) {
+        tls_context_set_free(set);
+        return -1;
+    }
+    *out = set;
+    return 0;
+}
+
+struct tls_context *tls_context_set_listener(const struct tls_context_set *set, size_t index)
+{
+    return set && index < set->listener_count ? set->listeners[index] : NULL;
+}
+
+void tls_context_set_free(struct tls_context_set *set)
+{
+    if (!set) return;
+    for (size_t i = 0; i < set->listener_count; i++)
+        tls_context_release(set->listeners[i]);
+    tls_context_release(set->peer);
+    free(set->listeners);
+    free(set);
+}
+
 /* ---- pre-shared keys ---- */
 
 /* During the handshake: the key of the identity the client names, from the psk_file that

@@ -12,6 +12,7 @@
 
 #include "transport.h"
 
+struct arbor_config;
 struct arbor_listener;
 struct arbor_tls_settings;
 struct connection;
@@ -53,6 +54,27 @@ int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_cont
  * or -1 (out of memory, or a name OpenSSL refuses): conn keeps its TCP transport. */
 int transport_tls_attach_client(struct connection *conn, struct tls_context *context,
                                 const char *server_name);
+
+/* The TLS contexts one configuration needs, built from its files by the daemon: one per
+ * entry of cfg->listeners (NULL where the listener has no TLS of its own), and the peer links'
+ * client context (NULL without peer TLS). The broker holds the set of the configuration in
+ * force (broker.h); a reload builds a new set before it applies anything, so a certificate or
+ * key that fails to load keeps the old configuration and its set. */
+struct tls_context_set {
+    struct tls_context **listeners;
+    size_t listener_count;
+    struct tls_context *peer;
+};
+
+/* Build cfg's set into *out (a new allocation). Each failure is reported through report(ctx,
+ * "file:line: directive: what is wrong") and every context is still tried, so that one start
+ * names every bad file. Returns 0, or -1 with *out NULL after at least one report. */
+int tls_context_set_build(const struct arbor_config *cfg, struct tls_context_set **out,
+                          void (*report)(void *ctx, const char *error), void *ctx);
+/* The context of cfg->listeners[index] in set (no new reference); NULL for none. */
+struct tls_context *tls_context_set_listener(const struct tls_context_set *set, size_t index);
+/* Drop the set's references and free it (NULL is fine). */
+void tls_context_set_free(struct tls_context_set *set);
 
 /* Take another reference; returns context (NULL stays NULL). */
 struct tls_context *tls_context_ref(struct tls_context *context);

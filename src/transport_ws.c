@@ -33,7 +33,7 @@
  *
  * This file never interprets MQTT.
  */
-#include "websocket.h"
+#include "transport_ws.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <libwebsockets.h>
 
@@ -126,7 +127,7 @@ static void release_vhost(struct ws_stream *s)
 static void stream_free_if_unowned(struct ws_stream *s)
 {
     if (s->conn || s->wsi) return;
-    websocket_http_end(s);
+    ws_stream_http_end(s);
     abuf_free(&s->spill);
     free(s);
 }
@@ -264,7 +265,7 @@ int transport_ws_event(struct lws *wsi, struct ws_stream *s, int reason, void *i
         return 0; /* arbor's output goes out through send, when connection.c flushes */
     case LWS_CALLBACK_CLOSED:
     case LWS_CALLBACK_CLOSED_HTTP:
-        websocket_http_end(s);
+        ws_stream_http_end(s);
         stream_lws_ended(s);
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
@@ -538,3 +539,11 @@ const struct transport transport_ws = {
     .carries_mqtt = ws_carries_mqtt,
     .close = ws_close,
 };
+
+void ws_stream_http_end(struct ws_stream *stream)
+{
+    if (stream->http_fd >= 0) close(stream->http_fd);
+    stream->http_fd = -1;
+    stream->http_left = 0;
+    stream->http_active = false;
+}

@@ -136,13 +136,6 @@ static bool http_resolve(const char *root, const char *uri, char *out, size_t ou
     return true;
 }
 
-void websocket_http_end(struct ws_stream *stream)
-{
-    if (stream->http_fd >= 0) close(stream->http_fd);
-    stream->http_fd = -1;
-    stream->http_left = 0;
-    stream->http_active = false;
-}
 
 /* A plain HTTP request on a websockets listener (not an upgrade): the headers now, the body
  * (of a GET) one WS_FRAME_MAX piece per writable socket, from http_send. The file is sent
@@ -177,7 +170,7 @@ static int http_request(struct lws *wsi, struct ws_stream *stream, const char *u
         close(fd);
         return lws_http_transaction_completed(wsi) ? -1 : 0;
     }
-    websocket_http_end(stream);
+    ws_stream_http_end(stream);
     stream->http_fd = fd;
     stream->http_left = (uint64_t)info.st_size;
     stream->http_active = true;
@@ -192,17 +185,17 @@ static int http_send(struct lws *wsi, struct ws_stream *stream)
     uint8_t *buf = stream->ws->frame + LWS_PRE;
     ssize_t got = read(stream->http_fd, buf, n);
     if (got <= 0) { /* the file shrank or failed: the length sent cannot be kept */
-        websocket_http_end(stream);
+        ws_stream_http_end(stream);
         return -1;
     }
     stream->http_left -= (uint64_t)got;
     bool last = stream->http_left == 0;
     if (lws_write(wsi, buf, (size_t)got, last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < 0) {
-        websocket_http_end(stream);
+        ws_stream_http_end(stream);
         return -1;
     }
     if (!last) return 0;
-    websocket_http_end(stream);
+    ws_stream_http_end(stream);
     return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 

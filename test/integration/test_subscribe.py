@@ -143,22 +143,12 @@ def test_invalid_filter_v311_disconnects(broker, raw, filt):
 
 @pytest.mark.parametrize("filt", ["a/#/b", "a+", "a/b#", ""])
 def test_invalid_filter_v5(broker, raw, filt):
-    # MQTT 5: either SUBACK 0x8F (Topic Filter invalid) or a DISCONNECT with an error
-    # reason and close; Mosquitto sends DISCONNECT 0x81 (Malformed Packet).
+    # MQTT 5: not a topic filter at all, so not "correctly formed" as SUBACK 0x8F (Topic
+    # Filter invalid) requires: DISCONNECT 0x81 (Malformed Packet), as Mosquitto sends.
     b = broker()
     c = client(b, raw, "c", MQTT5)
     c.send(mp.subscribe(1, [(filt, 0)], version=MQTT5))
-    try:
-        pkt = c.recv(5)
-    except mp.ConnectionClosed:
-        pkt = None
-    if pkt is not None and pkt.type == mp.SUBACK:
-        assert mp.Suback(pkt, MQTT5).codes == [0x8F], pkt
-    else:
-        if pkt is not None:
-            assert pkt.type == mp.DISCONNECT, pkt
-            assert mp.Disconnect(pkt).reason in (0x81, 0x82, 0x8F), pkt
-        c.wait_closed(5)
+    assert [p.raw for p in c.wait_closed(5)] == [bytes.fromhex("e00181")]
     other = client(b, raw, "other")
     assert other.subscribe("ok", 0).codes == [0]
 

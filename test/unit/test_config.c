@@ -1886,7 +1886,6 @@ static void test_peer_tls(void **state)
     assert_int_equal(cfg.peer_tls.min_version, ARBOR_TLS_V1_3);
     assert_string_equal(cfg.peer_tls.ciphers.value, "ECDHE-ECDSA-AES128-GCM-SHA256");
     assert_string_equal(cfg.peer_tls.ciphers_tls13.value, "TLS_AES_128_GCM_SHA256");
-    assert_null(cfg.peer_tls.context); /* the daemon builds it, not the parser */
     config_free(&cfg);
 
     /* peer_capath instead of peer_cafile; in a listener block they are still global, and
@@ -2168,7 +2167,6 @@ static void test_tls_directives(void **state)
     assert_true(tls->use_identity_as_username);
     assert_true(tls->use_subject_as_username);
     assert_null(tls->psk_hint.value);
-    assert_null(tls->context); /* built by the daemon, not by parsing */
     tls = &cfg.listeners[2].tls;
     assert_true(config_listener_uses_tls(&cfg.listeners[2]));
     assert_string_equal(tls->psk_hint.value, "my hint");

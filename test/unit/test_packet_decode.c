@@ -150,6 +150,34 @@ static void test_fixed_header_flags(void **state)
     }
 }
 
+/* MQTT 3.1 allows DUP on PUBREL, SUBSCRIBE and UNSUBSCRIBE; 3.1.1 and 5 do not. Everything else
+ * is as without a version. */
+static void test_fixed_header_flags_per_version(void **state)
+{
+    (void)state;
+    const uint8_t versions[] = {0, MQTT_V31, MQTT_V311, MQTT_V5};
+    for (size_t v = 0; v < sizeof versions; v++) {
+        for (unsigned type = 0; type < 16; type++) {
+            for (unsigned flags = 0; flags < 16; flags++) {
+                bool resendable =
+                    type == MQTT_PUBREL || type == MQTT_SUBSCRIBE || type == MQTT_UNSUBSCRIBE;
+                bool expected = mqtt_fixed_header_flags_valid((uint8_t)type, (uint8_t)flags) ||
+                                (versions[v] == MQTT_V31 && resendable && flags == 0x0A);
+                if (mqtt_fixed_header_flags_valid_in(versions[v], (uint8_t)type,
+                                                     (uint8_t)flags) != expected)
+                    fail_msg("version %u type %u flags 0x%X: expected %d", versions[v], type,
+                             flags, expected);
+            }
+        }
+    }
+    assert_true(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x00));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBREL, 0x0B));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V311, MQTT_PUBREL, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V5, MQTT_SUBSCRIBE, 0x0A));
+    assert_false(mqtt_fixed_header_flags_valid_in(MQTT_V31, MQTT_PUBACK, 0x08));
+}
+
 /* Several packets back to back in one input buffer, as a connection receives them. */
 static void test_stream_framing(void **state)
 {
@@ -566,7 +594,8 @@ static void test_unsubscribe_malformed_shared(void **state)
     assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, good, sizeof good, &u), 0);
 }
 
-/* UNSUBSCRIBE filters deeper than TOPIC_MAX_SEPARATORS are malformed; at the limit they decode. */
+/* UNSUBSCRIBE filters deeper than TOPIC_MAX_SEPARATORS are refused as Topic Filter invalid (they
+ * are correct MQTT); at the limit they decode. */
 static void test_unsubscribe_depth_limit(void **state)
 {
     (void)state;
@@ -585,7 +614,7 @@ static void test_unsubscribe_depth_limit(void **state)
         }
         body[len++] = '#';
         struct mqtt_unsubscribe u;
-        int expected = separators > TOPIC_MAX_SEPARATORS ? MQTT_RC_MALFORMED_PACKET : 0;
+        int expected = separators > TOPIC_MAX_SEPARATORS ? MQTT_RC_TOPIC_FILTER_INVALID : 0;
         assert_int_equal(mqtt_decode_unsubscribe(MQTT_V311, body, len, &u), expected);
     }
 }
@@ -717,7 +746,7 @@ static const struct bad_case bad_cases[] = {
     {"connect v5 no property length", 5, MQTT_CONNECT, 0, BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C),
      MALFORMED},
     {"connect v5 property not allowed", 5, MQTT_CONNECT, 0,
-     BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x03, 0x23, 0x00, 0x01, 0x00, 0x00), PROTOCOL},
+     BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x03, 0x23, 0x00, 0x01, 0x00, 0x00), MALFORMED},
     {"connect v5 receive maximum 0", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x02, 0x00, 0x3C, 0x03, 0x21, 0x00, 0x00, 0x00, 0x00), PROTOCOL},
     {"connect v5 maximum packet size 0", 5, MQTT_CONNECT, 0,
@@ -730,7 +759,7 @@ static const struct bad_case bad_cases[] = {
     {"connect v5 will property not allowed", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x06, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x', 0x05, 0x11, 0, 0, 0, 1, 0x00, 0x01,
            't', 0x00, 0x00),
-     PROTOCOL},
+     MALFORMED},
     {"connect v5 will properties cut", 5, MQTT_CONNECT, 0,
      BYTES(MQTT_HDR(5), 0x06, 0x00, 0x3C, 0x00, 0x00, 0x01, 'x', 0x05, 0x18, 0, 0), MALFORMED},
 
@@ -746,7 +775,7 @@ static const struct bad_case bad_cases[] = {
     {"connack v5 code 0x8E", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x8E, 0x00), PROTOCOL},
     {"connack v5 maximum QoS 2", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x00, 0x02, 0x24, 0x02), PROTOCOL},
     {"connack v5 will delay not allowed", 5, MQTT_CONNACK, 0,
-     BYTES(0x00, 0x00, 0x05, 0x18, 0, 0, 0, 1), PROTOCOL},
+     BYTES(0x00, 0x00, 0x05, 0x18, 0, 0, 0, 1), MALFORMED},
     {"connack v5 trailing", 5, MQTT_CONNACK, 0, BYTES(0x00, 0x00, 0x00, 0x00), MALFORMED},
 
     /* PUBLISH */
@@ -786,7 +815,7 @@ static const struct bad_case bad_cases[] = {
     {"publish v5 payload format 2", 5, MQTT_PUBLISH, 0, BYTES(0x00, 0x01, 't', 0x02, 0x01, 0x02),
      PROTOCOL},
     {"publish v5 session expiry not allowed", 5, MQTT_PUBLISH, 0,
-     BYTES(0x00, 0x01, 't', 0x05, 0x11, 0, 0, 0, 0), PROTOCOL},
+     BYTES(0x00, 0x01, 't', 0x05, 0x11, 0, 0, 0, 0), MALFORMED},
     {"publish v5 duplicate topic alias", 5, MQTT_PUBLISH, 0,
      BYTES(0x00, 0x01, 't', 0x06, 0x23, 0x00, 0x01, 0x23, 0x00, 0x02), PROTOCOL},
     {"publish v5 duplicate content type", 5, MQTT_PUBLISH, 0,
@@ -812,7 +841,7 @@ static const struct bad_case bad_cases[] = {
     {"puback v5 trailing after properties", 5, MQTT_PUBACK, 0, BYTES(0x00, 0x01, 0x00, 0x00, 0x00),
      MALFORMED},
     {"puback v5 property not allowed", 5, MQTT_PUBACK, 0,
-     BYTES(0x00, 0x01, 0x00, 0x05, 0x02, 0, 0, 0, 1), PROTOCOL},
+     BYTES(0x00, 0x01, 0x00, 0x05, 0x02, 0, 0, 0, 1), MALFORMED},
     {"puback v5 two reason strings", 5, MQTT_PUBACK, 0,
      BYTES(0x00, 0x01, 0x00, 0x06, 0x1F, 0x00, 0x00, 0x1F, 0x00, 0x00), PROTOCOL},
 
@@ -820,8 +849,11 @@ static const struct bad_case bad_cases[] = {
     {"subscribe empty", 4, MQTT_SUBSCRIBE, 2, EMPTY, MALFORMED},
     {"subscribe no entries", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01), PROTOCOL},
     {"subscribe no entries v5", 5, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00), PROTOCOL},
+    /* 2.2.1: malformed for SUBSCRIBE and UNSUBSCRIBE (PUBLISH: protocol error), as Mosquitto */
     {"subscribe packet id 0", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x01, 'a', 0x00),
-     PROTOCOL},
+     MALFORMED},
+    {"subscribe packet id 0 v5", 5, MQTT_SUBSCRIBE, 2,
+     BYTES(0x00, 0x00, 0x00, 0x00, 0x01, 'a', 0x00), MALFORMED},
     {"subscribe missing options", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a'),
      MALFORMED},
     {"subscribe filter cut", 4, MQTT_SUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x03, 'a'), MALFORMED},
@@ -847,14 +879,16 @@ static const struct bad_case bad_cases[] = {
     {"subscribe v5 two subscription ids", 5, MQTT_SUBSCRIBE, 2,
      BYTES(0x00, 0x01, 0x04, 0x0B, 0x01, 0x0B, 0x02, 0x00, 0x01, 'a', 0x00), PROTOCOL},
     {"subscribe v5 property not allowed", 5, MQTT_SUBSCRIBE, 2,
-     BYTES(0x00, 0x01, 0x03, 0x1F, 0x00, 0x00, 0x00, 0x01, 'a', 0x00), PROTOCOL},
+     BYTES(0x00, 0x01, 0x03, 0x1F, 0x00, 0x00, 0x00, 0x01, 'a', 0x00), MALFORMED},
 
     /* UNSUBSCRIBE */
     {"unsubscribe empty", 4, MQTT_UNSUBSCRIBE, 2, EMPTY, MALFORMED},
     {"unsubscribe no entries", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01), PROTOCOL},
     {"unsubscribe no entries v5", 5, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00), PROTOCOL},
     {"unsubscribe packet id 0", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x01, 'a'),
-     PROTOCOL},
+     MALFORMED},
+    {"unsubscribe packet id 0 v5", 5, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x00, 0x00, 0x00, 0x01, 'a'),
+     MALFORMED},
     {"unsubscribe filter cut", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x02, 'a'),
      MALFORMED},
     {"unsubscribe lone byte", 4, MQTT_UNSUBSCRIBE, 2, BYTES(0x00, 0x01, 0x00, 0x01, 'a', 0x00),
@@ -862,7 +896,7 @@ static const struct bad_case bad_cases[] = {
     {"unsubscribe filter bad UTF-8", 5, MQTT_UNSUBSCRIBE, 2,
      BYTES(0x00, 0x01, 0x00, 0x00, 0x01, 0xF8), MALFORMED},
     {"unsubscribe v5 property not allowed", 5, MQTT_UNSUBSCRIBE, 2,
-     BYTES(0x00, 0x01, 0x02, 0x0B, 0x01, 0x00, 0x01, 'a'), PROTOCOL},
+     BYTES(0x00, 0x01, 0x02, 0x0B, 0x01, 0x00, 0x01, 'a'), MALFORMED},
     /* a filter no SUBSCRIBE could have made: malformed, as Mosquitto closes the connection */
     {"unsubscribe filter a/b+", 4, MQTT_UNSUBSCRIBE, 2,
      BYTES(0x00, 0x01, 0x00, 0x04, 'a', '/', 'b', '+'), MALFORMED},
@@ -886,7 +920,7 @@ static const struct bad_case bad_cases[] = {
     {"unsuback v5 no codes", 5, MQTT_UNSUBACK, 0, BYTES(0x00, 0x01, 0x00), PROTOCOL},
     {"unsuback v5 code 0x01", 5, MQTT_UNSUBACK, 0, BYTES(0x00, 0x01, 0x00, 0x01), PROTOCOL},
     {"unsuback v5 session expiry", 5, MQTT_UNSUBACK, 0,
-     BYTES(0x00, 0x01, 0x05, 0x11, 0, 0, 0, 0, 0x00), PROTOCOL},
+     BYTES(0x00, 0x01, 0x05, 0x11, 0, 0, 0, 0, 0x00), MALFORMED},
 
     /* DISCONNECT, AUTH */
     {"disconnect 3.1.1 not empty", 4, MQTT_DISCONNECT, 0, BYTES(0x00), MALFORMED},
@@ -898,10 +932,10 @@ static const struct bad_case bad_cases[] = {
      BYTES(0x00, 0x05, 0x11, 0x00), MALFORMED},
     {"disconnect v5 trailing", 5, MQTT_DISCONNECT, 0, BYTES(0x00, 0x00, 0x00), MALFORMED},
     {"disconnect v5 will delay not allowed", 5, MQTT_DISCONNECT, 0,
-     BYTES(0x00, 0x05, 0x18, 0, 0, 0, 0), PROTOCOL},
+     BYTES(0x00, 0x05, 0x18, 0, 0, 0, 0), MALFORMED},
     {"auth v5 reason 0x04", 5, MQTT_AUTH, 0, BYTES(0x04), PROTOCOL},
     {"auth v5 session expiry not allowed", 5, MQTT_AUTH, 0, BYTES(0x18, 0x05, 0x11, 0, 0, 0, 0),
-     PROTOCOL},
+     MALFORMED},
     {"auth v5 data without method", 5, MQTT_AUTH, 0, BYTES(0x18, 0x03, 0x16, 0x00, 0x00), PROTOCOL},
 };
 
@@ -1166,6 +1200,7 @@ int main(void)
         cmocka_unit_test(test_fixed_header_parse),
         cmocka_unit_test(test_fixed_header_need_more_and_malformed),
         cmocka_unit_test(test_fixed_header_flags),
+        cmocka_unit_test(test_fixed_header_flags_per_version),
         cmocka_unit_test(test_stream_framing),
         cmocka_unit_test(test_connect_v311),
         cmocka_unit_test(test_connect_v31),

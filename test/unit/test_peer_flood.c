@@ -19,12 +19,12 @@
 
 #include "broker.h"
 #include "config.h"
-#include "deliver.h"
 #include "message.h"
 #include "peer.h"
 #include "peer_net.h"
 #include "retain.h"
 #include "subs.h"
+#include "route.h"
 
 struct fixture {
     struct arbor_config config;
@@ -107,7 +107,7 @@ static struct message *from_peer(struct broker *b, const char *topic, const char
 
 static void publish(struct broker *b, struct message *msg)
 {
-    broker_publish(b, msg);
+    route_message(b, msg);
     message_unref(msg);
 }
 
@@ -156,10 +156,10 @@ static void test_older_clear_from_a_peer_does_not_replace_a_newer_one(void **sta
     assert_ptr_equal(tombstone_of(net, "p/t")->clear, newer);
     /* An older value of the topic does not come back over the clear; a newer one does. */
     struct message *old_value = from_peer(b, "p/t", "old", 45000, 3);
-    assert_false(peer_retained_wins(b, old_value));
+    assert_false(peer_retained_wins(b->peers, old_value));
     message_unref(old_value);
     struct message *new_value = from_peer(b, "p/t", "new", 60000, 4);
-    assert_true(peer_retained_wins(b, new_value));
+    assert_true(peer_retained_wins(b->peers, new_value));
     message_unref(new_value);
     message_unref(newer);
 }

@@ -1,5 +1,5 @@
 /*
- * test_subs.c: the subscription tree: matching with wildcards, '$' topics, per-session
+ * test_subs.c: the subscription tree: matching with wildcards, '$' topics, per-subscriber
  * de-duplication (highest QoS, all identifiers), no local, shared-group round robin,
  * removal and pruning.
  */
@@ -14,11 +14,13 @@
 
 #include "subs.h"
 
-static struct session *new_session(uint64_t serial, bool online)
+/* The tree holds generic subscribers (broker.h); these tests need no session. */
+static struct subscriber *new_subscriber(uint64_t serial, bool online)
 {
-    struct session *s = calloc(1, sizeof *s);
+    struct subscriber *s = calloc(1, sizeof *s);
+    s->kind = SUBSCRIBER_SESSION;
     s->serial = serial;
-    s->connection = online ? (struct connection *)(uintptr_t)1 : NULL; /* only tested for NULL */
+    s->online = online;
     return s;
 }
 
@@ -29,7 +31,7 @@ static size_t match(struct subscription_tree *tree, const char *topic, uint64_t 
     return r->count;
 }
 
-static void add(struct subscription_tree *tree, const char *filter, struct session *s,
+static void add(struct subscription_tree *tree, const char *filter, struct subscriber *s,
                 uint8_t options, uint32_t id)
 {
     bool replaced;
@@ -40,7 +42,7 @@ static void test_wildcards(void **state)
 {
     (void)state;
     struct subscription_tree *tree = subs_create();
-    struct session *a = new_session(1, true), *b = new_session(2, true), *c = new_session(3, true);
+    struct subscriber *a = new_subscriber(1, true), *b = new_subscriber(2, true), *c = new_subscriber(3, true);
     add(tree, "sport/#", a, 0, 0);
     add(tree, "sport/+/player1", b, 1, 0);
     add(tree, "#", c, 2, 0);
@@ -49,7 +51,7 @@ static void test_wildcards(void **state)
     assert_int_equal(match(tree, "sport", 0, &r), 2); /* "sport/#" matches the parent level */
     assert_int_equal(match(tree, "sport/tennis", 0, &r), 2);
     assert_int_equal(match(tree, "other", 0, &r), 1);
-    assert_ptr_equal(r.entries[0].session, c);
+    assert_ptr_equal(r.entries[0].subscriber, c);
     assert_int_equal(match(tree, "$SYS/broker/uptime", 0, &r), 0); /* '$' not matched by '#' */
     add(tree, "$SYS/#", a, 0, 0);
     assert_int_equal(match(tree, "$SYS/broker/uptime", 0, &r), 1);
@@ -69,7 +71,7 @@ static void test_overlap_gives_one_entry_with_max_qos_and_all_ids(void **state)
 {
     (void)state;
     struct subscription_tree *tree = subs_create();
-    struct session *a = new_session(1, true);
+    struct subscriber *a = new_subscriber(1, true);
     add(tree, "a/+", a, 0, 7);
     add(tree, "a/#", a, 2, 9);
     add(tree, "a/b", a, 1, 0);
@@ -91,12 +93,12 @@ static void test_no_local(void **state)
 {
     (void)state;
     struct subscription_tree *tree = subs_create();
-    struct session *a = new_session(1, true), *b = new_session(2, true);
+    struct subscriber *a = new_subscriber(1, true), *b = new_subscriber(2, true);
     add(tree, "t", a, SUB_OPT_NO_LOCAL | 1, 0);
     add(tree, "t", b, 1, 0);
     struct match_result r = {0};
     assert_int_equal(match(tree, "t", 1, &r), 1);
-    assert_ptr_equal(r.entries[0].session, b);
+    assert_ptr_equal(r.entries[0].subscriber, b);
     assert_int_equal(match(tree, "t", 2, &r), 2);
     match_result_free(&r);
     subs_free(tree);
@@ -108,8 +110,8 @@ static void test_shared_round_robin_prefers_connected(void **state)
 {
     (void)state;
     struct subscription_tree *tree = subs_create();
-    struct session *a = new_session(1, true), *b = new_session(2, true), *c = new_session(3, false);
-    struct session *d = new_session(4, true);
+    struct subscriber *a = new_subscriber(1, true), *b = new_subscriber(2, true), *c = new_subscriber(3, false);
+    struct subscriber *d = new_subscriber(4, true);
     add(tree, "$share/g/t/#", a, 1, 0);
     add(tree, "$share/g/t/#", b, 1, 0);
     add(tree, "$share/g/t/#", c, 1, 0);
@@ -118,7 +120,7 @@ static void test_shared_round_robin_prefers_connected(void **state)
     int counts[5] = {0};
     for (int i = 0; i < 6; i++) {
         assert_int_equal(match(tree, "t/x", 0, &r), 2); /* one per group */
-        for (size_t k = 0; k < r.count; k++) counts[r.entries[k].session->serial]++;
+        for (size_t k = 0; k < r.count; k++) counts[r.entries[k].subscriber->serial]++;
     }
     assert_int_equal(counts[1], 3);
     assert_int_equal(counts[2], 3);
@@ -136,7 +138,7 @@ static void test_remove_and_prune(void **state)
 {
     (void)state;
     struct subscription_tree *tree = subs_create();
-    struct session *a = new_session(1, true);
+    struct subscriber *a = new_subscriber(1, true);
     add(tree, "x/y/z", a, 0, 0);
     add(tree, "$share/g/x/#", a, 0, 0);
     struct match_result r = {0};

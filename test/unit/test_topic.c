@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -358,6 +359,38 @@ static void test_topic_subscription_filter_validity(void **state)
     assert_false(topic_subscription_filter_is_valid("a\0b", 3));
 }
 
+/* Why a filter is refused: broken rules, or only too deep (also inside $share/<group>/). */
+static void test_topic_subscription_filter_check(void **state)
+{
+    (void)state;
+    static char deep[2 * (TOPIC_MAX_SEPARATORS + 1) + 16];
+    char *p = deep;
+    for (int i = 0; i <= TOPIC_MAX_SEPARATORS; i++) p += sprintf(p, "a/");
+    size_t deep_len = strlen(deep); /* 201 separators; ends with '/' (an empty last level) */
+    assert_int_equal(topic_subscription_filter_check(deep, deep_len), TOPIC_FILTER_TOO_DEEP);
+    assert_int_equal(topic_subscription_filter_check(deep, deep_len - 1), TOPIC_FILTER_VALID);
+    strcpy(deep + deep_len, "#");
+    assert_int_equal(topic_subscription_filter_check(deep, deep_len + 1), TOPIC_FILTER_TOO_DEEP);
+    strcpy(deep + deep_len, "a+");
+    assert_int_equal(topic_subscription_filter_check(deep, deep_len + 2), TOPIC_FILTER_MALFORMED);
+
+    static char shared[sizeof deep + 16];
+    sprintf(shared, "$share/g/%.*s", (int)(deep_len - 1), deep);
+    assert_int_equal(topic_subscription_filter_check(shared, strlen(shared)), TOPIC_FILTER_VALID);
+    sprintf(shared, "$share/g/%.*s", (int)deep_len, deep);
+    assert_int_equal(topic_subscription_filter_check(shared, strlen(shared)),
+                     TOPIC_FILTER_TOO_DEEP);
+
+    static const char *const malformed[] = {"", "a/#/b", "a+", "#/a", "$share/g", "$share//t",
+                                            "$share/g/a+"};
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++)
+        if (topic_subscription_filter_check(malformed[i], strlen(malformed[i])) !=
+            TOPIC_FILTER_MALFORMED)
+            fail_msg("\"%s\": expected malformed", malformed[i]);
+    assert_int_equal(topic_subscription_filter_check("a\0b", 3), TOPIC_FILTER_MALFORMED);
+    assert_int_equal(topic_subscription_filter_check("a/+/#", 5), TOPIC_FILTER_VALID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -371,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_topic_match_empty_inputs),
         cmocka_unit_test(test_topic_parse_shared_table),
         cmocka_unit_test(test_topic_subscription_filter_validity),
+        cmocka_unit_test(test_topic_subscription_filter_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

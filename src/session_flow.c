@@ -1,67 +1,34 @@
 /*
- * deliver.c: the path from a stored message to recipients' sockets. For every matching
- * session: QoS 0 to a connected client is encoded straight into its output queue; QoS 1/2
- * goes in flight while the client's receive window has room and is queued otherwise; offline
- * sessions queue within max_queued_messages / max_queued_bytes. Payloads are referenced, not
- * copied; the only per-recipient work is a header of a few bytes. Retained messages for a new
- * subscription wait as a snapshot of references and are handed over by session_pump, ahead of
- * the queue, as the window and the output allow.
+ * session_flow.c: a session's outbound flow: each message a session is given (route.c) is sent
+ * at once (QoS 0 to a connected client, encoded straight into its output queue), put in
+ * flight while the client's receive window has room (QoS 1/2), queued otherwise, or dropped
+ * beyond max_queued_messages / max_queued_bytes. Payloads are referenced, not copied; the
+ * only per-recipient work is a header of a few bytes. Retained messages for a new
+ * subscription wait as a snapshot of references and are handed over by session_pump, ahead
+ * of the queue, as the window and the output allow. On reconnect, session_resume sends what
+ * was in flight again. Persistence learns of every change through persist_hooks.h.
  */
-#include "deliver.h"
+#include "session_flow.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "acl.h"
 #include "connection.h"
+#include "delivery.h"
 #include "log.h"
 #include "message.h"
 #include "packet.h"
-#include "peer.h"
-#include "persist.h"
+#include "persist_hooks.h"
 #include "retain.h"
 #include "retain_source.h"
 #include "session.h"
-#include "subs.h"
 
 /* The QoS a message goes out at to a subscription granted `granted`. */
-static uint8_t outgoing_qos(const struct broker *broker, uint8_t granted, uint8_t published)
+uint8_t session_outgoing_qos(const struct broker *broker, uint8_t granted, uint8_t published)
 {
     if (broker->config->upgrade_outgoing_qos) return granted;
     return granted < published ? granted : published;
-}
-
-size_t broker_publish(struct broker *broker, struct message *msg)
-{
-    if (broker->peers) peer_stamp(broker, msg);
-    if (msg->retain && broker->config->retain_available && peer_retained_wins(broker, msg)) {
-        if (retain_set(broker->retained, msg) != 0)
-            log_error("Out of memory storing retained message.");
-        else
-            persist_retained_changed(broker, msg);
-    }
-    if (subs_match(broker->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
-                   &broker->match) != 0)
-        log_error("Out of memory matching subscriptions for %s.", msg->topic);
-    size_t count = broker->match.count;
-    struct acl_read_cache acl_cache = {0}; /* acl_file: one verdict per user section */
-    for (size_t i = 0; i < count; i++) {
-        struct match_entry *e = &broker->match.entries[i];
-        const struct acl_client *acl = e->session->acl;
-        if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, &acl_cache)) continue;
-        uint8_t qos = outgoing_qos(broker, e->qos, msg->qos);
-        bool retain = e->retain_as_published && msg->retain;
-        session_deliver(broker, e->session, msg, qos, retain, e->sub_ids, e->sub_id_count);
-    }
-    if (broker->peers) peer_flood(broker, msg); /* on along the spanning tree */
-    return count;
-}
-
-void broker_publish_will(struct broker *broker, struct message *will)
-{
-    message_restart_expiry(will, broker->now_ms);
-    broker_publish(broker, will);
-    message_unref(will);
 }
 
 /* The PUBLISH properties for this recipient: the stored forwardable ones as they are, or,
@@ -189,7 +156,7 @@ static void start_flight(struct broker *broker, struct session *session, struct 
     }
     d->state = d->qos == 1 ? DELIVERY_AWAIT_PUBACK : DELIVERY_AWAIT_PUBREC;
     delivery_list_append(&session->inflight, d);
-    persist_delivery_changed(broker, session, d); /* its packet id, before the PUBLISH leaves */
+    persist_hook_delivery_changed(broker, session, d); /* its packet id, before the PUBLISH leaves */
 }
 
 static bool queue_has_room(const struct broker *broker, const struct session *session,
@@ -252,7 +219,7 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
         start_flight(broker, session, d);
     } else {
         delivery_list_append(&session->queued, d);
-        persist_delivery_changed(broker, session, d);
+        persist_hook_delivery_changed(broker, session, d);
         session_note_queued(broker, session, msg);
     }
 }
@@ -293,7 +260,7 @@ static bool feed_retained(struct broker *broker, struct session *session)
 {
     struct retained_snapshot *snap = session->retained_head;
     struct message *msg = snap->msgs[snap->next_index];
-    uint8_t qos = outgoing_qos(broker, snap->qos, msg->qos);
+    uint8_t qos = session_outgoing_qos(broker, snap->qos, msg->qos);
     if (connection_output_full(session->connection)) return false;
     if (qos > 0 && !window_has_room(broker, session, msg)) return false;
     uint32_t sub_id = snap->sub_id;
@@ -345,7 +312,7 @@ static void requeue_beyond_window(struct broker *broker, struct session *session
             d->state = DELIVERY_QUEUED;
             d->packet_id = 0;
             delivery_list_append(&moved, d);
-            persist_delivery_changed(broker, session, d);
+            persist_hook_delivery_changed(broker, session, d);
         } else {
             kept++;
         }

@@ -1,21 +1,15 @@
 /*
- * deliver.h: getting a stored message to its recipients: retained store, subscription
- * matching, per-session QoS handling (send now, put in flight, queue, or drop) and the
- * encoding of outgoing PUBLISH packets.
+ * session_flow.h: a session's outbound flow (session_flow.c): send now, put in flight,
+ * queue or drop; retained snapshots for new subscriptions; resending on reconnect.
  */
-#ifndef ARBOR_DELIVER_H
-#define ARBOR_DELIVER_H
+#ifndef ARBOR_SESSION_FLOW_H
+#define ARBOR_SESSION_FLOW_H
 
 #include "broker.h"
 
-struct message;
-
-/* Publish a message into the broker: store it if retained, then deliver to every matching
- * subscription. Returns the number of sessions it was given to. */
-size_t broker_publish(struct broker *broker, struct message *msg);
-
-/* Publish a will (re-timing its message expiry from now) and drop the caller's reference. */
-void broker_publish_will(struct broker *broker, struct message *will);
+/* The QoS a message published at `published` goes out at to a subscription granted
+ * `granted` (upgrade_outgoing_qos: always the granted one). */
+uint8_t session_outgoing_qos(const struct broker *broker, uint8_t granted, uint8_t published);
 
 /* Give msg to one session at the given QoS (already reduced to the subscription's), with the
  * retain flag as it should appear and the subscription identifiers to attach. */

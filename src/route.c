@@ -1,0 +1,101 @@
+/*
+ * route.c: the one routing point (docs/architecture.md, "How a PUBLISH flows"). Every message
+ * that enters this broker, whatever its source (a client's PUBLISH, a will, a peer broker's
+ * link, and next a bridge), goes through route_message: the registered forwarders stamp it
+ * and may keep an older retained value from replacing a newer one, the retained store is
+ * updated, every matching session gets a reference at its own QoS (session_flow.c), and then
+ * each forwarder sends it on. MQTT-ST flooding (peer_flood.c) is the first forwarder; this
+ * file knows none of them by name.
+ */
+#include "route.h"
+
+#include <string.h>
+
+#include "acl.h"
+#include "log.h"
+#include "message.h"
+#include "persist_hooks.h"
+#include "retain.h"
+#include "session_flow.h"
+#include "subs.h"
+
+int route_add_forwarder(struct broker *broker, const struct route_forwarder *forwarder)
+{
+    if (broker->forwarder_count == ROUTE_MAX_FORWARDERS) return -1;
+    broker->forwarders[broker->forwarder_count++] = forwarder;
+    return 0;
+}
+
+void route_remove_forwarder(struct broker *broker, const struct route_forwarder *forwarder)
+{
+    for (size_t i = 0; i < broker->forwarder_count; i++) {
+        if (broker->forwarders[i] != forwarder) continue;
+        memmove(&broker->forwarders[i], &broker->forwarders[i + 1],
+                (broker->forwarder_count - i - 1) * sizeof broker->forwarders[0]);
+        broker->forwarder_count--;
+        return;
+    }
+}
+
+/* May msg (retained) replace what the store holds for its topic? Every forwarder must agree. */
+static bool retained_wins(struct broker *broker, struct message *msg)
+{
+    for (size_t i = 0; i < broker->forwarder_count; i++) {
+        const struct route_forwarder *f = broker->forwarders[i];
+        if (f->retained_wins && !f->retained_wins(f->ctx, msg)) return false;
+    }
+    return true;
+}
+
+/* A match that is a session: under its acl_file read rules, at the QoS its subscription
+ * and upgrade_outgoing_qos give, into its outbound flow. */
+static void deliver_to_session(struct broker *broker, const struct match_entry *e,
+                               struct message *msg, struct acl_read_cache *acl_cache)
+{
+    struct session *session = container_of(e->subscriber, struct session, subscriber);
+    const struct acl_client *acl = session->acl;
+    if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, acl_cache)) return;
+    uint8_t qos = session_outgoing_qos(broker, e->qos, msg->qos);
+    bool retain = e->retain_as_published && msg->retain;
+    session_deliver(broker, session, msg, qos, retain, e->sub_ids, e->sub_id_count);
+}
+
+size_t route_message(struct broker *broker, struct message *msg)
+{
+    for (size_t i = 0; i < broker->forwarder_count; i++) {
+        const struct route_forwarder *f = broker->forwarders[i];
+        if (f->stamp) f->stamp(f->ctx, msg);
+    }
+    if (msg->retain && broker->config->retain_available && retained_wins(broker, msg)) {
+        if (retain_set(broker->retained, msg) != 0)
+            log_error("Out of memory storing retained message.");
+        else
+            persist_hook_retained_changed(broker, msg);
+    }
+    if (subs_match(broker->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
+                   &broker->match) != 0)
+        log_error("Out of memory matching subscriptions for %s.", msg->topic);
+    size_t count = broker->match.count;
+    struct acl_read_cache acl_cache = {0}; /* acl_file: one verdict per user section */
+    for (size_t i = 0; i < count; i++) {
+        const struct match_entry *e = &broker->match.entries[i];
+        switch (e->subscriber->kind) {
+        case SUBSCRIBER_SESSION:
+            deliver_to_session(broker, e, msg, &acl_cache);
+            break;
+        }
+    }
+    for (size_t i = 0; i < broker->forwarder_count; i++) {
+        const struct route_forwarder *f = broker->forwarders[i];
+        if (f->forward) f->forward(f->ctx, msg);
+    }
+    return count;
+}
+
+void route_will(struct broker *broker, struct message *will)
+{
+    message_restart_expiry(will, broker->now_ms);
+    route_message(broker, will);
+    message_unref(will);
+}
+

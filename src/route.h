@@ -1,0 +1,37 @@
+/*
+ * route.h: the one routing point (route.c): route_message takes a message from any source to
+ * local delivery and to the registered forwarders.
+ */
+#ifndef ARBOR_ROUTE_H
+#define ARBOR_ROUTE_H
+
+#include "broker.h"
+
+/* A forwarder takes messages on beyond this broker (MQTT-ST flooding, peer_flood.c; next a
+ * bridge). Every hook is optional; ctx is the forwarder's own. */
+struct route_forwarder {
+    const char *name;
+    void *ctx;
+    /* Before anything else: give a message that entered here its origin (set before it is
+     * published, never after). */
+    void (*stamp)(void *ctx, struct message *msg);
+    /* May this retained message replace what the store holds for its topic? */
+    bool (*retained_wins)(void *ctx, struct message *msg);
+    /* After local delivery: send it on. */
+    void (*forward)(void *ctx, struct message *msg);
+};
+
+/* Register a forwarder (kept by pointer, called in registration order); -1 when
+ * ROUTE_MAX_FORWARDERS are registered already. */
+int route_add_forwarder(struct broker *broker, const struct route_forwarder *forwarder);
+void route_remove_forwarder(struct broker *broker, const struct route_forwarder *forwarder);
+
+/* Route a message that entered this broker: forwarders' stamps, the retained store if retain
+ * (unless a forwarder says what is held is newer), every matching subscription at its QoS,
+ * then every forwarder. Returns the number of sessions it was given to. */
+size_t route_message(struct broker *broker, struct message *msg);
+
+/* Route a will (re-timing its message expiry from now) and drop the caller's reference. */
+void route_will(struct broker *broker, struct message *will);
+
+#endif

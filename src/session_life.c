@@ -1,0 +1,87 @@
+/*
+ * session_life.c: the end of a session's life: destroying it (which publishes a will it still
+ * holds) and its timer while offline, which publishes a delayed will, expires the session and
+ * drops expired queued messages. Above session.c (records) and session_flow.c (sending): it
+ * routes wills (route.c).
+ */
+#include "session_life.h"
+
+#include <stdlib.h>
+
+#include "acl.h"
+#include "delivery.h"
+#include "log.h"
+#include "message.h"
+#include "persist_hooks.h"
+#include "route.h"
+#include "session.h"
+#include "session_flow.h"
+#include "subs.h"
+
+void session_destroy(struct broker *broker, struct session *session)
+{
+    persist_hook_session_removed(broker, session);
+    timer_cancel(&broker->timers, &session->timer);
+    timers_unreserve(&broker->timers);
+    struct session_subscription *sub, *tmp;
+    HASH_ITER(hh, session->subscriptions, sub, tmp)
+    {
+        subs_remove(broker->subscriptions, sub->filter, &session->subscriber);
+        broker->stats.subscriptions--;
+        if (is_shared_filter(sub->filter)) broker->stats.shared_subscriptions--;
+        HASH_DEL(session->subscriptions, sub);
+        free(sub->filter);
+        free(sub);
+    }
+    delivery_list_release(broker, &session->inflight);
+    delivery_list_release(broker, &session->queued);
+    while (session->retained_head) {
+        struct retained_snapshot *snap = session->retained_head;
+        session->retained_head = snap->next;
+        retained_snapshot_free(snap);
+    }
+    HASH_DEL(broker->sessions, session);
+    struct message *will = session->pending_will;
+    session->pending_will = NULL;
+    acl_client_free(session->acl);
+    free(session->incoming_qos2);
+    free(session->client_id);
+    free(session);
+    if (will) route_will(broker, will);
+}
+
+/* Publish the will and expire the session if their time has come. Returns true if the
+ * session was destroyed. */
+static bool run_due(struct broker *broker, struct session *session)
+{
+    if (session->connection) return false;
+    if (session->pending_will && broker_past(broker, session->pending_will_at_ms)) {
+        struct message *will = session->pending_will;
+        session->pending_will = NULL;
+        route_will(broker, will);
+        persist_hook_session_changed(broker, session);
+    }
+    int64_t expiry = session_expiry_deadline(broker, session);
+    if (expiry != TIMER_NONE && broker_past(broker, expiry)) {
+        log_info("Expiring client %s.", session->client_id);
+        broker->stats.clients_expired++;
+        session_destroy(broker, session);
+        return true;
+    }
+    return false;
+}
+
+void session_timer_fired(struct broker *broker, struct session *session)
+{
+    if (run_due(broker, session)) return;
+    if (!session->connection && session->queued.count) session_drop_expired(broker, session);
+    session_update_timer(broker, session);
+}
+
+struct session *session_find_live(struct broker *broker, const char *client_id)
+{
+    struct session *session = session_find(broker, client_id);
+    if (session && run_due(broker, session)) return NULL;
+    return session;
+}
+
