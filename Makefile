@@ -24,7 +24,9 @@ run: build
 	./$(BUILD)/arbor -c $(CONFIG)
 
 # The whole suite: unit tests and integration tests on the normal build, then both again
-# on an AddressSanitizer + UndefinedBehaviorSanitizer build.
+# on an AddressSanitizer + UndefinedBehaviorSanitizer build. The integration tests run in
+# TEST_WORKERS pytest-xdist workers (default 2; TEST_WORKERS=0 runs them one by one); see
+# docs/testing.md.
 test: deps
 	@scripts/run-tests.sh
 

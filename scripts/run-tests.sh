@@ -4,10 +4,22 @@
 # that only gcc -O3 finds fail here under -Werror, and builds the libFuzzer targets with clang
 # (build-fuzz) and runs each briefly on its checked-in corpus (scripts/run-fuzz.sh --smoke,
 # about a minute; ARBOR_SKIP_FUZZ=1 skips it). Used by `make test` and by CI.
+#
+# The integration tests run in TEST_WORKERS pytest-xdist processes (default 2; 0 runs them
+# in this process, one after another). Most of their time is deliberate waiting (timers,
+# "nothing else arrives" windows), so two workers on a 2-core machine halve the wall time;
+# each test starts its own brokers on free ports, whole files go to one worker
+# (--dist loadfile, so a file's module-scoped clusters and certificates are made once),
+# and the few tests on well-known ports take a machine-wide lock (conftest.fixed_ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=${JOBS:-2}
+workers=${TEST_WORKERS:-2}
+xdist=()
+if [ "$workers" -gt 0 ]; then
+    xdist=(-n "$workers" --dist loadfile)
+fi
 
 scripts/setup-venv.sh
 
@@ -22,7 +34,9 @@ run_suite() {
     (cd "$dir" && ctest --output-on-failure -j "$jobs")
     echo "=== [$label] integration tests"
     ARBOR_BIN="$root/$dir/arbor" ARBOR_BUILD_DIR="$root/$dir" \
-        "$root/.venv/bin/python" -m pytest -q -x --timeout=120 -p no:cacheprovider test/integration
+        "$root/.venv/bin/python" -m pytest -q -x --timeout=120 -p no:cacheprovider \
+        ${xdist[@]+"${xdist[@]}"} --durations=15 test/integration
+    echo "=== [$label] done at ${SECONDS}s"
 }
 
 echo "=== [release] build only (build-release)"

@@ -20,6 +20,7 @@ Environment:
   ARBOR_START_TIMEOUT / ARBOR_STOP_TIMEOUT   seconds (default 15) for start-up / SIGTERM
 """
 
+import fcntl
 import os
 import pathlib
 import shutil
@@ -172,13 +173,27 @@ class Broker:
         except FileNotFoundError:
             return ""
 
-    def wait_log(self, text, timeout=5.0):
+    def wait_log(self, text, timeout=15.0):
+        """Wait until `text` is in the log (anywhere, also before this call). The log is
+        read on from where the last look stopped, so that waiting on a broker that logs
+        megabytes (log_type all under a flood) stays cheap."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.log_text():
+        pattern = text.encode("utf-8")
+        seen, keep = 0, b""
+        while True:
+            try:
+                with open(self.log_path, "rb") as f:
+                    f.seek(seen)
+                    data = f.read()
+            except FileNotFoundError:
+                data = b""
+            seen += len(data)
+            if pattern in keep + data:
                 return True
+            keep = (keep + data)[-len(pattern):]
+            if time.monotonic() >= deadline:
+                raise AssertionError("%r not in broker log within %.1fs" % (text, timeout))
             time.sleep(0.02)
-        raise AssertionError("%r not in broker log within %.1fs" % (text, timeout))
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
@@ -328,6 +343,36 @@ def run_broker(tmp_path):
             return rc, text
 
     return Runner()
+
+
+# ---------------------------------------------------------------- well-known ports
+
+FIXED_PORTS_LOCK = os.path.join(tempfile.gettempdir(), "arbor-tests-fixed-ports.lock")
+
+
+@pytest.fixture
+def fixed_ports():
+    """For the few tests that must listen on well-known ports (1883 with no config, 8883 and
+    9001 of the drop-in test, the deployment guide's 1884x): held for the whole test, an
+    flock on a file in /tmp, so that the other pytest-xdist worker, and a second test run
+    on the same machine, wait for it instead of colliding on the port."""
+    try:
+        fd = os.open(FIXED_PORTS_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        fd = os.open(FIXED_PORTS_LOCK, os.O_RDONLY)   # another user's file: flock works too
+    try:
+        deadline = time.monotonic() + 900
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail("%s held by another test for 900 s" % FIXED_PORTS_LOCK)
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)   # releases the lock
 
 
 # ---------------------------------------------------------------- raw sockets

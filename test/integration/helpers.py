@@ -215,13 +215,100 @@ def props(packet_type, **values):
     return p
 
 
-def wait_until(predicate, timeout=5.0, interval=0.02, what="condition"):
+def wait_until(predicate, timeout=15.0, interval=0.02, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return True
         time.sleep(interval)
     raise AssertionError("%s not met within %.1fs" % (what, timeout))
+
+
+def _run_delay_ns(pid):
+    """Nanoseconds the threads of process `pid` have spent runnable but waiting for a CPU
+    (the second field of /proc/<pid>/task/<tid>/schedstat), 0 if it is gone."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+class StolenTime:
+    """How long the kernel kept the test process and the given processes (brokers, tools)
+    waiting for a CPU since this object was made: its own accounting (schedstat run delay),
+    summed over their threads.
+
+    A deadline check of the form "the event came at most X s after its cause" fails on a
+    loaded machine when the broker or the test was kept off the CPU; checks of that kind
+    allow X + stolen.seconds(), so they hold their full precision on an idle machine and
+    stay valid on a busy one (a broker rounding its timers to a one-second tick is still
+    caught: being off the CPU is not counted as lateness, being late while running is).
+    Threads that exit and processes that die take their share with them (less allowance,
+    never more)."""
+
+    def __init__(self, *procs):
+        pids = [os.getpid()]
+        for p in procs:
+            pid = getattr(p, "pid", None) or getattr(getattr(p, "proc", None), "pid", None) or p
+            if isinstance(pid, int) and pid not in pids:
+                pids.append(pid)
+        self.pids = pids
+        self.start = {pid: _run_delay_ns(pid) for pid in pids}
+
+    def seconds(self):
+        return sum(max(0, _run_delay_ns(pid) - self.start[pid]) for pid in self.pids) / 1e9
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` so far (/proc/<pid>/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def assert_cpu_goes_quiet(pid, limit, window=1.0, timeout=20.0, what="while idle"):
+    """A "does not spin" check: some `window` within `timeout` in which process `pid` used
+    less than `limit` s of CPU. A broker that spins never has such a window; one that is
+    merely slow (a loaded machine, a sanitizer build) to finish the work the test gave it
+    has one once it is done, instead of failing a single window measured too early.
+    Returns the CPU time of the quiet window."""
+    used_per_window = []
+    deadline = time.monotonic() + timeout
+    while True:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        used = cpu_seconds(pid) - before
+        used_per_window.append(round(used, 2))
+        if used < limit:
+            return used
+        if time.monotonic() >= deadline:
+            raise AssertionError("process %d used %r s of CPU in successive %.1f s windows %s "
+                                 "(limit %.2f s)" % (pid, used_per_window, window, what, limit))
+
+
+def measure(attempt, tries=3):
+    """Run attempt(n) (n = 0, 1, ...) until it returns None (its bounds held) or `tries`
+    attempts returned a description of what was out of bounds; then fail with all of them.
+
+    For verdicts about time that a loaded machine can spoil without the broker being wrong
+    (the test was kept from sending in time, the broker from running): the attempt asserts
+    what no load can explain and returns a description for what load can. A broker that is
+    really wrong fails every attempt; a machine busy for a moment does not fail the test."""
+    failures = []
+    for n in range(tries):
+        why = attempt(n)
+        if why is None:
+            return
+        failures.append("attempt %d: %s" % (n + 1, why))
+    raise AssertionError("\n".join(failures))
 
 
 def free_port():

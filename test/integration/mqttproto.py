@@ -581,8 +581,9 @@ class RawClient:
             except PacketTimeout:
                 continue
 
-    def is_open(self, timeout=0.3):
-        """True if a PINGREQ is still answered by PINGRESP."""
+    def is_open(self, timeout=5.0):
+        """True if a PINGREQ is still answered by PINGRESP (within `timeout`: a busy broker
+        may be slow to answer, a closed connection is seen at once)."""
         if not self.try_send(pingreq()):
             return False
         try:
@@ -663,12 +664,19 @@ class RawClient:
             self.send(pubrec(msg.pid))
             self.awaiting_pubrel.add(msg.pid)
 
-    def drain_publishes(self, timeout=0.4, ack=True):
-        """Every PUBLISH that arrives until `timeout` passes without one, decoded."""
+    def drain_publishes(self, timeout=0.4, ack=True, expect=0, wait=None):
+        """Every PUBLISH that arrives until `timeout` passes without one, decoded.
+
+        expect=N: the first N are waited for as long as `wait` (default: the client's
+        timeout) each, so that a broker slowed down by a loaded machine is not taken for one
+        that sends nothing; only after them does the quiet `timeout` end the drain (it then
+        catches any extra message the test must not get)."""
         out = []
+        wait = self.timeout if wait is None else wait
         try:
             while True:
-                out.append(self.recv_publish(timeout=timeout, ack=ack))
+                out.append(self.recv_publish(timeout=wait if len(out) < expect else timeout,
+                                             ack=ack))
         except PacketTimeout:
             return out
 

@@ -887,7 +887,7 @@ class PeerBroker:
                 pass
         return "\n".join(out)
 
-    def wait_log(self, text, timeout=5.0):
+    def wait_log(self, text, timeout=15.0):
         return wait_until(lambda: text in self.log_text(), timeout,
                           what="%r in b%d's log" % (text, self.index))
 

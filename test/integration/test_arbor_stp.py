@@ -419,7 +419,7 @@ def test_watch_timeout(net):
     r = run_tool("watch", "--timeout", "1", *at(net.brokers[2]))
     took = time.monotonic() - started
     assert r.returncode == 0, r.stderr
-    assert 1.0 <= took < 5.0
+    assert 1.0 <= took < 10.0, took   # ends after its 1 s (the rest: start-up on a busy machine)
     lines = r.stdout.splitlines()
     assert re.match(STAMP + "watching %s: capability 3000, root %s via " % (
         re.escape(net.identity(2)), re.escape(net.identity(0))), lines[0]), lines

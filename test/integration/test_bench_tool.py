@@ -9,6 +9,7 @@ writes its result. The tool is found at $ARBOR_BUILD_DIR/test/bench/arbor_bench.
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -23,6 +24,22 @@ pytestmark = pytest.mark.skipif(not (BENCH and os.access(BENCH, os.X_OK)),
 # Logging every packet (the fixture's default) slows any broker down a lot; a short
 # scenario still finishes quickly, but the queue limit must not drop QoS 1/2 messages.
 BROKER_LINES = ("max_queued_messages 100000", "max_inflight_messages 20")
+
+
+def wait_forwarding(a, b, timeout=20.0):
+    """Until brokers a and b (peered) both report their link forwarding in
+    $SYS/broker/stp/peers/<other>/forwarding: the tree has settled and a message published
+    on one crosses to the other (a fixed wait was too short on a loaded machine)."""
+    from helpers import PahoClient
+    for x, y in ((a, b), (b, a)):
+        c = PahoClient(x, client_id="forwarding-%d" % time.monotonic_ns())
+        try:
+            c.subscribe("$SYS/broker/stp/peers/%s:%d/forwarding" % (HOST, y.port))
+            deadline = time.monotonic() + timeout
+            while c.get_message(timeout=max(0.1, deadline - time.monotonic())).payload != b"1":
+                pass
+        finally:
+            c.close()
 
 
 def run_bench(b, tmp_path, *args, timeout=90):
@@ -199,7 +216,7 @@ def test_placement_ends_across_peered_brokers(broker, tmp_path, qos):
                "stp_capability 100", "peer %s:%d" % (HOST, pb), port=pa)
     a.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pb))
     b.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pa))
-    time.sleep(0.5)  # let the tree settle (a's link to the root starts forwarding)
+    wait_forwarding(a, b)  # let the tree settle (a's link to the root starts forwarding)
     doc = run_bench_on([a, b], tmp_path, "--placement", "ends", "--topics", "2",
                        "--publishers", "2", "--subscribers", "2", "--qos", str(qos),
                        "--inflight", "4", "--rate", "50", "-d", "1.5", "--trim", "0.25",
@@ -227,7 +244,7 @@ def test_full_speed_across_peered_brokers_loses_nothing(broker, tmp_path, qos):
     a = broker(*BROKER_LINES, *peer_lines, "peer_identity %s:%d" % (HOST, pa),
                "stp_capability 100", "peer %s:%d" % (HOST, pb), port=pa)
     a.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pb))
-    time.sleep(0.5)
+    wait_forwarding(a, b)
     doc = run_bench_on([a, b], tmp_path, "--placement", "ends", "--topics", "4",
                        "--publishers", "2", "--subscribers", "1", "--qos", str(qos),
                        "--inflight", "64", "-i", "0", "-d", "2", "--trim", "0.25",
@@ -238,5 +255,5 @@ def test_full_speed_across_peered_brokers_loses_nothing(broker, tmp_path, qos):
     from helpers import PahoClient
     c = PahoClient(a, client_id="dropped-reader")
     c.subscribe("$SYS/broker/stp/messages/dropped")
-    assert c.get_message(timeout=3).payload == b"0"
+    assert c.get_message(timeout=10).payload == b"0"
     c.close()

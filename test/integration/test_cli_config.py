@@ -15,7 +15,7 @@ def conf_error(run_broker, lines, directive, line_no):
     """Run with a config whose line `line_no` is wrong; assert a refusal naming the file,
     the line and the directive, and return the output."""
     port = free_port()
-    rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % port] + lines, timeout=5)
+    rc, out = run_broker(conf_lines=["listener %d 127.0.0.1" % port] + lines, timeout=15)
     assert rc is not None, "broker started despite the bad line:\n" + out
     assert rc != 0, out
     assert "%s:%d" % (run_broker.conf_path, line_no) in out, out
@@ -189,7 +189,7 @@ def test_verbose_option(broker, raw):
     b.wait_log("verbose-client")
 
 
-def test_no_config_listens_on_loopback_1883(broker, raw):
+def test_no_config_listens_on_loopback_1883(fixed_ports, broker, raw):
     # mosquitto(8): with no configuration the broker listens on port 1883 on the loopback
     # interface only ("local only mode") and allows anonymous clients.
     with socket.socket() as s:
@@ -256,7 +256,7 @@ def test_restart_gives_fresh_state(broker, raw):
 
 # ---------------------------------------------------------------- reload (arbor)
 
-def _wait_for_log(b, text, timeout=5.0):
+def _wait_for_log(b, text, timeout=15.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if text in b.log_text():

@@ -35,7 +35,7 @@ def test_the_guide_has_the_blocks_this_test_runs():
     assert blocks[0].startswith('export PATH="$PWD/build:$PWD/build/tools:$PATH"\n')
 
 
-def test_try_it_on_one_machine_runs_as_written(tmp_path):
+def test_try_it_on_one_machine_runs_as_written(fixed_ports, tmp_path):
     for tool in ("mosquitto_pub", "mosquitto_sub", "dot"):
         if not shutil.which(tool):
             pytest.skip("%s is not installed (scripts/install-deps.sh installs it)" % tool)

@@ -166,7 +166,7 @@ def observe(b, ports, pki):
     return seen
 
 
-def test_one_security_config_under_both_brokers(tmp_path):
+def test_one_security_config_under_both_brokers(fixed_ports, tmp_path):
     directory = str(tmp_path)
     pki = make_pki(os.path.join(directory, "pki"))
     mosquitto_passwd_file(os.path.join(directory, "passwd"))

@@ -35,7 +35,7 @@ def lines(b):
     return out
 
 
-def wait_lines(b, *patterns, timeout=5.0):
+def wait_lines(b, *patterns, timeout=15.0):
     """Wait until every regex in `patterns` matches a whole log line, in this order (each
     after the previous one); return the matched lines."""
     deadline = time.monotonic() + timeout

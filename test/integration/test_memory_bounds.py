@@ -19,7 +19,7 @@ import time
 import pytest
 
 import mqttproto as mp
-from helpers import ARBOR_BIN, IS_MOSQUITTO
+from helpers import ARBOR_BIN, IS_MOSQUITTO, assert_cpu_goes_quiet
 from mqttproto import MQTT311, MQTT5
 
 # Mosquitto 2.0 (observed with 2.0.11) queues the retained messages a SUBSCRIBE matches like
@@ -30,6 +30,18 @@ FLOOD_LIMIT = 300 * 1024 * 1024   # bytes a flooding client tries to send
 FLOOD_SECONDS = 3.0               # ... or for at most this long
 BLOCKED_SECONDS = 0.5             # the socket accepting nothing this long ends the flood
 RSS_GROWTH_LIMIT = 4 * 1024 * 1024
+
+
+# These tests move hundreds of thousands of packets: with the fixture's `log_type all` the
+# broker wrote a line for each (150 MB for a PINGREQ flood), which took it seconds on an idle
+# machine and far longer on a loaded one. No test here reads those lines; errors, warnings and
+# notices (the keepalive timeout) are kept.
+QUIET_LOG = ("allow_anonymous true", "log_dest stderr", "log_type error", "log_type warning",
+             "log_type notice")
+
+
+def quiet_broker(broker, *lines):
+    return broker(*QUIET_LOG, *lines, defaults=False)
 
 
 def _sanitized():
@@ -76,6 +88,8 @@ def flood(sock, chunk):
             n = sock.send(chunk)
         except BlockingIOError:
             continue
+        except (ConnectionResetError, BrokenPipeError):
+            break   # the broker gave up on the client (what the caller checks next)
         total += n
         if n < len(chunk):
             tail = chunk[n:]
@@ -120,7 +134,7 @@ def assert_other_clients_served(b, raw):
 
 
 def test_pingreq_flood_without_reading_is_paused(broker, raw):
-    b = broker()
+    b = quiet_broker(broker)
     c = raw(b)
     c.connect("flooder", keepalive=5)
     before = rss_bytes(b)
@@ -144,7 +158,7 @@ def test_pingreq_flood_without_reading_is_paused(broker, raw):
 
 
 def test_qos1_publish_flood_without_reading_is_paused(broker, raw):
-    b = broker()
+    b = quiet_broker(broker)
     c = raw(b)
     c.connect("flooder")
     before = rss_bytes(b)
@@ -181,35 +195,36 @@ def test_client_that_neither_reads_nor_is_read_is_timed_out(broker, raw):
     """Paused by back-pressure, a client still counts as alive while it takes its output;
     one that takes nothing for 1.5 x its keepalive (hung, or blocked writing) is dropped
     instead of holding its connection, buffers and session forever."""
-    b = broker()
+    b = quiet_broker(broker)
     c = raw(b)
     c.connect("frozen", keepalive=1)
     c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     flood(c.sock, mp.pingreq() * 32768)
-    started = time.monotonic()
-    # The broker must end the connection within 1.5 s of the last packet it read (plus the
-    # flood's own BLOCKED_SECONDS and slack); reading what it sent shows the end.
-    time.sleep(3.0)
+    # From here on the client takes nothing. The broker's deadline runs from the last output
+    # the client took (broker_loop.c, connection_deadline): 1.5 s after its socket stopped
+    # accepting PINGRESPs. Reading before the broker has given up would take output and move
+    # that deadline (the test once read after a fixed 3 s and, on a loaded machine, kept the
+    # client alive that way), so wait for the broker's own word first; the deadline is only
+    # a bound for a broker that never drops it.
+    b.wait_log("Client frozen has exceeded timeout, disconnecting.", timeout=60)
+    # ... and the connection is really gone: what is still buffered, then the end.
     c.sock.setblocking(True)
-    c.sock.settimeout(1)
+    c.sock.settimeout(30)
     ended = False
-    deadline = time.monotonic() + 5
     try:
-        while not ended and time.monotonic() < deadline:
+        while not ended:
             ended = not c.sock.recv(1 << 20)
     except ConnectionResetError:
         ended = True
     except socket.timeout:
         pass
-    assert ended, "a client that took nothing for %.1f s is still connected" % (
-        time.monotonic() - started)
-    b.wait_log("frozen has exceeded timeout", timeout=5)
+    assert ended, "the broker logged the timeout but the connection stayed open for 30 s"
 
 
 def test_busy_subscriber_is_still_heard(broker, raw):
     """A subscriber kept busy by a long stream of retained messages (output it did not cause
     by itself) still has its PINGREQ read and answered long before the stream ends."""
-    b = broker()
+    b = quiet_broker(broker)
     pub = raw(b)
     pub.connect("retainer")
     count = 1500
@@ -243,7 +258,7 @@ def test_input_kept_by_back_pressure_is_handled_when_the_socket_ends(broker, raw
     """A QoS 1 publisher that pipelines more than the bound of PUBACKs, then DISCONNECT, then
     closes without reading: the messages kept unread by back-pressure are still published and
     its DISCONNECT still discards the will."""
-    b = broker()
+    b = quiet_broker(broker)
     sub = raw(b)
     sub.connect("watcher")
     sub.subscribe([("f", 0), ("will/t", 0)])
@@ -416,7 +431,7 @@ def assert_all_retained(got, count, qos):
 @pytest.mark.parametrize("qos", [0, pytest.param(1, marks=QUEUE_LIMITED),
                                  pytest.param(2, marks=QUEUE_LIMITED)])
 def test_all_retained_delivered_on_subscribe(broker, raw, qos):
-    b = broker()
+    b = quiet_broker(broker)
     store_retained(b, raw, 5000, qos)
     sub = raw(b)
     sub.connect("sub")
@@ -428,7 +443,7 @@ def test_all_retained_delivered_on_subscribe(broker, raw, qos):
 
 @pytest.mark.parametrize("qos", [0, pytest.param(1, marks=QUEUE_LIMITED)])
 def test_100k_retained_delivered_on_subscribe(broker, raw, qos):
-    b = broker()
+    b = quiet_broker(broker)
     store_retained(b, raw, 100000, qos)
     sub = raw(b)
     sub.connect("sub")
@@ -447,7 +462,7 @@ def test_repeated_subscribe_does_not_pile_up_retained_references(broker, raw):
     """A QoS 1 subscriber that takes nothing and subscribes to the same wide filter again and
     again: its pending retained references stay within one copy of the store, the rest is
     counted as dropped, and the broker's memory does not grow with each SUBSCRIBE."""
-    b = broker("sys_interval 1")
+    b = quiet_broker(broker, "sys_interval 1")
     store_retained(b, raw, 20000)
     sub = raw(b, timeout=10)
     sub.connect("greedy")
@@ -471,7 +486,7 @@ def test_repeated_subscribe_does_not_pile_up_retained_references(broker, raw):
 
 @QUEUE_LIMITED
 def test_retained_delivery_resumes_with_persistent_session(broker, raw):
-    b = broker()
+    b = quiet_broker(broker)
     store_retained(b, raw, 5000)
     sub = raw(b)
     sub.connect("persist", clean=False)
@@ -494,7 +509,7 @@ def test_retained_delivery_resumes_with_persistent_session(broker, raw):
 def test_retained_pending_does_not_reorder_live_messages(broker, raw):
     """A live message on a topic arriving while the retained messages are still being paced
     out comes after them, so the subscriber ends with the newest value."""
-    b = broker("max_inflight_messages 1")
+    b = quiet_broker(broker, "max_inflight_messages 1")
     store_retained(b, raw, 2000)
     sub = raw(b)
     sub.connect("sub")
@@ -523,7 +538,7 @@ def sys_dropped(b, raw):
 
 @pytest.mark.parametrize("qos", [0, 1, 2])
 def test_message_over_client_maximum_packet_size_is_skipped(broker, raw, qos):
-    b = broker("sys_interval 1")
+    b = quiet_broker(broker, "sys_interval 1")
     pub = raw(b)
     pub.connect("pub")
     pub.publish("big/r", b"R" * 300, qos=1, retain=True)
@@ -547,7 +562,7 @@ def test_message_over_client_maximum_packet_size_is_skipped(broker, raw, qos):
 def test_resumed_session_skips_messages_over_new_maximum_packet_size(broker, raw):
     """In-flight and queued messages of a persistent session that reconnects with a smaller
     Maximum Packet Size: the ones too large are discarded (and counted), later ones flow."""
-    b = broker("sys_interval 1")
+    b = quiet_broker(broker, "sys_interval 1")
     sub = raw(b, MQTT5)
     sub.connect("sub", clean=False, props={mp.P_SESSION_EXPIRY: 60})
     sub.subscribe("big/#", 1)
@@ -574,16 +589,10 @@ def test_resumed_session_skips_messages_over_new_maximum_packet_size(broker, raw
         assert sys_dropped(b, raw) == 2
 
 
-def cpu_seconds(b):
-    with open("/proc/%d/stat" % b.proc.pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime (clock ticks)
-
-
 def test_paused_connection_does_not_spin(broker, raw):
     """A subscriber whose output backlog is full is paused when it sends: the broker then
     waits for the socket to drain instead of being woken for its input again and again."""
-    b = broker()
+    b = quiet_broker(broker)
     sub = raw(b)
     small = socket.socket()
     small.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before the handshake
@@ -601,10 +610,7 @@ def test_paused_connection_does_not_spin(broker, raw):
     time.sleep(0.2)
     sub.send(mp.pingreq() * 100)   # ... and more, left unread in the socket
     time.sleep(0.2)
-    before = cpu_seconds(b)
-    time.sleep(1.0)
-    used = cpu_seconds(b) - before
-    assert used < 0.3, "broker used %.2f s of CPU in 1 s while idle" % used
+    assert_cpu_goes_quiet(b.proc.pid, 0.3, what="while idle")
     # The subscriber reads: it gets its messages, then its 200 PINGRESPs.
     sub.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
     pings = 0

@@ -49,7 +49,7 @@ def test_v31_pubrel_with_dup_bit_is_accepted(broker, raw):
     pub.send(bytes.fromhex("6a020007"))                  # PUBREL, DUP set
     assert pub.recv().raw == bytes.fromhex("70020007")   # PUBCOMP
     assert pub.is_open()
-    msgs = sub.drain_publishes()
+    msgs = sub.drain_publishes(expect=1)
     assert [(m.topic, m.payload) for m in msgs] == [("t/dup", b"m")]
     # The same after a reconnect that lost the PUBCOMP: the id is answered again.
     pub.close()
@@ -236,11 +236,11 @@ def test_qos2_publish_resent_before_pubrel_is_acknowledged_each_time(broker, raw
         assert pub.recv().raw == bytes.fromhex("50020001"), i   # PUBREC
     pub.send(mp.pubrel(1))
     assert pub.recv().raw == bytes.fromhex("70020001")           # PUBCOMP
-    assert [m.payload for m in sub.drain_publishes()] == [b"message"]
+    assert [m.payload for m in sub.drain_publishes(expect=1)] == [b"message"]
     # The identifier is free again: a new message with it is a new message.
     pub.send(mp.publish("topic", b"again", qos=2, pid=1, version=version))
     assert pub.recv().raw == bytes.fromhex("50020001")
-    assert [m.payload for m in sub.drain_publishes()] == [b"again"]
+    assert [m.payload for m in sub.drain_publishes(expect=1)] == [b"again"]
 
 
 # ---------------------------------------------------------------- 5. ids after an expiry

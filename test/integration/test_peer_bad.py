@@ -16,7 +16,7 @@ import pytest
 
 import mqttproto as mp
 import peerproto as pp
-from helpers import free_port, wait_until
+from helpers import StolenTime, free_port, wait_until
 
 pytestmark = pytest.mark.arbor_only
 
@@ -82,7 +82,7 @@ def net(broker, mqtt):
     n.close()
 
 
-def exactly_one(client, payload, timeout=3.0):
+def exactly_one(client, payload, timeout=10.0):
     m = client.get_message(timeout)
     assert m.payload == payload, m
     client.expect_no_message(0.2)
@@ -251,15 +251,29 @@ def garbage_bpdus(peer, a_id):
     return out
 
 
+def wait_settled(read, quiet, timeout=20.0):
+    """read() once it has returned the same value for `quiet` seconds."""
+    deadline = time.monotonic() + timeout
+    value, since = read(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        assert time.monotonic() < deadline, "still changing after %.0f s: %r" % (timeout, value)
+        time.sleep(0.05)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
+
+
 def test_garbage_bpdus_rejected_tree_unchanged(net):
     peer = net.linked_raw_peer()
     peer_id = peer.identity
-    time.sleep(0.6)  # settled: nothing changes any more while valid hellos keep coming
     watched = ["epoch", "topology_changes", "root/id", "hops", "root/link",
                "peers/%s/role" % net.b_id, "peers/%s/forwarding" % net.b_id,
                "peers/%s/state" % peer_id, "peers/%s/role" % peer_id,
                "peers/%s/forwarding" % peer_id]
-    before = {k: net.sys.get(k) for k in watched}
+    # settled: nothing changes any more while valid hellos keep coming (0.6 s without a
+    # change; on a loaded machine the raw peer's arrival may take longer to settle)
+    before = wait_settled(lambda: {k: net.sys.get(k) for k in watched}, 0.6)
     assert before["root/id"] == net.a_id and before["peers/%s/forwarding" % peer_id] == "1"
     rejected_before = int(net.sys.get("bpdus/rejected"))
     log_before = net.a.log_text().count("MQTT-ST: rejected BPDU from %s" % peer_id)
@@ -296,13 +310,16 @@ def test_empty_pingreq_on_a_peer_link_is_a_keepalive(net):
 # ---------------------------------------------------------------- a peer that stops answering
 
 def test_silent_connect_back_dropped_within_max_age(net):
+    stolen = StolenTime(net.a)
     peer = net.raw_peer(answer_pings=False)
-    assert peer.dialback_up.wait(5.0), peer.dialback_errors
+    assert peer.dialback_up.wait(15.0), peer.dialback_errors
     first = peer.dialbacks[0]
     up_at = peer.dialback_up_at
-    assert first.closed.wait(MAX_AGE + 3.0), "the broker kept a silent connection"
+    assert first.closed.wait(MAX_AGE + 10.0), "the broker kept a silent connection"
     elapsed = first.closed_at - up_at
-    assert 0.8 * MAX_AGE <= elapsed <= MAX_AGE + 0.8, elapsed
+    # at most 0.8 s late, plus the time the broker and the test waited for a CPU
+    assert 0.8 * MAX_AGE <= elapsed <= MAX_AGE + 0.8 + stolen.seconds(), (
+        elapsed, stolen.seconds())
     net.a.wait_log("no PINGRESP within stp_max_age")
     assert peer.broker_bpdus, "the broker sent no BPDU on its connection"
     assert "up" in net.sys.values("peers/%s/state" % peer.identity)

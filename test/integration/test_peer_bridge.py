@@ -128,7 +128,7 @@ def wait_crossing(mqtt, src, dst, timeout=10.0):
                          % (src.port, dst.port, timeout))
 
 
-def received_once(client, payloads, timeout=3.0):
+def received_once(client, payloads, timeout=10.0):
     """client receives exactly `payloads` (in any order) and nothing more."""
     got = sorted(m.payload for m in client.get_messages(len(payloads), timeout))
     assert got == sorted(payloads), got

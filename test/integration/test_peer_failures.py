@@ -24,7 +24,7 @@ import uuid
 
 import pytest
 
-from helpers import wait_until
+from helpers import StolenTime, wait_until
 from peer_net import (Collector, NumberedStream, clear_delays, line, mesh, random_graph,
                       retained_messages)
 from peer_net import cluster, peer_support  # noqa: F401 (pytest fixtures)
@@ -75,29 +75,37 @@ def test_root_killed_new_tree_within_1s_and_no_message_lost_or_doubled(cluster, 
         streams = streams_between(c, (survivors[1], survivors[-1]), topic)
         for s in streams:
             s.wait_sent(10)
+        stolen = StolenTime(*c.brokers)
         start = time.monotonic()
         c.kill(0)
         snap = c.wait_tree(timeout=10)
         recovery = snap.agreed_at - start
+        # 1 s, plus the time the brokers and the test (its proxies and $SYS watchers) were
+        # kept waiting for a CPU meanwhile (zero on an idle machine)
+        allowed = 1.0 + stolen.seconds()
         for s in streams:
             s.wait_sent(len(s.sent) + 10)
         sent = [p for s in streams for p in s.stop()]
         assert snap.root == c.identity(1), snap.describe()
         c.check_spanning_tree(snap)
-        assert recovery <= 1.0, "new tree %.2f s after the kill" % recovery
+        assert recovery <= allowed, "new tree %.2f s after the kill (allowed %.2f s)" % (
+            recovery, allowed)
         col.assert_exactly_once(sent, timeout=10, quiet=0.5)
 
 
 def test_stopped_root_replaced_within_max_age_then_rejoins(cluster):
     c = mesh4(cluster)
     c.wait_tree(timeout=15)
+    stolen = StolenTime(*c.brokers)
     start = time.monotonic()
     c.stop(0)
     snap = c.wait_tree(timeout=10)
     recovery = snap.agreed_at - start
     assert snap.root == c.identity(1), snap.describe()
     c.check_spanning_tree(snap)
-    assert recovery <= c.max_age + 1.0, "new tree %.2f s after SIGSTOP" % recovery
+    allowed = c.max_age + 1.0 + stolen.seconds()   # see above
+    assert recovery <= allowed, "new tree %.2f s after SIGSTOP (allowed %.2f s)" % (
+        recovery, allowed)
 
     c.cont(0)
     snap = c.wait_tree(timeout=15)
@@ -168,12 +176,12 @@ def test_partition_then_heal_converges_retained_messages(cluster, mode):
     left.publish(prefix + "/both", b"left-older", qos=1, retain=True)
     left.publish(prefix + "/left", b"L", qos=1, retain=True)
     wait_until(lambda: retained_messages(c.brokers[1], prefix + "/#", quiet=0.05) == {
-        prefix + "/both": b"left-older", prefix + "/left": b"L"}, timeout=5,
+        prefix + "/both": b"left-older", prefix + "/left": b"L"}, timeout=15,
         what="left side's retained messages on b1")
     right.publish(prefix + "/both", b"right-newer", qos=1, retain=True)
     right.publish(prefix + "/right", b"R", qos=1, retain=True)
     wait_until(lambda: retained_messages(c.brokers[2], prefix + "/#", quiet=0.05) == {
-        prefix + "/both": b"right-newer", prefix + "/right": b"R"}, timeout=5,
+        prefix + "/both": b"right-newer", prefix + "/right": b"R"}, timeout=15,
         what="right side's retained messages on b2 (and nothing from the left)")
 
     c.heal(1, 2)
@@ -217,7 +225,7 @@ def test_broker_whose_links_all_fail_at_once_redials_and_replays(cluster, shape)
         time.sleep(0.3)
         for other in range(last):
             c.cut(other, last, "blackhole")
-        wait_until(lambda: c.snapshot().root_of(last) == c.identity(last), timeout=5,
+        wait_until(lambda: c.snapshot().root_of(last) == c.identity(last), timeout=15,
                    what="the last broker on its own after its links went silent")
         time.sleep(0.2)
         for other in range(last):

@@ -247,8 +247,8 @@ def test_broker_with_certificate_of_another_ca_refused(mtls, broker, pki):
     rogue_port = free_port()
     rogue = broker(*rogue_lines(pki, rogue_port, 5000,
                                 "peer %s:%d" % (HOST, mtls.a.peer_port)))
-    rogue.wait_log("MQTT-ST: cannot connect to %s:%d" % (HOST, mtls.a.peer_port), timeout=5)
-    mtls.a.wait_log("Client connection from 127.0.0.1", timeout=5)
+    rogue.wait_log("MQTT-ST: cannot connect to %s:%d" % (HOST, mtls.a.peer_port), timeout=15)
+    mtls.a.wait_log("Client connection from 127.0.0.1", timeout=15)
     assert "unable to get local issuer certificate" in mtls.a.log_text()
     time.sleep(1.2)
     mtls.assert_never_a_peer("%s:%d" % (HOST, rogue_port))
@@ -339,12 +339,12 @@ def test_sighup_reloads_the_peer_certificate_for_new_dials(cluster, pki):
             f.write("\n".join(lines + ["peer_certfile " + cert, "peer_keyfile " + key]) + "\n")
         reloads = b.log_text().count("Reloading config file")
         b.signal(signal.SIGHUP)
-        wait_until(lambda: b.log_text().count("Reloading config file") > reloads, timeout=5,
+        wait_until(lambda: b.log_text().count("Reloading config file") > reloads, timeout=15,
                    what="b1 reloading")
 
     def cut_and_heal():
         c.cut(0, 1)
-        wait_until(lambda: link_state(c) != "up", timeout=5, what="link down after the cut")
+        wait_until(lambda: link_state(c) != "up", timeout=15, what="link down after the cut")
         c.heal(0, 1)
 
     # b1's peer certificate replaced by one of another CA: the open link stays up...
@@ -355,7 +355,7 @@ def test_sighup_reloads_the_peer_certificate_for_new_dials(cluster, pki):
     refusals = c.brokers[0].log_text().count("Client connection from 127.0.0.1")
     cut_and_heal()
     wait_until(lambda: c.brokers[0].log_text().count("Client connection from 127.0.0.1") >
-               refusals, timeout=5, what="b0 refusing b1's new certificate")
+               refusals, timeout=15, what="b0 refusing b1's new certificate")
     time.sleep(2 * MAX_AGE)
     assert link_state(c) != "up"
     # the right certificate again: b1's dials succeed

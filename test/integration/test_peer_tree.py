@@ -206,20 +206,20 @@ def test_log_lines_match_the_tree(tree):
     for i in range(shape.n):
         b = c.brokers[i]
         b.wait_log("MQTT-ST: identity %s, capability %d" % (c.identity(i), shape.capabilities[i]),
-                   timeout=2)
+                   timeout=15)
         for j in c.neighbours(i):
-            b.wait_log("MQTT-ST: link to %s up" % c.identity(j), timeout=2)
+            b.wait_log("MQTT-ST: link to %s up" % c.identity(j), timeout=15)
 
         def root_line():
             return last_line_with("MQTT-ST: root is now", b.log_text()) or ""
         if i == root:
             # the root may have been root from its start and never logged a change
             wait_until(lambda: root_line() == "" or "root is now this broker" in root_line(),
-                       timeout=2, what="b%d's last root line saying it is root" % i)
+                       timeout=15, what="b%d's last root line saying it is root" % i)
         else:
             want = "MQTT-ST: root is now %s (capability %d) via %s" % (
                 c.identity(root), shape.capabilities[root], snap.value(i, "root/link"))
-            wait_until(lambda: want in root_line(), timeout=2,
+            wait_until(lambda: want in root_line(), timeout=15,
                        what="b%d's last root line: %r" % (i, want))
 
 

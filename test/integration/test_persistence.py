@@ -75,7 +75,7 @@ def test_retained_messages_survive(broker, raw, version, mode, how):
     stop_and_start(b, how)
     sub = connect(b, raw, "sub", version, clean=True)
     sub.subscribe("r/#", 2)
-    got = sorted((m.topic, m.payload, m.qos, m.retain) for m in sub.drain_publishes())
+    got = sorted((m.topic, m.payload, m.qos, m.retain) for m in sub.drain_publishes(expect=3))
     assert got == [("r/a", b"one", 1, True), ("r/b", b"two", 2, True),
                    ("r/d", b"q0 newer", 1, True)]
     assert "Restored 3 retained messages" in b.log_text()
@@ -95,7 +95,7 @@ def test_retained_properties_and_remaining_expiry_survive(broker, raw, mode, how
     time.sleep(0.3)
     sub = connect(b, raw, "sub", MQTT5, clean=True)
     sub.subscribe("r/#", 1)
-    got = sub.drain_publishes()
+    got = sub.drain_publishes(expect=1)
     assert [m.topic for m in got] == ["r/p"]  # r/short expired meanwhile
     m = got[0]
     assert m.props.get(mp.P_CONTENT_TYPE) == "text/plain"
@@ -149,7 +149,7 @@ def test_subscriptions_survive(broker, raw, version, mode, how):
     pub.publish("a/x", b"1", qos=1)
     pub.publish("b/y/z", b"2", qos=2)
     pub.publish("gone", b"3", qos=1)
-    got = [(m.topic, m.payload, m.qos) for m in c.drain_publishes()]
+    got = [(m.topic, m.payload, m.qos) for m in c.drain_publishes(expect=2)]
     assert got == [("a/x", b"1", 1), ("b/y/z", b"2", 2)]
 
 
@@ -168,7 +168,7 @@ def test_subscription_options_and_identifiers_survive(broker, raw, mode, how):
     other = connect(b, raw, "other", MQTT5, clean=True)
     other.publish("o/nl", b"theirs", qos=1)
     other.publish("o/rap", b"kept", qos=1, retain=True)
-    got = c.drain_publishes()
+    got = c.drain_publishes(expect=2)
     assert [(m.topic, m.payload, m.retain, m.props.all(mp.P_SUBSCRIPTION_ID)) for m in got] == [
         ("o/nl", b"theirs", False, [7]), ("o/rap", b"kept", True, [9])]
 
@@ -186,7 +186,7 @@ def test_queued_messages_survive_in_order(broker, raw, version, qos, mode, how):
         pub.publish("q/%d" % (i % 3), b"m%d" % i, qos=qos)
     stop_and_start(b, how)
     c = connect(b, raw, "q1", version)
-    got = c.drain_publishes()
+    got = c.drain_publishes(expect=20)
     assert [m.payload for m in got] == [b"m%d" % i for i in range(20)]
     assert all(m.qos == qos for m in got)
     c.disconnect()
@@ -262,7 +262,7 @@ def test_incoming_qos2_state_survives(broker, raw, version, mode, how):
     p.send(mp.pubrel(77))
     assert mp.Ack(p.recv_type(mp.PUBCOMP), version).pid == 77
     sub = connect(b, raw, "q2sub", version)
-    got = sub.drain_publishes()
+    got = sub.drain_publishes(expect=1)
     assert [m.payload for m in got] == [b"once"]
 
 
@@ -307,7 +307,7 @@ def test_queued_message_expiry_counts_the_downtime(broker, raw, mode):
     time.sleep(1.3)
     b.start()
     c = connect(b, raw, "qe", MQTT5)
-    got = c.drain_publishes()
+    got = c.drain_publishes(expect=1)
     assert [m.topic for m in got] == ["qe/long"]
     assert 45 <= got[0].props.get(mp.P_MESSAGE_EXPIRY) <= 59
 
@@ -331,11 +331,12 @@ def test_delayed_will_of_a_connected_client_waits_across_a_restart(broker, raw, 
     watcher.subscribe("will/#", 1)
     watcher.disconnect()
     will_client(b, raw, "w1", delay=3)
-    b.restart()
+    # Stamped before the stop: the delay runs from the stop (downtime included), and a
+    # restart slowed down by a loaded machine must not eat into the "not at the stop" margin.
     stopped = time.monotonic()
+    b.restart()
     w = connect(b, raw, "watcher", MQTT5)
-    w.expect_no_packet(1.0)
-    m = w.recv_publish(timeout=5)
+    m = w.recv_publish(timeout=15)   # one published at the stop would be queued: at once
     assert m.payload == b"gone w1"
     assert time.monotonic() - stopped >= 2.5
 
@@ -345,12 +346,16 @@ def test_delayed_will_cancelled_by_reconnecting_after_the_restart(broker, raw):
     watcher = connect(b, raw, "watcher", MQTT5)
     watcher.subscribe("will/#", 1)
     watcher.disconnect()
-    will_client(b, raw, "w2", delay=3)
+    will_client(b, raw, "w2", delay=4)
+    stopped = time.monotonic()   # the delay runs from the stop
     b.restart()
-    back = will_client(b, raw, "w2", delay=3)
+    back = will_client(b, raw, "w2", delay=4)
+    # back within the delay, with 4 s of room for a restart slowed down by a loaded machine
+    assert time.monotonic() - stopped < 4.0, "reconnected %.2f s after the stop" % (
+        time.monotonic() - stopped)
     back.disconnect()  # normal disconnection: no will
     w = connect(b, raw, "watcher", MQTT5)
-    w.expect_no_packet(3.5)
+    w.expect_no_packet(max(0.5, 4.5 - (time.monotonic() - stopped)))
 
 
 def test_pending_will_of_an_offline_session_is_due_across_the_downtime(broker, raw):
@@ -364,7 +369,7 @@ def test_pending_will_of_an_offline_session_is_due_across_the_downtime(broker, r
     time.sleep(2.2)
     b.start()
     w = connect(b, raw, "watcher", MQTT5)
-    assert w.recv_publish(timeout=3).payload == b"gone w3"
+    assert w.recv_publish(timeout=10).payload == b"gone w3"
 
 
 def test_will_without_delay_is_published_at_the_stop(broker, raw):
@@ -375,7 +380,7 @@ def test_will_without_delay_is_published_at_the_stop(broker, raw):
     will_client(b, raw, "w4", delay=0)
     b.restart()
     w = connect(b, raw, "watcher", MQTT5)
-    assert [m.payload for m in w.drain_publishes()] == [b"gone w4"]
+    assert [m.payload for m in w.drain_publishes(expect=1)] == [b"gone w4"]
 
 
 def test_will_of_a_client_connected_at_a_crash_is_published_after_the_restart(broker, raw):
@@ -387,7 +392,7 @@ def test_will_of_a_client_connected_at_a_crash_is_published_after_the_restart(br
     will_client(b, raw, "w5", delay=1)
     stop_and_start(b, "kill")
     w = connect(b, raw, "watcher", MQTT5)
-    assert w.recv_publish(timeout=4).payload == b"gone w5"
+    assert w.recv_publish(timeout=10).payload == b"gone w5"
 
 
 # ---------------------------------------------------------------- autosave, crash in snapshot mode
@@ -402,7 +407,7 @@ def test_snapshot_mode_crash_keeps_what_the_last_autosave_wrote(broker, raw):
     b.start()
     sub = connect(b, raw, "sub", MQTT311, clean=True)
     sub.subscribe("r/#", 1)
-    assert [m.payload for m in sub.drain_publishes()] == [b"1"]
+    assert [m.payload for m in sub.drain_publishes(expect=1)] == [b"1"]
 
 
 def test_snapshot_mode_crash_loses_what_came_after_the_last_save(broker, raw):
@@ -427,7 +432,7 @@ def test_sigusr1_saves_now(broker, raw):
     b.start()
     sub = connect(b, raw, "sub", MQTT311, clean=True)
     sub.subscribe("r/#", 1)
-    assert [m.payload for m in sub.drain_publishes()] == [b"1"]
+    assert [m.payload for m in sub.drain_publishes(expect=1)] == [b"1"]
 
 
 def test_sigusr1_without_persistence_does_nothing(broker, raw):
@@ -451,7 +456,7 @@ def test_autosave_on_changes(broker, raw):
     b.start()
     sub = connect(b, raw, "sub", MQTT311, clean=True)
     sub.subscribe("r/#", 1)
-    assert len(sub.drain_publishes()) == 3
+    assert len(sub.drain_publishes(expect=3)) == 3
 
 
 # ---------------------------------------------------------------- durable mode: acknowledged means on disk
@@ -469,7 +474,7 @@ def test_durable_acknowledged_changes_survive_kill(broker, raw, version):
     b.stop(signal.SIGKILL, check=False)
     b.start()
     sub = connect(b, raw, "dsub", version)
-    got = sorted((m.topic, m.payload) for m in sub.drain_publishes())
+    got = sorted((m.topic, m.payload) for m in sub.drain_publishes(expect=3))
     assert got == [("d/1", b"acked q1"), ("d/2", b"acked q2"), ("d/r", b"retained")]
 
 
@@ -484,7 +489,7 @@ def test_durable_unsubscribe_survives_kill(broker, raw):
     pub = connect(b, raw, "pub", MQTT311, clean=True)
     pub.publish("drop", b"x", qos=1)
     pub.publish("keep", b"y", qos=1)
-    assert [m.payload for m in c.drain_publishes()] == [b"y"]
+    assert [m.payload for m in c.drain_publishes(expect=1)] == [b"y"]
 
 
 # ---------------------------------------------------------------- the file
@@ -614,7 +619,7 @@ def test_bit_flip_in_a_record_drops_that_record_only(broker, raw):
     b.wait_log("dropped 1 retained message record(s) (checksum mismatch)")
     sub = connect(b, raw, "sub", MQTT311, clean=True)
     sub.subscribe("flip/#", 1)
-    assert sorted(m.topic for m in sub.drain_publishes()) == [
+    assert sorted(m.topic for m in sub.drain_publishes(expect=4)) == [
         "flip/0", "flip/1", "flip/2", "flip/4"]
 
 
@@ -651,7 +656,7 @@ def test_acl_applies_to_a_restored_offline_session(broker, raw, tmp_path, mode, 
     w.publish("alice/x", b"1", qos=1)
     w.publish("other/y", b"2", qos=1)
     a = connect(b, raw, "a", MQTT311, username="alice")
-    assert [m.topic for m in a.drain_publishes()] == ["alice/x"]
+    assert [m.topic for m in a.drain_publishes(expect=1)] == ["alice/x"]
 
 
 def test_retained_source_survives_for_check_retain_source(broker, raw, tmp_path):

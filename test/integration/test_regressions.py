@@ -12,8 +12,8 @@ from helpers import v5_client as client
 from mqttproto import MQTT5
 
 
-def drain(c, timeout=0.4, ack=True):
-    return c.drain_publishes(timeout, ack)
+def drain(c, timeout=0.4, ack=True, expect=0):
+    return c.drain_publishes(timeout, ack, expect=expect)
 
 
 def test_will_message_expiry_counts_from_publication(broker, raw):
@@ -59,7 +59,7 @@ def test_resume_respects_new_receive_maximum(broker, raw):
     pub = client(b, raw, "pub")
     for i in range(5):
         pub.publish("rmr", b"%d" % i, qos=1)
-    first = drain(sub, ack=False)
+    first = drain(sub, ack=False, expect=5)
     assert len(first) == 5
     sub.close()
     time.sleep(0.2)

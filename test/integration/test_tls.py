@@ -25,7 +25,7 @@ import pytest
 
 import mqttproto as mp
 import tlscerts
-from helpers import HOST, free_port, wait_until
+from helpers import HOST, StolenTime, free_port, wait_until
 from mqttproto import MQTT311, MQTT5
 
 PUB = shutil.which("mosquitto_pub")
@@ -138,7 +138,7 @@ def tls_paho(mqtt, b, pki, cert=None, **kw):
     return c
 
 
-def bytes_until_closed(sock, timeout=5.0):
+def bytes_until_closed(sock, timeout=10.0):
     """Everything the broker sends before it closes the connection (which it must)."""
     sock.settimeout(timeout)
     deadline = time.monotonic() + timeout
@@ -520,7 +520,8 @@ def test_handshake_that_never_completes_is_dropped_after_the_connect_timeout(bro
     # opens TCP and says nothing, or stops in the middle of its ClientHello, is dropped, and
     # holds no buffer meanwhile; the others are served as usual.
     b = broker(*tls(pki))
-    start = time.monotonic()
+    stolen = StolenTime(b)
+    start = time.monotonic()   # before the accepts: the broker's 20 s can only start later
     silent = socket.create_connection((HOST, b.port), timeout=30)
     partial = socket.create_connection((HOST, b.port), timeout=30)
     partial.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(20))
@@ -532,10 +533,11 @@ def test_handshake_that_never_completes_is_dropped_after_the_connect_timeout(bro
         with pytest.raises(socket.timeout):  # still open at 15 s
             s.recv(1)
     for s in (silent, partial):
-        bytes_until_closed(s, timeout=max(1.0, 24 - (time.monotonic() - start)))
+        bytes_until_closed(s, timeout=max(1.0, 40 - (time.monotonic() - start)))
         s.close()
     elapsed = time.monotonic() - start
-    assert 19.5 <= elapsed <= 24, elapsed
+    # 4 s late at most, plus the time the broker and the test waited for a CPU
+    assert 19.5 <= elapsed <= 24 + stolen.seconds(), (elapsed, stolen.seconds())
     assert b.log_text().count("Client <unknown> disconnected due to protocol error.") >= 2
 
 

@@ -40,7 +40,8 @@ import mqttproto as mp
 import tlscerts
 import wsproto
 from conftest import port_listening
-from helpers import ARBOR_BIN, HOST, IS_MOSQUITTO, free_port, wait_until
+from helpers import (ARBOR_BIN, HOST, IS_MOSQUITTO, assert_cpu_goes_quiet, free_port,
+                     wait_until)
 from mqttproto import MQTT31, MQTT311, MQTT5
 
 PUB = shutil.which("mosquitto_pub")
@@ -66,16 +67,22 @@ def make_http_dir(tmp_path):
     return www
 
 
-def ws_broker(broker, tmp_path, *lines, http=True, ws_lines=()):
+# For floods of hundreds of thousands of packets: a line for each (log_type all) kept the
+# broker busy writing its log for seconds; errors, warnings and notices are kept.
+QUIET_LOG = ("allow_anonymous true", "log_dest stderr", "log_type error", "log_type warning",
+             "log_type notice")
+
+
+def ws_broker(broker, tmp_path, *lines, http=True, ws_lines=(), **kw):
     """A broker with its usual TCP listener (b.port) and a websockets listener (b.ws_port),
     serving tmp_path/www unless http is False. lines go before the websockets listener
-    (global settings), ws_lines into its block."""
+    (global settings), ws_lines into its block; kw to the broker fixture."""
     ws_port = free_port()
     www = make_http_dir(tmp_path)
     conf = list(lines) + ["listener %d %s" % (ws_port, HOST), "protocol websockets"]
     if http:
         conf.append("http_dir %s" % www)
-    b = broker(*(conf + list(ws_lines)))
+    b = broker(*(conf + list(ws_lines)), **kw)
     wait_until(lambda: port_listening(HOST, ws_port), what="websockets listener")
     b.ws_port = ws_port
     b.www = www
@@ -94,7 +101,7 @@ def tcp_client(b, cid, version=MQTT311):
     return c
 
 
-def closed_soon(sock, timeout=3.0):
+def closed_soon(sock, timeout=10.0):
     """True if the peer closes sock within timeout (whatever it sends before)."""
     sock.settimeout(timeout)
     deadline = time.monotonic() + timeout
@@ -254,7 +261,7 @@ def test_will_and_keepalive_over_websockets(broker, tmp_path):
     c = wsproto.ws_raw_client(HOST, b.ws_port)
     c.connect("mortal", keepalive=1, will={"topic": "will/mortal", "payload": b"gone", "qos": 1})
     # silence: the keepalive (1.5 s) ends it and the will goes out
-    m = watcher.recv_publish(timeout=5)
+    m = watcher.recv_publish(timeout=15)
     assert (m.topic, m.payload) == ("will/mortal", b"gone")
     assert closed_soon(c.sock.sock)
 
@@ -510,7 +517,7 @@ def test_flood_without_reading_is_paused(broker, tmp_path):
     # A WebSocket client that sends PINGREQ without reading stops being read (connection.c's
     # back-pressure through the transport): the broker's memory does not follow the flood,
     # nothing is lost, other clients are served meanwhile.
-    b = ws_broker(broker, tmp_path)
+    b = ws_broker(broker, tmp_path, *QUIET_LOG, defaults=False)
     c = ws_client(b, "ws-flooder")
     sock = c.sock.sock
     before = rss_bytes(b)
@@ -579,23 +586,17 @@ def test_subscriber_that_does_not_read_is_bounded(broker, tmp_path):
     payload = b"z" * 8000
     for _ in range(40):
         pub.send(b"".join(mp.publish("flood/t", payload) for _ in range(100)))
-    assert pub.is_open(timeout=2)
+    assert pub.is_open(timeout=10)
     time.sleep(0.5)
     grown = rss_bytes(b) - before
     print("slow WebSocket subscriber: 32 MB published, RSS +%d KiB" % (grown // 1024))
     if not sanitized():
         assert grown < 6 * 1024 * 1024, "RSS grew by %d bytes" % grown
     # the subscriber reads again: whole messages, then a new one
-    got = sub.drain_publishes(timeout=1.0)
+    got = sub.drain_publishes(timeout=1.0, expect=100)
     assert 100 <= len(got) < 4000 and all(m.payload == payload for m in got), len(got)
     pub.publish("flood/last", b"last")
     assert sub.recv_publish(timeout=5).topic == "flood/last"
-
-
-def cpu_seconds(b):
-    with open("/proc/%d/stat" % b.proc.pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
 
 
 @pytest.mark.arbor_only
@@ -615,10 +616,7 @@ def test_waiting_connections_do_not_spin(broker, tmp_path):
     idle = socket.create_connection((HOST, b.ws_port))
     idle.sendall(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
     time.sleep(0.5)
-    before = cpu_seconds(b)
-    time.sleep(1.0)
-    used = cpu_seconds(b) - before
-    assert used < 0.3, "broker used %.2f s of CPU in 1 s while waiting" % used
+    assert_cpu_goes_quiet(b.proc.pid, 0.3, what="while waiting")
     download.close()
     idle.close()
 
