@@ -232,7 +232,9 @@ def test_root_without_user_line_drops_privileges(broker):
     # "nobody" (Mosquitto: "mosquitto"), and never keeps serving as uid 0.
     b = broker()
     expected = fallback_user()
-    assert proc_uid(b.proc.pid) == (expected.pw_uid, expected.pw_uid)
+    # The listeners open (and the port answers) before the switch: wait for it.
+    wait_for(lambda: proc_uid(b.proc.pid) == (expected.pw_uid, expected.pw_uid),
+             what="uid %d" % expected.pw_uid)
     if not IS_MOSQUITTO:
         b.wait_log("Running as user %s (uid %d)." % (expected.pw_name, expected.pw_uid))
 
@@ -240,7 +242,8 @@ def test_root_without_user_line_drops_privileges(broker):
 @needs_root
 def test_root_with_named_user_runs_as_it(broker):
     b = broker("user nobody")
-    assert proc_uid(b.proc.pid) == (65534, 65534)
+    # The listeners open (and the port answers) before the switch: wait for it.
+    wait_for(lambda: proc_uid(b.proc.pid) == (65534, 65534), what="uid 65534")
 
 
 @needs_root
