@@ -25,12 +25,6 @@
 #include "session.h"
 
 /* The QoS a message goes out at to a subscription granted `granted`. */
-uint8_t session_outgoing_qos(const struct broker *broker, uint8_t granted, uint8_t published)
-{
-    if (broker->config->upgrade_outgoing_qos) return granted;
-    return granted < published ? granted : published;
-}
-
 /* The PUBLISH properties for this recipient: the stored forwardable ones as they are, or,
  * when an expiry or subscription identifiers must be added, a copy in broker->scratch_props.
  * Returns 0 or -1 on OOM. */

@@ -9,7 +9,12 @@
 
 /* The QoS a message published at `published` goes out at to a subscription granted
  * `granted` (upgrade_outgoing_qos: always the granted one). */
-uint8_t session_outgoing_qos(const struct broker *broker, uint8_t granted, uint8_t published);
+static inline uint8_t session_outgoing_qos(const struct broker *broker, uint8_t granted,
+                                           uint8_t published)
+{
+    if (broker->config->upgrade_outgoing_qos) return granted;
+    return granted < published ? granted : published;
+}
 
 /* Give msg to one session at the given QoS (already reduced to the subscription's), with the
  * retain flag as it should appear and the subscription identifiers to attach. */
