@@ -559,26 +559,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef ARBOR_FUZZ_STANDALONE
-#include <stdio.h>
-#include <stdlib.h>
-
-int main(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            perror(argv[i]);
-            return 1;
-        }
-        static uint8_t buf[1 << 20];
-        size_t n = fread(buf, 1, sizeof(buf), f);
-        fclose(f);
-        uint8_t *copy = malloc(n ? n : 1);
-        if (!copy) return 1;
-        memcpy(copy, buf, n);
-        LLVMFuzzerTestOneInput(copy, n);
-        free(copy);
-    }
-    return 0;
-}
+#include "standalone_main.h"
 #endif
