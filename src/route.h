@@ -15,7 +15,10 @@ struct route_forwarder {
     /* Before anything else: give a message that entered here its origin (set before it is
      * published, never after). */
     void (*stamp)(void *ctx, struct message *msg);
-    /* May this retained message replace what the store holds for its topic? */
+    /* May this retained message replace what the store holds for its topic? A forwarder may
+     * record what it lets in (MQTT-ST remembers a clear): route_message asks each forwarder
+     * at most once per message, and with several forwarders one that says yes has recorded
+     * it even if a later one says no (only one forwarder exists today). */
     bool (*retained_wins)(void *ctx, struct message *msg);
     /* After local delivery: send it on. */
     void (*forward)(void *ctx, struct message *msg);
