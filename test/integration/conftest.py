@@ -35,7 +35,8 @@ import pytest
 import mqttproto
 from mqttproto import RawClient
 
-from helpers import ARBOR_BIN, HOST, IS_MOSQUITTO, PahoClient, free_port
+from helpers import (ARBOR_BIN, HOST, IS_MOSQUITTO, PahoClient, binary_notifies_systemd,
+                     free_port, open_notify_socket)
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer", "ThreadSanitizer")
 START_TIMEOUT = float(os.environ.get("ARBOR_START_TIMEOUT", "15"))
@@ -149,10 +150,20 @@ class Broker:
     def start(self):
         self._reaped = False
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.argv(),
-                                     stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.tmp_dir)
-        deadline = time.monotonic() + START_TIMEOUT
+        notify, env = None, None
+        if binary_notifies_systemd():
+            notify, address = open_notify_socket()
+            env = dict(os.environ, NOTIFY_SOCKET=address)
+        try:
+            self.proc = subprocess.Popen(self.argv(), env=env,
+                                         stdout=self._log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=self.tmp_dir)
+            deadline = time.monotonic() + START_TIMEOUT
+            if notify is not None:
+                self._wait_ready(notify, deadline)
+        finally:
+            if notify is not None:
+                notify.close()
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise BrokerError("broker exited with %s during start-up:\n%s"
@@ -165,6 +176,25 @@ class Broker:
             time.sleep(0.01)
         raise BrokerError("broker did not accept connections on %d within %.0fs:\n%s"
                           % (self.port, START_TIMEOUT, self.log_text()))
+
+    def _wait_ready(self, notify, deadline):
+        """Wait for the READY=1 that the broker sends (sd_notify) once every listener is
+        open, privileges are dropped and persistence is loaded: the first listener accepting
+        is not enough, the others open after it (a test connecting to its second listener at
+        once was refused on a loaded machine)."""
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError("broker exited with %s during start-up:\n%s"
+                                  % (self.proc.returncode, self.log_text()))
+            notify.settimeout(0.05)
+            try:
+                msg = notify.recv(4096).decode("utf-8", "replace")
+            except socket.timeout:
+                continue
+            if "READY=1" in msg.split("\n"):
+                return
+        raise BrokerError("broker did not report READY=1 within %.0fs:\n%s"
+                          % (START_TIMEOUT, self.log_text()))
 
     def log_text(self):
         try:

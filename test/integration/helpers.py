@@ -323,3 +323,33 @@ def v5_client(b, raw, cid, **kw):
     c = raw(b, mqttproto.MQTT5)
     c.connect(cid, **kw)
     return c
+
+
+_NOTIFIES = {}
+
+
+def binary_notifies_systemd():
+    """True if the broker binary calls sd_notify (built with libsystemd), so that start-up
+    can wait for its READY=1 as systemd does."""
+    if ARBOR_BIN not in _NOTIFIES:
+        try:
+            with open(ARBOR_BIN, "rb") as f:
+                _NOTIFIES[ARBOR_BIN] = b"sd_notify" in f.read()
+        except OSError:
+            _NOTIFIES[ARBOR_BIN] = False
+    return _NOTIFIES[ARBOR_BIN]
+
+
+def open_notify_socket():
+    """A unix datagram socket in the abstract namespace (reachable after the broker drops
+    privileges) and the NOTIFY_SOCKET value that names it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    for _ in range(100):
+        name = "arbor-test-ready-%d-%d" % (os.getpid(), int.from_bytes(os.urandom(4), "big"))
+        try:
+            s.bind("\0" + name)
+            return s, "@" + name
+        except OSError:
+            continue
+    s.close()
+    raise OSError("no free abstract socket name for NOTIFY_SOCKET")

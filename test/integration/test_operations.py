@@ -14,7 +14,7 @@ import pytest
 
 import mqttproto as mp
 from conftest import ARBOR_BIN
-from helpers import IS_MOSQUITTO, free_port
+from helpers import IS_MOSQUITTO, free_port, open_notify_socket
 from mqttproto import MQTT5, MQTT311
 
 
@@ -473,13 +473,9 @@ def port_listening(port):
 # ---------------------------------------------------------------- sd_notify (issue 7)
 
 def notify_socket():
-    """A unix datagram socket in the abstract namespace (reachable after the broker drops
-    privileges) and the NOTIFY_SOCKET value that names it."""
-    name = "arbor-test-notify-%d-%d" % (os.getpid(), free_port())
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    s.bind("\0" + name)
+    s, address = open_notify_socket()
     s.settimeout(10)
-    return s, "@" + name
+    return s, address
 
 
 def recv_notify(s, wanted):
