@@ -182,6 +182,7 @@ struct delivery {
     uint8_t qos;
     bool retain;
     uint8_t sub_id_count;
+    uint8_t owner_flags; /* the flow owner's own marks (peer links: PEER_SEND_RETAINED_SYNC) */
     uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
     uint64_t persist_id; /* durable persistence: its row in the store, 0: none (persist.c) */
 };
@@ -191,6 +192,31 @@ struct delivery_list {
     uint32_t count;
     uint32_t qos0_count; /* QoS 0 deliveries among them (a live QoS 0 may not overtake these) */
     uint64_t bytes;
+};
+
+/* Messages queued over several flows together (peer links): past `high` the owner holds its
+ * producers (engaged); once back down to `low`, release_pending says to let them go. */
+struct outflow_pressure {
+    size_t queued;
+    size_t high, low;
+    bool engaged;
+    bool release_pending;
+};
+
+/* Packet id -> in-flight delivery, for windows larger than a list walk suits. */
+struct outflow_index {
+    struct delivery **slots; /* open addressing, linear probing; NULL: not built */
+    uint32_t mask;
+    uint32_t count;
+};
+
+/* One outbound flow (outflow.h): what is in flight, what is queued, packet ids. */
+struct outflow {
+    struct delivery_list inflight; /* sent, awaiting acknowledgement, in send order */
+    struct delivery_list queued;   /* waiting for the window or the destination */
+    uint16_t last_packet_id;
+    struct outflow_index index;
+    struct outflow_pressure *pressure; /* NULL: not accounted */
 };
 
 /* The retained messages one SUBSCRIBE filter matched, not yet handed to the session: a
@@ -240,11 +266,9 @@ struct session {
     int64_t disconnected_at_ms;
     struct session_subscription *subscriptions;
 
-    struct delivery_list inflight; /* sent, awaiting acknowledgement, in send order */
-    struct delivery_list queued;   /* waiting for an inflight slot or for the client */
-    struct retained_snapshot *retained_head, *retained_tail; /* sent before queued */
+    struct outflow flow; /* QoS 1/2 in flight and what is queued (outflow.h, session_flow.c) */
+    struct retained_snapshot *retained_head, *retained_tail; /* sent before flow.queued */
     uint32_t retained_pending; /* references held by the snapshots, see session_add_retained */
-    uint16_t last_packet_id;
 
     uint8_t *incoming_qos2; /* bitmap of packet ids awaiting PUBREL, allocated on use */
     uint16_t incoming_qos2_count;

@@ -213,7 +213,7 @@ static void client_on_output_drained(struct connection *conn)
 {
     struct session *session = conn->session;
     if (session && session->connection == conn &&
-        (session->retained_head || session->queued.head))
+        (session->retained_head || session->flow.queued.head))
         session_pump(conn->broker, session);
 }
 

@@ -5,11 +5,9 @@
  */
 #include "connection.h"
 #include "handlers.h"
-#include "message.h"
 #include "packet.h"
 #include "persist.h"
 #include "session.h"
-#include "delivery.h"
 #include "session_flow.h"
 
 static int decode(struct connection *conn, uint8_t type, const uint8_t *body, size_t len,
@@ -18,50 +16,30 @@ static int decode(struct connection *conn, uint8_t type, const uint8_t *body, si
     return mqtt_decode_ack(conn->version, type, body, len, ack);
 }
 
-/* End an outgoing flow in the expected state; unknown ids are ignored as Mosquitto does. */
-static int finish_outgoing(struct connection *conn, uint16_t packet_id, enum delivery_state state)
+static int acknowledge(struct connection *conn, uint8_t type, const uint8_t *body, size_t len)
 {
-    struct session *session = conn->session;
-    struct delivery *d = delivery_list_find(&session->inflight, packet_id);
-    if (!d || d->state != state) return 0;
-    delivery_list_remove(&session->inflight, d);
-    delivery_release(conn->broker, d);
-    session_pump(conn->broker, session);
-    return 0;
+    struct mqtt_ack ack;
+    int rc = decode(conn, type, body, len, &ack);
+    if (rc) return rc;
+    switch (session_acknowledged(conn->broker, conn->session, type, ack.packet_id, ack.reason)) {
+    case OUTFLOW_ACK_UNKNOWN: /* a PUBREC for no QoS 2 message awaiting one */
+        return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id,
+                                   conn->version == MQTT_V5 ? MQTT_RC_PACKET_ID_NOT_FOUND : 0);
+    case OUTFLOW_ACK_NO_MEMORY:
+        return MQTT_RC_UNSPECIFIED;
+    default: /* unknown ids of PUBACK and PUBCOMP are ignored, as Mosquitto does */
+        return 0;
+    }
 }
 
 int handle_puback(struct connection *conn, const uint8_t *body, size_t len)
 {
-    struct mqtt_ack ack;
-    int rc = decode(conn, MQTT_PUBACK, body, len, &ack);
-    if (rc) return rc;
-    return finish_outgoing(conn, ack.packet_id, DELIVERY_AWAIT_PUBACK);
+    return acknowledge(conn, MQTT_PUBACK, body, len);
 }
 
 int handle_pubrec(struct connection *conn, const uint8_t *body, size_t len)
 {
-    struct mqtt_ack ack;
-    int rc = decode(conn, MQTT_PUBREC, body, len, &ack);
-    if (rc) return rc;
-    struct session *session = conn->session;
-    struct delivery *d = delivery_list_find(&session->inflight, ack.packet_id);
-    if (!d || d->state != DELIVERY_AWAIT_PUBREC) {
-        if (d && d->state == DELIVERY_AWAIT_PUBCOMP)
-            return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
-        return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id,
-                                   conn->version == MQTT_V5 ? MQTT_RC_PACKET_ID_NOT_FOUND : 0);
-    }
-    if (ack.reason >= 0x80) {
-        /* The receiver refused the message: the flow ends here. */
-        return finish_outgoing(conn, ack.packet_id, DELIVERY_AWAIT_PUBREC);
-    }
-    session->inflight.bytes -= d->msg ? d->msg->payload_len : 0;
-    persist_delivery_drops_message(conn->broker, d);
-    message_unref(d->msg);
-    d->msg = NULL;
-    d->state = DELIVERY_AWAIT_PUBCOMP;
-    persist_delivery_changed(conn->broker, session, d);
-    return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id, 0);
+    return acknowledge(conn, MQTT_PUBREC, body, len);
 }
 
 int handle_pubrel(struct connection *conn, const uint8_t *body, size_t len)
@@ -81,8 +59,5 @@ int handle_pubrel(struct connection *conn, const uint8_t *body, size_t len)
 
 int handle_pubcomp(struct connection *conn, const uint8_t *body, size_t len)
 {
-    struct mqtt_ack ack;
-    int rc = decode(conn, MQTT_PUBCOMP, body, len, &ack);
-    if (rc) return rc;
-    return finish_outgoing(conn, ack.packet_id, DELIVERY_AWAIT_PUBCOMP);
+    return acknowledge(conn, MQTT_PUBCOMP, body, len);
 }

@@ -305,6 +305,8 @@ int peer_net_start(struct broker *broker)
     if (getrandom(&net->incarnation, sizeof net->incarnation, 0) != sizeof net->incarnation)
         net->incarnation = (uint64_t)clock_monotonic_us() ^ ((uint64_t)time(NULL) << 20);
     net->next_link_id = 1;
+    net->pressure.high = PEER_BACKLOG_HIGH;
+    net->pressure.low = PEER_BACKLOG_LOW;
     net->history_ms = (int64_t)cfg->stp_max_age_ms + 2 * (int64_t)cfg->stp_hello_ms + 1000;
     if (create_core(net) != 0) {
         log_error("Error: MQTT-ST: invalid spanning-tree parameters or out of memory.");
@@ -457,8 +459,9 @@ void peer_net_run(struct broker *broker)
         peer_flood_replay(net);
     }
     peer_flood_expire(net, now);
-    if (net->release_pending) {
-        net->release_pending = false;
+    if (net->pressure.release_pending) {
+        net->pressure.release_pending = false;
+        net->pressure.engaged = false;
         broker->peer_backlog = false;
         connection_release_held(broker);
     }
@@ -475,6 +478,6 @@ int64_t peer_net_next_deadline(const struct broker *broker)
     int64_t next = (int64_t)stp_next_deadline(net->stp);
     if (net->next_run_ms < next) next = net->next_run_ms;
     if (net->replay_pending && net->settle_until_ms < next) next = net->settle_until_ms;
-    if ((net->sys_dirty || net->release_pending) && broker->now_ms < next) next = broker->now_ms;
+    if ((net->sys_dirty || net->pressure.release_pending) && broker->now_ms < next) next = broker->now_ms;
     return next;
 }

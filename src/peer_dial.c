@@ -19,6 +19,7 @@
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
+#include "outflow.h"
 #include "packet.h"
 #include "peer_net.h"
 #include "transport_tls.h"
@@ -28,24 +29,6 @@ static const struct connection_role dial_role;
 static struct broker *dialer_broker(const struct peer_dialer *d)
 {
     return d->net->broker;
-}
-
-/* The queues of all links together: past PEER_BACKLOG_HIGH the broker stops reading its
- * clients (connection.c), which then wait, as with a slow TCP peer, instead of having
- * acknowledged messages dropped; peer_net_run reads them again below PEER_BACKLOG_LOW. */
-static void backlog_more(struct peer_net *net)
-{
-    net->queued++;
-    if (net->queued >= PEER_BACKLOG_HIGH && !net->broker->peer_backlog) {
-        net->broker->peer_backlog = true;
-        net->release_pending = false;
-    }
-}
-
-static void backlog_less(struct peer_net *net)
-{
-    net->queued--;
-    if (net->broker->peer_backlog && net->queued <= PEER_BACKLOG_LOW) net->release_pending = true;
 }
 
 struct peer_dialer *peer_dialer_add(struct peer_net *net, const char *host, uint16_t port,
@@ -65,6 +48,7 @@ struct peer_dialer *peer_dialer_add(struct peer_net *net, const char *host, uint
     else
         snprintf(d->target, sizeof d->target, "%s:%u", host, port);
     d->state = DIAL_WAITING;
+    d->flow.pressure = &net->pressure;
     d->retry_at_ms = net->broker->now_ms; /* at once */
     d->next = net->dialers;
     net->dialers = d;
@@ -72,22 +56,18 @@ struct peer_dialer *peer_dialer_add(struct peer_net *net, const char *host, uint
     return d;
 }
 
+/* The queues of all links together: past PEER_BACKLOG_HIGH the broker stops reading its
+ * clients (connection.c), which then wait, as with a slow TCP peer, instead of having
+ * acknowledged messages dropped; peer_net_run reads them again below PEER_BACKLOG_LOW. */
+static void peer_backlog_update(struct peer_net *net)
+{
+    if (net->pressure.engaged && !net->pressure.release_pending) net->broker->peer_backlog = true;
+}
+
 static void release_messages(struct peer_dialer *d)
 {
-    struct peer_inflight *f, *tmp;
-    HASH_ITER(hh, d->inflight, f, tmp)
-    {
-        HASH_DEL(d->inflight, f);
-        if (f->msg) message_unref(f->msg);
-        free(f);
-    }
-    d->inflight_count = 0;
-    while (d->queue_len) {
-        message_unref(d->queue[d->queue_head].msg);
-        d->queue_head = (d->queue_head + 1) % d->queue_cap;
-        d->queue_len--;
-        backlog_less(d->net);
-    }
+    outflow_release(dialer_broker(d), &d->flow);
+    peer_backlog_update(d->net);
 }
 
 void peer_dialer_free(struct peer_dialer *d)
@@ -97,7 +77,6 @@ void peer_dialer_free(struct peer_dialer *d)
         d->conn = NULL;
     }
     release_messages(d);
-    free(d->queue);
     free(d->host);
     free(d);
 }
@@ -420,17 +399,7 @@ static int handle_pingresp(struct peer_dialer *d)
     return 0;
 }
 
-/* ---- QoS 2 sending -------------------------------------------------------------------------- */
-
-static uint16_t next_packet_id(struct peer_dialer *d)
-{
-    for (;;) {
-        if (++d->last_packet_id == 0) d->last_packet_id = 1;
-        struct peer_inflight *f = NULL;
-        HASH_FIND(hh, d->inflight, &d->last_packet_id, sizeof d->last_packet_id, f);
-        if (!f) return d->last_packet_id;
-    }
-}
+/* ---- QoS 2 sending: the link's outbound flow (outflow.h) --------------------------------- */
 
 /* Properties on the link: the origin first, then the message's own (user properties in their
  * order), then the remaining expiry, so that it keeps counting down across hops. */
@@ -450,103 +419,91 @@ static int build_props(struct broker *broker, const struct message *msg, bool re
     return 0;
 }
 
-static int send_publish(struct peer_dialer *d, struct message *msg, bool retained_sync)
+static void flow_limits(const struct broker *broker, const void *owner,
+                        struct outflow_limits *out)
 {
-    struct broker *broker = dialer_broker(d);
+    const struct peer_dialer *d = owner;
+    (void)broker;
+    *out = (struct outflow_limits){
+        .window = d->state == DIAL_UP && d->conn ? PEER_INFLIGHT_MAX : 0,
+        .queue_messages = PEER_QUEUE_MAX,
+    };
+}
+
+static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
+                                           struct delivery *delivery, bool dup)
+{
+    struct peer_dialer *d = owner;
     struct connection *conn = d->conn;
-    struct peer_inflight *f = calloc(1, sizeof *f);
-    if (!f || build_props(broker, msg, retained_sync)) {
-        free(f);
-        return -1;
-    }
-    f->packet_id = next_packet_id(d);
+    struct message *msg = delivery->msg;
+    if (build_props(broker, msg, delivery->owner_flags & PEER_SEND_RETAINED_SYNC))
+        return OUTFLOW_FAILED;
     struct mqtt_publish_out out = {
         .version = MQTT_V5,
         .qos = 2,
+        .dup = dup,
         .retain = msg->retain,
         .topic = msg->topic,
         .topic_len = msg->topic_len,
-        .packet_id = f->packet_id,
+        .packet_id = delivery->packet_id,
         .props = {broker->scratch_props.data, broker->scratch_props.len},
         .payload_len = msg->payload_len,
     };
     abuf_reset(&broker->scratch);
     if (mqtt_encode_publish_header(&broker->scratch, &out) ||
         outq_reserve_segments(&conn->out, 2) || connection_send_scratch(conn) ||
-        outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len)) {
-        free(f);
-        return -1;
-    }
-    f->msg = message_ref(msg);
-    HASH_ADD(hh, d->inflight, packet_id, sizeof f->packet_id, f);
-    d->inflight_count++;
+        outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len))
+        return OUTFLOW_FAILED;
     d->net->counters.forwarded++;
-    return 0;
+    return OUTFLOW_SENT;
 }
 
-static bool queue_push(struct peer_dialer *d, struct message *msg, bool retained_sync)
+static int flow_send_pubrel(struct broker *broker, void *owner, uint16_t packet_id)
 {
-    if (d->queue_len == d->queue_cap) {
-        if (d->queue_cap >= PEER_QUEUE_MAX) return false;
-        size_t cap = d->queue_cap ? d->queue_cap * 2 : 64;
-        if (ring_grow((void **)&d->queue, sizeof *d->queue, &d->queue_cap, &d->queue_head,
-                      d->queue_len, cap))
-            return false;
-    }
-    struct peer_queued *slot = &d->queue[(d->queue_head + d->queue_len) % d->queue_cap];
-    slot->msg = message_ref(msg);
-    slot->retained_sync = retained_sync;
-    d->queue_len++;
-    backlog_more(d->net);
-    return true;
+    (void)broker;
+    struct peer_dialer *d = owner;
+    return connection_send_ack(d->conn, MQTT_PUBREL, packet_id, 0) ? -1 : 0;
 }
+
+static const struct outflow_ops link_ops = {
+    .limits = flow_limits,
+    .send_publish = flow_send_publish,
+    .send_pubrel = flow_send_pubrel,
+};
 
 void peer_dialer_send_message(struct peer_dialer *d, struct message *msg, bool retained_sync)
 {
     if (d->state != DIAL_UP || !d->conn) return;
-    bool sent = false;
-    if (d->queue_len == 0 && d->inflight_count < PEER_INFLIGHT_MAX)
-        sent = send_publish(d, msg, retained_sync) == 0;
-    if (!sent && !queue_push(d, msg, retained_sync)) {
+    struct outflow_item item = {
+        .msg = msg,
+        .qos = 2,
+        .retain = msg->retain,
+        .owner_flags = retained_sync ? PEER_SEND_RETAINED_SYNC : 0,
+    };
+    if (outflow_offer(dialer_broker(d), &d->flow, &link_ops, d, &item, false) == OUTFLOW_REFUSED) {
         d->net->counters.dropped++;
         dialer_broker(d)->stats.publish_dropped++;
     }
+    peer_backlog_update(d->net);
 }
 
-static void pump_queue(struct peer_dialer *d)
-{
-    while (d->queue_len && d->inflight_count < PEER_INFLIGHT_MAX && d->conn) {
-        struct peer_queued *q = &d->queue[d->queue_head];
-        if (send_publish(d, q->msg, q->retained_sync) != 0) return;
-        message_unref(q->msg);
-        d->queue_head = (d->queue_head + 1) % d->queue_cap;
-        d->queue_len--;
-        backlog_less(d->net);
-    }
-}
-
-static int handle_ack(struct peer_dialer *d, struct connection *conn, uint8_t type,
-                      const uint8_t *body, size_t len)
+static int handle_ack(struct peer_dialer *d, uint8_t type, const uint8_t *body, size_t len)
 {
     struct mqtt_ack ack;
     if (d->state != DIAL_UP) return MQTT_RC_PROTOCOL_ERROR;
     int rc = mqtt_decode_ack(MQTT_V5, type, body, len, &ack);
     if (rc) return rc;
-    struct peer_inflight *f = NULL;
-    HASH_FIND(hh, d->inflight, &ack.packet_id, sizeof ack.packet_id, f);
-    if (!f) return 0; /* late acknowledgement of something already settled */
-    if (type == MQTT_PUBREC && f->msg && ack.reason < 0x80) {
-        message_unref(f->msg);
-        f->msg = NULL;
-        return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id, 0) ? MQTT_RC_UNSPECIFIED : 0;
+    struct broker *broker = dialer_broker(d);
+    switch (outflow_acknowledge(broker, &d->flow, &link_ops, d, type, ack.packet_id, ack.reason)) {
+    case OUTFLOW_ACK_FREED:
+        outflow_pump(broker, &d->flow, &link_ops, d);
+        peer_backlog_update(d->net);
+        return 0;
+    case OUTFLOW_ACK_NO_MEMORY:
+        return MQTT_RC_UNSPECIFIED;
+    default: /* a late acknowledgement of something already settled */
+        return 0;
     }
-    /* PUBCOMP, or a refusing PUBREC: the exchange is over. */
-    HASH_DEL(d->inflight, f);
-    if (f->msg) message_unref(f->msg);
-    free(f);
-    d->inflight_count--;
-    pump_queue(d);
-    return 0;
 }
 
 /* ---- the role ------------------------------------------------------------------------------- */
@@ -585,7 +542,7 @@ static void dial_on_packet(struct connection *conn, const struct mqtt_fixed_head
         break;
     case MQTT_PUBREC:
     case MQTT_PUBCOMP:
-        rc = handle_ack(d, conn, hdr->type, body, len);
+        rc = handle_ack(d, hdr->type, body, len);
         break;
     default: /* DISCONNECT */
         connection_close(conn, 0, "the peer disconnected");

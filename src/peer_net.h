@@ -59,17 +59,8 @@ enum dial_state {
     DIAL_UP,         /* CONNACK received: the outgoing half of a link */
 };
 
-struct peer_queued {
-    struct message *msg;
-    bool retained_sync;
-};
-
-/* A QoS 2 PUBLISH in flight on an outgoing connection. */
-struct peer_inflight {
-    UT_hash_handle hh;
-    uint16_t packet_id;
-    struct message *msg; /* NULL once PUBREL was sent */
-};
+/* delivery->owner_flags on a link's flow: the message is offered as retained sync ('r'). */
+#define PEER_SEND_RETAINED_SYNC 0x01
 
 /* An outgoing connection this broker keeps up: one per `peer` line, plus connect-backs to
  * peers that dialled in and are not reached through a peer line. */
@@ -102,12 +93,8 @@ struct peer_dialer {
     unsigned ping_head, ping_count;
     int64_t oldest_unanswered_ms; /* a PINGREQ not answered since; 0 when none */
 
-    /* QoS 2 sending */
-    struct peer_inflight *inflight;
-    uint32_t inflight_count;
-    uint16_t last_packet_id;
-    struct peer_queued *queue; /* ring */
-    size_t queue_head, queue_len, queue_cap;
+    /* QoS 2 sending (outflow.h): in flight up to PEER_INFLIGHT_MAX, then queued */
+    struct outflow flow;
 };
 
 /* An accepted connection whose CONNECT had the peer bit. */
@@ -205,8 +192,9 @@ struct peer_net {
     size_t history_head, history_len, history_cap;
     int64_t history_ms;
 
-    size_t queued;           /* messages in every dialer's queue */
-    bool release_pending;    /* queues drained below PEER_BACKLOG_LOW: resume the clients */
+    /* Messages in every dialer's queue (outflow.h): engaged at PEER_BACKLOG_HIGH, holds the
+     * clients (broker->peer_backlog) until release_pending, at PEER_BACKLOG_LOW. */
+    struct outflow_pressure pressure;
     int64_t settle_until_ms; /* after a change: flood on every live link until then */
     bool replay_pending;     /* replay the history when the settling ends */
     int64_t replay_from_ms;  /* what that replay covers: a history window before the first

@@ -28,6 +28,7 @@
 #include "acl.h"
 #include "log.h"
 #include "message.h"
+#include "outflow.h"
 #include "persist_record.h"
 #include "persist_store.h"
 #include "retain.h"
@@ -126,7 +127,7 @@ static int put_session(struct persist *p, struct broker *broker, int64_t wall_no
     s.was_connected = conn != NULL;
     s.expiry_interval = session->expiry_interval;
     s.disconnected_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->disconnected_at_ms);
-    s.last_packet_id = session->last_packet_id;
+    s.last_packet_id = session->flow.last_packet_id;
     s.listener_index = listener_index(broker, session);
     s.username = conn ? conn->username : session->acl ? acl_client_username(session->acl) : NULL;
     s.username_len = s.username ? strlen(s.username) : 0;
@@ -277,9 +278,9 @@ static int save_session(struct save_context *save, struct session *session)
     for (uint32_t id = 1; session->incoming_qos2_count && id < 65536; id++)
         if (session_incoming_qos2_has(session, (uint16_t)id) && put_qos2(p, session, (uint16_t)id))
             return -1;
-    for (struct delivery *d = session->inflight.head; d; d = d->next)
+    for (struct delivery *d = session->flow.inflight.head; d; d = d->next)
         if (save_delivery(save, session, d)) return -1;
-    for (struct delivery *d = session->queued.head; d; d = d->next)
+    for (struct delivery *d = session->flow.queued.head; d; d = d->next)
         if (save_delivery(save, session, d)) return -1;
     return 0;
 }
@@ -297,8 +298,8 @@ static int save_all(struct persist *p, struct broker *broker)
     struct session *session, *tmp;
     HASH_ITER(hh, broker->sessions, session, tmp)
     {
-        forget_message_ids(&session->inflight);
-        forget_message_ids(&session->queued);
+        forget_message_ids(&session->flow.inflight);
+        forget_message_ids(&session->flow.queued);
     }
     size_t sessions = 0;
     HASH_ITER(hh, broker->sessions, session, tmp)
@@ -447,7 +448,7 @@ static void restore_session(struct restore *r, const void *key, size_t key_len, 
     if (!session) return drop(r, PERSIST_SESSION, "out of memory");
     session->expiry_interval = s.expiry_interval;
     session->subscriber.no_echo = s.no_echo;
-    session->last_packet_id = s.last_packet_id;
+    session->flow.last_packet_id = s.last_packet_id;
     /* A client connected when the file was written (durable mode, then a crash) went away
      * with the broker: its session counts as disconnected from now. */
     session->disconnected_at_ms =
@@ -564,10 +565,7 @@ static void restore_delivery(struct restore *r, const void *key, size_t key_len,
     memcpy(d->sub_ids, pd.sub_ids, sizeof d->sub_ids);
     d->persist_id = id;
     if (id >= r->p->next_id) r->p->next_id = id + 1;
-    if (d->state == DELIVERY_QUEUED)
-        delivery_list_append(&session->queued, d);
-    else
-        delivery_list_append(&session->inflight, d);
+    outflow_restore(&session->flow, d); /* rows come in id order: send order */
     r->restored[PERSIST_DELIVERY]++;
 }
 
@@ -693,6 +691,7 @@ static const struct persist_hooks core_hooks = {
     .session_removed = persist_session_removed,
     .delivery_changed = persist_delivery_changed,
     .delivery_released = persist_delivery_released,
+    .delivery_drops_message = persist_delivery_drops_message,
 };
 
 int persist_start(struct broker *broker)

@@ -16,6 +16,8 @@ struct persist_hooks {
     void (*delivery_changed)(struct broker *broker, struct session *session,
                              struct delivery *delivery);
     void (*delivery_released)(struct broker *broker, struct delivery *delivery);
+    /* A QoS 2 delivery's PUBREC came: its message is released, the PUBREL flow stays. */
+    void (*delivery_drops_message)(struct broker *broker, struct delivery *delivery);
 };
 
 static inline void persist_hook_retained_changed(struct broker *broker, const struct message *msg)
@@ -42,6 +44,12 @@ static inline void persist_hook_delivery_changed(struct broker *broker, struct s
 static inline void persist_hook_delivery_released(struct broker *broker, struct delivery *delivery)
 {
     if (broker->persist_hooks) broker->persist_hooks->delivery_released(broker, delivery);
+}
+
+static inline void persist_hook_delivery_drops_message(struct broker *broker,
+                                                      struct delivery *delivery)
+{
+    if (broker->persist_hooks) broker->persist_hooks->delivery_drops_message(broker, delivery);
 }
 
 #endif

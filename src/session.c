@@ -122,7 +122,7 @@ int64_t session_expiry_deadline(const struct broker *broker, const struct sessio
 static int64_t earliest_queued_expiry(const struct session *session)
 {
     int64_t earliest = TIMER_NONE;
-    for (const struct delivery *d = session->queued.head; d; d = d->next)
+    for (const struct delivery *d = session->flow.queued.head; d; d = d->next)
         if (d->msg && d->msg->expiry_at_ms && d->msg->expiry_at_ms < earliest)
             earliest = d->msg->expiry_at_ms;
     return earliest;

@@ -18,13 +18,13 @@
 #include "delivery.h"
 #include "log.h"
 #include "message.h"
+#include "outflow.h"
 #include "packet.h"
 #include "persist_hooks.h"
 #include "retain.h"
 #include "retain_source.h"
 #include "session.h"
 
-/* The QoS a message goes out at to a subscription granted `granted`. */
 /* The PUBLISH properties for this recipient: the stored forwardable ones as they are, or,
  * when an expiry or subscription identifiers must be added, a copy in broker->scratch_props.
  * Returns 0 or -1 on OOM. */
@@ -49,11 +49,9 @@ static int build_publish_props(struct broker *broker, const struct message *msg,
     return 0;
 }
 
-enum send_result { SEND_OK, SEND_TOO_LARGE, SEND_FAILED };
-
-static enum send_result send_publish(struct connection *conn, struct message *msg, uint8_t qos,
-                                     bool retain, bool dup, uint16_t packet_id,
-                                     const uint32_t *sub_ids, uint8_t sub_id_count)
+static enum outflow_send send_publish(struct connection *conn, struct message *msg, uint8_t qos,
+                                      bool retain, bool dup, uint16_t packet_id,
+                                      const uint32_t *sub_ids, uint8_t sub_id_count)
 {
     struct broker *broker = conn->broker;
     /* Clients of a listener with a mount point see topics without it. */
@@ -75,94 +73,100 @@ static enum send_result send_publish(struct connection *conn, struct message *ms
         .payload_len = msg->payload_len,
     };
     if (conn->version == MQTT_V5) {
-        if (build_publish_props(broker, msg, sub_ids, sub_id_count, &out.props)) return SEND_FAILED;
+        if (build_publish_props(broker, msg, sub_ids, sub_id_count, &out.props))
+            return OUTFLOW_FAILED;
     }
     if (conn->client_max_packet_size &&
         mqtt_publish_packet_size(&out) > conn->client_max_packet_size)
-        return SEND_TOO_LARGE;
+        return OUTFLOW_TOO_LARGE;
     abuf_reset(&broker->scratch);
-    if (mqtt_encode_publish_header(&broker->scratch, &out)) return SEND_FAILED;
+    if (mqtt_encode_publish_header(&broker->scratch, &out)) return OUTFLOW_FAILED;
     /* Header and payload are queued together or not at all. */
-    if (outq_reserve_segments(&conn->out, 2)) return SEND_FAILED;
-    if (connection_send_scratch(conn)) return SEND_FAILED;
-    if (outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len)) return SEND_FAILED;
+    if (outq_reserve_segments(&conn->out, 2)) return OUTFLOW_FAILED;
+    if (connection_send_scratch(conn)) return OUTFLOW_FAILED;
+    if (outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len)) return OUTFLOW_FAILED;
     broker->stats.publish_sent++;
     broker->stats.publish_bytes_sent += msg->payload_len;
-    return SEND_OK;
+    return OUTFLOW_SENT;
 }
 
 /* QoS 0 needs no state: send it, or count it as dropped (too large for the client, OOM). */
 static void send_qos0(struct connection *conn, struct message *msg, bool retain,
                       const uint32_t *sub_ids, uint8_t sub_id_count)
 {
-    if (send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != SEND_OK)
+    if (send_publish(conn, msg, 0, retain, false, 0, sub_ids, sub_id_count) != OUTFLOW_SENT)
         conn->broker->stats.publish_dropped++;
 }
 
-static uint32_t inflight_limit(const struct broker *broker, const struct connection *conn)
-{
-    uint32_t limit =
-        broker->config->max_inflight_messages ? broker->config->max_inflight_messages : 65535;
-    if (conn && conn->client_receive_maximum < limit) limit = conn->client_receive_maximum;
-    return limit;
-}
+/* ---- the session as the owner of its outbound flow (outflow.h) ---------------------------- */
 
-static bool window_has_room(const struct broker *broker, const struct session *session,
-                            const struct message *msg)
-{
-    const struct connection *conn = session->connection;
-    if (!conn || conn->state != CONNECTION_ACTIVE) return false;
-    if (session->inflight.count >= inflight_limit(broker, conn)) return false;
-    uint64_t max_bytes = broker->config->max_inflight_bytes;
-    if (max_bytes && session->inflight.count > 0 &&
-        session->inflight.bytes + msg->payload_len > max_bytes)
-        return false;
-    return true;
-}
-
-static uint16_t next_packet_id(struct session *session)
-{
-    for (;;) {
-        session->last_packet_id++;
-        if (session->last_packet_id == 0) session->last_packet_id = 1;
-        if (!delivery_list_find(&session->inflight, session->last_packet_id))
-            return session->last_packet_id;
-    }
-}
-
-/* Send d (a QoS 1/2 delivery not yet in flight) and put it in flight. The delivery is released
- * instead if the message expired or is too large for the client. */
-static void start_flight(struct broker *broker, struct session *session, struct delivery *d)
+static struct connection *online_connection(const struct session *session)
 {
     struct connection *conn = session->connection;
-    if (message_expired(d->msg, broker->now_ms)) {
-        delivery_release(broker, d);
-        return;
-    }
-    d->packet_id = next_packet_id(session);
-    enum send_result r = send_publish(conn, d->msg, d->qos, d->retain, false, d->packet_id,
-                                      d->sub_ids, d->sub_id_count);
-    if (r != SEND_OK) {
-        if (r == SEND_FAILED) log_error("Out of memory sending to %s.", session->client_id);
-        broker->stats.publish_dropped++;
-        delivery_release(broker, d);
-        return;
-    }
-    d->state = d->qos == 1 ? DELIVERY_AWAIT_PUBACK : DELIVERY_AWAIT_PUBREC;
-    delivery_list_append(&session->inflight, d);
-    persist_hook_delivery_changed(broker, session, d); /* its packet id, before the PUBLISH leaves */
+    return conn && conn->state == CONNECTION_ACTIVE ? conn : NULL;
 }
 
-static bool queue_has_room(const struct broker *broker, const struct session *session,
-                           const struct message *msg)
+static void flow_limits(const struct broker *broker, const void *owner,
+                        struct outflow_limits *out)
 {
     const struct arbor_config *cfg = broker->config;
-    if (cfg->max_queued_messages > 0 && session->queued.count >= (uint32_t)cfg->max_queued_messages)
-        return false;
-    /* As Mosquitto: messages are queued until the limit has been exceeded. */
-    if (cfg->max_queued_bytes && session->queued.bytes >= cfg->max_queued_bytes) return false;
-    return true;
+    const struct connection *conn = online_connection(owner);
+    uint32_t window = cfg->max_inflight_messages ? cfg->max_inflight_messages : 65535;
+    if (conn && conn->client_receive_maximum < window) window = conn->client_receive_maximum;
+    *out = (struct outflow_limits){
+        .window = conn ? window : 0,
+        .window_bytes = cfg->max_inflight_bytes,
+        .queue_messages = cfg->max_queued_messages > 0 ? (uint32_t)cfg->max_queued_messages : 0,
+        .queue_bytes = cfg->max_queued_bytes,
+    };
 }
+
+static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
+                                           struct delivery *d, bool dup)
+{
+    struct session *session = owner;
+    enum outflow_send r = send_publish(session->connection, d->msg, d->qos, d->retain, dup,
+                                       d->packet_id, d->sub_ids, d->sub_id_count);
+    if (r == OUTFLOW_FAILED && d->qos > 0 && !dup)
+        log_error("Out of memory sending to %s.", session->client_id);
+    (void)broker;
+    return r;
+}
+
+static int flow_send_pubrel(struct broker *broker, void *owner, uint16_t packet_id)
+{
+    struct connection *conn = ((struct session *)owner)->connection;
+    abuf_reset(&broker->scratch);
+    if (mqtt_encode_ack(&broker->scratch, conn->version, MQTT_PUBREL, packet_id, 0,
+                        (struct mqtt_props_out){0}))
+        return -1;
+    return connection_send_scratch(conn);
+}
+
+static bool flow_output_full(const struct broker *broker, const void *owner)
+{
+    (void)broker;
+    return connection_output_full(((const struct session *)owner)->connection);
+}
+
+static void flow_queued(struct broker *broker, void *owner, const struct delivery *d)
+{
+    session_note_queued(broker, owner, d->msg);
+}
+
+static void flow_changed(struct broker *broker, void *owner, struct delivery *d)
+{
+    persist_hook_delivery_changed(broker, owner, d);
+}
+
+static const struct outflow_ops session_ops = {
+    .limits = flow_limits,
+    .send_publish = flow_send_publish,
+    .send_pubrel = flow_send_pubrel,
+    .output_full = flow_output_full,
+    .queued = flow_queued,
+    .changed = flow_changed,
+};
 
 /* A connected client that does not read its socket: QoS 0 messages beyond the queue limits
  * are dropped instead of growing its output buffer without bound. */
@@ -177,44 +181,30 @@ static bool socket_backlog_full(const struct broker *broker, const struct connec
 void session_deliver(struct broker *broker, struct session *session, struct message *msg,
                      uint8_t qos, bool retain, const uint32_t *sub_ids, uint8_t sub_id_count)
 {
-    struct connection *conn = session->connection;
-    bool online = conn && conn->state == CONNECTION_ACTIVE;
+    struct connection *conn = online_connection(session);
     /* While retained messages are still being handed over, newer messages queue behind
      * them, so that a subscriber does not see a topic's new value and then its old one. */
     bool behind = session->retained_head != NULL;
     if (message_expired(msg, broker->now_ms)) return;
-    if (qos == 0 && online && !behind && session->queued.qos0_count == 0) {
+    if (qos == 0 && conn && !behind && session->flow.queued.qos0_count == 0) {
         if (socket_backlog_full(broker, conn))
             broker->stats.publish_dropped++;
         else
             send_qos0(conn, msg, retain, sub_ids, sub_id_count);
         return;
     }
-    if (qos == 0 && !online && !broker->config->queue_qos0_messages) return;
-    bool in_flight_now = qos > 0 && !behind && session->queued.count == 0 &&
-                         window_has_room(broker, session, msg);
-    if (!in_flight_now && !queue_has_room(broker, session, msg)) {
+    if (qos == 0 && !conn && !broker->config->queue_qos0_messages) return;
+    struct outflow_item item = {
+        .msg = msg,
+        .qos = qos,
+        .retain = retain,
+        .sub_id_count = sub_id_count,
+        .sub_ids = sub_ids,
+    };
+    if (outflow_offer(broker, &session->flow, &session_ops, session, &item, behind) ==
+        OUTFLOW_REFUSED) {
         broker->stats.publish_dropped++;
         log_debug("Outgoing messages are being dropped for client %s.", session->client_id);
-        return;
-    }
-    struct delivery *d = delivery_alloc(broker);
-    if (!d) {
-        broker->stats.publish_dropped++;
-        return;
-    }
-    d->msg = message_ref(msg);
-    d->qos = qos;
-    d->retain = retain;
-    d->sub_id_count = sub_id_count;
-    memcpy(d->sub_ids, sub_ids, sub_id_count * sizeof *sub_ids);
-    d->state = DELIVERY_QUEUED;
-    if (in_flight_now) {
-        start_flight(broker, session, d);
-    } else {
-        delivery_list_append(&session->queued, d);
-        persist_hook_delivery_changed(broker, session, d);
-        session_note_queued(broker, session, msg);
     }
 }
 
@@ -223,29 +213,17 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
 static void hand_over_retained(struct broker *broker, struct session *session,
                                struct message *msg, uint8_t qos, uint32_t sub_id)
 {
-    uint8_t sub_id_count = sub_id ? 1 : 0;
-    if (message_expired(msg, broker->now_ms)) {
-        message_unref(msg);
-        return;
+    if (!message_expired(msg, broker->now_ms)) {
+        uint8_t sub_id_count = sub_id ? 1 : 0;
+        if (qos == 0) {
+            send_qos0(session->connection, msg, true, &sub_id, sub_id_count);
+        } else {
+            struct outflow_item item = {.msg = msg, .qos = qos, .retain = true,
+                                        .sub_id_count = sub_id_count, .sub_ids = &sub_id};
+            outflow_start(broker, &session->flow, &session_ops, session, &item);
+        }
     }
-    if (qos == 0) {
-        send_qos0(session->connection, msg, true, &sub_id, sub_id_count);
-        message_unref(msg);
-        return;
-    }
-    struct delivery *d = delivery_alloc(broker);
-    if (!d) {
-        broker->stats.publish_dropped++;
-        message_unref(msg);
-        return;
-    }
-    d->msg = msg;
-    d->qos = qos;
-    d->retain = true;
-    d->sub_id_count = sub_id_count;
-    d->sub_ids[0] = sub_id;
-    d->state = DELIVERY_QUEUED;
-    start_flight(broker, session, d);
+    message_unref(msg);
 }
 
 /* Hand over the next retained message of the oldest snapshot, if the output has room and, at
@@ -256,7 +234,8 @@ static bool feed_retained(struct broker *broker, struct session *session)
     struct message *msg = snap->msgs[snap->next_index];
     uint8_t qos = session_outgoing_qos(broker, snap->qos, msg->qos);
     if (connection_output_full(session->connection)) return false;
-    if (qos > 0 && !window_has_room(broker, session, msg)) return false;
+    if (qos > 0 && !outflow_window_has_room(broker, &session->flow, &session_ops, session, msg))
+        return false;
     uint32_t sub_id = snap->sub_id;
     snap->next_index++;
     session->retained_pending--;
@@ -271,89 +250,30 @@ static bool feed_retained(struct broker *broker, struct session *session)
 
 void session_pump(struct broker *broker, struct session *session)
 {
-    struct connection *conn = session->connection;
-    if (!conn || conn->state != CONNECTION_ACTIVE) return;
+    if (!online_connection(session)) return;
     while (session->retained_head)
         if (!feed_retained(broker, session)) return;
-    while (session->queued.head) {
-        struct delivery *d = session->queued.head;
-        if (connection_output_full(conn)) break; /* connection_flush pumps again */
-        if (d->qos > 0 && !window_has_room(broker, session, d->msg)) break;
-        delivery_list_remove(&session->queued, d);
-        if (d->qos == 0) {
-            if (!message_expired(d->msg, broker->now_ms))
-                send_qos0(conn, d->msg, d->retain, d->sub_ids, d->sub_id_count);
-            delivery_release(broker, d);
-        } else {
-            start_flight(broker, session, d);
-        }
-    }
-}
-
-/* The new connection may allow fewer messages in flight than were in flight before: PUBLISH
- * packets beyond its window go back to the front of the queue (in order) and are sent again
- * with new packet ids as the window opens. PUBREL flows stay: they are owed to the client. */
-static void requeue_beyond_window(struct broker *broker, struct session *session)
-{
-    uint32_t limit = inflight_limit(broker, session->connection);
-    uint32_t kept = 0;
-    struct delivery_list moved = {0};
-    struct delivery *d = session->inflight.head;
-    while (d) {
-        struct delivery *next = d->next;
-        if (d->state != DELIVERY_AWAIT_PUBCOMP && kept >= limit) {
-            delivery_list_remove(&session->inflight, d);
-            d->state = DELIVERY_QUEUED;
-            d->packet_id = 0;
-            delivery_list_append(&moved, d);
-            persist_hook_delivery_changed(broker, session, d);
-        } else {
-            kept++;
-        }
-        d = next;
-    }
-    while (moved.tail) {
-        d = moved.tail;
-        delivery_list_remove(&moved, d);
-        delivery_list_prepend(&session->queued, d);
-    }
+    outflow_pump(broker, &session->flow, &session_ops, session);
 }
 
 void session_resume(struct broker *broker, struct session *session)
 {
-    struct connection *conn = session->connection;
-    requeue_beyond_window(broker, session);
-    struct delivery *d = session->inflight.head;
-    while (d) {
-        struct delivery *next = d->next;
-        if (d->state == DELIVERY_AWAIT_PUBCOMP) {
-            abuf_reset(&broker->scratch);
-            mqtt_encode_ack(&broker->scratch, conn->version, MQTT_PUBREL, d->packet_id, 0,
-                            (struct mqtt_props_out){0});
-            connection_send_scratch(conn);
-        } else if (send_publish(conn, d->msg, d->qos, d->retain, true, d->packet_id, d->sub_ids,
-                                d->sub_id_count) != SEND_OK) {
-            /* Too large for the new connection's Maximum Packet Size (or out of memory). */
-            broker->stats.publish_dropped++;
-            delivery_list_remove(&session->inflight, d);
-            delivery_release(broker, d);
-        }
-        d = next;
-    }
+    outflow_resume(broker, &session->flow, &session_ops, session);
     session_pump(broker, session);
+}
+
+enum outflow_ack session_acknowledged(struct broker *broker, struct session *session,
+                                      uint8_t type, uint16_t packet_id, uint8_t reason)
+{
+    enum outflow_ack r = outflow_acknowledge(broker, &session->flow, &session_ops, session, type,
+                                             packet_id, reason);
+    if (r == OUTFLOW_ACK_FREED) session_pump(broker, session);
+    return r;
 }
 
 void session_drop_expired(struct broker *broker, struct session *session)
 {
-    struct delivery *d = session->queued.head;
-    while (d) {
-        struct delivery *next = d->next;
-        if (d->msg && message_expired(d->msg, broker->now_ms)) {
-            delivery_list_remove(&session->queued, d);
-            delivery_release(broker, d);
-        }
-        d = next;
-    }
+    outflow_drop_expired(broker, &session->flow);
 }
 
 struct snapshot_builder {

@@ -6,6 +6,7 @@
 #define ARBOR_SESSION_FLOW_H
 
 #include "broker.h"
+#include "outflow.h"
 
 /* The QoS a message published at `published` goes out at to a subscription granted
  * `granted` (upgrade_outgoing_qos: always the granted one). */
@@ -33,6 +34,11 @@ int session_add_retained(struct broker *broker, struct session *session, const c
 void session_pump(struct broker *broker, struct session *session);
 /* On reconnect: resend unacknowledged PUBLISH (DUP set) and PUBREL, then pump. */
 void session_resume(struct broker *broker, struct session *session);
+
+/* PUBACK, PUBREC or PUBCOMP from the client (outflow_acknowledge); a freed window slot is
+ * filled at once. OUTFLOW_ACK_UNKNOWN: a PUBREC for nothing awaiting one, the caller answers. */
+enum outflow_ack session_acknowledged(struct broker *broker, struct session *session,
+                                      uint8_t type, uint16_t packet_id, uint8_t reason);
 
 /* Drop expired messages from every offline queue (called periodically). */
 void session_drop_expired(struct broker *broker, struct session *session);

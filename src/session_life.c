@@ -33,8 +33,7 @@ void session_destroy(struct broker *broker, struct session *session)
         free(sub->filter);
         free(sub);
     }
-    delivery_list_release(broker, &session->inflight);
-    delivery_list_release(broker, &session->queued);
+    outflow_release(broker, &session->flow);
     while (session->retained_head) {
         struct retained_snapshot *snap = session->retained_head;
         session->retained_head = snap->next;
@@ -74,7 +73,7 @@ static bool run_due(struct broker *broker, struct session *session)
 void session_timer_fired(struct broker *broker, struct session *session)
 {
     if (run_due(broker, session)) return;
-    if (!session->connection && session->queued.count) session_drop_expired(broker, session);
+    if (!session->connection && session->flow.queued.count) session_drop_expired(broker, session);
     session_update_timer(broker, session);
 }
 

@@ -1,0 +1,403 @@
+/*
+ * outflow.c: one outbound flow (outflow.h), shared by client sessions and peer links. A
+ * message is put in flight while the destination's window has room and nothing waits before
+ * it, else queued within the destination's limits; acknowledgements free window slots, and
+ * the owner pumps the queue into them. Packet ids go up by one, skipping ids still in flight.
+ * Flows with a large window (peer links: a thousand) find in-flight messages by packet id in
+ * an index built once more than INDEX_FROM are in flight; smaller ones walk the list.
+ */
+#include "outflow.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "delivery.h"
+#include "message.h"
+#include "packet.h"
+#include "persist_hooks.h"
+
+#define INDEX_FROM 32
+
+/* ---- the packet id index ------------------------------------------------------------------ */
+
+static int index_resize(struct outflow_index *ix, uint32_t slots)
+{
+    struct delivery **fresh = calloc(slots, sizeof *fresh);
+    if (!fresh) return -1;
+    uint32_t mask = slots - 1;
+    for (uint32_t i = 0; ix->slots && i <= ix->mask; i++) {
+        struct delivery *d = ix->slots[i];
+        if (!d) continue;
+        uint32_t j = d->packet_id & mask;
+        while (fresh[j]) j = (j + 1) & mask;
+        fresh[j] = d;
+    }
+    free(ix->slots);
+    ix->slots = fresh;
+    ix->mask = mask;
+    return 0;
+}
+
+/* Returns -1 when out of memory: the flow then walks its list (index dropped). */
+static int index_add(struct outflow_index *ix, struct delivery *d)
+{
+    if ((ix->count + 1) * 2 > ix->mask + 1 && index_resize(ix, (ix->mask + 1) * 2) != 0)
+        return -1;
+    uint32_t j = d->packet_id & ix->mask;
+    while (ix->slots[j]) j = (j + 1) & ix->mask;
+    ix->slots[j] = d;
+    ix->count++;
+    return 0;
+}
+
+static uint32_t index_slot_of(const struct outflow_index *ix, uint16_t packet_id)
+{
+    uint32_t j = packet_id & ix->mask;
+    while (ix->slots[j] && ix->slots[j]->packet_id != packet_id) j = (j + 1) & ix->mask;
+    return j;
+}
+
+/* Linear probing's deletion: later entries of the run move up into the hole when their home
+ * slot does not lie (cyclically) between the hole and where they are. */
+static void index_remove(struct outflow_index *ix, uint16_t packet_id)
+{
+    uint32_t hole = index_slot_of(ix, packet_id);
+    if (!ix->slots[hole]) return;
+    ix->slots[hole] = NULL;
+    ix->count--;
+    for (uint32_t j = (hole + 1) & ix->mask; ix->slots[j]; j = (j + 1) & ix->mask) {
+        uint32_t home = ix->slots[j]->packet_id & ix->mask;
+        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (stays) continue;
+        ix->slots[hole] = ix->slots[j];
+        ix->slots[j] = NULL;
+        hole = j;
+    }
+}
+
+static void index_free(struct outflow_index *ix)
+{
+    free(ix->slots);
+    *ix = (struct outflow_index){0};
+}
+
+/* Build the index once the window holds more than INDEX_FROM. */
+static void index_build(struct outflow *flow)
+{
+    struct outflow_index *ix = &flow->index;
+    if (index_resize(ix, INDEX_FROM * 4) != 0) return;
+    for (struct delivery *d = flow->inflight.head; d; d = d->next) {
+        if (index_add(ix, d) != 0) {
+            index_free(ix);
+            return;
+        }
+    }
+}
+
+struct delivery *outflow_find(struct outflow *flow, uint16_t packet_id)
+{
+    if (flow->index.slots) return flow->index.slots[index_slot_of(&flow->index, packet_id)];
+    return delivery_list_find(&flow->inflight, packet_id);
+}
+
+/* ---- the two lists -------------------------------------------------------------------------- */
+
+static void inflight_add(struct outflow *flow, struct delivery *d)
+{
+    delivery_list_append(&flow->inflight, d);
+    if (flow->index.slots) {
+        if (index_add(&flow->index, d) != 0) index_free(&flow->index);
+    } else if (flow->inflight.count > INDEX_FROM) {
+        index_build(flow);
+    }
+}
+
+static void inflight_remove(struct outflow *flow, struct delivery *d)
+{
+    delivery_list_remove(&flow->inflight, d);
+    if (flow->index.slots) index_remove(&flow->index, d->packet_id);
+}
+
+static void pressure_more(struct outflow *flow)
+{
+    struct outflow_pressure *p = flow->pressure;
+    if (!p) return;
+    p->queued++;
+    if (p->queued >= p->high && !p->engaged) {
+        p->engaged = true;
+        p->release_pending = false;
+    }
+}
+
+static void pressure_less(struct outflow *flow)
+{
+    struct outflow_pressure *p = flow->pressure;
+    if (!p) return;
+    p->queued--;
+    if (p->engaged && p->queued <= p->low) p->release_pending = true;
+}
+
+static void queue_append(struct outflow *flow, struct delivery *d)
+{
+    delivery_list_append(&flow->queued, d);
+    pressure_more(flow);
+}
+
+static void queue_remove(struct outflow *flow, struct delivery *d)
+{
+    delivery_list_remove(&flow->queued, d);
+    pressure_less(flow);
+}
+
+void outflow_restore(struct outflow *flow, struct delivery *d)
+{
+    if (d->state == DELIVERY_QUEUED)
+        queue_append(flow, d);
+    else
+        inflight_add(flow, d);
+}
+
+/* ---- sending -------------------------------------------------------------------------------- */
+
+static uint16_t next_packet_id(struct outflow *flow)
+{
+    for (;;) {
+        if (++flow->last_packet_id == 0) flow->last_packet_id = 1;
+        if (!outflow_find(flow, flow->last_packet_id)) return flow->last_packet_id;
+    }
+}
+
+bool outflow_window_has_room(const struct broker *broker, const struct outflow *flow,
+                             const struct outflow_ops *ops, const void *owner,
+                             const struct message *msg)
+{
+    struct outflow_limits lim;
+    ops->limits(broker, owner, &lim);
+    if (flow->inflight.count >= lim.window) return false;
+    if (lim.window_bytes && flow->inflight.count > 0 &&
+        flow->inflight.bytes + msg->payload_len > lim.window_bytes)
+        return false;
+    return true;
+}
+
+static bool queue_has_room(const struct broker *broker, const struct outflow *flow,
+                           const struct outflow_ops *ops, const void *owner)
+{
+    struct outflow_limits lim;
+    ops->limits(broker, owner, &lim);
+    if (lim.queue_messages && flow->queued.count >= lim.queue_messages) return false;
+    /* As Mosquitto: messages are queued until the limit has been exceeded. */
+    if (lim.queue_bytes && flow->queued.bytes >= lim.queue_bytes) return false;
+    return true;
+}
+
+static bool output_full(const struct broker *broker, const struct outflow_ops *ops,
+                        const void *owner)
+{
+    return ops->output_full && ops->output_full(broker, owner);
+}
+
+/* Send d (QoS 1/2, not in flight) and put it in flight; released instead when its message
+ * expired or could not be sent (too large for the destination, out of memory). */
+static void start_flight(struct broker *broker, struct outflow *flow, const struct outflow_ops *ops,
+                         void *owner, struct delivery *d)
+{
+    if (message_expired(d->msg, broker->now_ms)) {
+        delivery_release(broker, d);
+        return;
+    }
+    d->packet_id = next_packet_id(flow);
+    if (ops->send_publish(broker, owner, d, false) != OUTFLOW_SENT) {
+        broker->stats.publish_dropped++;
+        delivery_release(broker, d);
+        return;
+    }
+    d->state = d->qos == 1 ? DELIVERY_AWAIT_PUBACK : DELIVERY_AWAIT_PUBREC;
+    inflight_add(flow, d);
+    if (ops->changed) ops->changed(broker, owner, d); /* its packet id, before the PUBLISH leaves */
+}
+
+static struct delivery *new_delivery(struct broker *broker, const struct outflow_item *item)
+{
+    struct delivery *d = delivery_alloc(broker);
+    if (!d) return NULL;
+    d->msg = message_ref(item->msg);
+    d->qos = item->qos;
+    d->retain = item->retain;
+    d->owner_flags = item->owner_flags;
+    d->sub_id_count = item->sub_id_count;
+    if (item->sub_id_count) memcpy(d->sub_ids, item->sub_ids, item->sub_id_count * sizeof *d->sub_ids);
+    d->state = DELIVERY_QUEUED;
+    return d;
+}
+
+enum outflow_taken outflow_offer(struct broker *broker, struct outflow *flow,
+                                 const struct outflow_ops *ops, void *owner,
+                                 const struct outflow_item *item, bool behind)
+{
+    bool in_flight_now = item->qos > 0 && !behind && flow->queued.count == 0 &&
+                         outflow_window_has_room(broker, flow, ops, owner, item->msg);
+    if (!in_flight_now && !queue_has_room(broker, flow, ops, owner)) return OUTFLOW_REFUSED;
+    struct delivery *d = new_delivery(broker, item);
+    if (!d) return OUTFLOW_REFUSED;
+    if (in_flight_now) {
+        start_flight(broker, flow, ops, owner, d);
+        return OUTFLOW_IN_FLIGHT;
+    }
+    queue_append(flow, d);
+    if (ops->changed) ops->changed(broker, owner, d);
+    if (ops->queued) ops->queued(broker, owner, d);
+    return OUTFLOW_QUEUED;
+}
+
+void outflow_start(struct broker *broker, struct outflow *flow, const struct outflow_ops *ops,
+                   void *owner, const struct outflow_item *item)
+{
+    struct delivery *d = new_delivery(broker, item);
+    if (!d) {
+        broker->stats.publish_dropped++;
+        return;
+    }
+    start_flight(broker, flow, ops, owner, d);
+}
+
+void outflow_pump(struct broker *broker, struct outflow *flow, const struct outflow_ops *ops,
+                  void *owner)
+{
+    while (flow->queued.head) {
+        struct delivery *d = flow->queued.head;
+        if (output_full(broker, ops, owner)) break; /* the owner pumps again when it drains */
+        if (d->qos > 0 && !outflow_window_has_room(broker, flow, ops, owner, d->msg)) break;
+        if (d->qos == 0) {
+            struct outflow_limits lim;
+            ops->limits(broker, owner, &lim);
+            if (lim.window == 0) break; /* away: QoS 0 waits for it too */
+        }
+        queue_remove(flow, d);
+        if (d->qos > 0) {
+            start_flight(broker, flow, ops, owner, d);
+            continue;
+        }
+        if (!message_expired(d->msg, broker->now_ms) &&
+            ops->send_publish(broker, owner, d, false) != OUTFLOW_SENT)
+            broker->stats.publish_dropped++;
+        delivery_release(broker, d);
+    }
+}
+
+/* ---- acknowledgements ----------------------------------------------------------------------- */
+
+static enum outflow_ack finish(struct broker *broker, struct outflow *flow, struct delivery *d)
+{
+    inflight_remove(flow, d);
+    delivery_release(broker, d);
+    return OUTFLOW_ACK_FREED;
+}
+
+/* PUBREC accepted: the message is no longer needed, only the PUBREL flow remains. */
+static enum outflow_ack release_message(struct broker *broker, struct outflow *flow,
+                                        const struct outflow_ops *ops, void *owner,
+                                        struct delivery *d)
+{
+    flow->inflight.bytes -= d->msg ? d->msg->payload_len : 0;
+    persist_hook_delivery_drops_message(broker, d);
+    message_unref(d->msg);
+    d->msg = NULL;
+    d->state = DELIVERY_AWAIT_PUBCOMP;
+    if (ops->changed) ops->changed(broker, owner, d);
+    return ops->send_pubrel(broker, owner, d->packet_id) ? OUTFLOW_ACK_NO_MEMORY : OUTFLOW_ACK_PUBREL;
+}
+
+enum outflow_ack outflow_acknowledge(struct broker *broker, struct outflow *flow,
+                                     const struct outflow_ops *ops, void *owner, uint8_t type,
+                                     uint16_t packet_id, uint8_t reason)
+{
+    struct delivery *d = outflow_find(flow, packet_id);
+    switch (type) {
+    case MQTT_PUBACK:
+        return d && d->state == DELIVERY_AWAIT_PUBACK ? finish(broker, flow, d)
+                                                      : OUTFLOW_ACK_IGNORED;
+    case MQTT_PUBCOMP:
+        return d && d->state == DELIVERY_AWAIT_PUBCOMP ? finish(broker, flow, d)
+                                                       : OUTFLOW_ACK_IGNORED;
+    default: /* PUBREC */
+        if (d && d->state == DELIVERY_AWAIT_PUBCOMP) /* our PUBREL was lost: again */
+            return ops->send_pubrel(broker, owner, packet_id) ? OUTFLOW_ACK_NO_MEMORY : OUTFLOW_ACK_PUBREL;
+        if (!d || d->state != DELIVERY_AWAIT_PUBREC) return OUTFLOW_ACK_UNKNOWN;
+        if (reason >= 0x80) return finish(broker, flow, d); /* refused: the exchange ends */
+        return release_message(broker, flow, ops, owner, d);
+    }
+}
+
+/* ---- reconnect, expiry, the end --------------------------------------------------------------- */
+
+static void requeue_beyond_window(struct broker *broker, struct outflow *flow,
+                                  const struct outflow_ops *ops, void *owner)
+{
+    struct outflow_limits lim;
+    ops->limits(broker, owner, &lim);
+    uint32_t kept = 0;
+    struct delivery_list moved = {0};
+    struct delivery *d = flow->inflight.head;
+    while (d) {
+        struct delivery *next = d->next;
+        if (d->state != DELIVERY_AWAIT_PUBCOMP && kept >= lim.window) {
+            inflight_remove(flow, d);
+            d->state = DELIVERY_QUEUED;
+            d->packet_id = 0;
+            delivery_list_append(&moved, d);
+            if (ops->changed) ops->changed(broker, owner, d);
+        } else {
+            kept++;
+        }
+        d = next;
+    }
+    while (moved.tail) { /* to the front of the queue, in their order */
+        d = moved.tail;
+        delivery_list_remove(&moved, d);
+        delivery_list_prepend(&flow->queued, d);
+        pressure_more(flow);
+    }
+}
+
+void outflow_resume(struct broker *broker, struct outflow *flow, const struct outflow_ops *ops,
+                    void *owner)
+{
+    requeue_beyond_window(broker, flow, ops, owner);
+    struct delivery *d = flow->inflight.head;
+    while (d) {
+        struct delivery *next = d->next;
+        if (d->state == DELIVERY_AWAIT_PUBCOMP) {
+            ops->send_pubrel(broker, owner, d->packet_id);
+        } else if (ops->send_publish(broker, owner, d, true) != OUTFLOW_SENT) {
+            /* e.g. too large for the new connection's Maximum Packet Size */
+            broker->stats.publish_dropped++;
+            finish(broker, flow, d);
+        }
+        d = next;
+    }
+}
+
+void outflow_drop_expired(struct broker *broker, struct outflow *flow)
+{
+    struct delivery *d = flow->queued.head;
+    while (d) {
+        struct delivery *next = d->next;
+        if (d->msg && message_expired(d->msg, broker->now_ms)) {
+            queue_remove(flow, d);
+            delivery_release(broker, d);
+        }
+        d = next;
+    }
+}
+
+void outflow_release(struct broker *broker, struct outflow *flow)
+{
+    while (flow->queued.head) {
+        struct delivery *d = flow->queued.head;
+        queue_remove(flow, d);
+        delivery_release(broker, d);
+    }
+    index_free(&flow->index);
+    delivery_list_release(broker, &flow->inflight);
+}

@@ -1,0 +1,438 @@
+/*
+ * test_outflow.c: the outbound flow (src/outflow.c) that client sessions and peer links share,
+ * driven through a fake destination that records every PUBLISH and PUBREL it is asked to
+ * send: the window and the queue behind it, packet ids (skipping ids in flight), the QoS 1 and
+ * QoS 2 acknowledgements, resending on reconnect with a smaller window, the queue limits,
+ * output back-pressure, expiry, the shared back-pressure accounting, and the packet id index
+ * of large windows (acknowledged in random order).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "broker.h"
+#include "delivery.h"
+#include "message.h"
+#include "outflow.h"
+#include "packet.h"
+
+#define MAX_SENT 4096
+
+struct sent {
+    uint16_t packet_id;
+    bool dup;
+    bool pubrel;
+    struct message *msg; /* not referenced: for identity only */
+};
+
+/* The fake destination: what it takes, what it was sent. */
+struct fake {
+    struct outflow_limits limits;
+    bool output_full;
+    enum outflow_send answer; /* what send_publish returns */
+    struct sent sent[MAX_SENT];
+    size_t sent_count;
+    size_t changed, queued;
+};
+
+struct fixture {
+    struct broker broker;
+    struct outflow flow;
+    struct fake dest;
+};
+
+static void fake_limits(const struct broker *broker, const void *owner, struct outflow_limits *out)
+{
+    (void)broker;
+    *out = ((const struct fake *)owner)->limits;
+}
+
+static enum outflow_send fake_send_publish(struct broker *broker, void *owner, struct delivery *d,
+                                           bool dup)
+{
+    (void)broker;
+    struct fake *f = owner;
+    if (f->answer != OUTFLOW_SENT) return f->answer;
+    assert_true(f->sent_count < MAX_SENT);
+    f->sent[f->sent_count++] = (struct sent){d->packet_id, dup, false, d->msg};
+    return OUTFLOW_SENT;
+}
+
+static int fake_send_pubrel(struct broker *broker, void *owner, uint16_t packet_id)
+{
+    (void)broker;
+    struct fake *f = owner;
+    assert_true(f->sent_count < MAX_SENT);
+    f->sent[f->sent_count++] = (struct sent){packet_id, false, true, NULL};
+    return 0;
+}
+
+static bool fake_output_full(const struct broker *broker, const void *owner)
+{
+    (void)broker;
+    return ((const struct fake *)owner)->output_full;
+}
+
+static void fake_queued(struct broker *broker, void *owner, const struct delivery *d)
+{
+    (void)broker;
+    (void)d;
+    ((struct fake *)owner)->queued++;
+}
+
+static void fake_changed(struct broker *broker, void *owner, struct delivery *d)
+{
+    (void)broker;
+    (void)d;
+    ((struct fake *)owner)->changed++;
+}
+
+static const struct outflow_ops ops = {
+    .limits = fake_limits,
+    .send_publish = fake_send_publish,
+    .send_pubrel = fake_send_pubrel,
+    .output_full = fake_output_full,
+    .queued = fake_queued,
+    .changed = fake_changed,
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->broker.now_ms = 1000;
+    f->dest.limits = (struct outflow_limits){.window = 3};
+    f->dest.answer = OUTFLOW_SENT;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    outflow_release(&f->broker, &f->flow);
+    while (f->broker.delivery_pool) {
+        struct delivery *d = f->broker.delivery_pool;
+        f->broker.delivery_pool = d->next;
+        free(d);
+    }
+    free(f);
+    return 0;
+}
+
+static struct message *msg_of(size_t payload_len, uint32_t expiry_s, int64_t now_ms)
+{
+    static const char payload[256];
+    assert_true(payload_len <= sizeof payload);
+    struct message *m = message_create(NULL, "a/b", 3, payload, payload_len, NULL, 0, 2, false, 0,
+                                       expiry_s, now_ms);
+    assert_non_null(m);
+    return m;
+}
+
+/* Offer a new message at qos; the flow keeps its own reference. */
+static enum outflow_taken offer(struct fixture *f, uint8_t qos, size_t payload_len)
+{
+    struct message *m = msg_of(payload_len, 0, f->broker.now_ms);
+    struct outflow_item item = {.msg = m, .qos = qos};
+    enum outflow_taken r = outflow_offer(&f->broker, &f->flow, &ops, &f->dest, &item, false);
+    message_unref(m);
+    return r;
+}
+
+static enum outflow_ack ack(struct fixture *f, uint8_t type, uint16_t packet_id, uint8_t reason)
+{
+    return outflow_acknowledge(&f->broker, &f->flow, &ops, &f->dest, type, packet_id, reason);
+}
+
+static void pump(struct fixture *f)
+{
+    outflow_pump(&f->broker, &f->flow, &ops, &f->dest);
+}
+
+/* ---- window, queue, acknowledgements --------------------------------------------------------- */
+
+static void window_fills_then_queue_moves_in_order(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(offer(f, 1, 10), i < 3 ? OUTFLOW_IN_FLIGHT : OUTFLOW_QUEUED);
+    assert_int_equal(f->flow.inflight.count, 3);
+    assert_int_equal(f->flow.queued.count, 2);
+    assert_int_equal(f->dest.sent_count, 3);
+    for (size_t i = 0; i < 3; i++) assert_int_equal(f->dest.sent[i].packet_id, i + 1);
+    assert_int_equal(f->dest.queued, 2);
+
+    /* a new message queues behind the queue even when a slot is free */
+    assert_int_equal(ack(f, MQTT_PUBACK, 2, 0), OUTFLOW_ACK_FREED);
+    assert_int_equal(offer(f, 1, 10), OUTFLOW_QUEUED);
+    pump(f);
+    assert_int_equal(f->dest.sent_count, 4);
+    assert_int_equal(f->dest.sent[3].packet_id, 4);
+    assert_int_equal(f->flow.queued.count, 2);
+
+    /* unknown and wrong-state acknowledgements change nothing */
+    assert_int_equal(ack(f, MQTT_PUBACK, 2, 0), OUTFLOW_ACK_IGNORED);
+    assert_int_equal(ack(f, MQTT_PUBCOMP, 1, 0), OUTFLOW_ACK_IGNORED);
+    assert_int_equal(f->flow.inflight.count, 3);
+}
+
+static void qos2_exchange(void **state)
+{
+    struct fixture *f = *state;
+    struct message *m = msg_of(20, 0, f->broker.now_ms);
+    struct outflow_item item = {.msg = m, .qos = 2};
+    assert_int_equal(outflow_offer(&f->broker, &f->flow, &ops, &f->dest, &item, false),
+                     OUTFLOW_IN_FLIGHT);
+    assert_int_equal(m->refcount, 2);
+    assert_int_equal(f->flow.inflight.bytes, 20);
+
+    assert_int_equal(ack(f, MQTT_PUBCOMP, 1, 0), OUTFLOW_ACK_IGNORED); /* before PUBREC */
+    assert_int_equal(ack(f, MQTT_PUBREC, 1, 0), OUTFLOW_ACK_PUBREL);
+    assert_int_equal(m->refcount, 1); /* only the PUBREL flow remains */
+    assert_int_equal(f->flow.inflight.bytes, 0);
+    assert_true(f->dest.sent[1].pubrel);
+    assert_int_equal(f->dest.sent[1].packet_id, 1);
+    /* our PUBREL was lost: a repeated PUBREC gets it again */
+    assert_int_equal(ack(f, MQTT_PUBREC, 1, 0), OUTFLOW_ACK_PUBREL);
+    assert_int_equal(f->dest.sent_count, 3);
+    assert_int_equal(ack(f, MQTT_PUBCOMP, 1, 0), OUTFLOW_ACK_FREED);
+    assert_int_equal(f->flow.inflight.count, 0);
+    /* a PUBREC for nothing in flight is the owner's to answer */
+    assert_int_equal(ack(f, MQTT_PUBREC, 1, 0), OUTFLOW_ACK_UNKNOWN);
+    message_unref(m);
+}
+
+static void refusing_pubrec_ends_the_exchange(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(offer(f, 2, 5), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(offer(f, 1, 5), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(ack(f, MQTT_PUBREC, 2, 0), OUTFLOW_ACK_UNKNOWN); /* QoS 1 message */
+    assert_int_equal(ack(f, MQTT_PUBREC, 1, 0x87), OUTFLOW_ACK_FREED);
+    assert_int_equal(f->flow.inflight.count, 1);
+    assert_int_equal(f->dest.sent_count, 2); /* no PUBREL */
+}
+
+/* ---- limits -------------------------------------------------------------------------------- */
+
+static void queue_limits_refuse(void **state)
+{
+    struct fixture *f = *state;
+    f->dest.limits = (struct outflow_limits){.window = 0, .queue_messages = 2};
+    assert_int_equal(offer(f, 1, 10), OUTFLOW_QUEUED);
+    assert_int_equal(offer(f, 0, 10), OUTFLOW_QUEUED);
+    assert_int_equal(offer(f, 1, 10), OUTFLOW_REFUSED);
+    assert_int_equal(f->flow.queued.qos0_count, 1);
+
+    /* bytes: queued while the queue holds less than the limit (it may go past it once) */
+    outflow_release(&f->broker, &f->flow);
+    f->dest.limits = (struct outflow_limits){.window = 0, .queue_bytes = 25};
+    assert_int_equal(offer(f, 1, 20), OUTFLOW_QUEUED);
+    assert_int_equal(offer(f, 1, 20), OUTFLOW_QUEUED);
+    assert_int_equal(offer(f, 1, 1), OUTFLOW_REFUSED);
+    assert_int_equal(f->flow.queued.bytes, 40);
+}
+
+static void window_bytes_let_one_through(void **state)
+{
+    struct fixture *f = *state;
+    f->dest.limits = (struct outflow_limits){.window = 10, .window_bytes = 30};
+    assert_int_equal(offer(f, 1, 100), OUTFLOW_IN_FLIGHT); /* alone, however large */
+    assert_int_equal(offer(f, 1, 1), OUTFLOW_QUEUED);
+    assert_int_equal(ack(f, MQTT_PUBACK, 1, 0), OUTFLOW_ACK_FREED);
+    pump(f);
+    assert_int_equal(f->flow.inflight.count, 1);
+    assert_int_equal(f->flow.queued.count, 0);
+}
+
+static void full_output_and_absent_destination_hold_the_queue(void **state)
+{
+    struct fixture *f = *state;
+    f->dest.limits.window = 0; /* away */
+    assert_int_equal(offer(f, 0, 1), OUTFLOW_QUEUED);
+    assert_int_equal(offer(f, 1, 1), OUTFLOW_QUEUED);
+    pump(f);
+    assert_int_equal(f->dest.sent_count, 0);
+    f->dest.limits.window = 3;
+    f->dest.output_full = true;
+    pump(f);
+    assert_int_equal(f->dest.sent_count, 0);
+    f->dest.output_full = false;
+    pump(f);
+    assert_int_equal(f->dest.sent_count, 2);
+    assert_int_equal(f->dest.sent[0].packet_id, 0); /* QoS 0: no id, nothing in flight */
+    assert_int_equal(f->flow.inflight.count, 1);
+    assert_int_equal(f->flow.queued.count, 0);
+}
+
+static void failed_send_is_dropped_and_counted(void **state)
+{
+    struct fixture *f = *state;
+    f->dest.answer = OUTFLOW_TOO_LARGE;
+    assert_int_equal(offer(f, 1, 10), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(f->flow.inflight.count, 0);
+    assert_int_equal(f->broker.stats.publish_dropped, 1);
+}
+
+static void expired_messages_are_not_sent(void **state)
+{
+    struct fixture *f = *state;
+    f->dest.limits.window = 0;
+    struct message *m = msg_of(1, 1, f->broker.now_ms); /* one second */
+    struct outflow_item item = {.msg = m, .qos = 1};
+    assert_int_equal(outflow_offer(&f->broker, &f->flow, &ops, &f->dest, &item, false),
+                     OUTFLOW_QUEUED);
+    assert_int_equal(offer(f, 1, 1), OUTFLOW_QUEUED);
+    f->broker.now_ms += 1500;
+    outflow_drop_expired(&f->broker, &f->flow);
+    assert_int_equal(f->flow.queued.count, 1);
+    assert_int_equal(m->refcount, 1);
+    message_unref(m);
+}
+
+/* ---- reconnect ----------------------------------------------------------------------------- */
+
+static void resume_with_a_smaller_window(void **state)
+{
+    struct fixture *f = *state;
+    f->dest.limits.window = 4;
+    for (int i = 0; i < 4; i++) assert_int_equal(offer(f, 2, 1), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(offer(f, 1, 1), OUTFLOW_QUEUED);
+    assert_int_equal(ack(f, MQTT_PUBREC, 1, 0), OUTFLOW_ACK_PUBREL); /* 1 awaits PUBCOMP */
+    f->dest.sent_count = 0;
+    f->dest.limits.window = 2; /* the new connection's Receive Maximum */
+    outflow_resume(&f->broker, &f->flow, &ops, &f->dest);
+    /* PUBREL for 1 (owed: it stays, and takes a place in the window), PUBLISH 2 again with
+     * DUP; 3 and 4 go back to the front of the queue, before the queued QoS 1 message */
+    assert_int_equal(f->dest.sent_count, 2);
+    assert_true(f->dest.sent[0].pubrel);
+    assert_int_equal(f->dest.sent[0].packet_id, 1);
+    assert_true(f->dest.sent[1].dup);
+    assert_int_equal(f->dest.sent[1].packet_id, 2);
+    assert_int_equal(f->flow.inflight.count, 2);
+    assert_int_equal(f->flow.queued.count, 3);
+    assert_int_equal(f->flow.queued.head->qos, 2);
+    assert_int_equal(f->flow.queued.head->packet_id, 0);
+    assert_int_equal(f->flow.queued.tail->qos, 1);
+    assert_int_equal(ack(f, MQTT_PUBCOMP, 1, 0), OUTFLOW_ACK_FREED);
+    assert_int_equal(ack(f, MQTT_PUBREC, 2, 0), OUTFLOW_ACK_PUBREL);
+    assert_int_equal(ack(f, MQTT_PUBCOMP, 2, 0), OUTFLOW_ACK_FREED);
+    f->dest.sent_count = 0;
+    pump(f);
+    /* the requeued messages go out first, in their order, with new ids */
+    assert_int_equal(f->dest.sent_count, 2);
+    assert_false(f->dest.sent[0].dup);
+    assert_int_equal(f->dest.sent[0].packet_id, 5);
+    assert_int_equal(f->dest.sent[1].packet_id, 6);
+    assert_int_equal(f->flow.queued.count, 1);
+    assert_int_equal(f->flow.queued.head->qos, 1);
+}
+
+/* ---- packet ids ---------------------------------------------------------------------------- */
+
+static void packet_ids_wrap_and_skip_ids_in_flight(void **state)
+{
+    struct fixture *f = *state;
+    f->flow.last_packet_id = 65534;
+    for (int i = 0; i < 3; i++) assert_int_equal(offer(f, 1, 1), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(f->dest.sent[0].packet_id, 65535);
+    assert_int_equal(f->dest.sent[1].packet_id, 1); /* never 0 */
+    assert_int_equal(f->dest.sent[2].packet_id, 2);
+    assert_int_equal(ack(f, MQTT_PUBACK, 65535, 0), OUTFLOW_ACK_FREED);
+    f->flow.last_packet_id = 0; /* as after a restart: 1 and 2 are still in flight */
+    assert_int_equal(offer(f, 1, 1), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(f->dest.sent[3].packet_id, 3);
+}
+
+static uint32_t next_random(uint32_t *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 8;
+}
+
+/* A peer link's window: the index finds every message, acknowledged in any order, across
+ * growth and deletions, and agrees with a walk of the list. */
+static void large_window_index_in_random_order(void **state)
+{
+    struct fixture *f = *state;
+    enum { WINDOW = 1000, TOTAL = 20000 };
+    f->dest.limits.window = WINDOW;
+    uint32_t seed = 42;
+    size_t offered = 0, settled = 0;
+    while (settled < TOTAL) {
+        while (offered < TOTAL && f->flow.inflight.count < WINDOW) {
+            assert_int_equal(offer(f, 2, 1), OUTFLOW_IN_FLIGHT);
+            offered++;
+        }
+        f->dest.sent_count = 0; /* only ids matter from here */
+        /* pick a random message in flight and move it one step on */
+        uint32_t pick = next_random(&seed) % f->flow.inflight.count;
+        struct delivery *d = f->flow.inflight.head;
+        while (pick--) d = d->next;
+        assert_ptr_equal(outflow_find(&f->flow, d->packet_id), d);
+        if (d->state == DELIVERY_AWAIT_PUBREC) {
+            assert_int_equal(ack(f, MQTT_PUBREC, d->packet_id, 0), OUTFLOW_ACK_PUBREL);
+        } else {
+            uint16_t id = d->packet_id;
+            assert_int_equal(ack(f, MQTT_PUBCOMP, id, 0), OUTFLOW_ACK_FREED);
+            assert_null(outflow_find(&f->flow, id));
+            settled++;
+        }
+    }
+    assert_int_equal(f->flow.inflight.count, 0);
+    assert_int_equal(f->flow.index.count, 0);
+    assert_non_null(f->flow.index.slots); /* it was built */
+}
+
+/* ---- shared back-pressure ------------------------------------------------------------------ */
+
+static void pressure_engages_and_releases(void **state)
+{
+    struct fixture *f = *state;
+    struct outflow_pressure p = {.high = 5, .low = 2};
+    f->flow.pressure = &p;
+    f->dest.limits.window = 1;
+    assert_int_equal(offer(f, 2, 1), OUTFLOW_IN_FLIGHT); /* in flight: not counted */
+    for (int i = 0; i < 4; i++) assert_int_equal(offer(f, 2, 1), OUTFLOW_QUEUED);
+    assert_false(p.engaged);
+    assert_int_equal(offer(f, 2, 1), OUTFLOW_QUEUED);
+    assert_true(p.engaged);
+    assert_int_equal(p.queued, 5);
+    uint16_t id = 1;
+    while (!p.release_pending) {
+        assert_int_equal(ack(f, MQTT_PUBREC, id, 0), OUTFLOW_ACK_PUBREL);
+        assert_int_equal(ack(f, MQTT_PUBCOMP, id, 0), OUTFLOW_ACK_FREED);
+        pump(f);
+        id++;
+    }
+    assert_int_equal(p.queued, 2);
+    outflow_release(&f->broker, &f->flow);
+    assert_int_equal(p.queued, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(window_fills_then_queue_moves_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(qos2_exchange, setup, teardown),
+        cmocka_unit_test_setup_teardown(refusing_pubrec_ends_the_exchange, setup, teardown),
+        cmocka_unit_test_setup_teardown(queue_limits_refuse, setup, teardown),
+        cmocka_unit_test_setup_teardown(window_bytes_let_one_through, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_output_and_absent_destination_hold_the_queue, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(failed_send_is_dropped_and_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(expired_messages_are_not_sent, setup, teardown),
+        cmocka_unit_test_setup_teardown(resume_with_a_smaller_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(packet_ids_wrap_and_skip_ids_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(large_window_index_in_random_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(pressure_engages_and_releases, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
