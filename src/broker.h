@@ -30,6 +30,7 @@
 
 struct session;
 struct broker;
+struct mqtt_connect;
 struct peer_net;
 struct subscription_tree;
 struct retained_store;
@@ -96,6 +97,12 @@ struct connection_role {
     /* The connection is closing; its socket is still open for a last packet. The role lets
      * go of what it holds elsewhere (session, will). */
     void (*on_close)(struct connection *conn, uint8_t reason, const char *why);
+    /* Optional. The topic an inbound topic alias stands for now (NULL: none), for the packet
+     * log, which describes packets from their bytes. */
+    const char *(*topic_alias)(const struct connection *conn, uint16_t alias);
+    /* Optional. An accepted connection starts in this role: allocate its role_data. Returns
+     * 0, or -1 (out of memory: the connection is refused). */
+    int (*on_accept)(struct connection *conn);
     /* Free what the role allocated (at the end of the loop turn). */
     void (*on_free)(struct connection *conn);
     /* Optional. A flush wrote some of the output and the connection has room again: the role
@@ -108,7 +115,7 @@ struct connection {
     struct broker *broker;
     struct listener *listener; /* NULL for outgoing connections */
     const struct connection_role *role;
-    void *role_data;  /* the role's own state (peer links), NULL for clients */
+    void *role_data;  /* the role's own state (struct client: client_state.h; peer links') */
     const struct transport *transport; /* how its bytes cross the network (transport.h) */
     void *transport_data;              /* the transport's own state (an SSL), or NULL */
     bool connecting;  /* outgoing: connect() in progress */
@@ -131,36 +138,14 @@ struct connection {
     struct connection *next_pending_input;
     struct connection *prev, *next; /* broker's list of connections */
 
-    /* From CONNECT */
+    /* From CONNECT, for every role */
     uint8_t version;
-    char *client_id;
-    char *username;
-    char *password; /* kept to re-check the client when a reload changes the users */
-    size_t password_len;
-    bool username_from_transport; /* use_identity/subject_as_username: its certificate or
-                                     PSK identity authenticated it, not a password */
-    bool credentials_revoked; /* marked by a reload's re-check, closed right after */
-    char *mount_point; /* listener's topic prefix at CONNECT, or NULL */
-    size_t mount_point_len;
+    const char *name; /* who it is, for logs: the client id or the peer's identity (owned by
+                         the role); NULL before CONNECT */
     uint16_t keepalive; /* effective, seconds (0: none) */
     int64_t last_received_ms;
     struct timer timer; /* CONNECT timeout, then keepalive; moved lazily (broker_loop.c) */
-    bool request_problem_information;
-    uint32_t client_max_packet_size; /* 0: protocol maximum */
-    uint16_t client_receive_maximum;
-    uint16_t receive_maximum; /* ours, as told in CONNACK: QoS 2 PUBLISH awaiting PUBREL */
-    bool disconnect_clean;    /* DISCONNECT received: no will */
-
-    /* Will, kept until the connection closes. */
-    struct message *will;
-    uint32_t will_delay;
-
-    /* Inbound topic aliases: index 1..topic_alias_maximum, allocated on first use. The
-     * maximum is the one told to the client in CONNACK (a reload does not change it). */
-    char **topic_aliases;
-    uint16_t topic_alias_maximum;
-
-    struct session *session;
+    bool request_problem_information; /* MQTT 5: reason strings may be sent */
 };
 
 /* One message queued for, or in flight to, one session. Pooled: not freed per message. */
@@ -374,6 +359,9 @@ struct broker {
      * (where it can), output_held says whether output must still wait for that. NULL hooks:
      * output never waits. */
     const struct connection_role *accept_role;
+    /* A CONNECT with the peer bit (MQTT-ST) on an accepted connection: set by the loop to
+     * peer_accept_connect (peer.h), which takes the connection over. */
+    int (*peer_connect)(struct connection *conn, const struct mqtt_connect *connect);
     void (*output_commit)(struct broker *broker);
     bool (*output_held)(const struct broker *broker);
     bool peer_backlog;      /* peer links hold too many messages: clients wait (peer_dial.c) */

@@ -16,6 +16,7 @@
 
 #include "acl.h"
 #include "client.h"
+#include "client_state.h"
 #include "connection.h"
 #include "handlers.h"
 #include "listener.h"
@@ -41,6 +42,7 @@ int broker_init(struct broker *broker, struct arbor_config *config, struct tls_c
     broker->config = config;
     broker->tls = tls;
     broker->accept_role = &client_role;
+    broker->peer_connect = peer_accept_connect;
     broker->output_commit = persist_commit; /* durable persistence: the turn's commit */
     broker->output_held = persist_holds_output;
     broker->log_packets = packet_log_wanted(config);
@@ -141,7 +143,7 @@ static void sessions_reload_acl(struct broker *broker)
             config_security_for(broker->config, listener->config);
         struct acl_client *acl = NULL;
         if (sec->acl) {
-            const char *username = session->connection ? session->connection->username
+            const char *username = session->connection ? client_of(session->connection)->username
                                    : session->acl      ? acl_client_username(session->acl)
                                                        : NULL;
             acl = acl_client_compile(sec->acl, session->client_id, username);
@@ -224,10 +226,11 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
 static void publish_wills_at_shutdown(struct broker *broker)
 {
     for (struct connection *conn = broker->connections; conn; conn = conn->next) {
-        if (conn->state != CONNECTION_ACTIVE || !conn->will) continue;
-        if (persist_keeps_will_at_shutdown(broker, conn)) continue;
-        struct message *will = conn->will;
-        conn->will = NULL;
+        if (conn->role != &client_role || conn->state != CONNECTION_ACTIVE) continue;
+        struct client *client = client_of(conn);
+        if (!client->will || persist_keeps_will_at_shutdown(broker, conn)) continue;
+        struct message *will = client->will;
+        client->will = NULL;
         route_will(broker, will);
     }
     struct session *session, *tmp;
@@ -247,7 +250,8 @@ void broker_shutdown(struct broker *broker)
     peer_net_stopping(broker);
     while (broker->connections) {
         struct connection *conn = broker->connections;
-        conn->disconnect_clean = conn->will == NULL; /* a kept will becomes pending */
+        if (conn->role == &client_role) /* a kept will becomes pending */
+            client_of(conn)->disconnect_clean = client_of(conn)->will == NULL;
         connection_close(conn, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
     }
     broker_reap_connections(broker);

@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-
+#include "client_state.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -75,7 +74,7 @@ static void client_on_packet(struct connection *conn, const struct mqtt_fixed_he
     }
     if (rc != 0 && rc != HANDLER_CLOSED) {
         if (conn->state == CONNECTION_ACTIVE)
-            log_notice("Client %s sent a bad packet (type %u): %s.", conn->client_id, hdr->type,
+            log_notice("Client %s sent a bad packet (type %u): %s.", conn->name, hdr->type,
                        connection_reason_text(rc));
         connection_close(conn, (uint8_t)rc, connection_reason_text(rc));
     }
@@ -83,14 +82,15 @@ static void client_on_packet(struct connection *conn, const struct mqtt_fixed_he
 
 static void publish_will(struct connection *conn)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
-    struct message *will = conn->will;
-    conn->will = NULL;
+    struct message *will = client->will;
+    client->will = NULL;
     if (!will) return;
-    struct session *session = conn->session;
+    struct session *session = client->session;
     bool session_survives = session && session->expiry_interval > 0;
-    if (conn->will_delay > 0 && session_survives) {
-        uint32_t delay = conn->will_delay;
+    if (client->will_delay > 0 && session_survives) {
+        uint32_t delay = client->will_delay;
         if (session->expiry_interval < delay) delay = session->expiry_interval;
         if (session->pending_will) message_unref(session->pending_will);
         session->pending_will = will;
@@ -104,7 +104,7 @@ static void publish_will(struct connection *conn)
  * back to it (e.g. through a shared subscription); it is destroyed after the will is out. */
 static struct session *session_go_offline(struct connection *conn)
 {
-    struct session *session = conn->session;
+    struct session *session = client_of(conn)->session;
     if (!session || session->connection != conn) return NULL;
     session_attach(session, NULL);
     session->disconnected_at_ms = conn->broker->now_ms;
@@ -115,7 +115,7 @@ static struct session *session_go_offline(struct connection *conn)
 static void log_client_gone(const struct connection *conn, uint8_t reason, const char *why)
 {
     bool identified = conn->state == CONNECTION_ACTIVE;
-    const char *id = identified ? conn->client_id : "<unknown>";
+    const char *id = identified ? client_of(conn)->client_id : "<unknown>";
     bool socket_end = reason == 0 && why && (!strcmp(why, CLOSED_BY_CLIENT) ||
                                              !strcmp(why, SOCKET_ERROR) ||
                                              !strcmp(why, STREAM_PROTOCOL_ERROR));
@@ -166,18 +166,19 @@ static void log_client_gone(const struct connection *conn, uint8_t reason, const
  * Mosquitto logs is logged, the session goes offline and the will is published or delayed. */
 static void client_on_close(struct connection *conn, uint8_t reason, const char *why)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
     bool was_active = conn->state == CONNECTION_ACTIVE;
     if (was_active && reason == MQTT_RC_KEEP_ALIVE_TIMEOUT)
-        log_notice("Client %s has exceeded timeout, disconnecting.", conn->client_id);
+        log_notice("Client %s has exceeded timeout, disconnecting.", client->client_id);
     if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
         connection_send_disconnect(conn, reason, why);
     if (broker->config->connection_messages && connection_carries_mqtt(conn))
         log_client_gone(conn, reason, why);
     if (was_active) broker->client_count--;
     struct session *offline = session_go_offline(conn);
-    if (was_active && !conn->disconnect_clean) publish_will(conn);
-    conn->session = NULL;
+    if (was_active && !client->disconnect_clean) publish_will(conn);
+    client->session = NULL;
     if (offline && offline->expiry_interval == 0) {
         session_destroy(broker, offline);
     } else if (offline) {
@@ -186,19 +187,21 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
     }
 }
 
+static const char *client_topic_alias(const struct connection *conn, uint16_t alias)
+{
+    const struct client *client = client_of(conn);
+    if (!client->topic_aliases || alias > client->topic_alias_maximum) return NULL;
+    return client->topic_aliases[alias];
+}
+
+static int client_on_accept(struct connection *conn)
+{
+    return client_state_attach(conn);
+}
+
 static void client_on_free(struct connection *conn)
 {
-    if (conn->will) message_unref(conn->will);
-    if (conn->topic_aliases) {
-        for (size_t i = 0; i <= conn->topic_alias_maximum; i++)
-            free(conn->topic_aliases[i]);
-        free(conn->topic_aliases);
-    }
-    free(conn->client_id);
-    free(conn->username);
-    if (conn->password) OPENSSL_cleanse(conn->password, conn->password_len);
-    free(conn->password);
-    free(conn->mount_point);
+    client_state_free(conn);
 }
 
 /* See connection_role.packet_must_wait. */
@@ -211,7 +214,7 @@ static bool client_packet_must_wait(const struct connection *conn,
 /* Room again: the session's retained and queued messages that waited for it. */
 static void client_on_output_drained(struct connection *conn)
 {
-    struct session *session = conn->session;
+    struct session *session = client_of(conn)->session;
     if (session && session->connection == conn &&
         (session->retained_head || session->flow.queued.head))
         session_pump(conn->broker, session);
@@ -223,6 +226,8 @@ const struct connection_role client_role = {
     .header_allowed = client_header_allowed,
     .on_packet = client_on_packet,
     .on_close = client_on_close,
+    .topic_alias = client_topic_alias,
+    .on_accept = client_on_accept,
     .on_free = client_on_free,
     .on_output_drained = client_on_output_drained,
 };

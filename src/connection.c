@@ -199,9 +199,11 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
     conn->listener = listener;
     conn->role = broker->accept_role; /* what it is until it says otherwise (a client) */
     conn->transport = listener->transport;
-    bool attached = !conn->transport->attach || conn->transport->attach(conn) == 0;
+    bool with_role = !conn->role->on_accept || conn->role->on_accept(conn) == 0;
+    bool attached = with_role && (!conn->transport->attach || conn->transport->attach(conn) == 0);
     if (!attached || event_loop_add(&broker->loop, &conn->handler, EVENT_READ) != 0) {
         if (attached && conn->transport->close) conn->transport->close(conn);
+        if (with_role && conn->role->on_free) conn->role->on_free(conn);
         timers_unreserve(&broker->timers);
         close(fd);
         free(conn);
@@ -303,32 +305,6 @@ int connection_send_scratch(struct connection *conn)
     int rc = connection_send(conn, scratch->data, scratch->len);
     abuf_reset(scratch);
     return rc;
-}
-
-long connection_mount_topic(const struct connection *conn, const void *name, size_t len, char *out)
-{
-    size_t total = conn->mount_point_len + len;
-    if (total > 65535) return -1;
-    if (conn->mount_point_len) memcpy(out, conn->mount_point, conn->mount_point_len);
-    memcpy(out + conn->mount_point_len, name, len);
-    out[total] = '\0';
-    return (long)total;
-}
-
-long connection_mount_filter(const struct connection *conn, const void *filter, size_t len,
-                             char *out)
-{
-    const char *text = filter;
-    bool shared;
-    const char *group, *inner;
-    size_t group_len, inner_len;
-    if (!conn->mount_point_len ||
-        topic_parse_shared(text, len, &shared, &group, &group_len, &inner, &inner_len) || !shared)
-        return connection_mount_topic(conn, text, len, out);
-    size_t prefix_len = (size_t)(inner - text);
-    if (prefix_len + conn->mount_point_len + inner_len > 65535) return -1;
-    memcpy(out, text, prefix_len);
-    return (long)prefix_len + connection_mount_topic(conn, inner, inner_len, out + prefix_len);
 }
 
 int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_id, uint8_t reason)

@@ -11,6 +11,10 @@
 
 #include <sys/socket.h>
 
+/* A role's packet handler returns this when it closed the connection itself (any other
+ * non-zero value is a reason code the role closes it with). */
+#define HANDLER_CLOSED 0x100
+
 /* Reasons given to connection_close when the socket ended; they decide which of Mosquitto's
  * lines the client role logs. */
 #define CLOSED_BY_CLIENT "connection closed by client"
@@ -75,17 +79,6 @@ int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_i
 void connection_release_held(struct broker *broker);
 /* Write every connection's pending output (end of each loop turn). */
 void broker_flush_connections(struct broker *broker);
-
-/* Topic or filter as the broker sees it: the listener's mount point (if any) followed by
- * name. Writes a NUL-terminated string to out (MQTT_TOPIC_BUFFER bytes) and returns its
- * length, or -1 if the result would be longer than a topic may be. */
-#define MQTT_TOPIC_BUFFER 65536
-long connection_mount_topic(const struct connection *conn, const void *name, size_t len, char *out);
-
-/* A SUBSCRIBE/UNSUBSCRIBE filter as stored: under the mount point, which for a shared
- * subscription goes between "$share/<group>/" and the filter. Same contract as above. */
-long connection_mount_filter(const struct connection *conn, const void *filter, size_t len,
-                             char *out);
 
 /* Short English text for a reason code, for logs and MQTT 5 reason strings. */
 const char *connection_reason_text(int rc);

@@ -4,6 +4,7 @@
  * the incoming QoS 2 flow ends with PUBREL.
  */
 #include "connection.h"
+#include "client_state.h"
 #include "handlers.h"
 #include "packet.h"
 #include "persist.h"
@@ -21,7 +22,8 @@ static int acknowledge(struct connection *conn, uint8_t type, const uint8_t *bod
     struct mqtt_ack ack;
     int rc = decode(conn, type, body, len, &ack);
     if (rc) return rc;
-    switch (session_acknowledged(conn->broker, conn->session, type, ack.packet_id, ack.reason)) {
+    struct session *session = client_of(conn)->session;
+    switch (session_acknowledged(conn->broker, session, type, ack.packet_id, ack.reason)) {
     case OUTFLOW_ACK_UNKNOWN: /* a PUBREC for no QoS 2 message awaiting one */
         return connection_send_ack(conn, MQTT_PUBREL, ack.packet_id,
                                    conn->version == MQTT_V5 ? MQTT_RC_PACKET_ID_NOT_FOUND : 0);
@@ -47,7 +49,7 @@ int handle_pubrel(struct connection *conn, const uint8_t *body, size_t len)
     struct mqtt_ack ack;
     int rc = decode(conn, MQTT_PUBREL, body, len, &ack);
     if (rc) return rc;
-    struct session *session = conn->session;
+    struct session *session = client_of(conn)->session;
     uint8_t reason = 0;
     if (session_incoming_qos2_has(session, ack.packet_id)) {
         session_incoming_qos2_remove(session, ack.packet_id);

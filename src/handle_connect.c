@@ -9,15 +9,14 @@
 #include <sys/random.h>
 
 #include "acl.h"
-#include "broker_loop.h"
 #include "client.h"
+#include "client_state.h"
 #include "connection.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
 #include "packet.h"
 #include "password_file.h"
-#include "peer.h"
 #include "persist.h"
 #include "retain_source.h"
 #include "session.h"
@@ -113,32 +112,34 @@ static char *generate_client_id(const struct arbor_security_settings *sec)
  * is too long or too deep. */
 static int store_will(struct connection *conn, const struct mqtt_connect *c)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
     char topic[MQTT_TOPIC_BUFFER];
-    long topic_len = connection_mount_topic(conn, c->will_topic.data, c->will_topic.len, topic);
+    long topic_len = client_mount_topic(client, c->will_topic.data, c->will_topic.len, topic);
     if (topic_len < 0 || !topic_name_is_valid(topic, (size_t)topic_len)) return -2;
     /* A will to "$SYS/..." or "$share/..." (as the broker sees it, mounted) is accepted but
      * never published, as Mosquitto. */
     if (topic_is_reserved_for_broker(topic, (size_t)topic_len)) return 0;
     struct abuf props = {0};
     uint32_t expiry = 0;
-    conn->will_delay = 0;
+    client->will_delay = 0;
     if (c->version == MQTT_V5) {
         if (mqtt_properties_copy_forwardable(&c->will_props, &props)) return -1;
         if (c->will_props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
             expiry = c->will_props.message_expiry_interval;
-        conn->will_delay = c->will_props.will_delay_interval;
+        client->will_delay = c->will_props.will_delay_interval;
     }
-    conn->will = message_create(&broker->messages, topic, (size_t)topic_len, c->will_payload.data,
+    client->will = message_create(&broker->messages, topic, (size_t)topic_len, c->will_payload.data,
                                 c->will_payload.len, props.data, props.len, c->will_qos,
                                 c->will_retain, 0, expiry, broker->now_ms);
     abuf_free(&props);
-    return conn->will ? 0 : -1;
+    return client->will ? 0 : -1;
 }
 
 static int send_connack(struct connection *conn, bool session_present, bool assigned_id,
                         uint16_t requested_keepalive)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
     const struct arbor_config *cfg = broker->config;
     struct abuf *props = &broker->scratch_props;
@@ -146,20 +147,20 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
     if (conn->version == MQTT_V5) {
         /* In the order Mosquitto 2.0 sends them, so captures of the two cannot be told apart. */
         int rc = 0;
-        if (conn->topic_alias_maximum)
+        if (client->topic_alias_maximum)
             rc |= mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM,
-                                        conn->topic_alias_maximum);
+                                        client->topic_alias_maximum);
         if (conn->keepalive != requested_keepalive)
             rc |= mqtt_property_add_u16(props, MQTT_PROP_SERVER_KEEP_ALIVE, conn->keepalive);
         if (assigned_id)
             rc |= mqtt_property_add_bytes(props, MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER,
-                                          conn->client_id, strlen(conn->client_id));
+                                          client->client_id, strlen(client->client_id));
         if (!cfg->retain_available)
             rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
         if (cfg->max_packet_size)
             rc |= mqtt_property_add_u32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, cfg->max_packet_size);
-        if (conn->receive_maximum < 65535)
-            rc |= mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, conn->receive_maximum);
+        if (client->receive_maximum < 65535)
+            rc |= mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, client->receive_maximum);
         if (cfg->max_qos < 2)
             rc |= mqtt_property_add_u8(props, MQTT_PROP_MAXIMUM_QOS, cfg->max_qos);
         if (rc) return -1;
@@ -191,19 +192,20 @@ static void take_over_existing(struct connection *conn, struct session *session)
 static struct session *attach_session(struct connection *conn, const struct mqtt_connect *c,
                                       bool *session_present)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
-    struct session *session = session_find_live(broker, conn->client_id);
+    struct session *session = session_find_live(broker, client->client_id);
     if (session) {
         take_over_existing(conn, session);
         /* The takeover may have destroyed a session with expiry 0. */
-        session = session_find(broker, conn->client_id);
+        session = session_find(broker, client->client_id);
     }
     if (session && c->clean_start) {
         session_destroy(broker, session);
         session = NULL;
     }
     *session_present = session != NULL;
-    if (!session) session = session_create(broker, conn->client_id, c->version);
+    if (!session) session = session_create(broker, client->client_id, c->version);
     if (!session) return NULL;
     if (session->pending_will) {
         /* Reconnected within the will delay: the will is cancelled. */
@@ -214,7 +216,7 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
     session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
     session_attach(session, conn);
-    conn->session = session;
+    client->session = session;
     session_update_timer(conn->broker, session); /* online: its offline timer is cancelled */
     return session;
 }
@@ -231,18 +233,19 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
         if (!allowed)
             return refuse_telling(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
                                   MQTT_RC_UNSPECIFIED, "zero length client id not allowed");
-        conn->client_id = generate_client_id(sec);
+        client_of(conn)->client_id = generate_client_id(sec);
         *assigned = true;
     } else {
-        conn->client_id = copy_string(c->client_id);
+        client_of(conn)->client_id = copy_string(c->client_id);
     }
-    if (!conn->client_id)
+    if (!client_of(conn)->client_id)
         return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    if (!*assigned && !has_allowed_prefix(sec, conn->client_id))
+    conn->name = client_of(conn)->client_id;
+    if (!*assigned && !has_allowed_prefix(sec, client_of(conn)->client_id))
         return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "client id prefix not allowed");
     if (c->has_username) {
-        conn->username = copy_string(c->username);
-        if (!conn->username)
+        client_of(conn)->username = copy_string(c->username);
+        if (!client_of(conn)->username)
             return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }
     return 0;
@@ -266,15 +269,16 @@ static bool credentials_valid(const struct arbor_security_settings *sec, const c
 static int authenticate(struct connection *conn, const struct mqtt_connect *c,
                         const struct arbor_security_settings *sec)
 {
+    struct client *client = client_of(conn);
     if (c->has_password) {
-        conn->password = malloc(c->password.len + 1);
-        if (!conn->password)
+        client->password = malloc(c->password.len + 1);
+        if (!client->password)
             return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-        memcpy(conn->password, c->password.data, c->password.len);
-        conn->password[c->password.len] = '\0';
-        conn->password_len = c->password.len;
+        memcpy(client->password, c->password.data, c->password.len);
+        client->password[c->password.len] = '\0';
+        client->password_len = c->password.len;
     }
-    if (credentials_valid(sec, conn->username, conn->password, conn->password_len)) return 0;
+    if (credentials_valid(sec, client->username, client->password, client->password_len)) return 0;
     return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "not authorised");
 }
 
@@ -285,14 +289,16 @@ static int authenticate(struct connection *conn, const struct mqtt_connect *c,
 static int take_username_as_client_id(struct connection *conn, const struct mqtt_connect *c,
                                       const struct arbor_security_settings *sec)
 {
+    struct client *client = client_of(conn);
     if (!sec->use_username_as_clientid) return 0;
-    if (!conn->username)
+    if (!client->username)
         return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED,
                       "no user name (use_username_as_clientid)");
-    char *id = strdup(conn->username);
+    char *id = strdup(client->username);
     if (!id) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    free(conn->client_id);
-    conn->client_id = id;
+    free(client->client_id);
+    client->client_id = id;
+    conn->name = id;
     return 0;
 }
 
@@ -315,9 +321,9 @@ static int take_transport_identity(struct connection *conn, const struct mqtt_co
         return refuse(conn, c->version, MQTT_RC_BAD_USERNAME_OR_PASSWORD,
                       which == TRANSPORT_NAME_IDENTITY ? "no certificate common name or PSK identity"
                                                        : "no client certificate");
-    free(conn->username);
-    conn->username = name;
-    conn->username_from_transport = true;
+    free(client_of(conn)->username);
+    client_of(conn)->username = name;
+    client_of(conn)->username_from_transport = true;
     return 0;
 }
 
@@ -328,20 +334,22 @@ void clients_recheck_credentials(struct broker *broker)
     for (struct connection *conn = broker->connections; conn; conn = conn->next) {
         /* a listener the reload removed keeps its clients, as Mosquitto keeps the socket */
         if (conn->role != &client_role || conn->state != CONNECTION_ACTIVE ||
-            !conn->listener || !conn->listener->config || conn->username_from_transport)
+            !conn->listener || !conn->listener->config || client_of(conn)->username_from_transport)
             continue; /* a client its certificate or key let in needs no password */
         const struct arbor_security_settings *sec =
             config_security_for(broker->config, conn->listener->config);
-        conn->credentials_revoked =
-            !credentials_valid(sec, conn->username, conn->password, conn->password_len);
-        any |= conn->credentials_revoked;
+        struct client *client = client_of(conn);
+        client->credentials_revoked = !credentials_valid(sec, client->username, client->password,
+                                                         client->password_len);
+        any |= client->credentials_revoked;
     }
     while (any) {
         any = false;
         for (struct connection *conn = broker->connections; conn; conn = conn->next) {
-            if (!conn->credentials_revoked) continue;
-            conn->credentials_revoked = false;
-            conn->disconnect_clean = true; /* Mosquitto 2.0.11 does not publish the will */
+            if (conn->role != &client_role || !client_of(conn)->credentials_revoked) continue;
+            struct client *client = client_of(conn);
+            client->credentials_revoked = false;
+            client->disconnect_clean = true; /* Mosquitto 2.0.11 does not publish the will */
             connection_close(conn, MQTT_RC_SUCCESS, NULL); /* "Client X disconnected." */
             any = true;
             break;
@@ -355,19 +363,21 @@ void clients_recheck_credentials(struct broker *broker)
 static int compile_acl(struct connection *conn, const struct arbor_security_settings *sec,
                        struct acl_client **out)
 {
+    struct client *client = client_of(conn);
     *out = NULL;
     if (!sec->acl) return 0;
-    *out = acl_client_compile(sec->acl, conn->client_id, conn->username);
+    *out = acl_client_compile(sec->acl, client->client_id, client->username);
     return *out ? 0 : -1;
 }
 
 static void drop_will_if_denied(struct connection *conn, const struct acl_client *acl)
 {
-    if (!acl || !conn->will) return;
-    if (acl_client_allows(acl, conn->will->topic, conn->will->topic_len, ACL_WRITE)) return;
-    log_debug("Denied will of %s on %s.", conn->client_id, conn->will->topic);
-    message_unref(conn->will);
-    conn->will = NULL;
+    struct client *client = client_of(conn);
+    if (!acl || !client->will) return;
+    if (acl_client_allows(acl, client->will->topic, client->will->topic_len, ACL_WRITE)) return;
+    log_debug("Denied will of %s on %s.", client->client_id, client->will->topic);
+    message_unref(client->will);
+    client->will = NULL;
 }
 
 /* Keepalive per max_keepalive: v5 clients asking for more (or for none) are told the server
@@ -389,30 +399,32 @@ static int apply_keepalive(struct connection *conn, const struct mqtt_connect *c
 /* Copy the listener's mount point (a reload must not change it under a connected client). */
 static int take_mount_point(struct connection *conn)
 {
+    struct client *client = client_of(conn);
     const struct arbor_listener *listener = conn->listener->config;
     if (!listener || !listener->mount_point) return 0;
-    conn->mount_point = strdup(listener->mount_point);
-    if (!conn->mount_point) return -1;
-    conn->mount_point_len = strlen(conn->mount_point);
+    client->mount_point = strdup(listener->mount_point);
+    if (!client->mount_point) return -1;
+    client->mount_point_len = strlen(client->mount_point);
     return 0;
 }
 
 static void read_client_limits(struct connection *conn, const struct mqtt_connect *c)
 {
+    struct client *client = client_of(conn);
     /* Per listener in Mosquitto; a listener without its own value inherits the global one. */
     const struct arbor_listener *listener = conn->listener->config;
-    conn->topic_alias_maximum =
+    client->topic_alias_maximum =
         listener ? listener->max_topic_alias : conn->broker->config->max_topic_alias;
     uint16_t inflight = conn->broker->config->max_inflight_messages;
-    conn->receive_maximum = inflight ? inflight : 65535;
-    conn->client_receive_maximum = 65535;
+    client->receive_maximum = inflight ? inflight : 65535;
+    client->client_receive_maximum = 65535;
     conn->request_problem_information = true;
     if (c->version != MQTT_V5) return;
     const struct mqtt_properties *p = &c->props;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_RECEIVE_MAXIMUM))
-        conn->client_receive_maximum = p->receive_maximum;
+        client->client_receive_maximum = p->receive_maximum;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_MAXIMUM_PACKET_SIZE))
-        conn->client_max_packet_size = p->maximum_packet_size;
+        client->client_max_packet_size = p->maximum_packet_size;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_REQUEST_PROBLEM_INFORMATION))
         conn->request_problem_information = p->request_problem_information;
 }
@@ -424,9 +436,10 @@ static void log_connected(const struct connection *conn, const struct mqtt_conne
     if (conn->broker->config->connection_messages) {
         unsigned p = c->version == MQTT_V31 ? 1 : c->version == MQTT_V311 ? 2 : c->version;
         char user[300] = "";
-        if (conn->username) snprintf(user, sizeof user, ", u'%.256s'", conn->username);
+        const struct client *client = client_of(conn);
+        if (client->username) snprintf(user, sizeof user, ", u'%.256s'", client->username);
         log_notice("New client connected from %s as %s (p%u, c%u, k%u%s).", conn->address,
-                   conn->client_id, p, c->clean_start, conn->keepalive, user);
+                   client->client_id, p, c->clean_start, conn->keepalive, user);
     }
     if (!c->will_flag) {
         log_debug("No will message specified.");
@@ -459,7 +472,7 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     conn->version = c.version;
     /* MQTT-ST peers speak MQTT 5; the same bit on 3.1/3.1.1 is a Mosquitto bridge with
      * try_private: an ordinary client whose own messages are not sent back to it. */
-    if (c.is_peer && c.version == MQTT_V5) return peer_accept_connect(conn, &c);
+    if (c.is_peer && c.version == MQTT_V5) return conn->broker->peer_connect(conn, &c);
     if (c.version == MQTT_V5 && (c.props.present & MQTT_PROP_BIT(MQTT_PROP_AUTHENTICATION_METHOD)))
         return refuse(conn, c.version, MQTT_RC_BAD_AUTHENTICATION_METHOD,
                       "authentication method not supported");
@@ -492,9 +505,10 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
             connection_close(conn, 0, "malformed CONNECT");
             return HANDLER_CLOSED;
         }
-        if (rc == 0 && conn->will && conn->will->retain && sec->acl &&
+        struct client *client = client_of(conn);
+        if (rc == 0 && client->will && client->will->retain && sec->acl &&
             broker->config->check_retain_source &&
-            !(conn->will->source = message_source_new(conn->client_id, conn->username)))
+            !(client->will->source = message_source_new(client->client_id, client->username)))
             rc = -1;
         if (rc != 0) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }

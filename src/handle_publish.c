@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "client_state.h"
 #include "connection.h"
 #include "handlers.h"
 #include "log.h"
@@ -21,18 +22,19 @@
 /* Resolve or record a topic alias. On success p->topic names the topic to use. */
 static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
 {
+    struct client *client = client_of(conn);
     if (!(p->props.present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS))) {
         return p->topic.len == 0 ? MQTT_RC_PROTOCOL_ERROR : 0;
     }
     uint16_t alias = p->props.topic_alias;
-    uint16_t max = conn->topic_alias_maximum;
+    uint16_t max = client->topic_alias_maximum;
     if (alias == 0 || alias > max) return MQTT_RC_TOPIC_ALIAS_INVALID;
-    if (!conn->topic_aliases) {
-        conn->topic_aliases = calloc((size_t)max + 1, sizeof *conn->topic_aliases);
-        if (!conn->topic_aliases) return MQTT_RC_UNSPECIFIED;
+    if (!client->topic_aliases) {
+        client->topic_aliases = calloc((size_t)max + 1, sizeof *client->topic_aliases);
+        if (!client->topic_aliases) return MQTT_RC_UNSPECIFIED;
     }
     if (p->topic.len == 0) {
-        const char *topic = conn->topic_aliases[alias];
+        const char *topic = client->topic_aliases[alias];
         if (!topic) return MQTT_RC_PROTOCOL_ERROR;
         p->topic.data = (const uint8_t *)topic;
         p->topic.len = (uint16_t)strlen(topic);
@@ -40,8 +42,8 @@ static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
     }
     char *copy = strndup((const char *)p->topic.data, p->topic.len);
     if (!copy) return MQTT_RC_UNSPECIFIED;
-    free(conn->topic_aliases[alias]);
-    conn->topic_aliases[alias] = copy;
+    free(client->topic_aliases[alias]);
+    client->topic_aliases[alias] = copy;
     return 0;
 }
 
@@ -51,9 +53,10 @@ static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
 static long mounted_topic(const struct connection *conn, const struct mqtt_publish *p, char *buf,
                           const char **topic)
 {
+    struct client *client = client_of(conn);
     *topic = (const char *)p->topic.data;
-    if (!conn->mount_point_len) return p->topic.len; /* only a mount point rewrites the topic */
-    long len = connection_mount_topic(conn, p->topic.data, p->topic.len, buf);
+    if (!client->mount_point_len) return p->topic.len; /* only a mount point rewrites the topic */
+    long len = client_mount_topic(client, p->topic.data, p->topic.len, buf);
     if (len < 0 || !topic_name_is_valid(buf, (size_t)len)) return -1;
     *topic = buf;
     return len;
@@ -64,6 +67,7 @@ static long mounted_topic(const struct connection *conn, const struct mqtt_publi
 static long publish_message(struct connection *conn, const struct mqtt_publish *p,
                             const char *topic, size_t topic_len)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
     struct abuf *props = &broker->scratch_props;
     abuf_reset(props);
@@ -75,10 +79,11 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
     }
     struct message *msg = message_create(&broker->messages, topic, topic_len, p->payload,
                                          p->payload_len, props->data, props->len, p->qos,
-                                         p->retain, conn->session->subscriber.serial, expiry, broker->now_ms);
+                                         p->retain, client->session->subscriber.serial, expiry,
+                                         broker->now_ms);
     if (!msg) return -1;
-    if (p->retain && conn->session->acl && broker->config->check_retain_source &&
-        !(msg->source = message_source_new(conn->client_id, conn->username))) {
+    if (p->retain && client->session->acl && broker->config->check_retain_source &&
+        !(msg->source = message_source_new(client->client_id, client->username))) {
         message_unref(msg);
         return -1;
     }
@@ -99,14 +104,14 @@ static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_p
     if (size_limit && p->payload_len > size_limit) return MQTT_RC_PACKET_TOO_LARGE;
     if (topic_is_reserved_for_broker(topic, topic_len)) {
         /* debug, as Mosquitto: a client must not be able to flood the log */
-        log_debug("Denied PUBLISH from %s on %.*s.", conn->client_id, (int)topic_len, topic);
+        log_debug("Denied PUBLISH from %s on %.*s.", conn->name, (int)topic_len, topic);
         return MQTT_RC_NOT_AUTHORIZED;
     }
-    const struct acl_client *acl = conn->session->acl;
+    const struct acl_client *acl = client_of(conn)->session->acl;
     if (acl && !acl_client_allows(acl, topic, topic_len, ACL_WRITE)) {
         /* Mosquitto's line, at debug level as there */
         log_debug("Denied PUBLISH from %s (d%d, q%u, r%d, m%u, '%.*s', ... (%u bytes))",
-                  conn->client_id, p->dup, p->qos, p->retain, p->packet_id, (int)topic_len, topic,
+                  conn->name, p->dup, p->qos, p->retain, p->packet_id, (int)topic_len, topic,
                   (unsigned)p->payload_len);
         return MQTT_RC_NOT_AUTHORIZED;
     }
@@ -125,7 +130,7 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
     if (p.retain && !broker->config->retain_available) return MQTT_RC_RETAIN_NOT_SUPPORTED;
     if (p.qos > broker->config->max_qos) return MQTT_RC_QOS_NOT_SUPPORTED;
 
-    struct session *session = conn->session;
+    struct session *session = client_of(conn)->session;
     uint8_t ack_type = p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK;
     if (p.qos == 2 && session_incoming_qos2_has(session, p.packet_id)) {
         /* Resent before PUBREL: acknowledge again, deliver once. */
@@ -134,7 +139,7 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
     /* Only MQTT 5 has a Receive Maximum; a v3.x client may pipeline any number (the id
      * bitmap bounds the memory). */
     if (p.qos == 2 && conn->version == MQTT_V5 &&
-        session->incoming_qos2_count >= conn->receive_maximum)
+        session->incoming_qos2_count >= client_of(conn)->receive_maximum)
         return MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED;
 
     char mounted[MQTT_TOPIC_BUFFER];

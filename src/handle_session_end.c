@@ -4,6 +4,7 @@
  * (no authentication methods are configured, so it is refused).
  */
 #include "connection.h"
+#include "client_state.h"
 #include "handlers.h"
 #include "packet.h"
 
@@ -19,10 +20,11 @@ int handle_pingreq(struct connection *conn, const uint8_t *body, size_t len)
 
 int handle_disconnect(struct connection *conn, const uint8_t *body, size_t len)
 {
+    struct client *client = client_of(conn);
     struct mqtt_disconnect d;
     int rc = mqtt_decode_disconnect(conn->version, MQTT_DISCONNECT, body, len, &d);
     if (rc) return rc;
-    struct session *session = conn->session;
+    struct session *session = client->session;
     if (d.props.present & MQTT_PROP_BIT(MQTT_PROP_SESSION_EXPIRY_INTERVAL)) {
         if (session->expiry_interval == 0 && d.props.session_expiry_interval != 0)
             return MQTT_RC_PROTOCOL_ERROR;
@@ -30,8 +32,8 @@ int handle_disconnect(struct connection *conn, const uint8_t *body, size_t len)
     }
     /* Only a normal disconnection (0x00) discards the will [MQTT-3.1.2-10]; 0x04 asks for it
      * and error reasons keep it too. */
-    conn->disconnect_clean = d.reason == MQTT_RC_SUCCESS;
-    connection_close(conn, conn->disconnect_clean ? 0 : MQTT_RC_DISCONNECT_WITH_WILL, NULL);
+    client->disconnect_clean = d.reason == MQTT_RC_SUCCESS;
+    connection_close(conn, client->disconnect_clean ? 0 : MQTT_RC_DISCONNECT_WITH_WILL, NULL);
     return HANDLER_CLOSED;
 }
 

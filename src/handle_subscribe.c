@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "connection.h"
+#include "client_state.h"
 #include "handlers.h"
 #include "log.h"
 #include "message.h"
@@ -44,8 +45,9 @@ static int validate_request(const struct connection *conn,
 
 int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
-    struct session *session = conn->session;
+    struct session *session = client->session;
     struct mqtt_subscribe sub;
     int rc = mqtt_decode_subscribe(conn->version, body, len, &sub);
     if (rc) return rc;
@@ -66,7 +68,7 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
         send_retained_for[n] = false;
         {
             char filter[MQTT_TOPIC_BUFFER];
-            if (connection_mount_filter(conn, req->filter.data, req->filter.len, filter) < 0)
+            if (client_mount_filter(client, req->filter.data, req->filter.len, filter) < 0)
                 return MQTT_RC_TOPIC_FILTER_INVALID;
             uint8_t options =
                 (uint8_t)(codes[n] | (req->no_local ? SUB_OPT_NO_LOCAL : 0) |
@@ -91,7 +93,7 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                 if (!replaced && shared) broker->stats.shared_subscriptions++;
                 send_retained_for[n] = !shared && (req->retain_handling == 0 ||
                                                    (req->retain_handling == 1 && !replaced));
-                log_printf(ARBOR_LOG_SUBSCRIBE, "%s %u %s", conn->client_id, codes[n], filter);
+                log_printf(ARBOR_LOG_SUBSCRIBE, "%s %u %s", client->client_id, codes[n], filter);
             }
         }
         n++;
@@ -105,9 +107,9 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
         if (!send_retained_for[i]) continue;
         char filter[MQTT_TOPIC_BUFFER];
         long filter_len =
-            connection_mount_filter(conn, reqs[i].filter.data, reqs[i].filter.len, filter);
+            client_mount_filter(client, reqs[i].filter.data, reqs[i].filter.len, filter);
         if (session_add_retained(broker, session, filter, (size_t)filter_len, codes[i], sub_id))
-            log_error("Out of memory sending retained messages to %s.", conn->client_id);
+            log_error("Out of memory sending retained messages to %s.", client->client_id);
     }
     session_pump(broker, session);
     return 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "connection.h"
+#include "client_state.h"
 #include "handlers.h"
 #include "log.h"
 #include "packet.h"
@@ -16,6 +17,7 @@
 
 int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
     struct mqtt_unsubscribe unsub;
     int rc = mqtt_decode_unsubscribe(conn->version, body, len, &unsub);
@@ -26,17 +28,17 @@ int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
     struct wire_bytes f;
     while (mqtt_unsubscribe_next(&unsub, &pos, &f)) {
         char filter[MQTT_TOPIC_BUFFER];
-        if (connection_mount_filter(conn, f.data, f.len, filter) < 0)
+        if (client_mount_filter(client, f.data, f.len, filter) < 0)
             return MQTT_RC_TOPIC_FILTER_INVALID;
         codes[n] = MQTT_RC_NO_SUBSCRIPTION_EXISTED;
-        if (session_forget_subscription(conn->session, filter)) {
-            subs_remove(broker->subscriptions, filter, &conn->session->subscriber);
-            persist_subscription_changed(broker, conn->session, filter, NULL);
+        if (session_forget_subscription(client->session, filter)) {
+            subs_remove(broker->subscriptions, filter, &client->session->subscriber);
+            persist_subscription_changed(broker, client->session, filter, NULL);
             broker->stats.subscriptions--;
             if (is_shared_filter(filter)) broker->stats.shared_subscriptions--;
             codes[n] = MQTT_RC_SUCCESS;
         }
-        log_printf(ARBOR_LOG_UNSUBSCRIBE, "%s %s", conn->client_id, filter);
+        log_printf(ARBOR_LOG_UNSUBSCRIBE, "%s %s", client->client_id, filter);
         n++;
     }
     abuf_reset(&broker->scratch);

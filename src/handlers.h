@@ -2,7 +2,7 @@
  * handlers.h: one function per MQTT control packet the broker receives, each in its own
  * handle_*.c file. Each returns 0, or a reason code (MQTT 5 numbering) that closes the
  * connection: the caller sends DISCONNECT with it to v5 clients and logs it.
- * HANDLER_CLOSED means the handler already closed the connection itself.
+ * HANDLER_CLOSED (connection.h) means the handler already closed the connection itself.
  */
 #ifndef ARBOR_HANDLERS_H
 #define ARBOR_HANDLERS_H
@@ -10,9 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker.h"
-
-#define HANDLER_CLOSED 0x100
+#include "connection.h"
 
 int handle_connect(struct connection *conn, const uint8_t *body, size_t len);
 int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, size_t len);

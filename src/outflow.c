@@ -226,7 +226,8 @@ static struct delivery *new_delivery(struct broker *broker, const struct outflow
     d->retain = item->retain;
     d->owner_flags = item->owner_flags;
     d->sub_id_count = item->sub_id_count;
-    if (item->sub_id_count) memcpy(d->sub_ids, item->sub_ids, item->sub_id_count * sizeof *d->sub_ids);
+    if (item->sub_id_count)
+        memcpy(d->sub_ids, item->sub_ids, item->sub_id_count * sizeof *d->sub_ids);
     d->state = DELIVERY_QUEUED;
     return d;
 }
@@ -294,6 +295,12 @@ static enum outflow_ack finish(struct broker *broker, struct outflow *flow, stru
     return OUTFLOW_ACK_FREED;
 }
 
+static enum outflow_ack send_pubrel(struct broker *broker, const struct outflow_ops *ops,
+                                    void *owner, uint16_t packet_id)
+{
+    return ops->send_pubrel(broker, owner, packet_id) ? OUTFLOW_ACK_NO_MEMORY : OUTFLOW_ACK_PUBREL;
+}
+
 /* PUBREC accepted: the message is no longer needed, only the PUBREL flow remains. */
 static enum outflow_ack release_message(struct broker *broker, struct outflow *flow,
                                         const struct outflow_ops *ops, void *owner,
@@ -305,7 +312,7 @@ static enum outflow_ack release_message(struct broker *broker, struct outflow *f
     d->msg = NULL;
     d->state = DELIVERY_AWAIT_PUBCOMP;
     if (ops->changed) ops->changed(broker, owner, d);
-    return ops->send_pubrel(broker, owner, d->packet_id) ? OUTFLOW_ACK_NO_MEMORY : OUTFLOW_ACK_PUBREL;
+    return send_pubrel(broker, ops, owner, d->packet_id);
 }
 
 enum outflow_ack outflow_acknowledge(struct broker *broker, struct outflow *flow,
@@ -322,14 +329,14 @@ enum outflow_ack outflow_acknowledge(struct broker *broker, struct outflow *flow
                                                        : OUTFLOW_ACK_IGNORED;
     default: /* PUBREC */
         if (d && d->state == DELIVERY_AWAIT_PUBCOMP) /* our PUBREL was lost: again */
-            return ops->send_pubrel(broker, owner, packet_id) ? OUTFLOW_ACK_NO_MEMORY : OUTFLOW_ACK_PUBREL;
+            return send_pubrel(broker, ops, owner, packet_id);
         if (!d || d->state != DELIVERY_AWAIT_PUBREC) return OUTFLOW_ACK_UNKNOWN;
         if (reason >= 0x80) return finish(broker, flow, d); /* refused: the exchange ends */
         return release_message(broker, flow, ops, owner, d);
     }
 }
 
-/* ---- reconnect, expiry, the end --------------------------------------------------------------- */
+/* ---- reconnect, expiry, the end ------------------------------------------------------------ */
 
 static void requeue_beyond_window(struct broker *broker, struct outflow *flow,
                                   const struct outflow_ops *ops, void *owner)

@@ -14,7 +14,7 @@
 /* Mosquitto names a client by its id once connected, by its host before that. */
 static const char *client_name(const struct connection *conn, char *buf, size_t len)
 {
-    if (conn->state == CONNECTION_ACTIVE && conn->client_id) return conn->client_id;
+    if (conn->state == CONNECTION_ACTIVE && conn->name) return conn->name;
     size_t host_len = log_host_length(conn->address);
     if (host_len >= len) host_len = len - 1;
     memcpy(buf, conn->address, host_len);
@@ -28,9 +28,10 @@ static struct wire_bytes received_topic(const struct connection *conn, const str
     struct wire_bytes topic = p->topic;
     uint16_t alias = p->props.topic_alias;
     if (topic.len || !(p->props.present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS))) return topic;
-    if (conn->topic_aliases && alias <= conn->topic_alias_maximum && conn->topic_aliases[alias]) {
-        topic.data = (const uint8_t *)conn->topic_aliases[alias];
-        topic.len = (uint16_t)strlen(conn->topic_aliases[alias]);
+    const char *name = conn->role->topic_alias ? conn->role->topic_alias(conn, alias) : NULL;
+    if (name) {
+        topic.data = (const uint8_t *)name;
+        topic.len = (uint16_t)strlen(name);
     }
     return topic;
 }

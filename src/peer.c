@@ -478,6 +478,7 @@ int64_t peer_net_next_deadline(const struct broker *broker)
     int64_t next = (int64_t)stp_next_deadline(net->stp);
     if (net->next_run_ms < next) next = net->next_run_ms;
     if (net->replay_pending && net->settle_until_ms < next) next = net->settle_until_ms;
-    if ((net->sys_dirty || net->pressure.release_pending) && broker->now_ms < next) next = broker->now_ms;
+    bool due_now = net->sys_dirty || net->pressure.release_pending;
+    if (due_now && broker->now_ms < next) next = broker->now_ms;
     return next;
 }

@@ -13,9 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker_loop.h"
 #include "connection.h"
-#include "handlers.h"
 #include "log.h"
 #include "peer.h"
 #include "peer_net.h"
@@ -195,9 +193,10 @@ int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c)
     acc->conn = conn;
     acc->id = id;
     stp_broker_id_format(&id, acc->name, sizeof acc->name);
+    if (conn->role->on_free) conn->role->on_free(conn); /* the client role's state */
     conn->role = &accept_role;
     conn->role_data = acc;
-    conn->client_id = strdup(acc->name); /* names the peer in keepalive and packet logs */
+    conn->name = acc->name; /* names the peer in keepalive and packet logs */
     conn->keepalive = c->keepalive;
     if (!conn->broker->config->peer_secret) return admit(acc);
     memcpy(acc->client_nonce, c->props.authentication_data.data, PEER_NONCE_LEN);
@@ -319,8 +318,8 @@ static void accept_on_close(struct connection *conn, uint8_t reason, const char 
 
 static void accept_on_free(struct connection *conn)
 {
+    conn->name = NULL;
     free(conn->role_data);
-    free(conn->client_id);
 }
 
 static const struct connection_role accept_role = {

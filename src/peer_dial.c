@@ -14,9 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "broker_loop.h"
 #include "connection.h"
-#include "handlers.h"
 #include "log.h"
 #include "message.h"
 #include "outflow.h"

@@ -17,6 +17,7 @@
  * Must not: call SQLite (persist_store.c does), or know packet encodings.
  */
 #include "persist.h"
+#include "client_state.h"
 #include "persist_hooks.h"
 
 #include <errno.h>
@@ -129,12 +130,12 @@ static int put_session(struct persist *p, struct broker *broker, int64_t wall_no
     s.disconnected_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->disconnected_at_ms);
     s.last_packet_id = session->flow.last_packet_id;
     s.listener_index = listener_index(broker, session);
-    s.username = conn ? conn->username : session->acl ? acl_client_username(session->acl) : NULL;
+    s.username = conn ? client_of(conn)->username : session->acl ? acl_client_username(session->acl) : NULL;
     s.username_len = s.username ? strlen(s.username) : 0;
-    const struct message *will = conn ? conn->will : session->pending_will;
+    const struct message *will = conn ? client_of(conn)->will : session->pending_will;
     if (will) {
         s.has_will = true;
-        s.will_delay_s = conn ? conn->will_delay : 0;
+        s.will_delay_s = conn ? client_of(conn)->will_delay : 0;
         s.will_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->pending_will_at_ms);
         describe_message(broker, wall_now, will, false, &s.will);
     }
@@ -813,8 +814,9 @@ int64_t persist_next_deadline(const struct broker *broker)
 
 bool persist_keeps_will_at_shutdown(const struct broker *broker, const struct connection *conn)
 {
-    return broker->persist && conn->will && conn->will_delay > 0 && conn->session &&
-           session_kept(conn->session);
+    struct client *client = client_of(conn);
+    return broker->persist && client->will && client->will_delay > 0 && client->session &&
+           session_kept(client->session);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "client_state.h"
 #include "connection.h"
 #include "delivery.h"
 #include "log.h"
@@ -53,14 +54,15 @@ static enum outflow_send send_publish(struct connection *conn, struct message *m
                                       bool retain, bool dup, uint16_t packet_id,
                                       const uint32_t *sub_ids, uint8_t sub_id_count)
 {
+    struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
     /* Clients of a listener with a mount point see topics without it. */
     const char *topic = msg->topic;
     size_t topic_len = msg->topic_len;
-    if (conn->mount_point_len && topic_len >= conn->mount_point_len &&
-        memcmp(topic, conn->mount_point, conn->mount_point_len) == 0) {
-        topic += conn->mount_point_len;
-        topic_len -= conn->mount_point_len;
+    if (client->mount_point_len && topic_len >= client->mount_point_len &&
+        memcmp(topic, client->mount_point, client->mount_point_len) == 0) {
+        topic += client->mount_point_len;
+        topic_len -= client->mount_point_len;
     }
     struct mqtt_publish_out out = {
         .version = conn->version,
@@ -76,8 +78,8 @@ static enum outflow_send send_publish(struct connection *conn, struct message *m
         if (build_publish_props(broker, msg, sub_ids, sub_id_count, &out.props))
             return OUTFLOW_FAILED;
     }
-    if (conn->client_max_packet_size &&
-        mqtt_publish_packet_size(&out) > conn->client_max_packet_size)
+    if (client->client_max_packet_size &&
+        mqtt_publish_packet_size(&out) > client->client_max_packet_size)
         return OUTFLOW_TOO_LARGE;
     abuf_reset(&broker->scratch);
     if (mqtt_encode_publish_header(&broker->scratch, &out)) return OUTFLOW_FAILED;
@@ -112,7 +114,8 @@ static void flow_limits(const struct broker *broker, const void *owner,
     const struct arbor_config *cfg = broker->config;
     const struct connection *conn = online_connection(owner);
     uint32_t window = cfg->max_inflight_messages ? cfg->max_inflight_messages : 65535;
-    if (conn && conn->client_receive_maximum < window) window = conn->client_receive_maximum;
+    uint16_t receive_maximum = conn ? client_of(conn)->client_receive_maximum : 65535;
+    if (receive_maximum < window) window = receive_maximum;
     *out = (struct outflow_limits){
         .window = conn ? window : 0,
         .window_bytes = cfg->max_inflight_bytes,

@@ -193,7 +193,7 @@ static uint64_t frame_limit(const struct connection *conn)
 
 static const char *who(const struct connection *conn)
 {
-    return conn->state == CONNECTION_ACTIVE ? conn->client_id : conn->address;
+    return conn->state == CONNECTION_ACTIVE && conn->name ? conn->name : conn->address;
 }
 
 static int on_receive(struct ws_stream *s, const uint8_t *data, size_t len)

@@ -1,0 +1,59 @@
+/*
+ * client_state.h: what the client role keeps for one connection (its role_data, allocated
+ * when the connection is accepted, client_state.c): the client's identity and credentials
+ * from CONNECT, the options that shape what is sent to it, its will, its topic aliases and
+ * its session. The transport layer (struct connection) holds none of it.
+ */
+#ifndef ARBOR_CLIENT_STATE_H
+#define ARBOR_CLIENT_STATE_H
+
+#include "broker.h"
+
+struct client {
+    char *client_id;
+    char *username;
+    char *password; /* kept to re-check the client when a reload changes the users */
+    size_t password_len;
+    bool username_from_transport; /* use_identity/subject_as_username: its certificate or
+                                     PSK identity authenticated it, not a password */
+    bool credentials_revoked;     /* marked by a reload's re-check, closed right after */
+    char *mount_point;            /* listener's topic prefix at CONNECT, or NULL */
+    size_t mount_point_len;
+    uint32_t client_max_packet_size; /* 0: protocol maximum */
+    uint16_t client_receive_maximum;
+    uint16_t receive_maximum; /* ours, as told in CONNACK: QoS 2 PUBLISH awaiting PUBREL */
+    bool disconnect_clean;    /* DISCONNECT received: no will */
+
+    /* Will, kept until the connection closes. */
+    struct message *will;
+    uint32_t will_delay;
+
+    /* Inbound topic aliases: index 1..topic_alias_maximum, allocated on first use. The
+     * maximum is the one told to the client in CONNACK (a reload does not change it). */
+    char **topic_aliases;
+    uint16_t topic_alias_maximum;
+
+    struct session *session;
+};
+
+/* The client state of a connection in the client role. */
+static inline struct client *client_of(const struct connection *conn)
+{
+    return (struct client *)conn->role_data;
+}
+
+/* A fresh client state as conn's role data; 0, or -1 when out of memory. */
+int client_state_attach(struct connection *conn);
+/* Free conn's client state (the password wiped first) and detach it. */
+void client_state_free(struct connection *conn);
+
+/* Topic or filter as the broker sees it: the listener's mount point (if any) followed by
+ * name. Writes a NUL-terminated string to out (MQTT_TOPIC_BUFFER bytes) and returns its
+ * length, or -1 if the result would be longer than a topic may be. */
+#define MQTT_TOPIC_BUFFER 65536
+long client_mount_topic(const struct client *client, const void *name, size_t len, char *out);
+/* A SUBSCRIBE/UNSUBSCRIBE filter as stored: under the mount point, which for a shared
+ * subscription goes between "$share/<group>/" and the filter. Same contract as above. */
+long client_mount_filter(const struct client *client, const void *filter, size_t len, char *out);
+
+#endif
