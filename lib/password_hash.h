@@ -4,7 +4,7 @@
  *   $7$<iterations>$<base64 salt>$<base64 hash>   PBKDF2-HMAC-SHA512 (mosquitto_passwd 2.0)
  *   $6$<base64 salt>$<base64 hash>                SHA512(password || salt) (Mosquitto 1.6)
  *
- * Used by the broker (src/password_file.c) and by arbor_passwd (tools/). Pure functions on
+ * Used by the broker (src/config/password_file.c) and by arbor_passwd (tools/). Pure functions on
  * memory, except that password_hash_create draws a random salt. No files, no logging.
  */
 #ifndef ARBOR_PASSWORD_HASH_H

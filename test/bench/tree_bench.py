@@ -923,7 +923,7 @@ def METHOD_TEXT(env):
               "rows measure behaviour under overload, not the capacity of the tree.",
               "- **Where messages are lost**: arbor queues the messages for a peer link behind "
               "that link's window of 1000 QoS 2 messages in flight, and drops a message for "
-              "the link when its queue is full (`PEER_QUEUE_MAX` 100000 in src/peer_net.h; the "
+              "the link when its queue is full (`PEER_QUEUE_MAX` 100000 in src/peer/peer_net.h; the "
               "queue grows by doubling from 64, so it stops at 131072), whatever the message's "
               "QoS, after the publisher has had its PUBACK. Mosquitto drops at its queue "
               "limits too (`max_queued_messages 100000`). Both count these drops in "

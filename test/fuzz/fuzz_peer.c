@@ -8,12 +8,12 @@
  *
  * What this file puts under the broker instead of the operating system:
  *
- *  - the event loop (src/event_loop.h; src/event_loop.c is left out of this target): nothing is
+ *  - the event loop (src/base/event_loop.h; src/base/event_loop.c is left out of this target): nothing is
  *    polled. event_loop_run_once, called once per turn by broker_run, plays the next step of
  *    the script: it advances a virtual clock (clock_monotonic_ms/us), completes dials, lets the
  *    neighbours answer and hands bytes to connections by calling their handlers as epoll would;
  *    the rest of broker_run's turn (timers, peer_net_run, $SYS, flush, reap) is the broker's;
- *  - a transport (src/transport.h) whose recv returns the script's bytes and whose send keeps
+ *  - a transport (src/transport/transport.h) whose recv returns the script's bytes and whose send keeps
  *    what the broker writes, checks it (every packet well framed; on a peer link every BPDU
  *    decodes, every PUBLISH carries a valid origin, every HMAC proof verifies) and notes what a
  *    well-behaved peer would answer (PINGRESP, PUBREC, PUBCOMP, PUBREL);
@@ -54,6 +54,7 @@
 #include "event_loop.h"
 #include "log.h"
 #include "packet.h"
+#include "outflow.h"
 #include "peer_net.h"
 #include "stp.h"
 #include "transport_tls.h"
@@ -1229,14 +1230,19 @@ static void check_peer_state(void)
     if (!net) return;
     size_t queued = 0;
     for (struct peer_dialer *d = net->dialers; d; d = d->next) {
-        queued += d->queue_len;
-        CHECK(d->inflight_count == HASH_COUNT(d->inflight));
-        CHECK(d->inflight_count <= PEER_INFLIGHT_MAX);
+        queued += d->flow.queued.count;
+        CHECK(d->flow.inflight.count <= PEER_INFLIGHT_MAX);
+        CHECK(d->flow.queued.count <= PEER_QUEUE_MAX);
+        /* the packet id index, once built, holds exactly what is in flight */
+        CHECK(!d->flow.index.slots || d->flow.index.count == d->flow.inflight.count);
+        for (struct delivery *f = d->flow.inflight.head; f; f = f->next)
+            CHECK(outflow_find(&d->flow, f->packet_id) == f);
         CHECK(d->ping_count <= PEER_PING_SLOTS);
         CHECK(d->state != DIAL_UP || (d->conn && d->link && d->link->out == d));
         CHECK(d->state != DIAL_WAITING || !d->conn);
     }
-    CHECK(queued == net->queued);
+    CHECK(queued == net->pressure.queued);
+    CHECK(b->peer_backlog || !net->pressure.engaged || net->pressure.release_pending);
     uint32_t up = 0;
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp)

@@ -1,6 +1,6 @@
 """The MQTT-ST peer side of the wire, for tests that play a peer broker byte by byte.
 
-docs/mqtt-st-protocol.md and the peer handshake in src/peer_accept.c / src/peer_dial.c:
+docs/mqtt-st-protocol.md and the peer handshake in src/peer/peer_accept.c / src/peer/peer_dial.c:
 
   dialler -> server   CONNECT, protocol level 0x85, client id = the dialler's identity text,
                       authentication method MQTT-ST-HMAC-SHA256, data = 16-byte client nonce

@@ -1,5 +1,5 @@
 /*
- * test_acl.c: unit tests for src/acl.c: the acl_file grammar (comments, blank lines, the
+ * test_acl.c: unit tests for src/config/acl.c: the acl_file grammar (comments, blank lines, the
  * anonymous section, optional access word, errors with their line), and the compiled check:
  * user and anonymous sections, deny winning, %c/%u patterns (%u never for anonymous clients,
  * wildcards in substituted values), $SYS and no-match-means-denied.

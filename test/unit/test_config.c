@@ -1,5 +1,5 @@
 /*
- * test_config.c: unit tests for the mosquitto.conf parser (src/config.c).
+ * test_config.c: unit tests for the mosquitto.conf parser (src/config/config.c).
  *
  * Each test loads text or files into a fresh struct and checks either the parsed values or
  * the exact "file:line: directive: reason" message. Every test frees what it loaded, so that

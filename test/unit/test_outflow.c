@@ -1,5 +1,5 @@
 /*
- * test_outflow.c: the outbound flow (src/outflow.c) that client sessions and peer links share,
+ * test_outflow.c: the outbound flow (src/core/outflow.c) that client sessions and peer links share,
  * driven through a fake destination that records every PUBLISH and PUBREL it is asked to
  * send: the window and the queue behind it, packet ids (skipping ids in flight), the QoS 1 and
  * QoS 2 acknowledgements, resending on reconnect with a smaller window, the queue limits,

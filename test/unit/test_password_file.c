@@ -1,5 +1,5 @@
 /*
- * test_password_file.c: unit tests for lib/password_hash.c and src/password_file.c. The
+ * test_password_file.c: unit tests for lib/password_hash.c and src/config/password_file.c. The
  * vectors are lines written by Debian's mosquitto_passwd 2.0.11 and hashes computed with
  * Python's hashlib (pbkdf2_hmac('sha512', ...) and sha512(password + salt)), so the
  * broker's verification is checked against two independent implementations.

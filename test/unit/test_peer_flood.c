@@ -1,5 +1,5 @@
 /*
- * test_peer_flood.c: the retained-state bookkeeping of src/peer_flood.c on a broker with
+ * test_peer_flood.c: the retained-state bookkeeping of src/peer/peer_flood.c on a broker with
  * peering enabled and no links: clears remembered as tombstones (once per topic, the newest
  * kept), older retained values and clears refused against them, the hourly sweep, and freeing
  * at shutdown. Issue 21: a tombstone stored a second time linked the table into a cycle, so

@@ -2,7 +2,7 @@
  * test_peer_origin.c: unit tests for the pure parts of the MQTT-ST glue: the origin user
  * property a peer PUBLISH carries (format and parse, malformed values refused), the duplicate
  * window per origin (in order, out of order, gaps, far jumps, too old), broker identity text
- * (src/peer.c) and the HMAC-SHA256 peer authentication against a vector computed independently
+ * (src/peer/peer.c) and the HMAC-SHA256 peer authentication against a vector computed independently
  * (Python's hmac module) and with every input changed.
  */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /*
- * test_psk_file.c: unit tests for src/psk_file.c: keys read as Mosquitto 2.0.11 and its
+ * test_psk_file.c: unit tests for src/config/psk_file.c: keys read as Mosquitto 2.0.11 and its
  * clients read them (leading "00" pairs are zero bytes, the rest one big-endian number; the
  * odd cases were checked by connecting mosquitto_pub --psk and openssl s_client -psk to
  * Debian's mosquitto), the line rules and the errors with file:line that never quote a key.

@@ -1,6 +1,6 @@
 /*
  * test_text_file.c: whole-file reads (limits, NUL bytes, missing files) and the line walk
- * (numbering, CR, blanks and comments, early stop) of src/text_file.c.
+ * (numbering, CR, blanks and comments, early stop) of src/config/text_file.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * test_timers.c: the deadline heap (src/timers.c): timers come out in deadline order, moving
+ * test_timers.c: the deadline heap (src/base/timers.c): timers come out in deadline order, moving
  * and cancelling keep the heap consistent, nothing comes out before it is due, and a long
  * random mix of operations agrees with a simple reference (a scan of all timers).
  */

@@ -26,7 +26,7 @@ struct message_counters {
 };
 
 /* MQTT-ST: where a message entered this broker and where it was first published. Set by the
- * peer glue (src/peer_flood.c); a broker without peers leaves it zeroed. */
+ * peer glue (src/peer/peer_flood.c); a broker without peers leaves it zeroed. */
 struct message_origin {
     uint64_t link;  /* stp link it arrived on; 0 (STP_LINK_LOCAL): published on this broker */
     bool local_only; /* never leaves this broker ($SYS) */

@@ -1,5 +1,5 @@
 /*
- * client.c: the client role of a connection (ARCHITECTURE.md, "Connections have roles"): an
+ * client.c: the client role of a connection (docs/architecture.md, "Connections and their roles"): an
  * MQTT client's packets go to their handlers (handle_*.c), the first one must be CONNECT,
  * and when the connection closes the client's session goes offline and its will is published
  * (or delayed). The transport under it is connection.c; a peer broker's link has roles of

@@ -74,7 +74,7 @@ enum connection_state {
 struct mqtt_fixed_header;
 struct connection;
 
-/* What a connection means (ARCHITECTURE.md, "Connections have roles"): connection.c moves
+/* What a connection means (docs/architecture.md, "Connections and their roles"): connection.c moves
  * bytes and frames packets for every connection; its role gives them meaning. Accepted
  * connections start as clients (client.c, broker->accept_role); a peer broker's link is a
  * role of its own (peer_accept.c, peer_dial.c). */
