@@ -41,21 +41,28 @@ int broker_init(struct broker *broker, struct arbor_config *config, struct tls_c
     memset(broker, 0, sizeof *broker);
     broker->config = config;
     broker->tls = tls;
+    /* Shared by every loop (one today); the match result is this loop's scratch. */
+    broker->shared = calloc(1, sizeof *broker->shared);
+    broker->match = calloc(1, sizeof *broker->match);
+    if (!broker->shared || !broker->match) {
+        log_error("Error: out of memory.");
+        return -1;
+    }
     broker->accept_role = &client_role;
     broker->peer_connect = peer_accept_connect;
     broker->output_commit = persist_commit; /* durable persistence: the turn's commit */
     broker->output_held = persist_holds_output;
     broker->log_packets = packet_log_wanted(config);
     broker->now_ms = clock_monotonic_ms();
-    broker->start_wall = clock_wall_seconds();
+    broker->shared->start_wall = clock_wall_seconds();
     timers_init(&broker->timers);
     if (event_loop_init(&broker->loop) != 0) {
         log_error("Error: unable to create event loop.");
         return -1;
     }
-    broker->subscriptions = subs_create();
-    broker->retained = retain_create();
-    if (!broker->subscriptions || !broker->retained) {
+    broker->shared->subscriptions = subs_create();
+    broker->shared->retained = retain_create();
+    if (!broker->shared->subscriptions || !broker->shared->retained) {
         log_error("Error: out of memory.");
         return -1;
     }
@@ -98,7 +105,7 @@ static void tick(struct broker *broker)
     listeners_resume(broker);
     websockets_tick(broker); /* libwebsockets' timers, see websocket.c */
     trim_output(broker);
-    retain_remove_if(broker->retained, retained_expired, &broker->now_ms);
+    retain_remove_if(broker->shared->retained, retained_expired, &broker->now_ms);
 }
 
 static void publish_sys_if_due(struct broker *broker)
@@ -135,7 +142,7 @@ static int wait_timeout(const struct broker *broker)
 static void sessions_reload_acl(struct broker *broker)
 {
     struct session *session, *tmp;
-    HASH_ITER(hh, broker->sessions, session, tmp)
+    HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
         const struct listener *listener = session->acl_listener;
         if (!listener || !listener->config) continue;
@@ -234,17 +241,37 @@ static void publish_wills_at_shutdown(struct broker *broker)
         route_will(broker, will);
     }
     struct session *session, *tmp;
-    HASH_ITER(hh, broker->sessions, session, tmp)
+    HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
-        if (!session->pending_will || broker->persist) continue;
+        if (!session->pending_will || broker->shared->persist) continue;
         struct message *will = session->pending_will;
         session->pending_will = NULL;
         route_will(broker, will);
     }
 }
 
+/* The config and TLS contexts, the match scratch and the shared state: last, or alone when
+ * broker_init failed before the rest existed. */
+static void free_foundations(struct broker *broker)
+{
+    if (broker->match) match_result_free(broker->match);
+    free(broker->match);
+    broker->match = NULL;
+    free(broker->shared);
+    broker->shared = NULL;
+    config_free(broker->config);
+    free(broker->config);
+    broker->config = NULL;
+    tls_context_set_free(broker->tls);
+    broker->tls = NULL;
+}
+
 void broker_shutdown(struct broker *broker)
 {
+    if (!broker->shared || !broker->match) {
+        free_foundations(broker);
+        return;
+    }
     publish_wills_at_shutdown(broker);
     broker_flush_connections(broker);
     peer_net_stopping(broker);
@@ -258,7 +285,7 @@ void broker_shutdown(struct broker *broker)
     persist_stop(broker); /* every session is offline now: the last save */
     peer_net_free(broker);
     struct session *session, *tmp;
-    HASH_ITER(hh, broker->sessions, session, tmp)
+    HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
         /* saved: not published by session_destroy */
         if (session->pending_will) message_unref(session->pending_will);
@@ -267,21 +294,16 @@ void broker_shutdown(struct broker *broker)
     }
     websockets_stop(broker); /* uses the listeners */
     listeners_close(broker);
-    subs_free(broker->subscriptions);
-    retain_free(broker->retained);
+    subs_free(broker->shared->subscriptions);
+    retain_free(broker->shared->retained);
     while (broker->delivery_pool) {
         struct delivery *d = broker->delivery_pool;
         broker->delivery_pool = d->next;
         free(d);
     }
-    match_result_free(&broker->match);
     abuf_free(&broker->scratch);
     abuf_free(&broker->scratch_props);
     timers_free(&broker->timers);
     event_loop_free(&broker->loop);
-    config_free(broker->config);
-    free(broker->config);
-    broker->config = NULL;
-    tls_context_set_free(broker->tls);
-    broker->tls = NULL;
+    free_foundations(broker);
 }

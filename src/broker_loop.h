@@ -8,7 +8,7 @@
 
 #include <signal.h>
 
-#include "broker.h"
+#include "broker_shared.h"
 
 /* Flags set from signal handlers; the loop acts on them between turns. */
 struct broker_signals {

@@ -1,9 +1,10 @@
 /*
- * client.c: the client role of a connection (docs/architecture.md, "Connections and their roles"): an
- * MQTT client's packets go to their handlers (handle_*.c), the first one must be CONNECT,
- * and when the connection closes the client's session goes offline and its will is published
- * (or delayed). The transport under it is connection.c; a peer broker's link has roles of
- * its own beside this one (peer_accept.c, peer_dial.c).
+ * client.c: the client role of a connection (docs/architecture.md, "Connections and their
+ * roles"): an MQTT client's packets go to their handlers (handle_*.c), the first one must be
+ * CONNECT, and when the connection closes the client's session goes offline and its will is
+ * published (or delayed). Its per-connection state is struct client (client_state.h). The
+ * transport under it is connection.c; a peer broker's link has roles of its own beside this
+ * one (peer_accept.c, peer_dial.c).
  */
 #include "client.h"
 
@@ -208,7 +209,7 @@ static void client_on_free(struct connection *conn)
 static bool client_packet_must_wait(const struct connection *conn,
                                     const struct mqtt_fixed_header *hdr)
 {
-    return hdr->type == MQTT_PUBLISH && conn->broker->peer_backlog;
+    return hdr->type == MQTT_PUBLISH && conn->broker->shared->peer_backlog;
 }
 
 /* Room again: the session's retained and queued messages that waited for it. */

@@ -129,9 +129,10 @@ static int store_will(struct connection *conn, const struct mqtt_connect *c)
             expiry = c->will_props.message_expiry_interval;
         client->will_delay = c->will_props.will_delay_interval;
     }
-    client->will = message_create(&broker->messages, topic, (size_t)topic_len, c->will_payload.data,
-                                c->will_payload.len, props.data, props.len, c->will_qos,
-                                c->will_retain, 0, expiry, broker->now_ms);
+    client->will = message_create(&broker->shared->messages, topic, (size_t)topic_len,
+                                  c->will_payload.data, c->will_payload.len, props.data,
+                                  props.len, c->will_qos, c->will_retain, 0, expiry,
+                                  broker->now_ms);
     abuf_free(&props);
     return client->will ? 0 : -1;
 }

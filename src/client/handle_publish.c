@@ -77,7 +77,7 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
             expiry = p->props.message_expiry_interval;
     }
-    struct message *msg = message_create(&broker->messages, topic, topic_len, p->payload,
+    struct message *msg = message_create(&broker->shared->messages, topic, topic_len, p->payload,
                                          p->payload_len, props->data, props->len, p->qos,
                                          p->retain, client->session->subscriber.serial, expiry,
                                          broker->now_ms);

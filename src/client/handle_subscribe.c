@@ -75,12 +75,12 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                           (req->retain_as_published ? SUB_OPT_RETAIN_AS_PUBLISHED : 0) |
                           (req->retain_handling << 4));
             bool replaced = false;
+            struct subscription_tree *tree = broker->shared->subscriptions;
             bool added =
-                subs_add(broker->subscriptions, filter, &session->subscriber, options, sub_id,
-                         &replaced) == 0;
+                subs_add(tree, filter, &session->subscriber, options, sub_id, &replaced) == 0;
             if (added && session_remember_subscription(session, filter, options, sub_id)) {
                 /* The session must know every subscription the tree has for it. */
-                if (!replaced) subs_remove(broker->subscriptions, filter, &session->subscriber);
+                if (!replaced) subs_remove(tree, filter, &session->subscriber);
                 added = false;
             }
             if (!added) {

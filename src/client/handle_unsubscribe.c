@@ -32,7 +32,7 @@ int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
             return MQTT_RC_TOPIC_FILTER_INVALID;
         codes[n] = MQTT_RC_NO_SUBSCRIPTION_EXISTED;
         if (session_forget_subscription(client->session, filter)) {
-            subs_remove(broker->subscriptions, filter, &client->session->subscriber);
+            subs_remove(broker->shared->subscriptions, filter, &client->session->subscriber);
             persist_subscription_changed(broker, client->session, filter, NULL);
             broker->stats.subscriptions--;
             if (is_shared_filter(filter)) broker->stats.shared_subscriptions--;

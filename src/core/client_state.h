@@ -7,7 +7,7 @@
 #ifndef ARBOR_CLIENT_STATE_H
 #define ARBOR_CLIENT_STATE_H
 
-#include "broker.h"
+#include "broker_shared.h"
 
 struct client {
     char *client_id;

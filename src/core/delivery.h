@@ -4,7 +4,7 @@
 #ifndef ARBOR_DELIVERY_H
 #define ARBOR_DELIVERY_H
 
-#include "broker.h"
+#include "broker_shared.h"
 
 /* Free a retained snapshot, releasing the messages not handed over yet. */
 void retained_snapshot_free(struct retained_snapshot *snap);

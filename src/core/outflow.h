@@ -12,7 +12,7 @@
 #ifndef ARBOR_OUTFLOW_H
 #define ARBOR_OUTFLOW_H
 
-#include "broker.h"
+#include "broker_shared.h"
 
 enum outflow_send {
     OUTFLOW_SENT,

@@ -21,18 +21,18 @@
 
 int route_add_forwarder(struct broker *broker, const struct route_forwarder *forwarder)
 {
-    if (broker->forwarder_count == ROUTE_MAX_FORWARDERS) return -1;
-    broker->forwarders[broker->forwarder_count++] = forwarder;
+    if (broker->shared->forwarder_count == ROUTE_MAX_FORWARDERS) return -1;
+    broker->shared->forwarders[broker->shared->forwarder_count++] = forwarder;
     return 0;
 }
 
 void route_remove_forwarder(struct broker *broker, const struct route_forwarder *forwarder)
 {
-    for (size_t i = 0; i < broker->forwarder_count; i++) {
-        if (broker->forwarders[i] != forwarder) continue;
-        memmove(&broker->forwarders[i], &broker->forwarders[i + 1],
-                (broker->forwarder_count - i - 1) * sizeof broker->forwarders[0]);
-        broker->forwarder_count--;
+    for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
+        if (broker->shared->forwarders[i] != forwarder) continue;
+        memmove(&broker->shared->forwarders[i], &broker->shared->forwarders[i + 1],
+                (broker->shared->forwarder_count - i - 1) * sizeof broker->shared->forwarders[0]);
+        broker->shared->forwarder_count--;
         return;
     }
 }
@@ -40,8 +40,8 @@ void route_remove_forwarder(struct broker *broker, const struct route_forwarder 
 /* May msg (retained) replace what the store holds for its topic? Every forwarder must agree. */
 static bool retained_wins(struct broker *broker, struct message *msg)
 {
-    for (size_t i = 0; i < broker->forwarder_count; i++) {
-        const struct route_forwarder *f = broker->forwarders[i];
+    for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
+        const struct route_forwarder *f = broker->shared->forwarders[i];
         if (f->retained_wins && !f->retained_wins(f->ctx, msg)) return false;
     }
     return true;
@@ -62,31 +62,31 @@ static void deliver_to_session(struct broker *broker, const struct match_entry *
 
 size_t route_message(struct broker *broker, struct message *msg)
 {
-    for (size_t i = 0; i < broker->forwarder_count; i++) {
-        const struct route_forwarder *f = broker->forwarders[i];
+    for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
+        const struct route_forwarder *f = broker->shared->forwarders[i];
         if (f->stamp) f->stamp(f->ctx, msg);
     }
     if (msg->retain && broker->config->retain_available && retained_wins(broker, msg)) {
-        if (retain_set(broker->retained, msg) != 0)
+        if (retain_set(broker->shared->retained, msg) != 0)
             log_error("Out of memory storing retained message.");
         else
             persist_hook_retained_changed(broker, msg);
     }
-    if (subs_match(broker->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
-                   &broker->match) != 0)
+    if (subs_match(broker->shared->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
+                   broker->match) != 0)
         log_error("Out of memory matching subscriptions for %s.", msg->topic);
-    size_t count = broker->match.count;
+    size_t count = broker->match->count;
     struct acl_read_cache acl_cache = {0}; /* acl_file: one verdict per user section */
     for (size_t i = 0; i < count; i++) {
-        const struct match_entry *e = &broker->match.entries[i];
+        const struct match_entry *e = &broker->match->entries[i];
         switch (e->subscriber->kind) {
         case SUBSCRIBER_SESSION:
             deliver_to_session(broker, e, msg, &acl_cache);
             break;
         }
     }
-    for (size_t i = 0; i < broker->forwarder_count; i++) {
-        const struct route_forwarder *f = broker->forwarders[i];
+    for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
+        const struct route_forwarder *f = broker->shared->forwarders[i];
         if (f->forward) f->forward(f->ctx, msg);
     }
     return count;

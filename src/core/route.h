@@ -5,7 +5,7 @@
 #ifndef ARBOR_ROUTE_H
 #define ARBOR_ROUTE_H
 
-#include "broker.h"
+#include "broker_shared.h"
 
 /* A forwarder takes messages on beyond this broker (MQTT-ST flooding, peer_flood.c; next a
  * bridge). Every hook is optional; ctx is the forwarder's own. */

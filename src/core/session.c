@@ -22,7 +22,7 @@
 struct session *session_find(struct broker *broker, const char *client_id)
 {
     struct session *session = NULL;
-    HASH_FIND_STR(broker->sessions, client_id, session);
+    HASH_FIND_STR(broker->shared->sessions, client_id, session);
     return session;
 }
 
@@ -41,10 +41,11 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
         return NULL;
     }
     session->subscriber.kind = SUBSCRIBER_SESSION;
-    session->subscriber.serial = ++broker->next_session_serial;
+    session->subscriber.serial = ++broker->shared->next_session_serial;
     session->timer.kind = TIMER_SESSION;
     session->version = version;
-    HASH_ADD_KEYPTR(hh, broker->sessions, session->client_id, strlen(session->client_id), session);
+    HASH_ADD_KEYPTR(hh, broker->shared->sessions, session->client_id, strlen(session->client_id),
+                    session);
     return session;
 }
 
@@ -167,7 +168,7 @@ void session_note_queued(struct broker *broker, struct session *session,
 void sessions_rearm_timers(struct broker *broker)
 {
     struct session *session, *tmp;
-    HASH_ITER(hh, broker->sessions, session, tmp)
+    HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
         if (!session->connection) session_update_timer(broker, session);
     }

@@ -5,7 +5,7 @@
 #ifndef ARBOR_SESSION_H
 #define ARBOR_SESSION_H
 
-#include "broker.h"
+#include "broker_shared.h"
 
 struct session *session_find(struct broker *broker, const char *client_id);
 struct session *session_create(struct broker *broker, const char *client_id, uint8_t version);

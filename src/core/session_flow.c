@@ -320,7 +320,7 @@ static void collect_retained(struct message *msg, void *ctx)
  * broker hold a reference to every retained message per packet. */
 static uint32_t retained_pending_limit(const struct broker *broker)
 {
-    size_t limit = retain_count(broker->retained);
+    size_t limit = retain_count(broker->shared->retained);
     if (broker->config->max_queued_messages > 0 &&
         limit < (size_t)broker->config->max_queued_messages)
         limit = (size_t)broker->config->max_queued_messages;
@@ -344,7 +344,7 @@ int session_add_retained(struct broker *broker, struct session *session, const c
     uint32_t room = session->retained_pending < limit ? limit - session->retained_pending : 0;
     struct snapshot_builder b = {.limit = room, .acl = session->acl};
     if (broker->config->check_retain_source) b.source_rules = session_acl_rules(broker, session);
-    retain_for_each_match(broker->retained, filter, filter_len, collect_retained, &b);
+    retain_for_each_match(broker->shared->retained, filter, filter_len, collect_retained, &b);
     retain_source_cache_free(&b.source_cache);
     if (b.dropped) {
         broker->stats.publish_dropped += b.dropped;

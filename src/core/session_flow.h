@@ -5,7 +5,7 @@
 #ifndef ARBOR_SESSION_FLOW_H
 #define ARBOR_SESSION_FLOW_H
 
-#include "broker.h"
+#include "broker_shared.h"
 #include "outflow.h"
 
 /* The QoS a message published at `published` goes out at to a subscription granted

@@ -26,7 +26,7 @@ void session_destroy(struct broker *broker, struct session *session)
     struct session_subscription *sub, *tmp;
     HASH_ITER(hh, session->subscriptions, sub, tmp)
     {
-        subs_remove(broker->subscriptions, sub->filter, &session->subscriber);
+        subs_remove(broker->shared->subscriptions, sub->filter, &session->subscriber);
         broker->stats.subscriptions--;
         if (is_shared_filter(sub->filter)) broker->stats.shared_subscriptions--;
         HASH_DEL(session->subscriptions, sub);
@@ -39,7 +39,7 @@ void session_destroy(struct broker *broker, struct session *session)
         session->retained_head = snap->next;
         retained_snapshot_free(snap);
     }
-    HASH_DEL(broker->sessions, session);
+    HASH_DEL(broker->shared->sessions, session);
     struct message *will = session->pending_will;
     session->pending_will = NULL;
     acl_client_free(session->acl);

@@ -4,7 +4,7 @@
 #ifndef ARBOR_SESSION_LIFE_H
 #define ARBOR_SESSION_LIFE_H
 
-#include "broker.h"
+#include "broker_shared.h"
 
 /* Remove the session: its subscriptions, queued and inflight messages; publishes its pending
  * will, if any. The session must have no connection. */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker.h"
+#include "broker_shared.h"
 
 /* Subscription options byte, as in SUBSCRIBE */
 #define SUB_OPT_QOS(o) ((uint8_t)((o)&0x03))

@@ -3,7 +3,7 @@
  * formats, as Mosquitto 2.0 (see "$SYS TOPICS" in man/arbor.8), each only when its value
  * changed. Load averages are per-minute
  * rates exponentially weighted over 1, 5 and 15 minutes, like Mosquitto's, from the counters
- * in broker->stats sampled at each publication; their state lives in broker->sys.
+ * in broker->stats sampled at each publication; their state lives in broker->shared->sys.
  */
 #include "sys_tree.h"
 
@@ -47,7 +47,7 @@ static void compare_retained(struct message *msg, void *ctx)
 static bool unchanged(struct broker *broker, const char *topic, const char *value, size_t len)
 {
     struct retained_value check = {value, len, false};
-    retain_for_each_match(broker->retained, topic, strlen(topic), compare_retained, &check);
+    retain_for_each_match(broker->shared->retained, topic, strlen(topic), compare_retained, &check);
     return check.same;
 }
 
@@ -59,8 +59,8 @@ void sys_tree_publish_value(struct broker *broker, const char *topic, const char
     int n = vsnprintf(value, sizeof value, fmt, ap);
     va_end(ap);
     if (n < 0 || unchanged(broker, topic, value, (size_t)n)) return;
-    struct message *msg = message_create(&broker->messages, topic, strlen(topic), value, (size_t)n,
-                                         NULL, 0, 0, true, 0, 0, broker->now_ms);
+    struct message *msg = message_create(&broker->shared->messages, topic, strlen(topic), value,
+                                         (size_t)n, NULL, 0, 0, true, 0, 0, broker->now_ms);
     if (!msg) return;
     msg->origin.local_only = true; /* $SYS describes this broker: it never leaves it */
     route_message(broker, msg);
@@ -91,7 +91,7 @@ static void publish_loads(struct broker *broker)
         {"sockets", s->connections_total},
         {"connections", s->connects_total},
     };
-    struct sys_tree_state *sys = &broker->sys;
+    struct sys_tree_state *sys = &broker->shared->sys;
     double interval = sys->last_ms ? (double)(broker->now_ms - sys->last_ms) / 1000.0 : 0;
     for (int i = 0; i < SYS_LOAD_COUNT; i++) {
         if (interval > 0) {
@@ -127,7 +127,7 @@ static uint64_t count_sessions(const struct broker *broker, bool connected)
 {
     uint64_t n = 0;
     const struct session *s, *tmp;
-    HASH_ITER(hh, broker->sessions, s, tmp)
+    HASH_ITER(hh, broker->shared->sessions, s, tmp)
     {
         if ((s->connection != NULL) == connected) n++;
     }
@@ -140,7 +140,7 @@ void sys_tree_publish(struct broker *broker)
     uint64_t connected = count_sessions(broker, true);
     uint64_t disconnected = count_sessions(broker, false);
     uint64_t heap = heap_current();
-    if (heap > broker->sys.heap_maximum) broker->sys.heap_maximum = heap;
+    if (heap > broker->shared->sys.heap_maximum) broker->shared->sys.heap_maximum = heap;
     const struct {
         const char *topic;
         uint64_t value;
@@ -154,11 +154,11 @@ void sys_tree_publish(struct broker *broker)
         {"clients/expired", s->clients_expired},
         {"messages/received", s->messages_received},
         {"messages/sent", s->messages_sent},
-        {"messages/stored", broker->messages.count},
-        {"store/messages/count", broker->messages.count},
-        {"store/messages/bytes", broker->messages.bytes},
+        {"messages/stored", broker->shared->messages.count},
+        {"store/messages/count", broker->shared->messages.count},
+        {"store/messages/bytes", broker->shared->messages.bytes},
         {"heap/current", heap},
-        {"heap/maximum", broker->sys.heap_maximum},
+        {"heap/maximum", broker->shared->sys.heap_maximum},
         {"publish/messages/received", s->publish_received},
         {"publish/messages/sent", s->publish_sent},
         {"publish/messages/dropped", s->publish_dropped},
@@ -168,24 +168,24 @@ void sys_tree_publish(struct broker *broker)
         {"bytes/sent", s->bytes_sent},
         {"subscriptions/count", s->subscriptions},
         {"shared_subscriptions/count", s->shared_subscriptions},
-        {"retained messages/count", retain_count(broker->retained)},
+        {"retained messages/count", retain_count(broker->shared->retained)},
     };
     sys_tree_publish_value(broker, "$SYS/broker/version", "arbor version %s", ARBOR_VERSION);
     sys_tree_publish_value(broker, "$SYS/broker/uptime", "%lld seconds",
-                  (long long)(clock_wall_seconds() - broker->start_wall));
+                  (long long)(clock_wall_seconds() - broker->shared->start_wall));
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
         char topic[128];
         snprintf(topic, sizeof topic, "$SYS/broker/%s", counters[i].topic);
         sys_tree_publish_value(broker, topic, "%llu", (unsigned long long)counters[i].value);
     }
     publish_loads(broker);
-    for (size_t i = 0; i < broker->sys.source_count; i++)
-        broker->sys.sources[i].publish(broker->sys.sources[i].ctx);
+    for (size_t i = 0; i < broker->shared->sys.source_count; i++)
+        broker->shared->sys.sources[i].publish(broker->shared->sys.sources[i].ctx);
 }
 
 int sys_tree_add_source(struct broker *broker, void (*publish)(void *ctx), void *ctx)
 {
-    struct sys_tree_state *sys = &broker->sys;
+    struct sys_tree_state *sys = &broker->shared->sys;
     if (sys->source_count == SYS_TREE_MAX_SOURCES) return -1;
     sys->sources[sys->source_count++] = (struct sys_tree_source){publish, ctx};
     return 0;
@@ -193,7 +193,7 @@ int sys_tree_add_source(struct broker *broker, void (*publish)(void *ctx), void 
 
 void sys_tree_remove_source(struct broker *broker, void *ctx)
 {
-    struct sys_tree_state *sys = &broker->sys;
+    struct sys_tree_state *sys = &broker->shared->sys;
     for (size_t i = 0; i < sys->source_count; i++) {
         if (sys->sources[i].ctx != ctx) continue;
         sys->sources[i] = sys->sources[--sys->source_count];

@@ -5,7 +5,7 @@
 #ifndef ARBOR_SYS_TREE_H
 #define ARBOR_SYS_TREE_H
 
-#include "broker.h"
+#include "broker_shared.h"
 
 /* Publish every $SYS topic now (also the static ones such as the version). */
 void sys_tree_publish(struct broker *broker);

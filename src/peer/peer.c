@@ -299,7 +299,7 @@ int peer_net_start(struct broker *broker)
     struct peer_net *net = calloc(1, sizeof *net);
     if (!net) return -1;
     net->broker = broker;
-    broker->peers = net;
+    broker->shared->peers = net;
     if (derive_identity(net) != 0) return -1;
     net->capability = measure_capability(cfg);
     if (getrandom(&net->incarnation, sizeof net->incarnation, 0) != sizeof net->incarnation)
@@ -364,7 +364,7 @@ static void reload_tls(struct peer_net *net)
 
 void peer_net_reload(struct broker *broker)
 {
-    struct peer_net *net = broker->peers;
+    struct peer_net *net = broker->shared->peers;
     const struct arbor_config *cfg = broker->config;
     if (!net) {
         if (peering_configured(cfg))
@@ -399,12 +399,12 @@ void peer_net_reload(struct broker *broker)
 
 void peer_net_stopping(struct broker *broker)
 {
-    if (broker->peers) broker->peers->stopping = true;
+    if (broker->shared->peers) broker->shared->peers->stopping = true;
 }
 
 void peer_net_free(struct broker *broker)
 {
-    struct peer_net *net = broker->peers;
+    struct peer_net *net = broker->shared->peers;
     if (!net) return;
     while (net->dialers) {
         struct peer_dialer *d = net->dialers;
@@ -418,7 +418,7 @@ void peer_net_free(struct broker *broker)
     tls_context_release(net->tls);
     stp_destroy(net->stp);
     free(net);
-    broker->peers = NULL;
+    broker->shared->peers = NULL;
 }
 
 /* ---- timers ------------------------------------------------------------------------------- */
@@ -449,7 +449,7 @@ static void run_dialers(struct peer_net *net)
 
 void peer_net_run(struct broker *broker)
 {
-    struct peer_net *net = broker->peers;
+    struct peer_net *net = broker->shared->peers;
     if (!net || net->stopping) return;
     int64_t now = broker->now_ms;
     if ((uint64_t)now >= stp_next_deadline(net->stp)) stp_tick(net->stp, (uint64_t)now);
@@ -462,7 +462,7 @@ void peer_net_run(struct broker *broker)
     if (net->pressure.release_pending) {
         net->pressure.release_pending = false;
         net->pressure.engaged = false;
-        broker->peer_backlog = false;
+        broker->shared->peer_backlog = false;
         connection_release_held(broker);
     }
     if (net->sys_dirty && broker->config->sys_interval > 0) {
@@ -473,7 +473,7 @@ void peer_net_run(struct broker *broker)
 
 int64_t peer_net_next_deadline(const struct broker *broker)
 {
-    const struct peer_net *net = broker->peers;
+    const struct peer_net *net = broker->shared->peers;
     if (!net) return TIMER_NONE;
     int64_t next = (int64_t)stp_next_deadline(net->stp);
     if (net->next_run_ms < next) next = net->next_run_ms;

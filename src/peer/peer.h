@@ -4,7 +4,7 @@
  * pairs of connections become links of the spanning tree (stp/), and every message published
  * here or received from a peer is flooded along the tree, once per origin and sequence number.
  * The broker calls these few functions; everything else is in the peer_*.c files. Without
- * peer configuration broker->peers stays NULL and every call here is a no-op.
+ * peer configuration broker->shared->peers stays NULL and every call here is a no-op.
  */
 #ifndef ARBOR_PEER_H
 #define ARBOR_PEER_H
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "broker.h"
+#include "broker_shared.h"
 #include "packet.h"
 
 /* Set up from broker->config (after the listeners are open, whose ports the identity may

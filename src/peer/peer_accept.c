@@ -177,7 +177,7 @@ static uint8_t check_connect(struct peer_net *net, const struct connection *conn
 
 int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c)
 {
-    struct peer_net *net = conn->broker->peers;
+    struct peer_net *net = conn->broker->shared->peers;
     conn->version = MQTT_V5;
     if (!net) return refuse(conn, MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION, "peering is not configured");
     struct stp_broker_id id;

@@ -59,7 +59,8 @@ struct peer_dialer *peer_dialer_add(struct peer_net *net, const char *host, uint
  * acknowledged messages dropped; peer_net_run reads them again below PEER_BACKLOG_LOW. */
 static void peer_backlog_update(struct peer_net *net)
 {
-    if (net->pressure.engaged && !net->pressure.release_pending) net->broker->peer_backlog = true;
+    if (net->pressure.engaged && !net->pressure.release_pending)
+        net->broker->shared->peer_backlog = true;
 }
 
 static void release_messages(struct peer_dialer *d)

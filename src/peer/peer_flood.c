@@ -76,7 +76,7 @@ static void find_held(struct message *msg, void *ctx)
 static struct message *retained_held(struct broker *broker, const struct message *msg)
 {
     struct message *held = NULL;
-    retain_for_each_match(broker->retained, msg->topic, msg->topic_len, find_held, &held);
+    retain_for_each_match(broker->shared->retained, msg->topic, msg->topic_len, find_held, &held);
     return held;
 }
 
@@ -150,7 +150,7 @@ static bool retained_is_news(struct broker *broker, const struct message *msg)
 {
     struct message *held = retained_held(broker, msg);
     if (held && !peer_retained_is_newer(msg, held)) return false;
-    struct peer_tombstone *t = tombstone_find(broker->peers, msg);
+    struct peer_tombstone *t = tombstone_find(broker->shared->peers, msg);
     return !t || t->clear == msg || compare_origin_age(&msg->origin, &t->clear->origin) >= 0;
 }
 
@@ -279,7 +279,7 @@ void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link)
 {
     if (!link || !link->out) return;
     struct sync_context sync = {net, link->out};
-    retain_for_each(net->broker->retained, offer_retained, &sync);
+    retain_for_each(net->broker->shared->retained, offer_retained, &sync);
     struct peer_tombstone *t, *tmp;
     HASH_ITER(hh, net->tombstones, t, tmp) peer_dialer_send_message(link->out, t->clear, true);
 }
@@ -339,9 +339,9 @@ static struct message *message_from_peer(struct peer_net *net, const struct mqtt
     if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
         expiry = p->props.message_expiry_interval;
     struct message *msg =
-        message_create(&broker->messages, (const char *)p->topic.data, p->topic.len, p->payload,
-                       p->payload_len, props->data, props->len, origin->qos, p->retain, 0, expiry,
-                       broker->now_ms);
+        message_create(&broker->shared->messages, (const char *)p->topic.data, p->topic.len,
+                       p->payload, p->payload_len, props->data, props->len, origin->qos, p->retain,
+                       0, expiry, broker->now_ms);
     if (!msg) return NULL;
     msg->origin = *origin;
     msg->origin.retained_sync = false;

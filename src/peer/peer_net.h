@@ -23,7 +23,7 @@
 
 #include <uthash.h>
 
-#include "broker.h"
+#include "broker_shared.h"
 #include "message.h"
 #include "route.h"
 #include "wire.h"
@@ -44,7 +44,7 @@
 #define PEER_INFLIGHT_MAX 1000     /* QoS 2 PUBLISH in flight per link */
 #endif
 /* Back-pressure: while the links' queues hold PEER_BACKLOG_HIGH messages or more, clients are
- * not read (broker->peer_backlog), until the queues are down to PEER_BACKLOG_LOW. */
+ * not read (broker->shared->peer_backlog), until the queues are down to PEER_BACKLOG_LOW. */
 #ifndef PEER_BACKLOG_HIGH
 #define PEER_BACKLOG_HIGH 5000
 #define PEER_BACKLOG_LOW 1000
@@ -193,7 +193,7 @@ struct peer_net {
     int64_t history_ms;
 
     /* Messages in every dialer's queue (outflow.h): engaged at PEER_BACKLOG_HIGH, holds the
-     * clients (broker->peer_backlog) until release_pending, at PEER_BACKLOG_LOW. */
+     * clients (broker->shared->peer_backlog) until release_pending, at PEER_BACKLOG_LOW. */
     struct outflow_pressure pressure;
     int64_t settle_until_ms; /* after a change: flood on every live link until then */
     bool replay_pending;     /* replay the history when the settling ends */

@@ -130,9 +130,12 @@ static int put_session(struct persist *p, struct broker *broker, int64_t wall_no
     s.disconnected_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->disconnected_at_ms);
     s.last_packet_id = session->flow.last_packet_id;
     s.listener_index = listener_index(broker, session);
-    s.username = conn ? client_of(conn)->username : session->acl ? acl_client_username(session->acl) : NULL;
+    const struct client *client = conn ? client_of(conn) : NULL;
+    s.username = client ? client->username
+                 : session->acl ? acl_client_username(session->acl)
+                                : NULL;
     s.username_len = s.username ? strlen(s.username) : 0;
-    const struct message *will = conn ? client_of(conn)->will : session->pending_will;
+    const struct message *will = client ? client->will : session->pending_will;
     if (will) {
         s.has_will = true;
         s.will_delay_s = conn ? client_of(conn)->will_delay : 0;
@@ -294,16 +297,16 @@ static int save_all(struct persist *p, struct broker *broker)
     if (persist_store_begin(p->store) || persist_store_clear(p->store) ||
         persist_store_set_saved_at(p->store, save.wall_now))
         goto failed;
-    retain_for_each(broker->retained, save_retained, &save);
+    retain_for_each(broker->shared->retained, save_retained, &save);
     if (save.rc) goto failed;
     struct session *session, *tmp;
-    HASH_ITER(hh, broker->sessions, session, tmp)
+    HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
         forget_message_ids(&session->flow.inflight);
         forget_message_ids(&session->flow.queued);
     }
     size_t sessions = 0;
-    HASH_ITER(hh, broker->sessions, session, tmp)
+    HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
         if (save_session(&save, session)) goto failed;
         sessions += session->persisted;
@@ -354,9 +357,10 @@ static void drop(struct restore *r, int kind, const char *why)
 static struct message *build_message(struct restore *r, const struct persist_message *m)
 {
     struct broker *broker = r->broker;
-    struct message *msg = message_create(&broker->messages, m->topic, m->topic_len, m->payload,
-                                         m->payload_len, m->props, m->props_len, m->qos, m->retain,
-                                         0, m->expiry_interval_s, broker->now_ms);
+    struct message *msg =
+        message_create(&broker->shared->messages, m->topic, m->topic_len, m->payload,
+                       m->payload_len, m->props, m->props_len, m->qos, m->retain, 0,
+                       m->expiry_interval_s, broker->now_ms);
     if (!msg) return NULL;
     if (m->expiry_at_wall_ms)
         msg->expiry_at_ms = to_mono(broker, r->wall_now, m->expiry_at_wall_ms);
@@ -391,7 +395,7 @@ static void restore_retained(struct restore *r, const void *value, size_t len)
     if (message_expired(msg, r->broker->now_ms)) {
         r->expired++;
         r->rewrite = true;
-    } else if (retain_set(r->broker->retained, msg) == 0) {
+    } else if (retain_set(r->broker->shared->retained, msg) == 0) {
         r->restored[PERSIST_RETAINED]++;
     } else {
         drop(r, PERSIST_RETAINED, "out of memory");
@@ -490,10 +494,10 @@ static void restore_subscription(struct restore *r, const void *key, size_t key_
         return drop(r, PERSIST_SUBSCRIPTION, "bad filter");
     }
     bool replaced = false;
-    if (subs_add(broker->subscriptions, filter, &session->subscriber, s.options, s.identifier,
-                 &replaced) ||
+    if (subs_add(broker->shared->subscriptions, filter, &session->subscriber, s.options,
+                 s.identifier, &replaced) ||
         session_remember_subscription(session, filter, s.options, s.identifier)) {
-        if (!replaced) subs_remove(broker->subscriptions, filter, &session->subscriber);
+        if (!replaced) subs_remove(broker->shared->subscriptions, filter, &session->subscriber);
         free(filter);
         return drop(r, PERSIST_SUBSCRIPTION, "out of memory");
     }
@@ -637,7 +641,7 @@ static int restore_all(struct persist *p, struct broker *broker)
     size_t messages = release_loaded_messages(&r);
     log_dropped(&r);
     struct session *session, *tmp;
-    HASH_ITER(hh, broker->sessions, session, tmp) session_update_timer(broker, session);
+    HASH_ITER(hh, broker->shared->sessions, session, tmp) session_update_timer(broker, session);
     if (scanned != 0) {
         char note[4096];
         log_error("Error: persistence file %s is damaged (%s): restored what could be read "
@@ -685,7 +689,7 @@ static void schedule_autosave(struct persist *p, const struct broker *broker)
                               : TIMER_NONE;
 }
 
-/* What the core reports (persist_hooks.h): each of these checks broker->persist itself. */
+/* What the core reports (persist_hooks.h): each of these checks broker->shared->persist itself. */
 static const struct persist_hooks core_hooks = {
     .retained_changed = persist_retained_changed,
     .session_changed = persist_session_changed,
@@ -719,7 +723,7 @@ int persist_start(struct broker *broker)
     if (opened == PERSIST_OPENED_FRESH)
         log_error("Error: persistence file %s is damaged (%s); starting with what could be read.",
                   p->path, note);
-    broker->persist = p;
+    broker->shared->persist = p;
     broker->now_ms = clock_monotonic_ms(); /* times are restored against now */
     if (restore_all(p, broker) != 0) {
         persist_store_close(p->store);
@@ -727,34 +731,34 @@ int persist_start(struct broker *broker)
         abuf_free(&p->value);
         free(p->path);
         free(p);
-        broker->persist = NULL;
+        broker->shared->persist = NULL;
         return -1;
     }
     log_info("Persistence: %s mode, file %s (start-up took %lld ms).",
              p->durable ? "durable" : "snapshot", p->path,
              (long long)(clock_monotonic_ms() - started));
     schedule_autosave(p, broker);
-    broker->persist_hooks = &core_hooks;
+    broker->shared->persist_hooks = &core_hooks;
     return 0;
 }
 
 void persist_stop(struct broker *broker)
 {
-    struct persist *p = broker->persist;
+    struct persist *p = broker->shared->persist;
     if (!p) return;
-    broker->persist_hooks = NULL;
+    broker->shared->persist_hooks = NULL;
     save_all(p, broker);
     persist_store_close(p->store);
     abuf_free(&p->key);
     abuf_free(&p->value);
     free(p->path);
     free(p);
-    broker->persist = NULL;
+    broker->shared->persist = NULL;
 }
 
 void persist_save_now(struct broker *broker)
 {
-    struct persist *p = broker->persist;
+    struct persist *p = broker->shared->persist;
     if (!p) return;
     if (save_all(p, broker) == 0) log_notice("Saved the persistence file %s.", p->path);
     if (!p->durable) schedule_autosave(p, broker);
@@ -762,13 +766,13 @@ void persist_save_now(struct broker *broker)
 
 bool persist_holds_output(const struct broker *broker)
 {
-    const struct persist *p = broker->persist;
+    const struct persist *p = broker->shared->persist;
     return p && p->durable && (p->pending || p->failed);
 }
 
 void persist_commit(struct broker *broker)
 {
-    struct persist *p = broker->persist;
+    struct persist *p = broker->shared->persist;
     if (!p || !p->durable || !(p->pending || p->failed)) return;
     if (p->failed) {
         if (broker->now_ms < p->retry_at_ms) return;
@@ -789,7 +793,7 @@ void persist_commit(struct broker *broker)
 
 void persist_turn_end(struct broker *broker)
 {
-    struct persist *p = broker->persist;
+    struct persist *p = broker->shared->persist;
     if (!p) return;
     if (p->durable) {
         persist_commit(broker);
@@ -806,7 +810,7 @@ void persist_turn_end(struct broker *broker)
 
 int64_t persist_next_deadline(const struct broker *broker)
 {
-    const struct persist *p = broker->persist;
+    const struct persist *p = broker->shared->persist;
     if (!p) return TIMER_NONE;
     if (p->durable) return p->failed ? p->retry_at_ms : TIMER_NONE;
     return p->next_autosave_ms;
@@ -815,7 +819,7 @@ int64_t persist_next_deadline(const struct broker *broker)
 bool persist_keeps_will_at_shutdown(const struct broker *broker, const struct connection *conn)
 {
     struct client *client = client_of(conn);
-    return broker->persist && client->will && client->will_delay > 0 && client->session &&
+    return broker->shared->persist && client->will && client->will_delay > 0 && client->session &&
            session_kept(client->session);
 }
 
@@ -827,7 +831,7 @@ bool persist_keeps_will_at_shutdown(const struct broker *broker, const struct co
  * be written (snapshot mode, or everything is written again anyway after a failure). */
 static struct persist *writing(struct broker *broker)
 {
-    struct persist *p = broker->persist;
+    struct persist *p = broker->shared->persist;
     if (!p || !p->durable || p->failed) return NULL;
     if (!persist_store_in_transaction(p->store) && persist_store_begin(p->store) != 0) {
         p->failed = true;
@@ -844,7 +848,7 @@ static void wrote(struct persist *p, int rc)
 
 static void count_change(struct broker *broker)
 {
-    if (broker->persist) broker->persist->changes++;
+    if (broker->shared->persist) broker->shared->persist->changes++;
 }
 
 void persist_retained_changed(struct broker *broker, const struct message *msg)
@@ -861,7 +865,7 @@ void persist_retained_changed(struct broker *broker, const struct message *msg)
 
 void persist_session_changed(struct broker *broker, struct session *session)
 {
-    if (!broker->persist || (!session_kept(session) && !session->persisted)) return;
+    if (!broker->shared->persist || (!session_kept(session) && !session->persisted)) return;
     struct persist *p = writing(broker);
     if (!p) return;
     if (!session_kept(session)) {

@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "broker.h"
+#include "broker_shared.h"
 
 struct persist;
 

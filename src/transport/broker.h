@@ -1,7 +1,10 @@
 /*
- * broker.h: the broker's state and the types every handler shares: connections, sessions,
- * deliveries and counters. One struct broker per event loop. Functions that act on these
- * types are declared in the header of the file that implements them (session.h, session_flow.h...).
+ * broker.h: one event loop's state (struct broker: connections, listeners, timers, clock,
+ * scratch buffers, pools, counters) and the transport's types: listeners, connections and
+ * their roles. What every loop shares (sessions, subscriptions, retained store, peers,
+ * persistence) is struct broker_shared (core/broker_shared.h), reached as broker->shared.
+ * Functions that act on these types are declared in the header of the file that implements
+ * them (connection.h, listener.h...).
  */
 #ifndef ARBOR_BROKER_H
 #define ARBOR_BROKER_H
@@ -25,8 +28,6 @@
 /* Bytes a transport that writes one contiguous buffer at a time (a TLS record holds at most
  * 16 KiB) gathers from the output queue's segments per write. */
 #define TRANSPORT_SEND_BUFFER 16384
-/* Forwarders the routing point can hold (route.h): MQTT-ST flooding, and room for bridges. */
-#define ROUTE_MAX_FORWARDERS 8
 
 struct session;
 struct broker;
@@ -41,6 +42,9 @@ struct websockets;
 struct persist;
 struct persist_hooks;
 struct route_forwarder;
+struct broker_shared;
+struct delivery;
+struct match_result;
 
 /* A listening socket. */
 struct listener {
@@ -74,15 +78,15 @@ enum connection_state {
 struct mqtt_fixed_header;
 struct connection;
 
-/* What a connection means (docs/architecture.md, "Connections and their roles"): connection.c moves
- * bytes and frames packets for every connection; its role gives them meaning. Accepted
+/* What a connection means (docs/architecture.md, "Connections and their roles"): connection.c
+ * moves bytes and frames packets for every connection; its role gives them meaning. Accepted
  * connections start as clients (client.c, broker->accept_role); a peer broker's link is a
  * role of its own (peer_accept.c, peer_dial.c). */
 struct connection_role {
     const char *name;
     /* Optional. True when this packet must wait: the connection is not read further until
      * connection_release_held. Clients' PUBLISH waits while the peer links are backlogged
-     * (broker->peer_backlog), so that what they publish is not accepted faster than the
+     * (broker->shared->peer_backlog), so that what they publish is not accepted faster than the
      * MQTT-ST links carry it on; their acknowledgements still flow. */
     bool (*packet_must_wait)(const struct connection *conn, const struct mqtt_fixed_header *hdr);
     /* The fixed header of the next packet, before its body arrives, so that garbage is
@@ -148,144 +152,6 @@ struct connection {
     bool request_problem_information; /* MQTT 5: reason strings may be sent */
 };
 
-/* One message queued for, or in flight to, one session. Pooled: not freed per message. */
-enum delivery_state {
-    DELIVERY_QUEUED,        /* not sent yet */
-    DELIVERY_AWAIT_PUBACK,  /* QoS 1 sent */
-    DELIVERY_AWAIT_PUBREC,  /* QoS 2 sent */
-    DELIVERY_AWAIT_PUBCOMP, /* QoS 2 PUBREL sent; message already released */
-};
-
-#define DELIVERY_MAX_SUB_IDS 4
-#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
-
-struct delivery {
-    struct delivery *prev, *next;
-    struct message *msg; /* NULL once PUBREL is sent */
-    enum delivery_state state;
-    uint16_t packet_id;
-    uint8_t qos;
-    bool retain;
-    uint8_t sub_id_count;
-    uint8_t owner_flags; /* the flow owner's own marks (peer links: PEER_SEND_RETAINED_SYNC) */
-    uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
-    uint64_t persist_id; /* durable persistence: its row in the store, 0: none (persist.c) */
-};
-
-struct delivery_list {
-    struct delivery *head, *tail;
-    uint32_t count;
-    uint32_t qos0_count; /* QoS 0 deliveries among them (a live QoS 0 may not overtake these) */
-    uint64_t bytes;
-};
-
-/* Messages queued over several flows together (peer links): past `high` the owner holds its
- * producers (engaged); once back down to `low`, release_pending says to let them go. */
-struct outflow_pressure {
-    size_t queued;
-    size_t high, low;
-    bool engaged;
-    bool release_pending;
-};
-
-/* Packet id -> in-flight delivery, for windows larger than a list walk suits. */
-struct outflow_index {
-    struct delivery **slots; /* open addressing, linear probing; NULL: not built */
-    uint32_t mask;
-    uint32_t count;
-};
-
-/* One outbound flow (outflow.h): what is in flight, what is queued, packet ids. */
-struct outflow {
-    struct delivery_list inflight; /* sent, awaiting acknowledgement, in send order */
-    struct delivery_list queued;   /* waiting for the window or the destination */
-    uint16_t last_packet_id;
-    struct outflow_index index;
-    struct outflow_pressure *pressure; /* NULL: not accounted */
-};
-
-/* The retained messages one SUBSCRIBE filter matched, not yet handed to the session: a
- * reference to each (8 bytes per message) taken when the subscription was made, fed into the
- * session as its window and output allow (session_flow.c). */
-struct retained_snapshot {
-    struct retained_snapshot *next;
-    struct message **msgs;
-    uint32_t count;
-    uint32_t next_index; /* first not yet handed over */
-    uint8_t qos;         /* granted QoS of the subscription */
-    uint32_t sub_id;     /* subscription identifier, 0 for none */
-};
-
-/* A subscription as the session remembers it (for UNSUBSCRIBE and cleanup). */
-struct session_subscription {
-    UT_hash_handle hh;
-    char *filter;    /* full filter as given, including any $share/group/ prefix */
-    uint8_t options; /* SUBSCRIBE options byte */
-    uint32_t identifier;
-};
-
-/* What the subscription tree holds (subs.h): a subscriber of some kind, embedded in it: a
- * session today; a peer link or a bridge next. The tree reads only these fields; what a match
- * means is the kind's (route.c hands a session's to session_flow.c). */
-enum subscriber_kind {
-    SUBSCRIBER_SESSION = 1,
-};
-
-struct subscriber {
-    enum subscriber_kind kind;
-    uint64_t serial; /* unique, for no local and match de-duplication */
-    bool no_echo;    /* no local on everything (a bridge connected as a client) */
-    bool online;     /* can take messages now: shared groups prefer such members */
-    /* Scratch used while matching a PUBLISH: see subs.c. */
-    uint64_t match_stamp;
-    uint32_t match_index;
-};
-
-struct session {
-    UT_hash_handle hh; /* broker->sessions by client_id */
-    char *client_id;
-    struct subscriber subscriber; /* in the subscription tree; online: connection is set */
-    uint8_t version;
-    struct connection *connection; /* NULL while offline (session_attach, session.h) */
-    uint32_t expiry_interval;      /* seconds after disconnect; UINT32_MAX never */
-    int64_t disconnected_at_ms;
-    struct session_subscription *subscriptions;
-
-    struct outflow flow; /* QoS 1/2 in flight and what is queued (outflow.h, session_flow.c) */
-    struct retained_snapshot *retained_head, *retained_tail; /* sent before flow.queued */
-    uint32_t retained_pending; /* references held by the snapshots, see session_add_retained */
-
-    uint8_t *incoming_qos2; /* bitmap of packet ids awaiting PUBREL, allocated on use */
-    uint16_t incoming_qos2_count;
-
-    /* Will whose publication is delayed (MQTT 5 will delay interval). */
-    struct message *pending_will;
-    int64_t pending_will_at_ms;
-
-    struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
-    bool persisted;     /* its rows are in the persistence file (persist.c) */
-
-    /* acl_file rules for this client (acl.h), compiled at CONNECT and on reload; NULL: no
-     * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
-    struct acl_client *acl;
-    struct listener *acl_listener;
-};
-
-struct match_entry {
-    struct subscriber *subscriber;
-    uint8_t qos;
-    bool retain_as_published;
-    uint8_t sub_id_count;
-    uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
-};
-
-/* Result of matching a topic against the subscription tree (see subs.h). */
-struct match_result {
-    struct match_entry *entries;
-    size_t count;
-    size_t cap;
-};
-
 struct broker_stats {
     uint64_t messages_received;
     uint64_t messages_sent;
@@ -304,27 +170,13 @@ struct broker_stats {
     uint64_t clients_expired;
 };
 
-/* $SYS load averages (sys_tree.c): one per counter, like Mosquitto's. */
-enum { SYS_LOAD_COUNT = 9, SYS_TREE_MAX_SOURCES = 4 };
-
-struct sys_load_average {
-    double one, five, fifteen;
-};
-
-struct sys_tree_state {
-    int64_t last_ms; /* when the loads were last sampled, 0 before the first */
-    uint64_t last[SYS_LOAD_COUNT];
-    struct sys_load_average avg[SYS_LOAD_COUNT];
-    uint64_t heap_maximum; /* largest heap/current published */
-    /* Publishers of topics of their own (sys_tree_add_source), called after the broker's. */
-    struct sys_tree_source {
-        void (*publish)(void *ctx);
-        void *ctx;
-    } sources[SYS_TREE_MAX_SOURCES];
-    size_t source_count;
-};
-
+/* One event loop's state: its connections and listeners, timers, clock, scratch buffers and
+ * pools, touched by that loop only. What every loop shares (sessions, subscriptions, the
+ * retained store, peers, persistence) is behind `shared` (broker_shared.h). The config and
+ * the TLS contexts are read-only between reloads and held by pointer. Ownership rules:
+ * docs/architecture.md, "Ownership rules". */
 struct broker {
+    struct broker_shared *shared;
     struct arbor_config *config;
     struct tls_context_set *tls; /* the TLS contexts built from config (transport_tls.h) */
     struct event_loop loop;
@@ -336,23 +188,11 @@ struct broker {
     struct connection *closed_list; /* freed at the end of the turn */
     uint32_t connection_count;
     uint32_t client_count;    /* connections past CONNECT */
-    struct session *sessions; /* by client id */
-    uint64_t next_session_serial;
-    struct subscription_tree *subscriptions;
-    struct retained_store *retained;
-    struct delivery *delivery_pool; /* free list */
-    struct match_result match;      /* reused for every PUBLISH */
-    struct broker_stats stats;
-    struct message_counters messages; /* live stored messages */
-    struct sys_tree_state sys;
-    struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
+    struct delivery *delivery_pool; /* free list (delivery.c) */
+    struct match_result *match;     /* reused for every PUBLISH (subs.h) */
+    struct broker_stats stats;      /* this loop's; $SYS adds the loops' together */
     struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without
                                       websockets listeners */
-    struct persist *persist; /* persistence (persist.h); NULL without `persistence true` */
-    const struct persist_hooks *persist_hooks; /* set by persist.c (persist_hooks.h) */
-    /* The forwarders registered at the routing point (route.h), in order. */
-    const struct route_forwarder *forwarders[ROUTE_MAX_FORWARDERS];
-    size_t forwarder_count;
     /* Set by the loop (broker_loop.c), used by the transport layer (connection.c), which
      * knows neither clients nor persistence: the role an accepted connection starts with, and
      * the durable-commit barrier: output_commit makes durable what queued output acknowledges
@@ -364,10 +204,8 @@ struct broker {
     int (*peer_connect)(struct connection *conn, const struct mqtt_connect *connect);
     void (*output_commit)(struct broker *broker);
     bool (*output_held)(const struct broker *broker);
-    bool peer_backlog;      /* peer links hold too many messages: clients wait (peer_dial.c) */
     struct timer_heap timers;
     int64_t now_ms; /* monotonic: when the current loop turn woke up */
-    int64_t start_wall;
     int64_t next_sys_ms;
     int64_t next_tick_ms;
     bool stopping;

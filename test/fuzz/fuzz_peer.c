@@ -859,8 +859,8 @@ static void add_origin(int k, uint8_t who, uint16_t seq, uint8_t when, uint8_t q
     char name[STP_BROKER_ID_STRLEN];
     stp_broker_id_format(id, name, sizeof name);
     uint64_t incarnation = UINT64_C(0x1111111111111111) * (uint64_t)(1 + (who >> 3 & 3));
-    if (stp_broker_id_equal(id, &world.self_id) && (who & 0x20) && world.broker.peers)
-        incarnation = world.broker.peers->incarnation; /* our own, back around a loop */
+    if (stp_broker_id_equal(id, &world.self_id) && (who & 0x20) && world.broker.shared->peers)
+        incarnation = world.broker.shared->peers->incarnation; /* our own, back around a loop */
     uint64_t sequence = seq ? seq : ++world.next_sequence + 1000000;
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -891,7 +891,7 @@ static void step_bpdu(int k, uint8_t variant)
     uint16_t cost = next_u16();
     uint8_t sender = next_u8(), sender_cap = next_u8(), corrupt = next_u8();
     struct stream *s = world.nb[k].in;
-    if (!s || !world.broker.peers) return;
+    if (!s || !world.broker.shared->peers) return;
     struct stp_bpdu b;
     if (variant == 1) {
         cooperative_bpdu(k, &b);
@@ -902,7 +902,7 @@ static void step_bpdu(int k, uint8_t variant)
         b.topology_change_ack = flags & 0x40;
         b.message_age = age;
         struct stp_status st;
-        stp_get_status(world.broker.peers->stp, &st);
+        stp_get_status(world.broker.shared->peers->stp, &st);
         b.epoch = variant == 2 ? (uint32_t)epoch << 24 | epoch : st.epoch + (uint32_t)(int8_t)epoch;
         b.priority.root_id = *pick_id(root, k);
         b.priority.root_capability = capability_from(root_cap);
@@ -1196,7 +1196,7 @@ static void local_answers(void)
  * the broker sees the socket writable (connection.c: connection_connected, on_active). */
 static void complete_dials(void)
 {
-    struct peer_net *net = world.broker.peers;
+    struct peer_net *net = world.broker.shared->peers;
     if (!net) return;
     for (struct peer_dialer *d = net->dialers; d; d = d->next) {
         struct connection *conn = d->conn;
@@ -1226,7 +1226,7 @@ static void check_peer_state(void)
     for (struct connection *c = b->connections; c; c = c->next)
         connections++;
     CHECK(connections == b->connection_count);
-    struct peer_net *net = b->peers;
+    struct peer_net *net = b->shared->peers;
     if (!net) return;
     size_t queued = 0;
     for (struct peer_dialer *d = net->dialers; d; d = d->next) {
@@ -1242,7 +1242,7 @@ static void check_peer_state(void)
         CHECK(d->state != DIAL_WAITING || !d->conn);
     }
     CHECK(queued == net->pressure.queued);
-    CHECK(b->peer_backlog || !net->pressure.engaged || net->pressure.release_pending);
+    CHECK(b->shared->peer_backlog || !net->pressure.engaged || net->pressure.release_pending);
     uint32_t up = 0;
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp)
@@ -1451,7 +1451,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     broker_run(broker, &world.signals, reload_config, NULL);
     broker_shutdown(broker);
     for (int i = 0; i < MAX_STREAMS; i++) CHECK(world.streams[i] == NULL);
-    CHECK(broker->messages.count == 0); /* every stored message was released */
+    CHECK(broker->shared->messages.count == 0); /* every stored message was released */
     abuf_free(&world.packet);
     abuf_free(&world.props);
     world.active = false;

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "broker.h"
+#include "broker_shared.h"
 #include "delivery.h"
 #include "message.h"
 #include "outflow.h"
@@ -43,6 +43,7 @@ struct fake {
 
 struct fixture {
     struct broker broker;
+    struct broker_shared shared;
     struct outflow flow;
     struct fake dest;
 };
@@ -106,6 +107,7 @@ static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
+    f->broker.shared = &f->shared;
     f->broker.now_ms = 1000;
     f->dest.limits = (struct outflow_limits){.window = 3};
     f->dest.answer = OUTFLOW_SENT;

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "broker.h"
+#include "broker_shared.h"
 #include "config.h"
 #include "message.h"
 #include "peer.h"
@@ -29,6 +29,8 @@
 struct fixture {
     struct arbor_config config;
     struct broker broker;
+    struct broker_shared shared;
+    struct match_result match;
 };
 
 static int setup(void **state)
@@ -43,13 +45,15 @@ static int setup(void **state)
     assert_int_equal(config_load_string(&f->config, text, "unit.conf", err, sizeof err), 0);
     struct broker *b = &f->broker;
     b->config = &f->config;
+    b->shared = &f->shared;
+    b->match = &f->match;
     b->now_ms = 1000;
-    b->subscriptions = subs_create();
-    b->retained = retain_create();
-    assert_non_null(b->subscriptions);
-    assert_non_null(b->retained);
+    b->shared->subscriptions = subs_create();
+    b->shared->retained = retain_create();
+    assert_non_null(b->shared->subscriptions);
+    assert_non_null(b->shared->retained);
     assert_int_equal(peer_net_start(b), 0);
-    assert_non_null(b->peers);
+    assert_non_null(b->shared->peers);
     *state = f;
     return 0;
 }
@@ -59,9 +63,9 @@ static int teardown(void **state)
     struct fixture *f = *state;
     struct broker *b = &f->broker;
     peer_net_free(b); /* walks the tombstones: a cycle would never end */
-    retain_free(b->retained);
-    subs_free(b->subscriptions);
-    free(b->match.entries);
+    retain_free(b->shared->retained);
+    subs_free(b->shared->subscriptions);
+    free(f->match.entries);
     config_free(&f->config);
     free(f);
     return 0;
@@ -88,8 +92,8 @@ static struct peer_tombstone *tombstone_of(struct peer_net *net, const char *top
 static struct message *retained(struct broker *b, const char *topic, const char *payload)
 {
     size_t len = payload ? strlen(payload) : 0;
-    return message_create(&b->messages, topic, strlen(topic), payload, len, NULL, 0, 1, true, 0,
-                          0, b->now_ms);
+    return message_create(&b->shared->messages, topic, strlen(topic), payload, len, NULL, 0, 1,
+                          true, 0, 0, b->now_ms);
 }
 
 /* A retained message as a neighbour floods it: stamped by another origin at time_ms. */
@@ -115,7 +119,7 @@ static void test_a_topic_cleared_twice_keeps_one_tombstone(void **state)
 {
     struct fixture *f = *state;
     struct broker *b = &f->broker;
-    struct peer_net *net = b->peers;
+    struct peer_net *net = b->shared->peers;
     publish(b, retained(b, "a/t", "value"));
     publish(b, retained(b, "a/t", NULL));
     b->now_ms += 5;
@@ -148,7 +152,7 @@ static void test_older_clear_from_a_peer_does_not_replace_a_newer_one(void **sta
 {
     struct fixture *f = *state;
     struct broker *b = &f->broker;
-    struct peer_net *net = b->peers;
+    struct peer_net *net = b->shared->peers;
     struct message *newer = from_peer(b, "p/t", NULL, 50000, 2);
     publish(b, message_ref(newer));
     publish(b, from_peer(b, "p/t", NULL, 40000, 1)); /* older: refused */
@@ -156,10 +160,10 @@ static void test_older_clear_from_a_peer_does_not_replace_a_newer_one(void **sta
     assert_ptr_equal(tombstone_of(net, "p/t")->clear, newer);
     /* An older value of the topic does not come back over the clear; a newer one does. */
     struct message *old_value = from_peer(b, "p/t", "old", 45000, 3);
-    assert_false(peer_retained_wins(b->peers, old_value));
+    assert_false(peer_retained_wins(b->shared->peers, old_value));
     message_unref(old_value);
     struct message *new_value = from_peer(b, "p/t", "new", 60000, 4);
-    assert_true(peer_retained_wins(b->peers, new_value));
+    assert_true(peer_retained_wins(b->shared->peers, new_value));
     message_unref(new_value);
     message_unref(newer);
 }
@@ -173,7 +177,7 @@ static void count_held(struct message *msg, void *ctx)
 static int held_count(struct broker *b, const char *topic)
 {
     int n = 0;
-    retain_for_each_match(b->retained, topic, strlen(topic), count_held, &n);
+    retain_for_each_match(b->shared->retained, topic, strlen(topic), count_held, &n);
     return n;
 }
 
@@ -203,7 +207,7 @@ static void test_sweep_forgets_tombstones_after_an_hour(void **state)
 {
     struct fixture *f = *state;
     struct broker *b = &f->broker;
-    struct peer_net *net = b->peers;
+    struct peer_net *net = b->shared->peers;
     publish(b, retained(b, "s/old", NULL));
     publish(b, retained(b, "s/old", NULL)); /* stored twice: the path that made the cycle */
     b->now_ms += PEER_TOMBSTONE_FORGET_MS / 2;

@@ -1,0 +1,194 @@
+/*
+ * broker_shared.h: the state every event loop of the broker shares (struct broker_shared,
+ * reached as broker->shared) and the core types it holds: sessions with their subscriptions
+ * and outbound flows, delivery records, subscriber handles and match results, $SYS state.
+ * The per-loop state (connections, timers, clock, scratch buffers, pools) is struct broker
+ * (broker.h). Today one loop runs; the rules that let more run are in docs/architecture.md,
+ * "Ownership rules".
+ */
+#ifndef ARBOR_BROKER_SHARED_H
+#define ARBOR_BROKER_SHARED_H
+
+#include <uthash.h>
+
+#include "broker.h"
+
+/* Forwarders the routing point can hold (route.h): MQTT-ST flooding, and room for bridges. */
+#define ROUTE_MAX_FORWARDERS 8
+
+/* One message queued for, or in flight to, one session. Pooled: not freed per message. */
+enum delivery_state {
+    DELIVERY_QUEUED,        /* not sent yet */
+    DELIVERY_AWAIT_PUBACK,  /* QoS 1 sent */
+    DELIVERY_AWAIT_PUBREC,  /* QoS 2 sent */
+    DELIVERY_AWAIT_PUBCOMP, /* QoS 2 PUBREL sent; message already released */
+};
+
+#define DELIVERY_MAX_SUB_IDS 4
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+struct delivery {
+    struct delivery *prev, *next;
+    struct message *msg; /* NULL once PUBREL is sent */
+    enum delivery_state state;
+    uint16_t packet_id;
+    uint8_t qos;
+    bool retain;
+    uint8_t sub_id_count;
+    uint8_t owner_flags; /* the flow owner's own marks (peer links: PEER_SEND_RETAINED_SYNC) */
+    uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
+    uint64_t persist_id; /* durable persistence: its row in the store, 0: none (persist.c) */
+};
+
+struct delivery_list {
+    struct delivery *head, *tail;
+    uint32_t count;
+    uint32_t qos0_count; /* QoS 0 deliveries among them (a live QoS 0 may not overtake these) */
+    uint64_t bytes;
+};
+
+/* Messages queued over several flows together (peer links): past `high` the owner holds its
+ * producers (engaged); once back down to `low`, release_pending says to let them go. */
+struct outflow_pressure {
+    size_t queued;
+    size_t high, low;
+    bool engaged;
+    bool release_pending;
+};
+
+/* Packet id -> in-flight delivery, for windows larger than a list walk suits. */
+struct outflow_index {
+    struct delivery **slots; /* open addressing, linear probing; NULL: not built */
+    uint32_t mask;
+    uint32_t count;
+};
+
+/* One outbound flow (outflow.h): what is in flight, what is queued, packet ids. */
+struct outflow {
+    struct delivery_list inflight; /* sent, awaiting acknowledgement, in send order */
+    struct delivery_list queued;   /* waiting for the window or the destination */
+    uint16_t last_packet_id;
+    struct outflow_index index;
+    struct outflow_pressure *pressure; /* NULL: not accounted */
+};
+
+/* The retained messages one SUBSCRIBE filter matched, not yet handed to the session: a
+ * reference to each (8 bytes per message) taken when the subscription was made, fed into the
+ * session as its window and output allow (session_flow.c). */
+struct retained_snapshot {
+    struct retained_snapshot *next;
+    struct message **msgs;
+    uint32_t count;
+    uint32_t next_index; /* first not yet handed over */
+    uint8_t qos;         /* granted QoS of the subscription */
+    uint32_t sub_id;     /* subscription identifier, 0 for none */
+};
+
+/* A subscription as the session remembers it (for UNSUBSCRIBE and cleanup). */
+struct session_subscription {
+    UT_hash_handle hh;
+    char *filter;    /* full filter as given, including any $share/group/ prefix */
+    uint8_t options; /* SUBSCRIBE options byte */
+    uint32_t identifier;
+};
+
+/* What the subscription tree holds (subs.h): a subscriber of some kind, embedded in it: a
+ * session today; a peer link or a bridge next. The tree reads only these fields; what a match
+ * means is the kind's (route.c hands a session's to session_flow.c). */
+enum subscriber_kind {
+    SUBSCRIBER_SESSION = 1,
+};
+
+struct subscriber {
+    enum subscriber_kind kind;
+    uint64_t serial; /* unique, for no local and match de-duplication */
+    bool no_echo;    /* no local on everything (a bridge connected as a client) */
+    bool online;     /* can take messages now: shared groups prefer such members */
+    /* Scratch used while matching a PUBLISH: see subs.c. */
+    uint64_t match_stamp;
+    uint32_t match_index;
+};
+
+struct session {
+    UT_hash_handle hh; /* broker->shared->sessions by client_id */
+    char *client_id;
+    struct subscriber subscriber; /* in the subscription tree; online: connection is set */
+    uint8_t version;
+    struct connection *connection; /* NULL while offline (session_attach, session.h) */
+    uint32_t expiry_interval;      /* seconds after disconnect; UINT32_MAX never */
+    int64_t disconnected_at_ms;
+    struct session_subscription *subscriptions;
+
+    struct outflow flow; /* QoS 1/2 in flight and what is queued (outflow.h, session_flow.c) */
+    struct retained_snapshot *retained_head, *retained_tail; /* sent before flow.queued */
+    uint32_t retained_pending; /* references held by the snapshots, see session_add_retained */
+
+    uint8_t *incoming_qos2; /* bitmap of packet ids awaiting PUBREL, allocated on use */
+    uint16_t incoming_qos2_count;
+
+    /* Will whose publication is delayed (MQTT 5 will delay interval). */
+    struct message *pending_will;
+    int64_t pending_will_at_ms;
+
+    struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
+    bool persisted;     /* its rows are in the persistence file (persist.c) */
+
+    /* acl_file rules for this client (acl.h), compiled at CONNECT and on reload; NULL: no
+     * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
+    struct acl_client *acl;
+    struct listener *acl_listener;
+};
+
+struct match_entry {
+    struct subscriber *subscriber;
+    uint8_t qos;
+    bool retain_as_published;
+    uint8_t sub_id_count;
+    uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
+};
+
+/* Result of matching a topic against the subscription tree (see subs.h). */
+struct match_result {
+    struct match_entry *entries;
+    size_t count;
+    size_t cap;
+};
+
+/* $SYS load averages (sys_tree.c): one per counter, like Mosquitto's. */
+enum { SYS_LOAD_COUNT = 9, SYS_TREE_MAX_SOURCES = 4 };
+
+struct sys_load_average {
+    double one, five, fifteen;
+};
+
+struct sys_tree_state {
+    int64_t last_ms; /* when the loads were last sampled, 0 before the first */
+    uint64_t last[SYS_LOAD_COUNT];
+    struct sys_load_average avg[SYS_LOAD_COUNT];
+    uint64_t heap_maximum; /* largest heap/current published */
+    /* Publishers of topics of their own (sys_tree_add_source), called after the broker's. */
+    struct sys_tree_source {
+        void (*publish)(void *ctx);
+        void *ctx;
+    } sources[SYS_TREE_MAX_SOURCES];
+    size_t source_count;
+};
+
+struct broker_shared {
+    struct session *sessions; /* by client id */
+    uint64_t next_session_serial;
+    struct subscription_tree *subscriptions;
+    struct retained_store *retained;
+    struct message_counters messages; /* live stored messages */
+    struct sys_tree_state sys;
+    struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
+    struct persist *persist; /* persistence (persist.h); NULL without `persistence true` */
+    const struct persist_hooks *persist_hooks; /* set by persist.c (persist_hooks.h) */
+    /* The forwarders registered at the routing point (route.h), in order. */
+    const struct route_forwarder *forwarders[ROUTE_MAX_FORWARDERS];
+    size_t forwarder_count;
+    bool peer_backlog; /* peer links hold too many messages: clients wait (peer_dial.c) */
+    int64_t start_wall;
+};
+
+#endif
