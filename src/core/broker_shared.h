@@ -25,7 +25,6 @@ enum delivery_state {
 };
 
 #define DELIVERY_MAX_SUB_IDS 4
-#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 struct delivery {
     struct delivery *prev, *next;

@@ -23,6 +23,9 @@
 #include "timers.h"
 #include "transport.h"
 
+/* The object that embeds ptr as its member. */
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
 /* Bytes read from a socket at a time. */
 #define READ_CHUNK 65536
 /* Bytes a transport that writes one contiguous buffer at a time (a TLS record holds at most

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "broker.h"
+#include "broker_shared.h"
 #include "config.h"
 #include "message.h"
 #include "persist_hooks.h"
@@ -43,6 +43,8 @@ struct fake_forwarder {
 };
 
 struct fixture {
+    struct broker_shared shared;
+    struct match_result match;
     struct arbor_config config;
     struct broker broker;
     struct call_log log;
@@ -63,7 +65,7 @@ static void log_call(struct fake_forwarder *fake, const char *hook)
 /* Does the store hold this very message for its topic? */
 static bool store_holds(struct broker *broker, const struct message *msg)
 {
-    return retained_held(broker->retained, msg->topic) == msg;
+    return retained_held(broker->shared->retained, msg->topic) == msg;
 }
 
 static void fake_stamp(void *ctx, struct message *msg)
@@ -109,11 +111,13 @@ static int setup(void **state)
     config_init_defaults(&f->config);
     struct broker *b = &f->broker;
     b->config = &f->config;
+    b->shared = &f->shared;
+    b->match = &f->match;
     b->now_ms = 5000;
-    b->subscriptions = subs_create();
-    b->retained = retain_create();
-    assert_non_null(b->subscriptions);
-    assert_non_null(b->retained);
+    b->shared->subscriptions = subs_create();
+    b->shared->retained = retain_create();
+    assert_non_null(b->shared->subscriptions);
+    assert_non_null(b->shared->retained);
     static const char *names[] = {"A", "B", "C"};
     for (int i = 0; i < 3; i++) {
         struct fake_forwarder *fake = &f->forwarders[i];
@@ -127,7 +131,7 @@ static int setup(void **state)
                                                    .forward = fake_forward};
     }
     f->hooks.retained_changed = fake_retained_changed;
-    b->persist_hooks = &f->hooks;
+    b->shared->persist_hooks = &f->hooks;
     *state = f;
     return 0;
 }
@@ -136,11 +140,11 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     struct broker *b = &f->broker;
-    retain_free(b->retained);
-    subs_free(b->subscriptions);
-    match_result_free(&b->match);
+    retain_free(b->shared->retained);
+    subs_free(b->shared->subscriptions);
+    match_result_free(b->match);
     /* Nothing routed stays alive once the store is gone: route_message holds no reference. */
-    assert_int_equal(b->messages.count, 0);
+    assert_int_equal(b->shared->messages.count, 0);
     config_free(&f->config);
     free(f);
     return 0;
@@ -150,7 +154,7 @@ static struct message *new_message(struct broker *b, const char *topic, const ch
                                    bool retain, uint32_t expiry_s)
 {
     size_t len = payload ? strlen(payload) : 0;
-    struct message *msg = message_create(&b->messages, topic, strlen(topic), payload, len, NULL,
+    struct message *msg = message_create(&b->shared->messages, topic, strlen(topic), payload, len, NULL,
                                          0, 1, retain, 0, expiry_s, b->now_ms);
     assert_non_null(msg);
     return msg;
@@ -176,18 +180,18 @@ static void test_forwarders_are_kept_in_order_and_removed(void **state)
     struct fixture *f = *state;
     struct broker *b = &f->broker;
     add_all(f, 3);
-    assert_int_equal(b->forwarder_count, 3);
+    assert_int_equal(b->shared->forwarder_count, 3);
     route_remove_forwarder(b, &f->forwarders[1].forwarder); /* from the middle */
-    assert_int_equal(b->forwarder_count, 2);
-    assert_ptr_equal(b->forwarders[0], &f->forwarders[0].forwarder);
-    assert_ptr_equal(b->forwarders[1], &f->forwarders[2].forwarder);
+    assert_int_equal(b->shared->forwarder_count, 2);
+    assert_ptr_equal(b->shared->forwarders[0], &f->forwarders[0].forwarder);
+    assert_ptr_equal(b->shared->forwarders[1], &f->forwarders[2].forwarder);
     route_remove_forwarder(b, &f->forwarders[1].forwarder); /* not registered: no change */
-    assert_int_equal(b->forwarder_count, 2);
+    assert_int_equal(b->shared->forwarder_count, 2);
     assert_int_equal(route(b, "t", "p", false), 0);
     assert_string_equal(f->log.text, "A:stamp C:stamp A:forward C:forward");
     route_remove_forwarder(b, &f->forwarders[0].forwarder);
     route_remove_forwarder(b, &f->forwarders[2].forwarder);
-    assert_int_equal(b->forwarder_count, 0);
+    assert_int_equal(b->shared->forwarder_count, 0);
     f->log.text[0] = '\0';
     assert_int_equal(route(b, "t", "p", false), 0);
     assert_string_equal(f->log.text, "");
@@ -202,13 +206,13 @@ static void test_registration_is_bounded(void **state)
     for (int i = 0; i < ROUTE_MAX_FORWARDERS; i++)
         assert_int_equal(route_add_forwarder(b, &extra[i]), 0);
     assert_int_equal(route_add_forwarder(b, &extra[ROUTE_MAX_FORWARDERS]), -1);
-    assert_int_equal(b->forwarder_count, ROUTE_MAX_FORWARDERS);
+    assert_int_equal(b->shared->forwarder_count, ROUTE_MAX_FORWARDERS);
     /* Forwarders with no hooks at all are passed over, retained values are stored. */
     assert_int_equal(route(b, "bare/t", "v", true), 0);
-    assert_non_null(retained_held(b->retained, "bare/t"));
+    assert_non_null(retained_held(b->shared->retained, "bare/t"));
     route_remove_forwarder(b, &extra[0]);
     assert_int_equal(route_add_forwarder(b, &extra[ROUTE_MAX_FORWARDERS]), 0);
-    assert_ptr_equal(b->forwarders[ROUTE_MAX_FORWARDERS - 1], &extra[ROUTE_MAX_FORWARDERS]);
+    assert_ptr_equal(b->shared->forwarders[ROUTE_MAX_FORWARDERS - 1], &extra[ROUTE_MAX_FORWARDERS]);
 }
 
 static void test_stamp_then_store_then_forward(void **state)
@@ -229,7 +233,7 @@ static void test_stamp_then_store_then_forward(void **state)
         assert_true(fake->held_when_forwarded); /* ...forwarded after the store took it */
     }
     assert_int_equal(msg->origin.sequence, 2); /* both stamps on the same message */
-    assert_ptr_equal(retained_held(b->retained, "r/t"), msg);
+    assert_ptr_equal(retained_held(b->shared->retained, "r/t"), msg);
     assert_int_equal(msg->refcount, 2); /* the test's and the store's */
     assert_int_equal(f->retained_changed, 1);
     assert_ptr_equal(f->retained_changed_msg, msg);
@@ -247,7 +251,7 @@ static void test_plain_messages_leave_the_store_alone(void **state)
     assert_int_equal(route(b, "r/t", "live", false), 0);
     assert_int_equal(route(b, "r/t", NULL, false), 0);
     assert_string_equal(f->log.text, "A:stamp A:forward A:stamp A:forward");
-    const struct message *held = retained_held(b->retained, "r/t");
+    const struct message *held = retained_held(b->shared->retained, "r/t");
     assert_non_null(held);
     assert_memory_equal(held->payload, "kept", 4);
     assert_int_equal(f->retained_changed, 1);
@@ -267,16 +271,16 @@ static void test_a_forwarder_that_says_no_keeps_the_held_value(void **state)
     assert_string_equal(f->log.text,
                         "A:stamp B:stamp C:stamp A:wins B:loses A:forward B:forward C:forward");
     assert_int_equal(f->forwarders[2].asked, 1); /* only for the first message */
-    const struct message *held = retained_held(b->retained, "w/t");
+    const struct message *held = retained_held(b->shared->retained, "w/t");
     assert_non_null(held);
     assert_memory_equal(held->payload, "first", 5);
     assert_int_equal(f->retained_changed, 1); /* nothing changed: persistence is not told */
     /* Nor may a refused clear empty the topic. */
     assert_int_equal(route(b, "w/t", NULL, true), 0);
-    assert_non_null(retained_held(b->retained, "w/t"));
+    assert_non_null(retained_held(b->shared->retained, "w/t"));
     f->forwarders[1].wins = true;
     assert_int_equal(route(b, "w/t", NULL, true), 0);
-    assert_null(retained_held(b->retained, "w/t"));
+    assert_null(retained_held(b->shared->retained, "w/t"));
     assert_int_equal(f->retained_changed, 2);
 }
 
@@ -285,10 +289,10 @@ static void test_a_retained_clear_is_stored_and_reported(void **state)
     struct fixture *f = *state;
     struct broker *b = &f->broker;
     assert_int_equal(route(b, "c/t", "v", true), 0);
-    assert_int_equal(retain_count(b->retained), 1);
+    assert_int_equal(retain_count(b->shared->retained), 1);
     struct message *clear = new_message(b, "c/t", NULL, true, 0);
     assert_int_equal(route_message(b, clear), 0);
-    assert_int_equal(retain_count(b->retained), 0);
+    assert_int_equal(retain_count(b->shared->retained), 0);
     assert_int_equal(f->retained_changed, 2); /* the clear is what persistence records */
     assert_ptr_equal(f->retained_changed_msg, clear);
     assert_int_equal(clear->refcount, 1); /* a clear is not kept */
@@ -302,7 +306,7 @@ static void test_retain_unavailable_stores_nothing(void **state)
     f->config.retain_available = false;
     add_all(f, 1);
     assert_int_equal(route(b, "u/t", "v", true), 0);
-    assert_int_equal(retain_count(b->retained), 0);
+    assert_int_equal(retain_count(b->shared->retained), 0);
     assert_int_equal(f->forwarders[0].asked, 0); /* nothing to decide */
     assert_int_equal(f->forwarders[0].forwarded, 1);
     assert_int_equal(f->retained_changed, 0);
@@ -312,11 +316,11 @@ static void test_without_persistence_or_forwarders(void **state)
 {
     struct fixture *f = *state;
     struct broker *b = &f->broker;
-    b->persist_hooks = NULL;
+    b->shared->persist_hooks = NULL;
     assert_int_equal(route(b, "n/t", "v", true), 0);
-    assert_non_null(retained_held(b->retained, "n/t"));
+    assert_non_null(retained_held(b->shared->retained, "n/t"));
     assert_int_equal(route(b, "$SYS/n", "v", false), 0);
-    assert_int_equal(retain_count(b->retained), 1);
+    assert_int_equal(retain_count(b->shared->retained), 1);
 }
 
 static void test_a_will_is_retimed_and_released(void **state)
@@ -333,12 +337,12 @@ static void test_a_will_is_retimed_and_released(void **state)
     assert_int_equal(will->expiry_at_ms, 65000 + 10000);
     assert_int_equal(f->forwarders[0].forwarded, 1);
     assert_ptr_equal(f->forwarders[0].last, will);
-    assert_ptr_equal(retained_held(b->retained, "will/t"), will);
+    assert_ptr_equal(retained_held(b->shared->retained, "will/t"), will);
     message_unref(will);
     /* A will without the retain flag: the caller's reference was the last. */
-    uint64_t before = b->messages.count;
+    uint64_t before = b->shared->messages.count;
     route_will(b, new_message(b, "will/u", "bye", false, 0));
-    assert_int_equal(b->messages.count, before);
+    assert_int_equal(b->shared->messages.count, before);
 }
 
 int main(void)
