@@ -57,7 +57,7 @@ struct outflow_pressure {
 
 /* Packet id -> in-flight delivery, for windows larger than a list walk suits. */
 struct outflow_index {
-    struct delivery **slots; /* open addressing, linear probing; NULL: not built */
+    struct delivery **slots; /* direct-mapped by packet id (outflow.c); NULL: not built */
     uint32_t mask;
     uint32_t count;
 };

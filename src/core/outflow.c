@@ -4,7 +4,8 @@
  * it, else queued within the destination's limits; acknowledgements free window slots, and
  * the owner pumps the queue into them. Packet ids go up by one, skipping ids still in flight.
  * Flows with a large window (peer links: a thousand) find in-flight messages by packet id in
- * an index built once more than INDEX_FROM are in flight; smaller ones walk the list.
+ * a direct-mapped index built once more than INDEX_FROM are in flight; smaller ones walk the
+ * list.
  */
 #include "outflow.h"
 
@@ -20,58 +21,37 @@
 
 /* ---- the packet id index ------------------------------------------------------------------ */
 
-static int index_resize(struct outflow_index *ix, uint32_t slots)
-{
-    struct delivery **fresh = calloc(slots, sizeof *fresh);
-    if (!fresh) return -1;
-    uint32_t mask = slots - 1;
-    for (uint32_t i = 0; ix->slots && i <= ix->mask; i++) {
-        struct delivery *d = ix->slots[i];
-        if (!d) continue;
-        uint32_t j = d->packet_id & mask;
-        while (fresh[j]) j = (j + 1) & mask;
-        fresh[j] = d;
-    }
-    free(ix->slots);
-    ix->slots = fresh;
-    ix->mask = mask;
-    return 0;
-}
+/* Direct-mapped: every message in flight sits in slot packet_id & mask. Ids are handed out
+ * one after the other, so the ids in flight span little more than the window and a table of
+ * at least four times as many slots as messages in flight holds them without collision;
+ * when one lingers so long that a new id lands on its slot, the table doubles (at 65,536
+ * slots no two ids can collide). Finding, adding and removing are one slot each; a list
+ * walk, or linear probing's deletion, would cost the whole window per acknowledgement. */
 
-/* Returns -1 when out of memory: the flow then walks its list (index dropped). */
-static int index_add(struct outflow_index *ix, struct delivery *d)
+/* Place every message in flight into a fresh table of at least `slots` slots. Returns -1
+ * when out of memory (the flow then walks its list). */
+static int index_rebuild(struct outflow *flow, uint32_t slots)
 {
-    if ((ix->count + 1) * 2 > ix->mask + 1 && index_resize(ix, (ix->mask + 1) * 2) != 0)
-        return -1;
-    uint32_t j = d->packet_id & ix->mask;
-    while (ix->slots[j]) j = (j + 1) & ix->mask;
-    ix->slots[j] = d;
-    ix->count++;
-    return 0;
-}
-
-static uint32_t index_slot_of(const struct outflow_index *ix, uint16_t packet_id)
-{
-    uint32_t j = packet_id & ix->mask;
-    while (ix->slots[j] && ix->slots[j]->packet_id != packet_id) j = (j + 1) & ix->mask;
-    return j;
-}
-
-/* Linear probing's deletion: later entries of the run move up into the hole when their home
- * slot does not lie (cyclically) between the hole and where they are. */
-static void index_remove(struct outflow_index *ix, uint16_t packet_id)
-{
-    uint32_t hole = index_slot_of(ix, packet_id);
-    if (!ix->slots[hole]) return;
-    ix->slots[hole] = NULL;
-    ix->count--;
-    for (uint32_t j = (hole + 1) & ix->mask; ix->slots[j]; j = (j + 1) & ix->mask) {
-        uint32_t home = ix->slots[j]->packet_id & ix->mask;
-        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (stays) continue;
-        ix->slots[hole] = ix->slots[j];
-        ix->slots[j] = NULL;
-        hole = j;
+    struct outflow_index *ix = &flow->index;
+    while (slots < 65536 && slots < flow->inflight.count * 4) slots *= 2;
+    for (;;) {
+        struct delivery **fresh = calloc(slots, sizeof *fresh);
+        if (!fresh) return -1;
+        uint32_t mask = slots - 1, count = 0;
+        bool collided = false;
+        for (struct delivery *d = flow->inflight.head; d && !collided; d = d->next) {
+            collided = fresh[d->packet_id & mask] != NULL;
+            fresh[d->packet_id & mask] = d;
+            count++;
+        }
+        if (collided && slots < 65536) {
+            free(fresh);
+            slots *= 2;
+            continue;
+        }
+        free(ix->slots);
+        *ix = (struct outflow_index){.slots = fresh, .mask = mask, .count = count};
+        return 0;
     }
 }
 
@@ -81,22 +61,33 @@ static void index_free(struct outflow_index *ix)
     *ix = (struct outflow_index){0};
 }
 
-/* Build the index once the window holds more than INDEX_FROM. */
-static void index_build(struct outflow *flow)
+/* d was just appended to the in-flight list. */
+static void index_add(struct outflow *flow, struct delivery *d)
 {
     struct outflow_index *ix = &flow->index;
-    if (index_resize(ix, INDEX_FROM * 4) != 0) return;
-    for (struct delivery *d = flow->inflight.head; d; d = d->next) {
-        if (index_add(ix, d) != 0) {
-            index_free(ix);
-            return;
-        }
+    struct delivery **slot = &ix->slots[d->packet_id & ix->mask];
+    if (*slot || (ix->count + 1) * 4 > ix->mask + 1) {
+        if (index_rebuild(flow, (ix->mask + 1) * 2) != 0) index_free(ix);
+        return;
     }
+    *slot = d;
+    ix->count++;
+}
+
+static void index_remove(struct outflow_index *ix, const struct delivery *d)
+{
+    struct delivery **slot = &ix->slots[d->packet_id & ix->mask];
+    if (*slot != d) return;
+    *slot = NULL;
+    ix->count--;
 }
 
 struct delivery *outflow_find(struct outflow *flow, uint16_t packet_id)
 {
-    if (flow->index.slots) return flow->index.slots[index_slot_of(&flow->index, packet_id)];
+    if (flow->index.slots) {
+        struct delivery *d = flow->index.slots[packet_id & flow->index.mask];
+        return d && d->packet_id == packet_id ? d : NULL;
+    }
     return delivery_list_find(&flow->inflight, packet_id);
 }
 
@@ -105,17 +96,16 @@ struct delivery *outflow_find(struct outflow *flow, uint16_t packet_id)
 static void inflight_add(struct outflow *flow, struct delivery *d)
 {
     delivery_list_append(&flow->inflight, d);
-    if (flow->index.slots) {
-        if (index_add(&flow->index, d) != 0) index_free(&flow->index);
-    } else if (flow->inflight.count > INDEX_FROM) {
-        index_build(flow);
-    }
+    if (flow->index.slots)
+        index_add(flow, d);
+    else if (flow->inflight.count > INDEX_FROM && index_rebuild(flow, INDEX_FROM * 4) != 0)
+        index_free(&flow->index);
 }
 
 static void inflight_remove(struct outflow *flow, struct delivery *d)
 {
     delivery_list_remove(&flow->inflight, d);
-    if (flow->index.slots) index_remove(&flow->index, d->packet_id);
+    if (flow->index.slots) index_remove(&flow->index, d);
 }
 
 static void pressure_more(struct outflow *flow)

@@ -4,7 +4,8 @@
  * send: the window and the queue behind it, packet ids (skipping ids in flight), the QoS 1 and
  * QoS 2 acknowledgements, resending on reconnect with a smaller window, the queue limits,
  * output back-pressure, expiry, the shared back-pressure accounting, and the packet id index
- * of large windows (acknowledged in random order).
+ * of large windows (acknowledged in random order, and with one message lingering while the
+ * ids wrap around).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -393,6 +394,32 @@ static void large_window_index_in_random_order(void **state)
     assert_non_null(f->flow.index.slots); /* it was built */
 }
 
+/* One message is never acknowledged while 70,000 others go through a window of 100: the ids
+ * wrap around 65,535 and skip the one still in flight, and the index keeps finding it (its
+ * table grows until the lingering id and the new ones no longer share a slot). */
+static void lingering_message_across_id_wrap(void **state)
+{
+    struct fixture *f = *state;
+    f->dest.limits.window = 100;
+    assert_int_equal(offer(f, 1, 1), OUTFLOW_IN_FLIGHT); /* id 1, never acknowledged */
+    struct delivery *lingering = f->flow.inflight.head;
+    for (int i = 0; i < 60; i++) assert_int_equal(offer(f, 1, 1), OUTFLOW_IN_FLIGHT);
+    for (uint32_t n = 0; n < 70000; n++) {
+        struct delivery *oldest = lingering->next;
+        uint16_t id = oldest->packet_id;
+        assert_int_not_equal(id, 1);
+        assert_ptr_equal(outflow_find(&f->flow, id), oldest);
+        assert_int_equal(ack(f, MQTT_PUBACK, id, 0), OUTFLOW_ACK_FREED);
+        f->dest.sent_count = 0;
+        assert_int_equal(offer(f, 1, 1), OUTFLOW_IN_FLIGHT);
+        assert_int_not_equal(f->flow.inflight.tail->packet_id, 1);
+        assert_ptr_equal(outflow_find(&f->flow, 1), lingering);
+    }
+    assert_int_equal(f->flow.index.count, f->flow.inflight.count);
+    assert_int_equal(ack(f, MQTT_PUBACK, 1, 0), OUTFLOW_ACK_FREED);
+    assert_null(outflow_find(&f->flow, 1));
+}
+
 /* ---- shared back-pressure ------------------------------------------------------------------ */
 
 static void pressure_engages_and_releases(void **state)
@@ -434,6 +461,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(resume_with_a_smaller_window, setup, teardown),
         cmocka_unit_test_setup_teardown(packet_ids_wrap_and_skip_ids_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(large_window_index_in_random_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(lingering_message_across_id_wrap, setup, teardown),
         cmocka_unit_test_setup_teardown(pressure_engages_and_releases, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
