@@ -16,7 +16,7 @@ struct message *message_create(struct message_counters *counters, const char *to
     struct message *msg = malloc(sizeof *msg + topic_len + 1 + payload_len + props_len);
     if (!msg) return NULL;
     msg->counters = counters;
-    atomic_init(&msg->refcount, 1);
+    msg->refcount = 1;
     msg->qos = qos;
     msg->retain = retain;
     msg->topic_len = (uint16_t)topic_len;
@@ -46,8 +46,7 @@ struct message *message_create(struct message_counters *counters, const char *to
 
 void message_unref(struct message *msg)
 {
-    if (!msg || atomic_fetch_sub_explicit(&msg->refcount, 1, memory_order_release) > 1) return;
-    atomic_thread_fence(memory_order_acquire); /* every other holder's last use came before */
+    if (!msg || --msg->refcount > 0) return;
     if (msg->counters) {
         msg->counters->count--;
         msg->counters->bytes -= msg->payload_len;

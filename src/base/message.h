@@ -12,7 +12,6 @@
 #ifndef ARBOR_MESSAGE_H
 #define ARBOR_MESSAGE_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,10 +47,7 @@ struct message_origin {
 
 struct message {
     struct message_counters *counters; /* NULL: not counted */
-    /* Atomic, so that a message may be handed to another event loop: taking a reference is
-     * relaxed (the taker already holds one, or was handed one), dropping the last one
-     * synchronises with every earlier drop before the message is freed. */
-    atomic_uint_least32_t refcount;
+    uint32_t refcount;
     uint8_t qos; /* QoS it was published with */
     bool retain; /* published with the retain flag */
     uint16_t topic_len;
@@ -77,7 +73,7 @@ struct message *message_create(struct message_counters *counters, const char *to
                                uint64_t origin_session, uint32_t expiry_interval_s, int64_t now_ms);
 static inline struct message *message_ref(struct message *msg)
 {
-    atomic_fetch_add_explicit(&msg->refcount, 1, memory_order_relaxed);
+    msg->refcount++;
     return msg;
 }
 void message_unref(struct message *msg);
