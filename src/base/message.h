@@ -1,13 +1,7 @@
 /*
  * message.h: a stored application message, kept once and shared by reference among every
  * recipient, the retained store and session queues. Topic, payload and forwardable MQTT 5
- * properties live in the same allocation as the header.
- *
- * Immutable once routed: its creator sets everything before it calls route_message (the
- * publisher's `source`, a will's expiry restarted at publication), and the routing point's
- * forwarders stamp `origin` first thing, before any recipient, the retained store or another
- * loop holds it. After that only the reference count changes; what other subsystems record
- * about a message (persistence's row ids) lives beside it, in their own tables.
+ * properties live in the same allocation as the header. Immutable after creation.
  */
 #ifndef ARBOR_MESSAGE_H
 #define ARBOR_MESSAGE_H
@@ -59,6 +53,8 @@ struct message {
     struct message_origin origin;
     struct message_source *source; /* retained or will, under an acl_file: its publisher
                                       (retain_source.h), freed with the message; else NULL */
+    uint64_t persist_id;   /* persistence: its row as a queued message, 0: none (persist.c) */
+    uint32_t persist_refs; /* stored deliveries that use that row */
     const char *topic;          /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;

@@ -41,21 +41,8 @@
 #define DEFAULT_FILE "arbor.db"
 #define RETRY_MS 1000
 
-/* A message with a row of its own (PERSIST_MESSAGE) that stored deliveries point at. The
- * bookkeeping lives here, beside the message, not in it (messages are immutable once routed,
- * docs/architecture.md "Ownership rules"); each entry holds a reference to its message, so
- * its key (the message's address) stays unique while the entry exists. Durable mode keeps
- * entries while deliveries use the row; snapshot mode only during a save or a restore. */
-struct stored_message {
-    UT_hash_handle hh; /* persist.stored, by message address */
-    struct message *msg;
-    uint64_t id;   /* the row's key */
-    uint32_t refs; /* stored deliveries that use the row */
-};
-
 struct persist {
     struct persist_store *store;
-    struct stored_message *stored;
     char *path;
     bool durable;
     bool pending;        /* durable: rows written in the open transaction */
@@ -83,36 +70,6 @@ static int64_t to_wall(const struct broker *broker, int64_t wall_now, int64_t mo
 static int64_t to_mono(const struct broker *broker, int64_t wall_now, int64_t wall_ms)
 {
     return broker->now_ms + (wall_ms - wall_now);
-}
-
-static struct stored_message *stored_find(const struct persist *p, const struct message *msg)
-{
-    struct stored_message *s = NULL;
-    HASH_FIND_PTR(p->stored, &msg, s);
-    return s;
-}
-
-static struct stored_message *stored_add(struct persist *p, struct message *msg, uint64_t id)
-{
-    struct stored_message *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->msg = message_ref(msg);
-    s->id = id;
-    HASH_ADD_PTR(p->stored, msg, s);
-    return s;
-}
-
-static void stored_drop(struct persist *p, struct stored_message *s)
-{
-    HASH_DEL(p->stored, s);
-    message_unref(s->msg);
-    free(s);
-}
-
-static void stored_forget_all(struct persist *p)
-{
-    struct stored_message *s, *tmp;
-    HASH_ITER(hh, p->stored, s, tmp) stored_drop(p, s);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -219,32 +176,17 @@ static int put_qos2(struct persist *p, const struct session *session, uint16_t p
 }
 
 static int put_message(struct persist *p, struct broker *broker, int64_t wall_now,
-                       const struct stored_message *s)
+                       struct message *msg)
 {
+    if (!msg->persist_id) msg->persist_id = p->next_id++;
     uint8_t key[8];
-    persist_key_id(key, s->id);
+    persist_key_id(key, msg->persist_id);
     struct persist_message m;
-    describe_message(broker, wall_now, s->msg, false, &m);
+    describe_message(broker, wall_now, msg, false, &m);
     abuf_reset(&p->value);
     if (persist_encode_message(&p->value, PERSIST_MESSAGE, key, sizeof key, &m)) return -1;
     return persist_store_put(p->store, PERSIST_MESSAGE, key, sizeof key, p->value.data,
                              p->value.len);
-}
-
-/* One more stored delivery uses msg's row: written first when msg has none yet. Returns 0, or
- * -1 when the row could not be written (the caller's save fails or is done again). */
-static int take_message_row(struct persist *p, struct broker *broker, int64_t wall_now,
-                            struct message *msg)
-{
-    struct stored_message *s = stored_find(p, msg);
-    int rc = 0;
-    if (!s) {
-        s = stored_add(p, msg, p->next_id++);
-        if (!s) return -1;
-        rc = put_message(p, broker, wall_now, s);
-    }
-    s->refs++;
-    return rc;
 }
 
 static int put_delivery(struct persist *p, const struct session *session, struct delivery *d)
@@ -252,11 +194,10 @@ static int put_delivery(struct persist *p, const struct session *session, struct
     if (!d->persist_id) d->persist_id = p->next_id++;
     uint8_t key[8];
     persist_key_id(key, d->persist_id);
-    const struct stored_message *s = d->msg ? stored_find(p, d->msg) : NULL;
     struct persist_delivery r = {
         .client_id = session->client_id,
         .client_id_len = strlen(session->client_id),
-        .message_id = s ? s->id : 0,
+        .message_id = d->msg ? d->msg->persist_id : 0,
         .state = (uint8_t)d->state,
         .packet_id = d->packet_id,
         .qos = d->qos,
@@ -312,8 +253,19 @@ static int save_delivery(struct save_context *save, struct session *session, str
 {
     struct persist *p = save->p;
     d->persist_id = 0;
-    if (d->msg && take_message_row(p, save->broker, save->wall_now, d->msg)) return -1;
+    if (d->msg && !d->msg->persist_id && put_message(p, save->broker, save->wall_now, d->msg))
+        return -1;
+    if (d->msg) d->msg->persist_refs++;
     return put_delivery(p, session, d);
+}
+
+static void forget_message_ids(struct delivery_list *list)
+{
+    for (struct delivery *d = list->head; d; d = d->next)
+        if (d->msg) {
+            d->msg->persist_id = 0;
+            d->msg->persist_refs = 0;
+        }
 }
 
 static int save_session(struct save_context *save, struct session *session)
@@ -347,8 +299,12 @@ static int save_all(struct persist *p, struct broker *broker)
         goto failed;
     retain_for_each(broker->shared->retained, save_retained, &save);
     if (save.rc) goto failed;
-    stored_forget_all(p); /* every row is written again, with new ids */
     struct session *session, *tmp;
+    HASH_ITER(hh, broker->shared->sessions, session, tmp)
+    {
+        forget_message_ids(&session->flow.inflight);
+        forget_message_ids(&session->flow.queued);
+    }
     size_t sessions = 0;
     HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
@@ -356,7 +312,6 @@ static int save_all(struct persist *p, struct broker *broker)
         sessions += session->persisted;
     }
     if (persist_store_commit(p->store)) goto failed;
-    if (!p->durable) stored_forget_all(p); /* the ids only link this save's rows */
     p->pending = p->failed = false;
     p->changes = 0;
     log_debug("Saved %zu retained messages and %zu sessions to %s.", save.retained, sessions,
@@ -365,7 +320,6 @@ static int save_all(struct persist *p, struct broker *broker)
 failed:
     log_error("Error saving persistence file %s: %s.", p->path, persist_store_error(p->store));
     persist_store_rollback(p->store);
-    if (!p->durable) stored_forget_all(p);
     return -1;
 }
 
@@ -582,11 +536,7 @@ static void restore_message(struct restore *r, const void *key, size_t key_len, 
         free(loaded);
         return drop(r, PERSIST_MESSAGE, "out of memory");
     }
-    if (!stored_add(r->p, msg, id)) {
-        message_unref(msg);
-        free(loaded);
-        return drop(r, PERSIST_MESSAGE, "out of memory");
-    }
+    msg->persist_id = id;
     loaded->id = id;
     loaded->msg = msg;
     HASH_ADD(hh, r->messages, id, sizeof loaded->id, loaded);
@@ -611,7 +561,7 @@ static void restore_delivery(struct restore *r, const void *key, size_t key_len,
     struct delivery *d = delivery_alloc(broker);
     if (!d) return drop(r, PERSIST_DELIVERY, "out of memory");
     d->msg = needs_message ? message_ref(loaded->msg) : NULL;
-    if (d->msg) stored_find(r->p, d->msg)->refs++; /* loaded with its row, above */
+    if (d->msg) d->msg->persist_refs++;
     d->state = (enum delivery_state)pd.state;
     d->packet_id = d->state == DELIVERY_QUEUED ? 0 : pd.packet_id;
     d->qos = pd.qos;
@@ -665,13 +615,8 @@ static size_t release_loaded_messages(struct restore *r)
     struct loaded_message *loaded, *tmp;
     HASH_ITER(hh, r->messages, loaded, tmp)
     {
-        struct stored_message *s = stored_find(r->p, loaded->msg);
-        if (s->refs == 0) {
-            r->rewrite = true;
-            stored_drop(r->p, s);
-        } else {
-            queued++;
-        }
+        if (loaded->msg->persist_refs == 0) r->rewrite = true;
+        queued += loaded->msg->persist_refs > 0;
         HASH_DEL(r->messages, loaded);
         message_unref(loaded->msg);
         free(loaded);
@@ -694,7 +639,6 @@ static int restore_all(struct persist *p, struct broker *broker)
     int64_t saved_at = persist_store_saved_at(p->store);
     int scanned = persist_store_scan(p->store, restore_row, &r, err, sizeof err);
     size_t messages = release_loaded_messages(&r);
-    if (!p->durable) stored_forget_all(p); /* the ids only linked the file's rows */
     log_dropped(&r);
     struct session *session, *tmp;
     HASH_ITER(hh, broker->shared->sessions, session, tmp) session_update_timer(broker, session);
@@ -804,7 +748,6 @@ void persist_stop(struct broker *broker)
     if (!p) return;
     broker->shared->persist_hooks = NULL;
     save_all(p, broker);
-    stored_forget_all(p);
     persist_store_close(p->store);
     abuf_free(&p->key);
     abuf_free(&p->value);
@@ -987,18 +930,18 @@ void persist_delivery_changed(struct broker *broker, struct session *session,
     if (!p) return;
     struct message *msg = delivery->msg;
     if (!delivery->persist_id && msg) {
-        wrote(p, take_message_row(p, broker, wall_now_ms(), msg));
+        if (!msg->persist_refs) wrote(p, put_message(p, broker, wall_now_ms(), msg));
+        msg->persist_refs++;
     }
     wrote(p, put_delivery(p, session, delivery));
 }
 
 static void release_message(struct persist *p, struct message *msg)
 {
-    struct stored_message *s = msg ? stored_find(p, msg) : NULL;
-    if (!s || !s->refs || --s->refs) return;
+    if (!msg || !msg->persist_refs || --msg->persist_refs) return;
     uint8_t key[8];
-    persist_key_id(key, s->id);
-    stored_drop(p, s);
+    persist_key_id(key, msg->persist_id);
+    msg->persist_id = 0;
     wrote(p, persist_store_delete(p->store, PERSIST_MESSAGE, key, sizeof key));
 }
 
