@@ -26,8 +26,6 @@ struct message *message_create(struct message_counters *counters, const char *to
     msg->expiry_interval_s = expiry_interval_s;
     memset(&msg->origin, 0, sizeof msg->origin);
     msg->source = NULL;
-    msg->persist_id = 0;
-    msg->persist_refs = 0;
     message_restart_expiry(msg, now_ms);
     uint8_t *p = msg->data;
     memcpy(p, topic, topic_len);

@@ -53,8 +53,6 @@ struct message {
     struct message_origin origin;
     struct message_source *source; /* retained or will, under an acl_file: its publisher
                                       (retain_source.h), freed with the message; else NULL */
-    uint64_t persist_id;   /* persistence: its row as a queued message, 0: none (persist.c) */
-    uint32_t persist_refs; /* stored deliveries that use that row */
     const char *topic;          /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;
