@@ -1,12 +1,12 @@
 /*
- * message.c: creation and reference counting of stored messages, and the record of who
- * published one (message_source).
+ * message.c: creation and freeing of stored messages (the reference count itself is inline in
+ * message.h), their expiry arithmetic, and the record of who published one (message_source).
+ * Must not: write to a message after its creator has let it go (message.h).
  */
 #include "message.h"
 
 #include <stdlib.h>
 #include <string.h>
-
 
 struct message *message_create(struct message_counters *counters, const char *topic,
                                size_t topic_len, const void *payload, size_t payload_len,
@@ -16,7 +16,7 @@ struct message *message_create(struct message_counters *counters, const char *to
     struct message *msg = malloc(sizeof *msg + topic_len + 1 + payload_len + props_len);
     if (!msg) return NULL;
     msg->counters = counters;
-    msg->refcount = 1;
+    atomic_init(&msg->refcount, 1);
     msg->qos = qos;
     msg->retain = retain;
     msg->topic_len = (uint16_t)topic_len;
@@ -26,8 +26,6 @@ struct message *message_create(struct message_counters *counters, const char *to
     msg->expiry_interval_s = expiry_interval_s;
     memset(&msg->origin, 0, sizeof msg->origin);
     msg->source = NULL;
-    msg->persist_id = 0;
-    msg->persist_refs = 0;
     message_restart_expiry(msg, now_ms);
     uint8_t *p = msg->data;
     memcpy(p, topic, topic_len);
@@ -40,18 +38,19 @@ struct message *message_create(struct message_counters *counters, const char *to
     if (props_len) memcpy(p, props, props_len);
     msg->props = p;
     if (counters) {
-        counters->count++;
-        counters->bytes += payload_len;
+        atomic_fetch_add_explicit(&counters->count, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&counters->bytes, payload_len, memory_order_relaxed);
     }
     return msg;
 }
 
-void message_unref(struct message *msg)
+void message_free_last(struct message *msg)
 {
-    if (!msg || --msg->refcount > 0) return;
+    /* Pairs with the release of every other holder's message_unref. */
+    atomic_thread_fence(memory_order_acquire);
     if (msg->counters) {
-        msg->counters->count--;
-        msg->counters->bytes -= msg->payload_len;
+        atomic_fetch_sub_explicit(&msg->counters->count, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&msg->counters->bytes, msg->payload_len, memory_order_relaxed);
     }
     message_source_free(msg->source);
     free(msg);

@@ -1,11 +1,20 @@
 /*
  * message.h: a stored application message, kept once and shared by reference among every
  * recipient, the retained store and session queues. Topic, payload and forwardable MQTT 5
- * properties live in the same allocation as the header. Immutable after creation.
+ * properties live in the same allocation as the header.
+ *
+ * Immutable once published: whoever creates a message may set the fields marked "set before
+ * publication" while it holds the only reference, that is until it hands the message to
+ * route_message (or to anyone else who takes a reference). After that nobody writes to it;
+ * what others need to remember about a message (persistence's row, MQTT-ST's duplicate
+ * window) lives beside it, in their own tables. The reference count is atomic, so that a
+ * reference may be taken or dropped on any event loop (docs/architecture.md, "Ownership
+ * rules").
  */
 #ifndef ARBOR_MESSAGE_H
 #define ARBOR_MESSAGE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,19 +28,23 @@ struct message_source {
 };
 
 /* Live count and total payload bytes of the messages created against these counters, for
- * $SYS; owned by the broker (one per event loop), not global. */
+ * $SYS; shared state of the broker, not global. Atomic (relaxed): the last reference to a
+ * message may be dropped on another event loop than the one that created it. */
 struct message_counters {
-    uint64_t count;
-    uint64_t bytes;
+    _Atomic uint64_t count;
+    _Atomic uint64_t bytes;
 };
 
-/* MQTT-ST: where a message entered this broker and where it was first published. Set by the
- * peer glue (src/peer/peer_flood.c); a broker without peers leaves it zeroed. */
+/* MQTT-ST: where a message entered this broker and where it was first published; a broker
+ * without peers leaves it zeroed except local_only. Set before publication only: by whoever
+ * creates the message (a peer link's PUBLISH, peer_flood.c; $SYS, sys_tree.c; a restore,
+ * persist.c) and by the forwarders' stamp, the first step of route_message (peer_flood.c). */
 struct message_origin {
     uint64_t link;  /* stp link it arrived on; 0 (STP_LINK_LOCAL): published on this broker */
     bool local_only; /* never leaves this broker ($SYS) */
     bool stamped;   /* the fields below are set */
-    bool retained_sync; /* carried to reconcile retained state, not as a new publication */
+    bool retained_sync; /* as parsed from a peer (peer_origin.c): carried to reconcile
+                           retained state; always false in a stored message */
     struct stp_broker_id broker; /* the broker a client first published it to */
     uint64_t incarnation;        /* that broker's run (random at start-up) */
     uint64_t sequence;           /* per origin broker and incarnation, from 1 */
@@ -41,21 +54,23 @@ struct message_origin {
 
 struct message {
     struct message_counters *counters; /* NULL: not counted */
-    uint32_t refcount;
-    uint8_t qos; /* QoS it was published with */
-    bool retain; /* published with the retain flag */
+    _Atomic uint32_t refcount;         /* message_ref / message_unref only */
+    uint8_t qos;                       /* QoS it was published with */
+    bool retain;                       /* published with the retain flag */
     uint16_t topic_len;
     uint32_t payload_len;
-    uint32_t props_len;         /* forwardable properties, encoded, no length prefix */
-    uint64_t origin_session;    /* serial of the publishing session (no local), 0 for broker */
-    int64_t expiry_at_ms;       /* monotonic ms when it expires, 0 for never */
+    uint32_t props_len;      /* forwardable properties, encoded, no length prefix */
+    uint64_t origin_session; /* serial of the publishing session (no local), 0 for broker */
+    /* Monotonic ms when it expires, 0 for never. Set before publication: message_create, a
+     * will re-timed when it is published (route_will), a restore (persist.c). */
+    int64_t expiry_at_ms;
     uint32_t expiry_interval_s; /* as published, 0 for none */
     struct message_origin origin;
-    struct message_source *source; /* retained or will, under an acl_file: its publisher
-                                      (retain_source.h), freed with the message; else NULL */
-    uint64_t persist_id;   /* persistence: its row as a queued message, 0: none (persist.c) */
-    uint32_t persist_refs; /* stored deliveries that use that row */
-    const char *topic;          /* points into data[] */
+    /* Retained message or will under an acl_file: its publisher (retain_source.h), freed with
+     * the message; else NULL. Set before publication: handle_publish.c, handle_connect.c (a
+     * will), persist.c (a restore). */
+    struct message_source *source;
+    const char *topic; /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;
     uint8_t data[];
@@ -67,16 +82,34 @@ struct message *message_create(struct message_counters *counters, const char *to
                                size_t topic_len, const void *payload, size_t payload_len,
                                const void *props, size_t props_len, uint8_t qos, bool retain,
                                uint64_t origin_session, uint32_t expiry_interval_s, int64_t now_ms);
+
+/* Taking a reference needs no ordering: the caller already holds one. Dropping one is a
+ * release, and the last holder acquires before freeing, so every write made before any
+ * holder let go happens before the free (message_free_last). */
 static inline struct message *message_ref(struct message *msg)
 {
-    msg->refcount++;
+    atomic_fetch_add_explicit(&msg->refcount, 1, memory_order_relaxed);
     return msg;
 }
-void message_unref(struct message *msg);
+
+/* Frees a message whose last reference was just dropped; message_unref's slow path. */
+void message_free_last(struct message *msg);
+
+static inline void message_unref(struct message *msg)
+{
+    if (msg && atomic_fetch_sub_explicit(&msg->refcount, 1, memory_order_release) == 1)
+        message_free_last(msg);
+}
+
+/* The number of references now; only meaningful while no other loop holds one (tests). */
+static inline uint32_t message_refcount(const struct message *msg)
+{
+    return atomic_load_explicit(&msg->refcount, memory_order_relaxed);
+}
 
 bool message_expired(const struct message *msg, int64_t now_ms);
-/* Start the expiry interval again from now_ms. For a message nobody else holds yet: a will
- * is created at CONNECT but its lifetime counts from its publication. */
+/* Start the expiry interval again from now_ms. Before publication only (a will is created at
+ * CONNECT but its lifetime counts from its publication). */
 void message_restart_expiry(struct message *msg, int64_t now_ms);
 
 /* Seconds left before expiry, rounded up (at least 1), for the outgoing expiry property. */

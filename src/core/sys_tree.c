@@ -141,6 +141,9 @@ void sys_tree_publish(struct broker *broker)
     uint64_t disconnected = count_sessions(broker, false);
     uint64_t heap = heap_current();
     if (heap > broker->shared->sys.heap_maximum) broker->shared->sys.heap_maximum = heap;
+    const struct message_counters *stored = &broker->shared->messages;
+    uint64_t stored_count = atomic_load_explicit(&stored->count, memory_order_relaxed);
+    uint64_t stored_bytes = atomic_load_explicit(&stored->bytes, memory_order_relaxed);
     const struct {
         const char *topic;
         uint64_t value;
@@ -154,9 +157,9 @@ void sys_tree_publish(struct broker *broker)
         {"clients/expired", s->clients_expired},
         {"messages/received", s->messages_received},
         {"messages/sent", s->messages_sent},
-        {"messages/stored", broker->shared->messages.count},
-        {"store/messages/count", broker->shared->messages.count},
-        {"store/messages/bytes", broker->shared->messages.bytes},
+        {"messages/stored", stored_count},
+        {"store/messages/count", stored_count},
+        {"store/messages/bytes", stored_bytes},
         {"heap/current", heap},
         {"heap/maximum", broker->shared->sys.heap_maximum},
         {"publish/messages/received", s->publish_received},

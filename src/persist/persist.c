@@ -5,9 +5,11 @@
  * What is kept: retained messages (not $SYS), and sessions that outlive their connection
  * (expiry > 0) with subscriptions, incoming QoS 2 packet ids awaiting PUBREL, queued and
  * in-flight deliveries (packet id and state) and the will. Messages queued for sessions are
- * stored once however many deliveries share them (a message id and a count of the stored
- * deliveries that use it, kept on the message). Retained messages still to be handed to a new
- * subscription (a session's retained snapshot) are not kept.
+ * stored once however many deliveries share them: the row's id and the count of stored
+ * deliveries that use it are kept here, in a table beside the messages (struct
+ * stored_message), never in the messages, which are immutable once published. Retained
+ * messages still to be handed to a new subscription (a session's retained snapshot) are not
+ * kept.
  *
  * MQTT-ST: a retained message keeps its origin stamp, so that after a restart the spanning
  * tree still tells which of two retained values is newer; the link it arrived on is not kept
@@ -41,8 +43,21 @@
 #define DEFAULT_FILE "arbor.db"
 #define RETRY_MS 1000
 
+/* A message with a row of its own (PERSIST_MESSAGE) that stored deliveries point at. The
+ * entry holds a reference to its message, so the key (the message's address) cannot be
+ * reused while it exists. Durable mode keeps an entry while stored deliveries use the row:
+ * refs counts the deliveries with a persist_id whose msg is this one. Snapshot mode has
+ * entries only during a save or a restore. */
+struct stored_message {
+    UT_hash_handle hh; /* persist.stored, by message address */
+    struct message *msg;
+    uint64_t id;   /* the row's key */
+    uint32_t refs; /* stored deliveries that use the row */
+};
+
 struct persist {
     struct persist_store *store;
+    struct stored_message *stored; /* by message address */
     char *path;
     bool durable;
     bool pending;        /* durable: rows written in the open transaction */
@@ -70,6 +85,41 @@ static int64_t to_wall(const struct broker *broker, int64_t wall_now, int64_t mo
 static int64_t to_mono(const struct broker *broker, int64_t wall_now, int64_t wall_ms)
 {
     return broker->now_ms + (wall_ms - wall_now);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Stored messages: which message has which row
+ */
+
+static struct stored_message *stored_find(const struct persist *p, const struct message *msg)
+{
+    struct stored_message *s = NULL;
+    HASH_FIND_PTR(p->stored, &msg, s);
+    return s;
+}
+
+/* A new entry for msg (which has none) with the row id given, no delivery yet; NULL on OOM. */
+static struct stored_message *stored_add(struct persist *p, struct message *msg, uint64_t id)
+{
+    struct stored_message *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->msg = message_ref(msg);
+    s->id = id;
+    HASH_ADD_PTR(p->stored, msg, s);
+    return s;
+}
+
+static void stored_remove(struct persist *p, struct stored_message *s)
+{
+    HASH_DEL(p->stored, s);
+    message_unref(s->msg);
+    free(s);
+}
+
+static void stored_clear(struct persist *p)
+{
+    struct stored_message *s, *tmp;
+    HASH_ITER(hh, p->stored, s, tmp) stored_remove(p, s);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -176,11 +226,11 @@ static int put_qos2(struct persist *p, const struct session *session, uint16_t p
 }
 
 static int put_message(struct persist *p, struct broker *broker, int64_t wall_now,
-                       struct message *msg)
+                       const struct stored_message *stored)
 {
-    if (!msg->persist_id) msg->persist_id = p->next_id++;
+    const struct message *msg = stored->msg;
     uint8_t key[8];
-    persist_key_id(key, msg->persist_id);
+    persist_key_id(key, stored->id);
     struct persist_message m;
     describe_message(broker, wall_now, msg, false, &m);
     abuf_reset(&p->value);
@@ -189,7 +239,9 @@ static int put_message(struct persist *p, struct broker *broker, int64_t wall_no
                              p->value.len);
 }
 
-static int put_delivery(struct persist *p, const struct session *session, struct delivery *d)
+/* The delivery's row; stored: its message's entry (NULL once the message is released). */
+static int put_delivery(struct persist *p, const struct session *session, struct delivery *d,
+                        const struct stored_message *stored)
 {
     if (!d->persist_id) d->persist_id = p->next_id++;
     uint8_t key[8];
@@ -197,7 +249,7 @@ static int put_delivery(struct persist *p, const struct session *session, struct
     struct persist_delivery r = {
         .client_id = session->client_id,
         .client_id_len = strlen(session->client_id),
-        .message_id = d->msg ? d->msg->persist_id : 0,
+        .message_id = stored ? stored->id : 0,
         .state = (uint8_t)d->state,
         .packet_id = d->packet_id,
         .qos = d->qos,
@@ -237,6 +289,7 @@ struct save_context {
     struct broker *broker;
     int64_t wall_now;
     int rc;
+    bool out_of_memory;
     size_t retained;
 };
 
@@ -249,23 +302,32 @@ static void save_retained(struct message *msg, void *ctx)
     save->retained++;
 }
 
+/* The delivery's row, after its message's row if this is the first delivery to use it. */
 static int save_delivery(struct save_context *save, struct session *session, struct delivery *d)
 {
     struct persist *p = save->p;
-    d->persist_id = 0;
-    if (d->msg && !d->msg->persist_id && put_message(p, save->broker, save->wall_now, d->msg))
-        return -1;
-    if (d->msg) d->msg->persist_refs++;
-    return put_delivery(p, session, d);
+    struct stored_message *stored = d->msg ? stored_find(p, d->msg) : NULL;
+    if (d->msg && !stored) {
+        if (!(stored = stored_add(p, d->msg, p->next_id++))) {
+            save->out_of_memory = true;
+            return -1;
+        }
+        if (put_message(p, save->broker, save->wall_now, stored)) return -1;
+    }
+    if (stored) stored->refs++;
+    return put_delivery(p, session, d, stored);
 }
 
-static void forget_message_ids(struct delivery_list *list)
+/* Before a full save: no message has a row any more, and no delivery (kept or not). */
+static void forget_stored(struct persist *p, struct broker *broker)
 {
-    for (struct delivery *d = list->head; d; d = d->next)
-        if (d->msg) {
-            d->msg->persist_id = 0;
-            d->msg->persist_refs = 0;
-        }
+    stored_clear(p);
+    struct session *session, *tmp;
+    HASH_ITER(hh, broker->shared->sessions, session, tmp)
+    {
+        for (struct delivery *d = session->flow.inflight.head; d; d = d->next) d->persist_id = 0;
+        for (struct delivery *d = session->flow.queued.head; d; d = d->next) d->persist_id = 0;
+    }
 }
 
 static int save_session(struct save_context *save, struct session *session)
@@ -292,34 +354,33 @@ static int save_session(struct save_context *save, struct session *session)
 /* Write the whole state as one transaction, replacing what the file held. */
 static int save_all(struct persist *p, struct broker *broker)
 {
-    struct save_context save = {p, broker, wall_now_ms(), 0, 0};
+    struct save_context save = {.p = p, .broker = broker, .wall_now = wall_now_ms()};
     persist_store_rollback(p->store); /* a failed turn's rows, if any */
     if (persist_store_begin(p->store) || persist_store_clear(p->store) ||
         persist_store_set_saved_at(p->store, save.wall_now))
         goto failed;
     retain_for_each(broker->shared->retained, save_retained, &save);
     if (save.rc) goto failed;
-    struct session *session, *tmp;
-    HASH_ITER(hh, broker->shared->sessions, session, tmp)
-    {
-        forget_message_ids(&session->flow.inflight);
-        forget_message_ids(&session->flow.queued);
-    }
+    forget_stored(p, broker);
     size_t sessions = 0;
+    struct session *session, *tmp;
     HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
         if (save_session(&save, session)) goto failed;
         sessions += session->persisted;
     }
     if (persist_store_commit(p->store)) goto failed;
+    if (!p->durable) stored_clear(p); /* only durable mode follows the rows afterwards */
     p->pending = p->failed = false;
     p->changes = 0;
     log_debug("Saved %zu retained messages and %zu sessions to %s.", save.retained, sessions,
               p->path);
     return 0;
 failed:
-    log_error("Error saving persistence file %s: %s.", p->path, persist_store_error(p->store));
+    log_error("Error saving persistence file %s: %s.", p->path,
+              save.out_of_memory ? "out of memory" : persist_store_error(p->store));
     persist_store_rollback(p->store);
+    if (!p->durable) stored_clear(p);
     return -1;
 }
 
@@ -327,10 +388,11 @@ failed:
  * Restore
  */
 
+/* A message row read back, by its id, until the deliveries that use it are restored. */
 struct loaded_message {
     UT_hash_handle hh;
     uint64_t id;
-    struct message *msg;
+    struct stored_message *stored;
 };
 
 struct restore {
@@ -532,13 +594,13 @@ static void restore_message(struct restore *r, const void *key, size_t key_len, 
     if (persist_decode_message(value, len, &m, &why)) return drop(r, PERSIST_MESSAGE, why);
     struct loaded_message *loaded = calloc(1, sizeof *loaded);
     struct message *msg = loaded ? build_message(r, &m) : NULL;
-    if (!msg) {
+    if (msg) loaded->stored = stored_add(r->p, msg, id);
+    message_unref(msg); /* the entry holds it */
+    if (!msg || !loaded->stored) {
         free(loaded);
         return drop(r, PERSIST_MESSAGE, "out of memory");
     }
-    msg->persist_id = id;
     loaded->id = id;
-    loaded->msg = msg;
     HASH_ADD(hh, r->messages, id, sizeof loaded->id, loaded);
     if (id >= r->p->next_id) r->p->next_id = id + 1;
 }
@@ -560,8 +622,8 @@ static void restore_delivery(struct restore *r, const void *key, size_t key_len,
     if (needs_message && !loaded) return drop(r, PERSIST_DELIVERY, "its message is missing");
     struct delivery *d = delivery_alloc(broker);
     if (!d) return drop(r, PERSIST_DELIVERY, "out of memory");
-    d->msg = needs_message ? message_ref(loaded->msg) : NULL;
-    if (d->msg) d->msg->persist_refs++;
+    d->msg = needs_message ? message_ref(loaded->stored->msg) : NULL;
+    if (d->msg) loaded->stored->refs++;
     d->state = (enum delivery_state)pd.state;
     d->packet_id = d->state == DELIVERY_QUEUED ? 0 : pd.packet_id;
     d->qos = pd.qos;
@@ -608,17 +670,19 @@ static int restore_row(void *ctx, int kind, const void *key, size_t key_len, con
     return 0;
 }
 
-/* Messages no delivery took are dropped (the file is written again without them). */
+/* Messages no delivery took are dropped (the file is written again without them); durable
+ * mode goes on following the rest. */
 static size_t release_loaded_messages(struct restore *r)
 {
     size_t queued = 0;
     struct loaded_message *loaded, *tmp;
     HASH_ITER(hh, r->messages, loaded, tmp)
     {
-        if (loaded->msg->persist_refs == 0) r->rewrite = true;
-        queued += loaded->msg->persist_refs > 0;
+        struct stored_message *stored = loaded->stored;
+        if (stored->refs == 0) r->rewrite = true;
+        queued += stored->refs > 0;
+        if (stored->refs == 0 || !r->p->durable) stored_remove(r->p, stored);
         HASH_DEL(r->messages, loaded);
-        message_unref(loaded->msg);
         free(loaded);
     }
     return queued;
@@ -699,6 +763,19 @@ static const struct persist_hooks core_hooks = {
     .delivery_drops_message = persist_delivery_drops_message,
 };
 
+/* Close the file and let go of everything persistence holds, the messages' entries too. */
+static void persist_free(struct broker *broker)
+{
+    struct persist *p = broker->shared->persist;
+    stored_clear(p);
+    persist_store_close(p->store);
+    abuf_free(&p->key);
+    abuf_free(&p->value);
+    free(p->path);
+    free(p);
+    broker->shared->persist = NULL;
+}
+
 int persist_start(struct broker *broker)
 {
     const struct arbor_config *cfg = broker->config;
@@ -726,12 +803,7 @@ int persist_start(struct broker *broker)
     broker->shared->persist = p;
     broker->now_ms = clock_monotonic_ms(); /* times are restored against now */
     if (restore_all(p, broker) != 0) {
-        persist_store_close(p->store);
-        abuf_free(&p->key);
-        abuf_free(&p->value);
-        free(p->path);
-        free(p);
-        broker->shared->persist = NULL;
+        persist_free(broker);
         return -1;
     }
     log_info("Persistence: %s mode, file %s (start-up took %lld ms).",
@@ -748,12 +820,7 @@ void persist_stop(struct broker *broker)
     if (!p) return;
     broker->shared->persist_hooks = NULL;
     save_all(p, broker);
-    persist_store_close(p->store);
-    abuf_free(&p->key);
-    abuf_free(&p->value);
-    free(p->path);
-    free(p);
-    broker->shared->persist = NULL;
+    persist_free(broker);
 }
 
 void persist_save_now(struct broker *broker)
@@ -929,37 +996,49 @@ void persist_delivery_changed(struct broker *broker, struct session *session,
     struct persist *p = writing(broker);
     if (!p) return;
     struct message *msg = delivery->msg;
+    struct stored_message *stored = msg ? stored_find(p, msg) : NULL;
     if (!delivery->persist_id && msg) {
-        if (!msg->persist_refs) wrote(p, put_message(p, broker, wall_now_ms(), msg));
-        msg->persist_refs++;
+        if (!stored) {
+            stored = stored_add(p, msg, p->next_id++);
+            if (!stored) {
+                p->failed = true; /* everything is written again, this delivery too */
+                return;
+            }
+            wrote(p, put_message(p, broker, wall_now_ms(), stored));
+        }
+        stored->refs++;
     }
-    wrote(p, put_delivery(p, session, delivery));
+    wrote(p, put_delivery(p, session, delivery, stored));
 }
 
-static void release_message(struct persist *p, struct message *msg)
+/* A stored delivery no longer uses its message: the last one takes the message's entry with
+ * it, and its row when rows are being written (else the next full save rewrites them all). */
+static void release_message(struct persist *p, bool write_rows, struct message *msg)
 {
-    if (!msg || !msg->persist_refs || --msg->persist_refs) return;
+    struct stored_message *stored = msg ? stored_find(p, msg) : NULL;
+    if (!stored || --stored->refs) return;
     uint8_t key[8];
-    persist_key_id(key, msg->persist_id);
-    msg->persist_id = 0;
-    wrote(p, persist_store_delete(p->store, PERSIST_MESSAGE, key, sizeof key));
+    persist_key_id(key, stored->id);
+    stored_remove(p, stored);
+    if (write_rows) wrote(p, persist_store_delete(p->store, PERSIST_MESSAGE, key, sizeof key));
 }
 
 void persist_delivery_drops_message(struct broker *broker, struct delivery *delivery)
 {
-    if (!delivery->persist_id) return;
-    struct persist *p = writing(broker);
-    if (p) release_message(p, delivery->msg);
+    struct persist *p = broker->shared->persist;
+    if (!p || !delivery->persist_id) return;
+    release_message(p, writing(broker) != NULL, delivery->msg);
 }
 
 void persist_delivery_released(struct broker *broker, struct delivery *delivery)
 {
-    if (!delivery->persist_id) return;
-    struct persist *p = writing(broker);
+    struct persist *p = broker->shared->persist;
+    if (!p || !delivery->persist_id) return;
+    bool write_rows = writing(broker) != NULL;
     uint64_t id = delivery->persist_id;
     delivery->persist_id = 0;
-    if (!p) return;
-    release_message(p, delivery->msg);
+    release_message(p, write_rows, delivery->msg);
+    if (!write_rows) return;
     uint8_t key[8];
     persist_key_id(key, id);
     wrote(p, persist_store_delete(p->store, PERSIST_DELIVERY, key, sizeof key));

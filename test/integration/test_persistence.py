@@ -15,7 +15,7 @@ import time
 import pytest
 
 import mqttproto as mp
-from helpers import free_port
+from helpers import free_port, wait_until
 from mqttproto import MQTT31, MQTT311, MQTT5
 
 pytestmark = pytest.mark.arbor_only
@@ -194,6 +194,52 @@ def test_queued_messages_survive_in_order(broker, raw, version, qos, mode, how):
     stop_and_start(b, how)
     c = connect(b, raw, "q1", version)
     c.expect_no_packet(0.4)
+
+
+def row_counts(b):
+    """(message rows, delivery rows) in the file as committed now."""
+    con = sqlite3.connect(db_path(b))
+    try:
+        return tuple(con.execute("SELECT COUNT(*) FROM records WHERE kind = ?", (kind,))
+                     .fetchone()[0] for kind in (5, 6))
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("mode,how", STOPS, ids=STOP_IDS)
+@pytest.mark.parametrize("qos", [1, 2])
+def test_message_queued_for_two_sessions_is_one_row_kept_until_both_have_it(
+        broker, raw, qos, mode, how):
+    """A message queued for several sessions is stored once: one session taking it leaves it
+    for the other, across a restart; when both have it, nothing is left of it."""
+    b = start(broker, mode)
+    for cid in ("s1", "s2"):
+        c = connect(b, raw, cid)
+        c.subscribe("s/#", qos)
+        c.disconnect()
+    pub = connect(b, raw, "pub", clean=True)
+    pub.publish("s/a", b"first", qos=qos)
+    pub.publish("s/b", b"second", qos=qos)
+    if mode == "durable":  # acknowledged to the publisher: on disk
+        assert row_counts(b) == (2, 4)
+    s1 = connect(b, raw, "s1")
+    assert [m.payload for m in s1.drain_publishes(expect=2)] == [b"first", b"second"]
+    s1.disconnect()
+    if mode == "durable":  # s1's deliveries are gone, the messages stay for s2
+        wait_until(lambda: row_counts(b) == (2, 2), timeout=5, what="s1's rows deleted")
+    stop_and_start(b, how)
+    s1 = connect(b, raw, "s1")
+    s1.expect_no_packet(0.4)
+    s1.disconnect()
+    s2 = connect(b, raw, "s2")
+    assert [m.payload for m in s2.drain_publishes(expect=2)] == [b"first", b"second"]
+    s2.disconnect()
+    if mode == "durable":
+        wait_until(lambda: row_counts(b) == (0, 0), timeout=5, what="every row deleted")
+    stop_and_start(b, how)
+    s2 = connect(b, raw, "s2")
+    s2.expect_no_packet(0.4)
+    assert row_counts(b) == (0, 0)
 
 
 @pytest.mark.parametrize("mode,how", STOPS, ids=STOP_IDS)

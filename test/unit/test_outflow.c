@@ -193,12 +193,12 @@ static void qos2_exchange(void **state)
     struct outflow_item item = {.msg = m, .qos = 2};
     assert_int_equal(outflow_offer(&f->broker, &f->flow, &ops, &f->dest, &item, false),
                      OUTFLOW_IN_FLIGHT);
-    assert_int_equal(m->refcount, 2);
+    assert_int_equal(message_refcount(m), 2);
     assert_int_equal(f->flow.inflight.bytes, 20);
 
     assert_int_equal(ack(f, MQTT_PUBCOMP, 1, 0), OUTFLOW_ACK_IGNORED); /* before PUBREC */
     assert_int_equal(ack(f, MQTT_PUBREC, 1, 0), OUTFLOW_ACK_PUBREL);
-    assert_int_equal(m->refcount, 1); /* only the PUBREL flow remains */
+    assert_int_equal(message_refcount(m), 1); /* only the PUBREL flow remains */
     assert_int_equal(f->flow.inflight.bytes, 0);
     assert_true(f->dest.sent[1].pubrel);
     assert_int_equal(f->dest.sent[1].packet_id, 1);
@@ -296,7 +296,7 @@ static void expired_messages_are_not_sent(void **state)
     f->broker.now_ms += 1500;
     outflow_drop_expired(&f->broker, &f->flow);
     assert_int_equal(f->flow.queued.count, 1);
-    assert_int_equal(m->refcount, 1);
+    assert_int_equal(message_refcount(m), 1);
     message_unref(m);
 }
 

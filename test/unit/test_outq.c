@@ -47,12 +47,12 @@ static void test_order_and_references(void **state)
     assert_int_equal(outq_append_copy(&q, "ef", 2), 0);
     assert_int_equal(q.count, 3);
     assert_int_equal(q.message_refs, 1);
-    assert_int_equal(msg->refcount, 2);
+    assert_int_equal(message_refcount(msg), 2);
     assert_int_equal(outq_flush(&q, fd_writer, &sv[0]), 13);
     assert_int_equal(q.count, 0);
     assert_int_equal(q.bytes, 0);
     assert_int_equal(q.message_refs, 0);
-    assert_int_equal(msg->refcount, 1);
+    assert_int_equal(message_refcount(msg), 1);
     uint8_t buf[13];
     read_all(sv[1], buf, sizeof buf);
     assert_memory_equal(buf, "abcdPAYLOADef", 13);
@@ -131,9 +131,9 @@ static void test_free_with_pending_data_releases_everything(void **state)
         assert_int_equal(outq_append_copy(&q, "header", 6), 0);
         assert_int_equal(outq_append_ref(&q, msg, msg->payload, 1), 0);
     }
-    assert_int_equal(msg->refcount, 5001);
+    assert_int_equal(message_refcount(msg), 5001);
     outq_free(&q);
-    assert_int_equal(msg->refcount, 1);
+    assert_int_equal(message_refcount(msg), 1);
     message_unref(msg);
 }
 

@@ -234,7 +234,7 @@ static void test_stamp_then_store_then_forward(void **state)
     }
     assert_int_equal(msg->origin.sequence, 2); /* both stamps on the same message */
     assert_ptr_equal(retained_held(b->shared->retained, "r/t"), msg);
-    assert_int_equal(msg->refcount, 2); /* the test's and the store's */
+    assert_int_equal(message_refcount(msg), 2); /* the test's and the store's */
     assert_int_equal(f->retained_changed, 1);
     assert_ptr_equal(f->retained_changed_msg, msg);
     message_unref(msg);
@@ -295,7 +295,7 @@ static void test_a_retained_clear_is_stored_and_reported(void **state)
     assert_int_equal(retain_count(b->shared->retained), 0);
     assert_int_equal(f->retained_changed, 2); /* the clear is what persistence records */
     assert_ptr_equal(f->retained_changed_msg, clear);
-    assert_int_equal(clear->refcount, 1); /* a clear is not kept */
+    assert_int_equal(message_refcount(clear), 1); /* a clear is not kept */
     message_unref(clear);
 }
 
@@ -333,7 +333,7 @@ static void test_a_will_is_retimed_and_released(void **state)
     b->now_ms = 65000; /* published a minute later */
     message_ref(will); /* the test looks at it after route_will drops the caller's reference */
     route_will(b, will);
-    assert_int_equal(will->refcount, 2); /* the test's and the retained store's */
+    assert_int_equal(message_refcount(will), 2); /* the test's and the retained store's */
     assert_int_equal(will->expiry_at_ms, 65000 + 10000);
     assert_int_equal(f->forwarders[0].forwarded, 1);
     assert_ptr_equal(f->forwarders[0].last, will);
