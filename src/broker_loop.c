@@ -36,15 +36,16 @@
 
 #define TICK_MS 1000
 
-int broker_init(struct broker *broker, struct arbor_config *config, struct tls_context_set *tls)
+int broker_init(struct broker *broker, struct broker_shared *shared, struct arbor_config *config,
+                struct tls_context_set *tls)
 {
     memset(broker, 0, sizeof *broker);
+    memset(shared, 0, sizeof *shared);
     broker->config = config;
     broker->tls = tls;
-    /* Shared by every loop (one today); the match result is this loop's scratch. */
-    broker->shared = calloc(1, sizeof *broker->shared);
-    broker->match = calloc(1, sizeof *broker->match);
-    if (!broker->shared || !broker->match) {
+    broker->shared = shared;
+    broker->match = calloc(1, sizeof *broker->match); /* this loop's scratch */
+    if (!broker->match) {
         log_error("Error: out of memory.");
         return -1;
     }
@@ -250,15 +251,13 @@ static void publish_wills_at_shutdown(struct broker *broker)
     }
 }
 
-/* The config and TLS contexts, the match scratch and the shared state: last, or alone when
- * broker_init failed before the rest existed. */
+/* The config and TLS contexts and the match scratch: last, or alone when broker_init failed
+ * before the rest existed. The shared state is its owner's (main's), emptied by then. */
 static void free_foundations(struct broker *broker)
 {
     if (broker->match) match_result_free(broker->match);
     free(broker->match);
     broker->match = NULL;
-    free(broker->shared);
-    broker->shared = NULL;
     config_free(broker->config);
     free(broker->config);
     broker->config = NULL;
@@ -268,7 +267,7 @@ static void free_foundations(struct broker *broker)
 
 void broker_shutdown(struct broker *broker)
 {
-    if (!broker->shared || !broker->match) {
+    if (!broker->match) {
         free_foundations(broker);
         return;
     }

@@ -17,9 +17,11 @@ struct broker_signals {
     volatile sig_atomic_t save; /* SIGUSR1: write the persistence file now (as Mosquitto) */
 };
 
-/* Takes ownership of config and of tls, the TLS contexts built from it (transport_tls.h).
- * Returns 0, or -1 after logging why. */
-int broker_init(struct broker *broker, struct arbor_config *config, struct tls_context_set *tls);
+/* Set up a loop (broker) and the state every loop shares (shared, the caller's storage; the
+ * first loop sets it up, today the only one). Takes ownership of config and of tls, the TLS
+ * contexts built from it (transport_tls.h). Returns 0, or -1 after logging why. */
+int broker_init(struct broker *broker, struct broker_shared *shared, struct arbor_config *config,
+                struct tls_context_set *tls);
 /* Run until signals->stop. reload_config is called on SIGHUP to read the config again; it
  * returns a new config and sets *tls to the TLS contexts built from it (both owned by the
  * broker from then), or returns NULL to keep the current ones. */

@@ -26,6 +26,7 @@
 #endif
 
 #include "broker_loop.h"
+#include "broker_shared.h"
 #include "config.h"
 #include "log.h"
 #include "password_file.h"
@@ -463,10 +464,11 @@ int main(int argc, char **argv)
     log_info("arbor version %s starting", ARBOR_VERSION);
     if (opt.config_file) log_info("Config loaded from %s.", opt.config_file);
 
-    static struct broker broker;
+    static struct broker broker;        /* the one event loop */
+    static struct broker_shared shared; /* what every loop shares */
     char *pid_file = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
     size_t listener_count = cfg->listener_count;
-    rc = broker_init(&broker, cfg, tls);
+    rc = broker_init(&broker, &shared, cfg, tls);
     if (rc == 0 && !broker.listeners) {
         /* e.g. only addresses this host does not have: never run (and say READY) unreachable */
         log_error("Error: no listener could be opened.");

@@ -160,6 +160,7 @@ struct neighbour {
 struct world {
     bool active; /* an input is running: the overrides below apply */
     struct broker broker;
+    struct broker_shared shared;
     struct broker_signals signals;
     const uint8_t *script;
     size_t script_len, pos;
@@ -1437,12 +1438,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct arbor_config *cfg = build_config(world.config_flags);
     log_configure(cfg);
     struct broker *broker = &world.broker;
-    if (broker_init(broker, cfg, build_tls(cfg)) != 0 || !broker->listeners) {
+    if (broker_init(broker, &world.shared, cfg, build_tls(cfg)) != 0 || !broker->listeners) {
         /* the port was taken meanwhile: another one, once */
         broker_shutdown(broker);
         pick_listener_port();
         cfg = build_config(world.config_flags);
-        if (broker_init(broker, cfg, build_tls(cfg)) != 0 || !broker->listeners) {
+        if (broker_init(broker, &world.shared, cfg, build_tls(cfg)) != 0 || !broker->listeners) {
             fprintf(stderr, "fuzz_peer: broker_init failed (port %u)\n", world.listener_port);
             abort();
         }
@@ -1451,7 +1452,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     broker_run(broker, &world.signals, reload_config, NULL);
     broker_shutdown(broker);
     for (int i = 0; i < MAX_STREAMS; i++) CHECK(world.streams[i] == NULL);
-    CHECK(broker->shared->messages.count == 0); /* every stored message was released */
+    CHECK(world.shared.messages.count == 0); /* every stored message was released */
     abuf_free(&world.packet);
     abuf_free(&world.props);
     world.active = false;
