@@ -157,28 +157,32 @@ static uint16_t next_packet_id(struct outflow *flow)
     }
 }
 
+/* The checks against the owner's limits, asked once per offer or pump. */
+static bool window_fits(const struct outflow *flow, const struct outflow_limits *lim,
+                        const struct message *msg)
+{
+    if (flow->inflight.count >= lim->window) return false;
+    if (lim->window_bytes && flow->inflight.count > 0 &&
+        flow->inflight.bytes + msg->payload_len > lim->window_bytes)
+        return false;
+    return true;
+}
+
+static bool queue_fits(const struct outflow *flow, const struct outflow_limits *lim)
+{
+    if (lim->queue_messages && flow->queued.count >= lim->queue_messages) return false;
+    /* As Mosquitto: messages are queued until the limit has been exceeded. */
+    if (lim->queue_bytes && flow->queued.bytes >= lim->queue_bytes) return false;
+    return true;
+}
+
 bool outflow_window_has_room(const struct broker *broker, const struct outflow *flow,
                              const struct outflow_ops *ops, const void *owner,
                              const struct message *msg)
 {
     struct outflow_limits lim;
     ops->limits(broker, owner, &lim);
-    if (flow->inflight.count >= lim.window) return false;
-    if (lim.window_bytes && flow->inflight.count > 0 &&
-        flow->inflight.bytes + msg->payload_len > lim.window_bytes)
-        return false;
-    return true;
-}
-
-static bool queue_has_room(const struct broker *broker, const struct outflow *flow,
-                           const struct outflow_ops *ops, const void *owner)
-{
-    struct outflow_limits lim;
-    ops->limits(broker, owner, &lim);
-    if (lim.queue_messages && flow->queued.count >= lim.queue_messages) return false;
-    /* As Mosquitto: messages are queued until the limit has been exceeded. */
-    if (lim.queue_bytes && flow->queued.bytes >= lim.queue_bytes) return false;
-    return true;
+    return window_fits(flow, &lim, msg);
 }
 
 static bool output_full(const struct broker *broker, const struct outflow_ops *ops,
@@ -226,9 +230,11 @@ enum outflow_taken outflow_offer(struct broker *broker, struct outflow *flow,
                                  const struct outflow_ops *ops, void *owner,
                                  const struct outflow_item *item, bool behind)
 {
+    struct outflow_limits lim;
+    ops->limits(broker, owner, &lim);
     bool in_flight_now = item->qos > 0 && !behind && flow->queued.count == 0 &&
-                         outflow_window_has_room(broker, flow, ops, owner, item->msg);
-    if (!in_flight_now && !queue_has_room(broker, flow, ops, owner)) return OUTFLOW_REFUSED;
+                         window_fits(flow, &lim, item->msg);
+    if (!in_flight_now && !queue_fits(flow, &lim)) return OUTFLOW_REFUSED;
     struct delivery *d = new_delivery(broker, item);
     if (!d) return OUTFLOW_REFUSED;
     if (in_flight_now) {
@@ -255,15 +261,13 @@ void outflow_start(struct broker *broker, struct outflow *flow, const struct out
 void outflow_pump(struct broker *broker, struct outflow *flow, const struct outflow_ops *ops,
                   void *owner)
 {
+    struct outflow_limits lim;
+    ops->limits(broker, owner, &lim);
     while (flow->queued.head) {
         struct delivery *d = flow->queued.head;
         if (output_full(broker, ops, owner)) break; /* the owner pumps again when it drains */
-        if (d->qos > 0 && !outflow_window_has_room(broker, flow, ops, owner, d->msg)) break;
-        if (d->qos == 0) {
-            struct outflow_limits lim;
-            ops->limits(broker, owner, &lim);
-            if (lim.window == 0) break; /* away: QoS 0 waits for it too */
-        }
+        if (d->qos > 0 && !window_fits(flow, &lim, d->msg)) break;
+        if (lim.window == 0) break; /* away: QoS 0 waits for it too */
         queue_remove(flow, d);
         if (d->qos > 0) {
             start_flight(broker, flow, ops, owner, d);
