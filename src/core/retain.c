@@ -49,8 +49,16 @@ int retain_set(struct retained_store *store, struct message *msg)
         return 0;
     }
     if (entry) {
-        /* The key points into the old message: re-insert under the new one. */
-        remove_entry(store, entry);
+        /* Replaced in place: nothing to allocate, so the old value is never lost to a failed
+         * allocation. The key points into the held message, so the entry leaves the table and
+         * comes back keyed on the new one; the new message is referenced before the old is
+         * released, so storing the held message again is harmless. */
+        struct message *old = entry->msg;
+        HASH_DEL(store->entries, entry);
+        entry->msg = message_ref(msg);
+        HASH_ADD_KEYPTR(hh, store->entries, msg->topic, msg->topic_len, entry);
+        message_unref(old);
+        return 0;
     }
     entry = malloc(sizeof *entry);
     if (!entry) return -1;

@@ -13,7 +13,9 @@ struct retained_store;
 struct retained_store *retain_create(void);
 void retain_free(struct retained_store *store);
 /* Store msg for its topic (taking a reference), replacing any previous one; an empty payload
- * clears the topic instead. Returns 0 or -1 on OOM. */
+ * clears the topic instead. Returns 0, or -1 when out of memory for a topic not held before
+ * (a held topic is replaced in place and never fails). Storing the held message again is a
+ * no-op. */
 int retain_set(struct retained_store *store, struct message *msg);
 /* Call fn for every retained message whose topic matches filter. */
 void retain_for_each_match(struct retained_store *store, const char *filter, size_t filter_len,

@@ -28,6 +28,8 @@ struct session *session_find(struct broker *broker, const char *client_id)
 
 struct session *session_create(struct broker *broker, const char *client_id, uint8_t version)
 {
+    /* One session per client id: a second with the same key would sit unseen in the table. */
+    if (session_find(broker, client_id)) return NULL;
     struct session *session = calloc(1, sizeof *session);
     if (!session) return NULL;
     session->client_id = strdup(client_id);

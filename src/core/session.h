@@ -8,6 +8,7 @@
 #include "broker_shared.h"
 
 struct session *session_find(struct broker *broker, const char *client_id);
+/* A new, empty session; NULL when out of memory or when client_id already has one. */
 struct session *session_create(struct broker *broker, const char *client_id, uint8_t version);
 
 /* Record/forget a subscription in the session (the tree is updated by the caller). */

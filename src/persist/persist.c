@@ -591,6 +591,9 @@ static void restore_message(struct restore *r, const void *key, size_t key_len, 
     const char *why;
     uint64_t id = persist_key_id_value(key, key_len);
     if (!id) return drop(r, PERSIST_MESSAGE, "bad id");
+    struct loaded_message *seen = NULL;
+    HASH_FIND(hh, r->messages, &id, sizeof id, seen);
+    if (seen) return drop(r, PERSIST_MESSAGE, "duplicate id");
     if (persist_decode_message(value, len, &m, &why)) return drop(r, PERSIST_MESSAGE, why);
     struct loaded_message *loaded = calloc(1, sizeof *loaded);
     struct message *msg = loaded ? build_message(r, &m) : NULL;

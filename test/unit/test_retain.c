@@ -153,6 +153,30 @@ static void test_store_takes_its_own_reference(void **state)
     assert_int_equal(f->counters.count, 1);
 }
 
+static void keep_first(struct message *msg, void *ctx)
+{
+    *(struct message **)ctx = msg;
+}
+
+/* The held message stored again while the store holds its only reference (a forwarder
+ * offering back what this broker holds): it must stay alive and stay the topic's value. */
+static void test_store_again_what_only_the_store_holds(void **state)
+{
+    struct fixture *f = *state;
+    store(f, "only/t", "v");
+    struct message *held = NULL;
+    retain_for_each_match(f->store, "only/t", strlen("only/t"), keep_first, &held);
+    assert_non_null(held);
+    assert_int_equal(message_refcount(held), 1);
+    assert_int_equal(retain_set(f->store, held), 0);
+    assert_int_equal(message_refcount(held), 1);
+    struct message *again = NULL;
+    retain_for_each_match(f->store, "only/t", strlen("only/t"), keep_first, &again);
+    assert_ptr_equal(again, held);
+    assert_memory_equal(again->payload, "v", 1);
+    assert_int_equal(retain_count(f->store), 1);
+}
+
 static void test_topics_are_compared_whole_and_exactly(void **state)
 {
     struct fixture *f = *state;
@@ -302,6 +326,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_store_replace_and_clear, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_takes_its_own_reference, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_again_what_only_the_store_holds, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_topics_are_compared_whole_and_exactly, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wildcard_matching, setup, teardown),

@@ -222,6 +222,10 @@ static void test_create_and_find(void **state)
     assert_null(session_find(b, "alphab"));
     assert_null(session_find(b, "Alpha")); /* client ids are case sensitive */
     assert_null(session_find(b, ""));
+    /* A second session under a taken id is refused: the table keeps one per id. */
+    assert_null(session_create(b, "alpha", 5));
+    assert_int_equal(HASH_COUNT(b->shared->sessions), 2);
+    assert_ptr_equal(session_find(b, "alpha"), a);
 
     /* A new session: offline, nothing held, its timer not armed but its place reserved. */
     assert_int_equal(a->version, 4);
