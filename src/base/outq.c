@@ -32,10 +32,8 @@ void outq_init(struct outq *q)
 
 static void release_segment(struct outq *q, struct outq_segment *seg)
 {
-    if (seg->msg) {
-        message_unref(seg->msg);
-        q->message_refs--;
-    }
+    q->messages -= seg->messages;
+    if (seg->msg) message_unref(seg->msg);
     if (seg->block && --seg->block->refs == 0) {
         if (seg->block == q->tail)
             seg->block->used = 0; /* keep it for reuse */
@@ -95,7 +93,7 @@ static int append_large_copy(struct outq *q, const void *data, size_t len)
     block->cap = len;
     block->refs = 1;
     seg->data = block->data;
-    seg->len = len;
+    seg->len = (uint32_t)len;
     seg->block = block;
     q->bytes += len;
     return 0;
@@ -150,22 +148,27 @@ int outq_append_copy(struct outq *q, const void *data, size_t len)
         return -1;
     }
     seg->data = dst;
-    seg->len = len;
+    seg->len = (uint32_t)len;
     seg->block = block;
     block->refs++;
     return 0;
 }
 
-int outq_append_ref(struct outq *q, struct message *msg, const void *data, size_t len)
+int outq_append_message(struct outq *q, struct message *msg, const void *data, size_t len)
 {
-    if (len == 0) return 0;
-    struct outq_segment *seg = new_segment(q);
-    if (!seg) return -1;
-    seg->data = data;
-    seg->len = len;
-    seg->msg = message_ref(msg);
-    q->message_refs++;
-    q->bytes += len;
+    if (len <= OUTQ_COPY_PAYLOAD_MAX) {
+        if (outq_append_copy(q, data, len)) return -1;
+        if (q->count == 0) return 0; /* nothing queued at all (no header, no payload) */
+    } else {
+        struct outq_segment *seg = new_segment(q);
+        if (!seg) return -1;
+        seg->data = data;
+        seg->len = (uint32_t)len;
+        seg->msg = message_ref(msg);
+        q->bytes += len;
+    }
+    q->segments[q->head + q->count - 1].messages++;
+    q->messages++;
     return 0;
 }
 

@@ -1,9 +1,9 @@
 /*
- * outq.h: a connection's output queue. Small bytes (packet headers) are copied into blocks
- * the queue owns; payloads of stored messages are referenced, not copied, so one message
- * sent to many clients exists once in memory. Flushed in large batches (up to 256 buffers at a
- * time) through a writer: writev on a plain socket, the connection's transport in general.
- * Knows nothing of MQTT or sockets.
+ * outq.h: a connection's output queue. Small bytes (packet headers, small payloads) are
+ * copied into blocks the queue owns; larger payloads of stored messages are referenced, not
+ * copied, so one message sent to many clients exists once in memory. Flushed in large batches
+ * (up to 256 buffers at a time) through a writer: writev on a plain socket, the connection's
+ * transport in general. Knows nothing of MQTT or sockets.
  */
 #ifndef ARBOR_OUTQ_H
 #define ARBOR_OUTQ_H
@@ -16,9 +16,15 @@
 struct message;
 struct outq_block;
 
+/* Payloads up to this size are copied rather than referenced: a copy of a few hundred bytes
+ * costs less than taking and dropping a reference (atomic: messages may cross event loops),
+ * and lands next to its header, so the packet is one buffer of the writev. */
+#define OUTQ_COPY_PAYLOAD_MAX 256
+
 struct outq_segment {
     const uint8_t *data;
-    size_t len;
+    uint32_t len;
+    uint32_t messages;        /* messages (outq_append_message) that end in this segment */
     struct message *msg;      /* reference held while queued, or NULL */
     struct outq_block *block; /* block holding data, or NULL */
 };
@@ -30,7 +36,7 @@ struct outq {
     size_t cap;
     struct outq_block *tail; /* block small bytes are appended to */
     size_t bytes;            /* total bytes queued */
-    size_t message_refs;     /* segments referencing a stored message (~ PUBLISH packets) */
+    size_t messages;         /* messages queued by outq_append_message, not yet all written */
 };
 
 void outq_init(struct outq *q);
@@ -40,8 +46,11 @@ void outq_free(struct outq *q);
 int outq_reserve_segments(struct outq *q, size_t n);
 /* Copy len bytes into the queue. Returns 0 or -1 on OOM. */
 int outq_append_copy(struct outq *q, const void *data, size_t len);
-/* Queue a reference to len bytes inside msg (taking a reference). Returns 0 or -1. */
-int outq_append_ref(struct outq *q, struct message *msg, const void *data, size_t len);
+/* Queue len bytes inside msg, the end of one message's packet (its payload; the header was
+ * appended before), counted in q->messages until written: copied when small
+ * (OUTQ_COPY_PAYLOAD_MAX), otherwise referenced (taking a reference to msg). Returns 0 or -1;
+ * with outq_reserve_segments(q, 2) before the header, it cannot fail. */
+int outq_append_message(struct outq *q, struct message *msg, const void *data, size_t len);
 /* Release memory kept for reuse when nothing is queued (for idle connections). */
 void outq_trim(struct outq *q);
 /* Takes bytes from count buffers of iov, in order, like writev: returns the bytes taken, or

@@ -86,7 +86,7 @@ static enum outflow_send send_publish(struct connection *conn, struct message *m
     /* Header and payload are queued together or not at all. */
     if (outq_reserve_segments(&conn->out, 2)) return OUTFLOW_FAILED;
     if (connection_send_scratch(conn)) return OUTFLOW_FAILED;
-    if (outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len)) return OUTFLOW_FAILED;
+    if (outq_append_message(&conn->out, msg, msg->payload, msg->payload_len)) return OUTFLOW_FAILED;
     broker->stats.publish_sent++;
     broker->stats.publish_bytes_sent += msg->payload_len;
     return OUTFLOW_SENT;
@@ -176,7 +176,7 @@ static const struct outflow_ops session_ops = {
 static bool socket_backlog_full(const struct broker *broker, const struct connection *conn)
 {
     const struct arbor_config *cfg = broker->config;
-    if (cfg->max_queued_messages > 0 && conn->out.message_refs >= (size_t)cfg->max_queued_messages)
+    if (cfg->max_queued_messages > 0 && conn->out.messages >= (size_t)cfg->max_queued_messages)
         return true;
     return cfg->max_queued_bytes && conn->out.bytes >= cfg->max_queued_bytes;
 }

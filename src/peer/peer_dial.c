@@ -451,7 +451,7 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
     abuf_reset(&broker->scratch);
     if (mqtt_encode_publish_header(&broker->scratch, &out) ||
         outq_reserve_segments(&conn->out, 2) || connection_send_scratch(conn) ||
-        outq_append_ref(&conn->out, msg, msg->payload, msg->payload_len))
+        outq_append_message(&conn->out, msg, msg->payload, msg->payload_len))
         return OUTFLOW_FAILED;
     d->net->counters.forwarded++;
     return OUTFLOW_SENT;
