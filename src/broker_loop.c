@@ -24,6 +24,7 @@
 #include "message.h"
 #include "packet_log.h"
 #include "peer.h"
+#include "bridge.h"
 #include "persist.h"
 #include "retain.h"
 #include "session.h"
@@ -70,6 +71,7 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
     if (listeners_open(broker) != 0) return -1;
     if (websockets_start(broker) != 0) return -1;
     if (peer_net_start(broker) != 0) return -1; /* its identity may name a listener's port */
+    if (bridges_start(broker) != 0) return -1;
     broker->next_tick_ms = broker->now_ms + TICK_MS;
     broker->next_sys_ms = broker->now_ms + (int64_t)config->sys_interval * 1000;
     /* Publish the $SYS tree at once, so early subscribers find it retained. */
@@ -132,6 +134,8 @@ static int wait_timeout(const struct broker *broker)
     if (broker->config->sys_interval > 0 && broker->next_sys_ms < next) next = broker->next_sys_ms;
     int64_t peers = peer_net_next_deadline(broker);
     if (peers < next) next = peers;
+    int64_t bridges = bridges_next_deadline(broker);
+    if (bridges < next) next = bridges;
     int64_t wait = next - broker->now_ms;
     return wait < 0 ? 0 : (int)wait;
 }
@@ -184,6 +188,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config,
     sessions_reload_acl(broker);
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
     peer_net_reload(broker);
+    bridges_reload(broker, old);
     log_reconfigure(config);
     broker->log_packets = packet_log_wanted(config);
     config_free(old);
@@ -216,6 +221,7 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
         }
         fire_due_timers(broker);
         peer_net_run(broker);
+        bridges_run(broker);
         if (broker->now_ms >= broker->next_tick_ms) {
             tick(broker);
             broker->next_tick_ms = broker->now_ms + TICK_MS;
@@ -274,6 +280,7 @@ void broker_shutdown(struct broker *broker)
     publish_wills_at_shutdown(broker);
     broker_flush_connections(broker);
     peer_net_stopping(broker);
+    bridges_stopping(broker);
     while (broker->connections) {
         struct connection *conn = broker->connections;
         if (conn->role == &client_role) /* a kept will becomes pending */
@@ -283,6 +290,7 @@ void broker_shutdown(struct broker *broker)
     broker_reap_connections(broker);
     persist_stop(broker); /* every session is offline now: the last save */
     peer_net_free(broker);
+    bridges_free(broker);
     struct session *session, *tmp;
     HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {

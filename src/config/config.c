@@ -1696,38 +1696,6 @@ static const struct {
     {"peer_tls_version", handle_peer_tls_version},
 };
 
-/* Mosquitto directives for features on arbor's roadmap (bridges). */
-static const char *const planned_directives[] = {
-    /* bridges */
-    "connection",
-    "address",
-    "addresses",
-    "topic",
-    "cleansession",
-    "local_cleansession",
-    "keepalive_interval",
-    "idle_timeout",
-    "local_clientid",
-    "local_password",
-    "local_username",
-    "notifications",
-    "notifications_local_only",
-    "notification_topic",
-    "remote_clientid",
-    "remote_password",
-    "remote_username",
-    "clientid",
-    "password",
-    "username",
-    "restart_timeout",
-    "round_robin",
-    "start_type",
-    "threshold",
-    "try_private",
-};
-
-static const char *const planned_directive_prefixes[] = {"bridge_"};
-
 /* Mosquitto's plugins are shared objects built against Mosquitto's own plugin interface: arbor
  * cannot load them, and says what to use instead. */
 static const char *const plugin_directives[] = {"auth_plugin", "auth_plugin_deny_special_chars",
@@ -1774,6 +1742,25 @@ static bool restates_default(const struct directive_line *dl)
     return false;
 }
 
+/* A bridge line (bridge_config.c parses it; errors and warnings get this line's place). */
+static int handle_bridge_line(struct parse_state *st, const struct directive_line *dl)
+{
+    char why[256], warning[256];
+    struct bridge_line line = {
+        .name = dl->name,
+        .words = (const char *const *)dl->words,
+        .word_count = dl->word_count,
+        .rest = dl->rest,
+        .at = {st->file, st->line},
+        .base_dir = st->cfg->base_dir,
+    };
+    if (bridge_config_line(&st->cfg->bridges, &st->cfg->bridge_count, &line, why, sizeof why,
+                           warning, sizeof warning) != 0)
+        return report_error(st, "%s", why);
+    if (warning[0]) return add_warning(st, warning);
+    return 0;
+}
+
 static bool name_in_list(const char *name, const char *const *list, size_t count)
 {
     for (size_t i = 0; i < count; i++)
@@ -1792,14 +1779,11 @@ static int dispatch_directive(struct parse_state *st, const struct directive_lin
             return supported_directives[i].handle(st, dl);
         }
     }
-    if (restates_default(dl)) return 0;
-    if (name_in_list(dl->name, planned_directives, COUNT_OF(planned_directives)))
-        return report_error(st, "not supported yet (planned)");
-    for (size_t i = 0; i < COUNT_OF(planned_directive_prefixes); i++) {
-        const char *prefix = planned_directive_prefixes[i];
-        if (strncmp(dl->name, prefix, strlen(prefix)) == 0)
-            return report_error(st, "not supported yet (planned)");
+    if (bridge_directive_known(dl->name)) {
+        st->directive = dl->name;
+        return handle_bridge_line(st, dl);
     }
+    if (restates_default(dl)) return 0;
     if (name_in_list(dl->name, plugin_directives, COUNT_OF(plugin_directives)))
         return report_error(st, PLUGIN_REFUSAL);
     for (size_t i = 0; i < COUNT_OF(plugin_directive_prefixes); i++) {
@@ -2274,6 +2258,10 @@ static int check_listener_tls(struct parse_state *st, const struct arbor_listene
 static int finish_loading(struct parse_state *st)
 {
     int status = settle_listeners(st);
+    const struct bridge_config *bad = NULL;
+    char why[256];
+    if (bridge_config_finish(st->cfg->bridges, st->cfg->bridge_count, &bad, why, sizeof why) != 0)
+        status = report_error_at(st, bad->at.file, bad->at.line, "connection", "%s", why);
     if (check_peer_settings(st) != 0) status = -1;
     for (size_t i = 0; i < st->cfg->listener_count; i++)
         if (check_listener_tls(st, &st->cfg->listeners[i]) != 0) status = -1;
@@ -2470,6 +2458,7 @@ void config_free(struct arbor_config *cfg)
     for (size_t i = 0; i < cfg->peer_count; i++)
         free(cfg->peers[i].host);
     free(cfg->peers);
+    bridge_config_free(cfg->bridges, cfg->bridge_count);
     free(cfg->peer_identity_address);
     free(cfg->peer_secret);
     tls_settings_free(&cfg->peer_tls);

@@ -181,6 +181,7 @@ struct broker_shared {
     struct message_counters messages; /* live stored messages */
     struct sys_tree_state sys;
     struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
+    struct bridge_set *bridges; /* bridges (bridge.h); NULL without connection blocks */
     struct persist *persist; /* persistence (persist.h); NULL without `persistence true` */
     const struct persist_hooks *persist_hooks; /* set by persist.c (persist_hooks.h) */
     /* The forwarders registered at the routing point (route.h), in order. */

@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "connection.h"
 #include "log.h"
+#include "random_below.h"
 #include "message.h"
 #include "outflow.h"
 #include "packet.h"
@@ -86,13 +86,6 @@ void peer_dialer_close(struct peer_dialer *d, const char *why)
 }
 
 /* ---- back-off ----------------------------------------------------------------------------- */
-
-static uint32_t random_below(uint32_t bound)
-{
-    uint32_t r = 0;
-    if (bound == 0 || getrandom(&r, sizeof r, 0) != sizeof r) return 0;
-    return r % bound;
-}
 
 /* The next delay doubles up to the maximum; the wait is drawn in [delay/2, delay] so that
  * brokers restarted together do not dial in lockstep. */

@@ -144,11 +144,20 @@ struct connection *connection_dial(struct broker *broker, const struct sockaddr 
                                    socklen_t addr_len, const char *address,
                                    const struct connection_role *role, void *role_data)
 {
+    return connection_dial_from(broker, NULL, 0, addr, addr_len, address, role, role_data);
+}
+
+struct connection *connection_dial_from(struct broker *broker, const struct sockaddr *from,
+                                        socklen_t from_len, const struct sockaddr *addr,
+                                        socklen_t addr_len, const char *address,
+                                        const struct connection_role *role, void *role_data)
+{
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return NULL;
     int one = 1; /* peer links carry small BPDUs whose RTT is measured: never delay them */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, addr, addr_len) != 0 && errno != EINPROGRESS) {
+    if ((from && bind(fd, from, from_len) != 0) ||
+        (connect(fd, addr, addr_len) != 0 && errno != EINPROGRESS)) {
         int saved = errno;
         close(fd);
         errno = saved;

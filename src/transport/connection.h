@@ -33,6 +33,11 @@ void connection_accept_all(struct listener *listener);
 struct connection *connection_dial(struct broker *broker, const struct sockaddr *addr,
                                    socklen_t addr_len, const char *address,
                                    const struct connection_role *role, void *role_data);
+/* The same from a local address (from: bridge_bind_address); bind's errno when it fails. */
+struct connection *connection_dial_from(struct broker *broker, const struct sockaddr *from,
+                                        socklen_t from_len, const struct sockaddr *addr,
+                                        socklen_t addr_len, const char *address,
+                                        const struct connection_role *role, void *role_data);
 
 /* (Re)arm the connection's deadline from its state: the CONNECT (or an outgoing link's
  * handshake, handshake_timeout_ms) within 20 s, then a packet within 1.5 times its keepalive.

@@ -7,6 +7,8 @@ import os
 import queue
 import socket
 import shutil
+import signal
+import subprocess
 import threading
 import time
 
@@ -353,3 +355,40 @@ def open_notify_socket():
             continue
     s.close()
     raise OSError("no free abstract socket name for NOTIFY_SOCKET")
+
+
+MOSQUITTO_BIN = "/usr/sbin/mosquitto"
+
+
+def start_mosquitto(conf_path, log_path, port, cwd=None):
+    """Start Debian's mosquitto on conf_path, its output appended to log_path, and wait until
+    it accepts on port. Returns (process, log file); stop_mosquitto ends both."""
+    log = open(log_path, "ab")
+    proc = subprocess.Popen([MOSQUITTO_BIN, "-c", conf_path], stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log.close()
+            with open(log_path, "rb") as f:
+                raise AssertionError("mosquitto exited:\n" + f.read().decode("utf-8", "replace"))
+        try:
+            socket.create_connection((HOST, port), timeout=0.2).close()
+            return proc, log
+        except OSError:
+            time.sleep(0.02)
+    stop_mosquitto(proc, log)
+    raise AssertionError("mosquitto did not listen on port %d" % port)
+
+
+def stop_mosquitto(proc, log):
+    """SIGTERM (SIGKILL after 5 s) by PID, then close its log."""
+    if proc is not None and proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if log is not None:
+        log.close()

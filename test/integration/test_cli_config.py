@@ -61,7 +61,6 @@ def test_bad_number_rejected(run_broker, line, directive):
 @pytest.mark.arbor_only
 @pytest.mark.parametrize("line,directive", [
     ("auth_plugin /usr/lib/arbor/auth.so", "auth_plugin"),
-    ("connection bridge-to-elsewhere", "connection"),
 ])
 def test_later_feature_directive_not_supported_yet(run_broker, line, directive):
     # Directives of features arbor does not have yet are refused clearly, never ignored.

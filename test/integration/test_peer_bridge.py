@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 import peerproto as pp
-from helpers import HOST, free_port
+from helpers import HOST, free_port, start_mosquitto, stop_mosquitto
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 
@@ -64,33 +64,15 @@ class Mosquitto:
                 "cleansession true",
                 "restart_timeout 1",
             ]) + "\n")
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", self.conf_path], stdout=self._log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=tmp_dir)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "mosquitto exited:\n" + self.log_text()
-            try:
-                socket.create_connection((HOST, self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.02)
-        raise AssertionError("mosquitto did not listen:\n" + self.log_text())
+        self.proc, self._log = start_mosquitto(self.conf_path, self.log_path, self.port,
+                                               cwd=tmp_dir)
 
     def log_text(self):
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
     def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self._log.close()
+        stop_mosquitto(self.proc, self._log)
 
 
 @pytest.fixture

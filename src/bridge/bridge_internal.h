@@ -1,0 +1,68 @@
+/*
+ * bridge_internal.h: one bridge's state, shared by bridge.c (the set of bridges: lifetime,
+ * the forwarder at the routing point, timers, notifications) and bridge_link.c (the
+ * connection role that speaks MQTT to the remote broker).
+ */
+#ifndef ARBOR_BRIDGE_INTERNAL_H
+#define ARBOR_BRIDGE_INTERNAL_H
+
+#include "broker_shared.h"
+#include "route.h"
+
+enum bridge_state {
+    BRIDGE_IDLE,       /* lazy: not started; once: failed for good */
+    BRIDGE_WAITING,    /* to (re)connect at retry_at_ms */
+    BRIDGE_CONNECTING, /* TCP (and TLS) under way, then CONNECT sent */
+    BRIDGE_UP,         /* CONNACK accepted */
+};
+
+#define BRIDGE_INFLIGHT_MAX 20 /* QoS 1/2 messages in flight to the remote, as Mosquitto's
+                                  max_inflight_messages default */
+
+struct bridge {
+    struct bridge_set *set;
+    const struct bridge_config *cfg; /* in the config in force (kept across reloads) */
+    uint32_t index;                  /* 1-based: message_origin.bridge of what came from it */
+    enum bridge_state state;
+    struct connection *conn;
+    size_t address;        /* index of the address used or tried next */
+    int64_t retry_at_ms;   /* BRIDGE_WAITING: when */
+    uint32_t backoff_s;    /* restart_timeout's jitter: the last wait */
+    int64_t next_ping_ms;  /* BRIDGE_UP: when the next PINGREQ goes */
+    int64_t last_used_ms;  /* lazy: a message went out or came in */
+    bool ever_up;          /* once: the one connection came up */
+    struct outflow flow;   /* QoS 1/2 (and queued QoS 0) messages to the remote */
+    uint16_t next_packet_id; /* SUBSCRIBE/UNSUBSCRIBE */
+    uint8_t *incoming_qos2;  /* bitmap: QoS 2 ids received, PUBREL not yet */
+    uint16_t remote_receive_max; /* MQTT 5 CONNACK's Receive Maximum; 0: not given */
+    uint32_t remote_max_packet;  /* MQTT 5 CONNACK's Maximum Packet Size; 0: not given */
+    uint64_t sent, received, dropped;
+};
+
+struct bridge_set {
+    struct broker *broker;
+    struct bridge *bridges;
+    size_t count;
+    struct route_forwarder forwarder;
+    int64_t next_run_ms;
+    bool stopping;
+};
+
+/* bridge_link.c: connect b now (to b->cfg->addresses[b->address]); on failure b waits. */
+void bridge_link_connect(struct bridge *b);
+/* A message for the remote (topic already mapped): QoS 0 out now or dropped, QoS 1/2 into the
+ * outbound flow (sent, or queued while the remote is away). */
+void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool retain);
+/* Keepalive: a PINGREQ when due. */
+void bridge_link_ping(struct bridge *b);
+void bridge_link_close(struct bridge *b, const char *why);
+
+/* bridge.c: the connection came up (CONNACK) or went away. */
+void bridge_up(struct bridge *b);
+void bridge_down(struct bridge *b, const char *why, bool was_up);
+/* Publish the bridge's state ("1" or "0") on its notification topic here (retained). */
+void bridge_notify_local(struct bridge *b, bool up);
+/* Plan b's next run no later than at_ms. */
+void bridge_wake(struct bridge *b, int64_t at_ms);
+
+#endif

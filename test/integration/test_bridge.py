@@ -1,0 +1,274 @@
+"""Bridges (`connection` blocks, arbor.conf(5) BRIDGES) against real remote brokers: Debian's
+mosquitto 2.0.11 and arbor itself.
+
+Messages cross both ways with the prefixes mapped, exactly once at QoS 1 and 2; the state
+notifications appear on both sides; QoS 1/2 messages published while the remote is away wait
+in the bridge (store and forward) and arrive in order once it is back; a remote that
+restarts is dialled again; with three addresses the bridge moves on when the one it uses
+dies; bridge lines with errors stop the start with file:line.
+"""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from helpers import HOST, free_port, start_mosquitto, stop_mosquitto, wait_until
+
+MOSQUITTO = "/usr/sbin/mosquitto"
+
+pytestmark = [
+    pytest.mark.arbor_only,
+    pytest.mark.skipif(not os.access(MOSQUITTO, os.X_OK), reason=MOSQUITTO + " not installed"),
+]
+
+
+class Remote:
+    """A Debian mosquitto as the remote broker of a bridge, on a fixed port so that it can
+    be stopped and started again where the bridge dials."""
+
+    def __init__(self, tmp_dir, name, port=None):
+        self.host = HOST
+        self.port = port or free_port()
+        self.conf_path = os.path.join(tmp_dir, name + ".conf")
+        self.log_path = os.path.join(tmp_dir, name + ".log")
+        with open(self.conf_path, "w") as f:
+            f.write("listener %d %s\nallow_anonymous true\nlog_dest stderr\nlog_type all\n"
+                    % (self.port, HOST))
+        self.proc = None
+        self._log = None
+
+    def start(self):
+        self.proc, self._log = start_mosquitto(self.conf_path, self.log_path, self.port)
+        return self
+
+    def log_text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self):
+        stop_mosquitto(self.proc, self._log)
+        self._log = None
+
+
+@pytest.fixture
+def remote(tmp_path):
+    """Factory: remote(port=None, start=True) -> Remote (Debian's mosquitto). Request it
+    before `mqtt` so that clients close before the processes stop."""
+    made = []
+
+    def make(port=None, start=True):
+        r = Remote(str(tmp_path), "remote%d" % len(made), port)
+        made.append(r)
+        return r.start() if start else r
+
+    yield make
+    for r in made:
+        r.stop()
+
+
+def bridge_lines(port, *topics, name="edge", extra=()):
+    return ["connection " + name,
+            "address 127.0.0.1:%d" % port,
+            "remote_clientid %s-%d" % (name, port),
+            "restart_timeout 1",
+            "keepalive_interval 5"] + ["topic " + t for t in topics] + list(extra)
+
+
+def payloads_of(client, n, timeout=15.0):
+    return [m.payload for m in client.get_messages(n, timeout)]
+
+
+def wait_bridge_up(mqtt, local, remote_broker, topic_out, timeout=15.0):
+    """Publish probes on a topic the bridge sends out until one reaches the remote."""
+    sub = mqtt(remote_broker, client_id="probe-sub")
+    sub.subscribe(topic_out, 0)
+    pub = mqtt(local, client_id="probe-pub")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pub.publish(topic_out, b"probe", qos=1)
+        try:
+            sub.get_message(0.3)
+            sub.close()
+            pub.close()
+            return
+        except AssertionError:
+            continue
+    raise AssertionError("the bridge did not come up within %.0f s" % timeout)
+
+
+def test_messages_cross_both_ways_once_with_prefixes(broker, remote, mqtt):
+    r = remote()
+    b = broker(*bridge_lines(r.port, "sensors/# out 1", "cmd/# in 2 local/ remote/",
+                             "up/# out 2 edge/ site1/"))
+    wait_bridge_up(mqtt, b, r, "sensors/probe")
+    at_remote = mqtt(r, client_id="at-remote")
+    at_remote.subscribe("sensors/#", 1)
+    at_remote.subscribe("site1/#", 2)
+    at_local = mqtt(b, client_id="at-local")
+    at_local.subscribe("local/#", 2)
+    at_local.subscribe("cmd/#", 2)
+    pub_local = mqtt(b, client_id="pub-local")
+    pub_remote = mqtt(r, client_id="pub-remote")
+    for i in range(20):
+        pub_local.publish("sensors/t", b"s%d" % i, qos=1)
+        pub_local.publish("edge/up/x", b"u%d" % i, qos=2)
+        pub_remote.publish("remote/cmd/go", b"c%d" % i, qos=2)
+    got_remote = [(m.topic, m.payload) for m in at_remote.get_messages(40, 15)]
+    assert [p for t, p in got_remote if t == "sensors/t"] == [b"s%d" % i for i in range(20)]
+    assert [p for t, p in got_remote if t == "site1/up/x"] == [b"u%d" % i for i in range(20)]
+    got_local = [(m.topic, m.payload) for m in at_local.get_messages(20, 15)]
+    assert got_local == [("local/cmd/go", b"c%d" % i) for i in range(20)]
+    at_remote.expect_no_message(0.7)
+    at_local.expect_no_message(0.3)
+
+
+def test_state_notifications_on_both_sides(broker, remote, mqtt):
+    r = remote()
+    b = broker(*bridge_lines(r.port, "a/# out 1", name="notes"))
+    topic = "$SYS/broker/connection/notes-%d/state" % r.port
+    at_remote = mqtt(r, client_id="watch-remote")
+    at_remote.subscribe(topic, 1)
+    assert at_remote.get_message(15).payload == b"1"
+    at_local = mqtt(b, client_id="watch-local")
+    at_local.subscribe(topic, 1)
+    m = at_local.get_message(10)
+    assert m.payload == b"1" and m.retain
+    # The remote goes away: locally "0"; back: "1" on both sides again.
+    r.stop()
+    assert at_local.get_message(15).payload == b"0"
+    r.start()
+    at_remote = mqtt(r, client_id="watch-remote-2")
+    at_remote.subscribe(topic, 1)
+    assert at_remote.get_message(15).payload == b"1"
+    assert at_local.get_message(15).payload == b"1"
+
+
+def test_store_and_forward_while_the_remote_is_away(broker, remote, mqtt):
+    """QoS 1/2 messages accepted while the remote (Debian's mosquitto) is down reach it once
+    each when it comes up; QoS 0 ones are not kept (as for an offline client)."""
+    r = remote(start=False)  # nothing listens there yet
+    b = broker(*bridge_lines(r.port, "q/# out 2"))
+    b.wait_log("Connecting bridge (step 2) edge")
+    pub = mqtt(b, client_id="pub")
+    for i in range(200):
+        pub.publish("q/one", b"m%03d" % i, qos=1 + i % 2)
+    pub.publish("q/zero", b"lost", qos=0)
+    r.start()
+    # The remote's subscriber must exist before the bridge hands over: it is made at once,
+    # the bridge waits restart_timeout (1 s) between attempts.
+    at_remote = mqtt(r, client_id="at-remote", clean=False)
+    at_remote.subscribe("q/#", 2)
+    got = [(m.qos, m.payload) for m in at_remote.get_messages(200, 20)]
+    # Mosquitto 2.0.11 may swap a few messages on their way to its subscriber (seen in about
+    # one run of two, also within one QoS); the order is checked against arbor below.
+    assert sorted(got) == sorted((1 + i % 2, b"m%03d" % i) for i in range(200))
+    at_remote.expect_no_message(0.7)
+
+
+def test_store_and_forward_keeps_the_order(broker, mqtt):
+    """The same with arbor as the remote: every message in the order it was published."""
+    port = free_port()
+    b = broker(*bridge_lines(port, "q/# out 2"))
+    b.wait_log("Connecting bridge (step 2) edge")
+    pub = mqtt(b, client_id="pub")
+    for i in range(300):
+        pub.publish("q/one", b"m%03d" % i, qos=1 + i % 2)
+    r = broker(port=port)
+    at_remote = mqtt(r, client_id="at-remote", clean=False)
+    at_remote.subscribe("q/#", 2)
+    got = [(m.qos, m.payload) for m in at_remote.get_messages(300, 20)]
+    # in order within each QoS (the subscriber's client hands a QoS 2 message over at the end
+    # of its handshake, so QoS 1 ones may overtake it)
+    for qos in (1, 2):
+        assert [p for q, p in got if q == qos] == [b"m%03d" % i for i in range(300)
+                                                   if 1 + i % 2 == qos]
+    at_remote.expect_no_message(0.7)
+
+
+def test_remote_restart_loses_nothing_queued(broker, remote, mqtt):
+    r = remote()
+    b = broker(*bridge_lines(r.port, "q/# out 1"))
+    wait_bridge_up(mqtt, b, r, "q/probe")
+    r.stop()
+    pub = mqtt(b, client_id="pub")
+    for i in range(50):
+        pub.publish("q/x", b"%d" % i, qos=1)
+    r.start()
+    at_remote = mqtt(r, client_id="at-remote")
+    at_remote.subscribe("q/x", 1)
+    assert payloads_of(at_remote, 50, 20) == [b"%d" % i for i in range(50)]
+
+
+def test_three_addresses_the_bridge_moves_on_when_its_remote_dies(broker, remote, mqtt):
+    first, second = remote(), remote()
+    dead = free_port()
+    b = broker("connection multi",
+               "address 127.0.0.1:%d 127.0.0.1:%d" % (first.port, second.port),
+               "addresses 127.0.0.1:%d" % dead,
+               "remote_clientid multi-%d" % first.port,
+               "restart_timeout 1",
+               "topic m/# out 1")
+    wait_bridge_up(mqtt, b, first, "m/probe")
+    first.stop()
+    at_second = mqtt(second, client_id="at-second")
+    at_second.subscribe("m/#", 1)
+    pub = mqtt(b, client_id="pub")
+    for i in range(10):
+        pub.publish("m/x", b"%d" % i, qos=1)
+    assert payloads_of(at_second, 10, 20) == [b"%d" % i for i in range(10)]
+
+
+def test_arbor_to_arbor_mqtt5_both_ways_no_echo(broker, mqtt):
+    central = broker()
+    edge = broker(*bridge_lines(central.port, "shared/# both 1",
+                                extra=["bridge_protocol_version mqttv50"]))
+    wait_bridge_up(mqtt, edge, central, "shared/probe")
+    at_central = mqtt(central, client_id="c-sub", version=5)
+    at_central.subscribe("shared/#", 1)
+    at_edge = mqtt(edge, client_id="e-sub", version=5)
+    at_edge.subscribe("shared/#", 1)
+    mqtt(edge, client_id="e-pub").publish("shared/from-edge", b"e", qos=1)
+    mqtt(central, client_id="c-pub").publish("shared/from-central", b"c", qos=1)
+    # each side gets both messages once: nothing comes back over the bridge a second time
+    assert sorted(m.payload for m in at_central.get_messages(2, 15)) == [b"c", b"e"]
+    assert sorted(m.payload for m in at_edge.get_messages(2, 15)) == [b"c", b"e"]
+    at_central.expect_no_message(1.0)
+    at_edge.expect_no_message(0.3)
+
+
+def test_mosquitto_clients_and_retained_over_the_bridge(broker, remote, mqtt):
+    """Debian's mosquitto_pub on the edge, mosquitto_sub on the remote: a retained message
+    arrives retained (try_private: the remote keeps the flag as published)."""
+    r = remote()
+    b = broker(*bridge_lines(r.port, "ret/# out 1"))
+    wait_bridge_up(mqtt, b, r, "ret/probe")
+    subprocess.run(["mosquitto_pub", "-h", HOST, "-p", str(b.port), "-t", "ret/v", "-m", "kept",
+                    "-q", "1", "-r"], check=True, timeout=10)
+
+    def retained_at_remote():
+        out = subprocess.run(["mosquitto_sub", "-h", HOST, "-p", str(r.port), "-t", "ret/v",
+                              "-C", "1", "-W", "2", "-v"], capture_output=True, timeout=10)
+        return out.stdout.strip() == b"ret/v kept"
+    wait_until(retained_at_remote, timeout=15, what="the retained message at the remote")
+
+
+@pytest.mark.parametrize("lines,where,text", [
+    (["topic a/# out"], 1, "only allowed after a connection line"),
+    (["connection x", "topic a/#"], 1, "has no address line"),
+    (["connection x", "address 127.0.0.1:1", "topic a/# sideways"], 3, "is not in, out or both"),
+    (["connection x", "address 127.0.0.1:1", "topic \"\" out 0 local"], 3, "remote prefix"),
+    (["connection x", "address 127.0.0.1:1", "topic \"\" out 0 \"\" remote"], 3, "empty"),
+    (["connection x", "address 127.0.0.1:99999", "topic a"], 2, "invalid port"),
+    (["connection x", "address h", "topic a", "connection x"], 4, "already given"),
+    (["connection x", "address h", "topic a", "bridge_psk 00"], 4, "not supported yet"),
+])
+def test_bad_bridge_lines_stop_the_start_with_file_and_line(broker, lines, where, text):
+    b = broker(*lines, defaults=False, start=False)
+    proc = subprocess.run([os.environ.get("ARBOR_BIN", "build/arbor"), "-c", b.conf_path],
+                          capture_output=True, timeout=15)
+    assert proc.returncode != 0
+    err = (proc.stdout + proc.stderr).decode()
+    # the config's first line is the listener: the bridge lines start at line 2
+    assert ":%d: " % (where + 1) in err and text in err, err
