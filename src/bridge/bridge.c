@@ -16,6 +16,7 @@
 #include "message.h"
 #include "outflow.h"
 #include "topic.h"
+#include "transport_tls.h"
 
 static struct bridge_set *set_of(const struct broker *broker)
 {
@@ -196,6 +197,12 @@ int bridges_start(struct broker *broker)
         b->flow.pressure = NULL;
         b->state = b->cfg->start_type == BRIDGE_START_LAZY ? BRIDGE_IDLE : BRIDGE_WAITING;
         b->retry_at_ms = broker->now_ms;
+        if (!b->cfg->tls.cafile.value && !b->cfg->tls.capath.value) continue;
+        char err[512];
+        if (tls_bridge_context_build(&b->cfg->tls, &b->tls, err, sizeof err) != 0) {
+            log_error("Error: %s", err);
+            return -1;
+        }
     }
     set->forwarder = (struct route_forwarder){.name = "bridges", .ctx = set, .forward = forward};
     if (route_add_forwarder(broker, &set->forwarder) != 0) {
@@ -306,6 +313,7 @@ void bridges_free(struct broker *broker)
         if (b->conn) b->conn->role_data = NULL;
         outflow_release(broker, &b->flow);
         free(b->incoming_qos2);
+        tls_context_release(b->tls);
     }
     free(set->bridges);
     free(set);

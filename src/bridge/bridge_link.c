@@ -21,6 +21,7 @@
 #include "packet.h"
 #include "properties.h"
 #include "topic.h"
+#include "transport_tls.h"
 
 static const struct connection_role bridge_role;
 static const struct outflow_ops bridge_flow_ops;
@@ -77,6 +78,13 @@ void bridge_link_connect(struct bridge *b)
     if (!b->conn) return attempt_failed(b, strerror(saved));
     b->state = BRIDGE_CONNECTING;
     b->conn->name = cfg->local_clientid;
+    /* TLS: the remote's certificate must chain to bridge_cafile/capath and name the host
+     * dialled, unless bridge_insecure */
+    if (b->tls &&
+        transport_tls_attach_client(b->conn, b->tls, cfg->insecure ? NULL : a->host) != 0) {
+        connection_close(b->conn, 0, "cannot set up TLS"); /* the bridge waits to retry */
+        return;
+    }
     /* connect and CONNACK within the keepalive interval */
     b->conn->handshake_timeout_ms = (int64_t)cfg->keepalive * 1000;
     connection_watch(b->conn);

@@ -298,14 +298,17 @@ int tls_context_build(const struct arbor_listener *listener, struct tls_context 
 
 /* The CA certificates a peer's certificate must chain to: the dialler's check of the broker
  * it dials (during the handshake) and the accepting side's of a peer (tls_certified_by). */
-static int load_peer_cas(SSL_CTX *ctx, const struct arbor_tls_settings *tls, char *err,
-                         size_t errlen)
+static int load_peer_cas(SSL_CTX *ctx, const struct arbor_tls_settings *tls, const char *prefix,
+                         char *err, size_t errlen)
 {
+    char cafile[32], capath[32];
+    directive_name(cafile, sizeof cafile, prefix, "cafile");
+    directive_name(capath, sizeof capath, prefix, "capath");
     if (tls->cafile.value && SSL_CTX_load_verify_file(ctx, tls->cafile.value) != 1)
-        return build_error(err, errlen, &tls->cafile.at, "peer_cafile",
+        return build_error(err, errlen, &tls->cafile.at, cafile,
                            "cannot load CA certificates from \"%s\"", tls->cafile.value);
     if (tls->capath.value && SSL_CTX_load_verify_dir(ctx, tls->capath.value) != 1)
-        return build_error(err, errlen, &tls->capath.at, "peer_capath",
+        return build_error(err, errlen, &tls->capath.at, capath,
                            "cannot use \"%s\" as a directory of CA certificates",
                            tls->capath.value);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
@@ -330,8 +333,11 @@ static void write_key_log(const SSL *ssl, const char *line)
     close(fd);
 }
 
-int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
-                           char *err, size_t errlen)
+/* A client context: the CA certificates the server's certificate is checked against, this
+ * side's certificate and key when given, the lowest TLS version. prefix names the directives
+ * in errors ("peer_", "bridge_"). */
+static int client_context_build(const struct arbor_tls_settings *tls, const char *prefix,
+                                struct tls_context **out, char *err, size_t errlen)
 {
     *out = NULL;
     ERR_clear_error();
@@ -339,15 +345,15 @@ int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_cont
     SSL_CTX *ctx = context ? SSL_CTX_new(TLS_client_method()) : NULL;
     if (!ctx) {
         free(context);
-        return build_error(err, errlen, &tls->certfile.at, "peer_certfile", "cannot set up TLS");
+        return build_error(err, errlen, &tls->cafile.at, "TLS", "cannot set up TLS");
     }
     /* Every dial is a full handshake: a link is long-lived, and a resumed session would skip
      * the check of a certificate the CA may have replaced since. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     if (getenv("SSLKEYLOGFILE")) SSL_CTX_set_keylog_callback(ctx, write_key_log);
-    int rc = set_protocol(ctx, tls, "peer_", err, errlen);
-    if (rc == 0) rc = load_certificate(ctx, tls, "peer_", err, errlen);
-    if (rc == 0) rc = load_peer_cas(ctx, tls, err, errlen);
+    int rc = set_protocol(ctx, tls, prefix, err, errlen);
+    if (rc == 0 && tls->certfile.value) rc = load_certificate(ctx, tls, prefix, err, errlen);
+    if (rc == 0) rc = load_peer_cas(ctx, tls, prefix, err, errlen);
     if (rc != 0) {
         SSL_CTX_free(ctx);
         free(context);
@@ -357,6 +363,18 @@ int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_cont
     context->refs = 1;
     *out = context;
     return 0;
+}
+
+int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
+                           char *err, size_t errlen)
+{
+    return client_context_build(tls, "peer_", out, err, errlen);
+}
+
+int tls_bridge_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
+                             char *err, size_t errlen)
+{
+    return client_context_build(tls, "bridge_", out, err, errlen);
 }
 
 struct tls_context *tls_context_ref(struct tls_context *context)
@@ -743,7 +761,7 @@ int transport_tls_attach_client(struct connection *conn, struct tls_context *con
     ERR_clear_error();
     t->ssl = context ? SSL_new(context->ssl_ctx) : NULL;
     if (!t->ssl || SSL_set_fd(t->ssl, conn->handler.fd) != 1 ||
-        expect_server_name(t->ssl, server_name) != 0) {
+        (server_name && expect_server_name(t->ssl, server_name) != 0)) {
         SSL_free(t->ssl);
         free(t);
         ERR_clear_error();

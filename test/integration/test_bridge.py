@@ -9,11 +9,14 @@ dies; bridge lines with errors stop the start with file:line.
 """
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
 
+import tlscerts
 from helpers import HOST, free_port, start_mosquitto, stop_mosquitto, wait_until
 
 MOSQUITTO = "/usr/sbin/mosquitto"
@@ -28,14 +31,14 @@ class Remote:
     """A Debian mosquitto as the remote broker of a bridge, on a fixed port so that it can
     be stopped and started again where the bridge dials."""
 
-    def __init__(self, tmp_dir, name, port=None):
+    def __init__(self, tmp_dir, name, port=None, lines=()):
         self.host = HOST
         self.port = port or free_port()
         self.conf_path = os.path.join(tmp_dir, name + ".conf")
         self.log_path = os.path.join(tmp_dir, name + ".log")
         with open(self.conf_path, "w") as f:
             f.write("listener %d %s\nallow_anonymous true\nlog_dest stderr\nlog_type all\n"
-                    % (self.port, HOST))
+                    % (self.port, HOST) + "".join(line + "\n" for line in lines))
         self.proc = None
         self._log = None
 
@@ -54,12 +57,12 @@ class Remote:
 
 @pytest.fixture
 def remote(tmp_path):
-    """Factory: remote(port=None, start=True) -> Remote (Debian's mosquitto). Request it
+    """Factory: remote(port=None, start=True, lines=()) -> Remote (Debian's mosquitto). Request it
     before `mqtt` so that clients close before the processes stop."""
     made = []
 
-    def make(port=None, start=True):
-        r = Remote(str(tmp_path), "remote%d" % len(made), port)
+    def make(port=None, start=True, lines=()):
+        r = Remote(str(tmp_path), "remote%d" % len(made), port, lines)
         made.append(r)
         return r.start() if start else r
 
@@ -254,6 +257,71 @@ def test_mosquitto_clients_and_retained_over_the_bridge(broker, remote, mqtt):
     wait_until(retained_at_remote, timeout=15, what="the retained message at the remote")
 
 
+@pytest.fixture(scope="module")
+def pki():
+    """tlscerts.make_pki's certificates, in a directory the brokers can read."""
+    top = tempfile.mkdtemp(prefix="arbor-bridge-tls-")
+    os.chmod(top, 0o755)
+    try:
+        yield tlscerts.make_pki(os.path.join(top, "pki"))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def tls_remote(remote, pki):
+    """Debian's mosquitto with a TLS listener that asks for a client certificate."""
+    return remote(lines=["cafile " + pki["ca"], "certfile " + pki["server"],
+                         "keyfile " + pki["server_key"], "require_certificate true"])
+
+
+def test_bridge_over_tls_with_a_client_certificate(broker, remote, mqtt, pki):
+    r = tls_remote(remote, pki)
+    b = broker(*bridge_lines(r.port, "secure/# both 1",
+                             extra=["bridge_cafile " + pki["ca"],
+                                    "bridge_certfile " + pki["alice"],
+                                    "bridge_keyfile " + pki["alice_key"]]))
+    b.wait_log("Received CONNACK on connection")
+    cert = ["--cafile", pki["ca"], "--cert", pki["bob"], "--key", pki["bob_key"]]
+    # out: a mosquitto_sub (with its own certificate) at the remote gets a local message
+    sub = subprocess.Popen(["mosquitto_sub", "-h", HOST, "-p", str(r.port)] + cert +
+                           ["-t", "secure/out", "-C", "1", "-W", "20"], stdout=subprocess.PIPE)
+    try:
+        pub = mqtt(b, client_id="pub")
+
+        def sent_and_received():
+            pub.publish("secure/out", b"to-remote", qos=1)
+            return sub.poll() is not None
+        wait_until(sent_and_received, timeout=20, interval=0.3, what="a message out")
+        assert sub.stdout.read().strip() == b"to-remote"
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+        sub.wait()
+    # in: a message published at the remote arrives here
+    at_local = mqtt(b, client_id="at-local")
+    at_local.subscribe("secure/in", 1)
+    subprocess.run(["mosquitto_pub", "-h", HOST, "-p", str(r.port)] + cert +
+                   ["-t", "secure/in", "-m", "over-tls", "-q", "1"], check=True, timeout=10)
+    assert at_local.get_message(15).payload == b"over-tls"
+
+
+def test_bridge_refuses_a_remote_its_ca_did_not_sign(broker, remote, mqtt, pki):
+    r = tls_remote(remote, pki)
+    b = broker(*bridge_lines(r.port, "secure/# out 1",
+                             extra=["bridge_cafile " + pki["other_ca"]]))
+    b.wait_log("Error creating bridge")
+    assert "Received CONNACK" not in b.log_text()
+
+
+def test_bridge_tls_file_errors_stop_the_start(broker, pki):
+    b = broker(*bridge_lines(1, "t", extra=["bridge_cafile /nonexistent/ca.pem"]), start=False)
+    proc = subprocess.run([os.environ.get("ARBOR_BIN", "build/arbor"), "-c", b.conf_path],
+                          capture_output=True, timeout=15)
+    assert proc.returncode != 0
+    err = (proc.stdout + proc.stderr).decode()
+    assert "bridge_cafile" in err and "/nonexistent/ca.pem" in err, err
+
+
 @pytest.mark.parametrize("lines,where,text", [
     (["topic a/# out"], 1, "only allowed after a connection line"),
     (["connection x", "topic a/#"], 1, "has no address line"),
@@ -272,3 +340,4 @@ def test_bad_bridge_lines_stop_the_start_with_file_and_line(broker, lines, where
     err = (proc.stdout + proc.stderr).decode()
     # the config's first line is the listener: the bridge lines start at line 2
     assert ":%d: " % (where + 1) in err and text in err, err
+
