@@ -1,6 +1,6 @@
 /*
- * outflow.h: one outbound flow of messages to one destination: a client session, a peer link
- * (next, a bridge). It owns the in-flight window, the queue behind it, packet ids, the QoS 1
+ * outflow.h: one outbound flow of messages to one destination: a client session, a peer link,
+ * or a bridge. It owns the in-flight window, the queue behind it, packet ids, the QoS 1
  * and QoS 2 acknowledgements, resending on reconnect, the order of it all and the
  * back-pressure accounting of what waits (outflow.c). What a PUBLISH looks like on the wire,
  * whether the destination is reachable now and how much it may hold are the owner's, asked

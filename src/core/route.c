@@ -1,10 +1,10 @@
 /*
  * route.c: the one routing point (docs/architecture.md, "How a PUBLISH flows"). Every message
  * that enters this broker, whatever its source (a client's PUBLISH, a will, a peer broker's
- * link, and next a bridge), goes through route_message: the registered forwarders stamp it
+ * link, a bridge), goes through route_message: the registered forwarders stamp it
  * and may keep an older retained value from replacing a newer one, the retained store is
  * updated, every matching session gets a reference at its own QoS (session_flow.c), and then
- * each forwarder sends it on. MQTT-ST flooding (peer_flood.c) is the first forwarder; this
+ * each forwarder sends it on: MQTT-ST flooding (peer_flood.c), bridges (bridge.c); this
  * file knows none of them by name.
  */
 #include "route.h"

@@ -7,7 +7,7 @@
 
 #include "broker_shared.h"
 
-/* A forwarder takes messages on beyond this broker (MQTT-ST flooding, peer_flood.c; next a
+/* A forwarder takes messages on beyond this broker (MQTT-ST flooding, peer_flood.c; a
  * bridge). Every hook is optional; ctx is the forwarder's own. */
 struct route_forwarder {
     const char *name;

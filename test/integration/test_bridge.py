@@ -9,6 +9,7 @@ dies; bridge lines with errors stop the start with file:line.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -341,3 +342,18 @@ def test_bad_bridge_lines_stop_the_start_with_file_and_line(broker, lines, where
     # the config's first line is the listener: the bridge lines start at line 2
     assert ":%d: " % (where + 1) in err and text in err, err
 
+
+
+def test_every_bridge_directive_is_in_the_man_page():
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "src", "config", "bridge_config.c")) as f:
+        source = f.read()
+    table = source[source.index("bridge_directives[] = {"):]
+    names = re.findall(r'"([a-z_]+)"', table[:table.index("};")])
+    assert len(names) >= 40
+    with open(os.path.join(root, "man", "arbor.conf.5")) as f:
+        page = f.read()
+    section = page[page.index(".SH BRIDGES"):page.index('.SH "PEERS (MQTT-ST)"')]
+    section = re.sub(r"\\f[BIRP]", " ", section)  # roff font changes
+    missing = [n for n in names if not re.search(r"\b%s\b" % re.escape(n), section)]
+    assert not missing, missing
