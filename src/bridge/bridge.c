@@ -15,6 +15,9 @@
 #include "random_below.h"
 #include "message.h"
 #include "outflow.h"
+#include "persist_hooks.h"
+#include "session.h"
+#include "session_life.h"
 #include "topic.h"
 #include "transport_tls.h"
 
@@ -91,7 +94,7 @@ void bridge_down(struct bridge *b, const char *why, bool was_up)
         log_notice("Bridge %s stopped (start_type once): %s.", cfg->name, why);
         return;
     }
-    if (cfg->start_type == BRIDGE_START_LAZY && b->flow.queued.count < cfg->threshold) {
+    if (cfg->start_type == BRIDGE_START_LAZY && b->session->flow.queued.count < cfg->threshold) {
         b->state = BRIDGE_IDLE; /* started again when enough waits */
         return;
     }
@@ -144,7 +147,7 @@ static const struct bridge_topic *outgoing_topic(const struct bridge_config *cfg
 static void forward(void *ctx, struct message *msg)
 {
     struct bridge_set *set = ctx;
-    if (set->stopping) return;
+    if (set->stopping || !set->adopted) return; /* $SYS at start-up, before the restore */
     for (size_t i = 0; i < set->count; i++) {
         struct bridge *b = &set->bridges[i];
         if (msg->origin.bridge == b->index) continue;
@@ -163,7 +166,7 @@ static void forward(void *ctx, struct message *msg)
         message_unref(out);
         /* lazy: enough waiting starts it */
         if (b->state == BRIDGE_IDLE && b->cfg->start_type == BRIDGE_START_LAZY &&
-            b->flow.queued.count >= b->cfg->threshold) {
+            b->session->flow.queued.count >= b->cfg->threshold) {
             b->state = BRIDGE_WAITING;
             b->retry_at_ms = set->broker->now_ms;
             bridge_wake(b, b->retry_at_ms);
@@ -194,7 +197,6 @@ int bridges_start(struct broker *broker)
         b->set = set;
         b->cfg = &cfg->bridges[i];
         b->index = (uint32_t)i + 1;
-        b->flow.pressure = NULL;
         b->state = b->cfg->start_type == BRIDGE_START_LAZY ? BRIDGE_IDLE : BRIDGE_WAITING;
         b->retry_at_ms = broker->now_ms;
         if (!b->cfg->tls.cafile.value && !b->cfg->tls.capath.value) continue;
@@ -212,10 +214,48 @@ int bridges_start(struct broker *broker)
     return 0;
 }
 
+/* Find (restored by persistence) or make the session that holds b's queue. */
+static int adopt_session(struct bridge *b)
+{
+    struct broker *broker = b->set->broker;
+    const struct bridge_config *cfg = b->cfg;
+    struct session *session = session_find(broker, cfg->local_clientid);
+    if (session && session->connection) {
+        log_warning("Warning: client %s uses bridge %s's local_clientid; disconnecting it.",
+                    cfg->local_clientid, cfg->name);
+        connection_close(session->connection, MQTT_RC_SESSION_TAKEN_OVER, "session taken over");
+        session_attach(session, NULL);
+    }
+    if (!session) session = session_create(broker, cfg->local_clientid, cfg->protocol_version);
+    if (!session) {
+        log_error("Error: out of memory setting up bridge %s.", cfg->name);
+        return -1;
+    }
+    session->bridge_owned = true;
+    session->disconnected_at_ms = broker->now_ms;
+    /* kept across restarts with persistence unless local_cleansession */
+    session->expiry_interval = cfg->local_cleansession ? 0 : UINT32_MAX;
+    session_update_timer(broker, session);
+    persist_hook_session_changed(broker, session);
+    b->session = session;
+    if (session->flow.queued.count || session->flow.inflight.count)
+        log_notice("Bridge %s: %u messages kept for the remote.", cfg->name,
+                   session->flow.queued.count + session->flow.inflight.count);
+    if (cfg->start_type == BRIDGE_START_LAZY && b->state == BRIDGE_IDLE &&
+        session->flow.queued.count >= cfg->threshold)
+        b->state = BRIDGE_WAITING;
+    return 0;
+}
+
 void bridges_run(struct broker *broker)
 {
     struct bridge_set *set = set_of(broker);
     if (!set || set->stopping) return;
+    if (!set->adopted) {
+        for (size_t i = 0; i < set->count; i++)
+            if (adopt_session(&set->bridges[i]) != 0) return;
+        set->adopted = true;
+    }
     int64_t now = broker->now_ms;
     if (now < set->next_run_ms) return;
     set->next_run_ms = TIMER_NONE;
@@ -228,8 +268,8 @@ void bridges_run(struct broker *broker)
             else
                 bridge_wake(b, b->retry_at_ms);
         } else if (b->state == BRIDGE_UP) {
-            if (cfg->start_type == BRIDGE_START_LAZY && b->flow.queued.count == 0 &&
-                b->flow.inflight.count == 0 &&
+            if (cfg->start_type == BRIDGE_START_LAZY && b->session->flow.queued.count == 0 &&
+                b->session->flow.inflight.count == 0 &&
                 now - b->last_used_ms >= (int64_t)cfg->idle_timeout_s * 1000) {
                 log_notice("Bridge %s stopping: idle for %u s (start_type lazy).", cfg->name,
                            cfg->idle_timeout_s);
@@ -311,7 +351,6 @@ void bridges_free(struct broker *broker)
     for (size_t i = 0; i < set->count; i++) {
         struct bridge *b = &set->bridges[i];
         if (b->conn) b->conn->role_data = NULL;
-        outflow_release(broker, &b->flow);
         free(b->incoming_qos2);
         tls_context_release(b->tls);
     }

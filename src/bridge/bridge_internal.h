@@ -31,7 +31,10 @@ struct bridge {
     int64_t next_ping_ms;  /* BRIDGE_UP: when the next PINGREQ goes */
     int64_t last_used_ms;  /* lazy: a message went out or came in */
     bool ever_up;          /* once: the one connection came up */
-    struct outflow flow;   /* QoS 1/2 (and queued QoS 0) messages to the remote */
+    /* Its queue: QoS 1/2 (and queued QoS 0) messages for the remote are the outbound flow of
+     * a session named local_clientid (bridge_owned), so that persistence keeps them as it
+     * keeps a client's (unless local_cleansession). Set on the first run, after the restore. */
+    struct session *session;
     uint16_t next_packet_id; /* SUBSCRIBE/UNSUBSCRIBE */
     uint8_t *incoming_qos2;  /* bitmap: QoS 2 ids received, PUBREL not yet */
     uint16_t remote_receive_max; /* MQTT 5 CONNACK's Receive Maximum; 0: not given */
@@ -46,6 +49,7 @@ struct bridge_set {
     size_t count;
     struct route_forwarder forwarder;
     int64_t next_run_ms;
+    bool adopted; /* every bridge has its session (bridges_run's first pass) */
     bool stopping;
 };
 

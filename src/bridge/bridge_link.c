@@ -18,6 +18,8 @@
 #include "log.h"
 #include "message.h"
 #include "outflow.h"
+#include "persist_hooks.h"
+#include "session.h"
 #include "packet.h"
 #include "properties.h"
 #include "topic.h"
@@ -188,7 +190,7 @@ static void publish_remote_notification(struct bridge *b)
                                          NULL, 0, 1, true, 0, 0, broker->now_ms);
     if (!msg) return;
     struct outflow_item item = {.msg = msg, .qos = 1, .retain = true};
-    outflow_offer(broker, &b->flow, &bridge_flow_ops, b, &item, false);
+    outflow_offer(broker, &b->session->flow, &bridge_flow_ops, b, &item, false);
     message_unref(msg);
 }
 
@@ -232,11 +234,11 @@ static int handle_connack(struct bridge *b, const uint8_t *body, size_t len)
     bridge_up(b);
     /* store and forward: what was in flight is sent again first, then the state, the
      * subscriptions, and what waited */
-    outflow_resume(broker_of(b), &b->flow, &bridge_flow_ops, b);
+    outflow_resume(broker_of(b), &b->session->flow, &bridge_flow_ops, b);
     publish_remote_notification(b);
     subscribe_topics(b);
     if (!b->conn) return HANDLER_CLOSED;
-    outflow_pump(broker_of(b), &b->flow, &bridge_flow_ops, b);
+    outflow_pump(broker_of(b), &b->session->flow, &bridge_flow_ops, b);
     return 0;
 }
 
@@ -328,11 +330,25 @@ static bool flow_output_full(const struct broker *broker, const void *owner)
     return b->conn && connection_output_full(b->conn);
 }
 
+/* What waits is the bridge session's: its expiry sweep, and persistence, hear of it as of any
+ * session's queue. */
+static void flow_queued(struct broker *broker, void *owner, const struct delivery *d)
+{
+    session_note_queued(broker, ((struct bridge *)owner)->session, d->msg);
+}
+
+static void flow_changed(struct broker *broker, void *owner, struct delivery *d)
+{
+    persist_hook_delivery_changed(broker, ((struct bridge *)owner)->session, d);
+}
+
 static const struct outflow_ops bridge_flow_ops = {
     .limits = flow_limits,
     .send_publish = flow_send_publish,
     .send_pubrel = flow_send_pubrel,
     .output_full = flow_output_full,
+    .queued = flow_queued,
+    .changed = flow_changed,
 };
 
 void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool retain)
@@ -349,7 +365,7 @@ void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool r
         return;
     }
     struct outflow_item item = {.msg = msg, .qos = qos, .retain = retain};
-    if (outflow_offer(broker, &b->flow, &bridge_flow_ops, b, &item, false) == OUTFLOW_REFUSED) {
+    if (outflow_offer(broker, &b->session->flow, &bridge_flow_ops, b, &item, false) == OUTFLOW_REFUSED) {
         b->dropped++;
         broker->stats.publish_dropped++;
     }
@@ -487,10 +503,10 @@ static int handle_ack(struct bridge *b, uint8_t type, const uint8_t *body, size_
         if (b->incoming_qos2) qos2_mark(b, ack.packet_id, false);
         return connection_send_ack(b->conn, MQTT_PUBCOMP, ack.packet_id, 0);
     }
-    switch (outflow_acknowledge(broker, &b->flow, &bridge_flow_ops, b, type, ack.packet_id,
+    switch (outflow_acknowledge(broker, &b->session->flow, &bridge_flow_ops, b, type, ack.packet_id,
                                 ack.reason)) {
     case OUTFLOW_ACK_FREED:
-        outflow_pump(broker, &b->flow, &bridge_flow_ops, b);
+        outflow_pump(broker, &b->session->flow, &bridge_flow_ops, b);
         return 0;
     case OUTFLOW_ACK_NO_MEMORY:
         return MQTT_RC_UNSPECIFIED;
@@ -597,7 +613,7 @@ static void bridge_on_free(struct connection *conn)
 static void bridge_on_output_drained(struct connection *conn)
 {
     struct bridge *b = conn->role_data;
-    if (b && b->state == BRIDGE_UP) outflow_pump(conn->broker, &b->flow, &bridge_flow_ops, b);
+    if (b && b->state == BRIDGE_UP) outflow_pump(conn->broker, &b->session->flow, &bridge_flow_ops, b);
 }
 
 static const struct connection_role bridge_role = {

@@ -244,6 +244,10 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
     conn->name = client_of(conn)->client_id;
     if (!*assigned && !has_allowed_prefix(sec, client_of(conn)->client_id))
         return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "client id prefix not allowed");
+    struct session *taken = session_find(conn->broker, client_of(conn)->client_id);
+    if (taken && taken->bridge_owned)
+        return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
+                      "client id is a bridge's local_clientid");
     if (c->has_username) {
         client_of(conn)->username = copy_string(c->username);
         if (!client_of(conn)->username)

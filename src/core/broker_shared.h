@@ -131,6 +131,9 @@ struct session {
 
     struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
     bool persisted;     /* its rows are in the persistence file (persist.c) */
+    /* The queue of a bridge (bridge.c, its local_clientid): kept by persistence like any
+     * session (unless local_cleansession), never expires, and no client may take it. */
+    bool bridge_owned;
 
     /* acl_file rules for this client (acl.h), compiled at CONNECT and on reload; NULL: no
      * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */

@@ -115,6 +115,7 @@ void session_incoming_qos2_remove(struct session *session, uint16_t packet_id)
  * interval), or TIMER_NONE. */
 int64_t session_expiry_deadline(const struct broker *broker, const struct session *session)
 {
+    if (session->bridge_owned) return TIMER_NONE;
     uint32_t expiry = session->expiry_interval;
     int64_t limit = broker->config->persistent_client_expiry;
     if (limit >= 0 && (uint64_t)limit < expiry) expiry = (uint32_t)limit;
