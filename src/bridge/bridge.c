@@ -70,6 +70,8 @@ void bridge_notify_local(struct bridge *b, bool up)
 void bridge_up(struct bridge *b)
 {
     b->state = BRIDGE_UP;
+    b->next_probe_ms = b->set->broker->now_ms + (int64_t)b->cfg->restart_base_s * 1000;
+    if (b->address != 0 && !b->cfg->round_robin) bridge_wake(b, b->next_probe_ms);
     b->ever_up = true;
     b->backoff_s = 0;
     b->last_used_ms = b->set->broker->now_ms;
@@ -278,6 +280,13 @@ void bridges_run(struct broker *broker)
             }
             if (now >= b->next_ping_ms) bridge_link_ping(b);
             bridge_wake(b, b->next_ping_ms);
+            if (b->address != 0 && !cfg->round_robin && !b->probe) {
+                if (now >= b->next_probe_ms) {
+                    b->next_probe_ms = now + (int64_t)cfg->restart_base_s * 1000;
+                    bridge_link_probe_main(b);
+                }
+                bridge_wake(b, b->next_probe_ms);
+            }
             if (cfg->start_type == BRIDGE_START_LAZY)
                 bridge_wake(b, b->last_used_ms + (int64_t)cfg->idle_timeout_s * 1000);
         }
@@ -339,8 +348,11 @@ void bridges_stopping(struct broker *broker)
     struct bridge_set *set = set_of(broker);
     if (!set) return;
     set->stopping = true;
-    for (size_t i = 0; i < set->count; i++)
-        if (set->bridges[i].conn) bridge_link_close(&set->bridges[i], "server shutting down");
+    for (size_t i = 0; i < set->count; i++) {
+        struct bridge *b = &set->bridges[i];
+        if (b->probe) connection_close(b->probe, 0, "server shutting down");
+        if (b->conn) bridge_link_close(b, "server shutting down");
+    }
 }
 
 void bridges_free(struct broker *broker)
@@ -351,6 +363,7 @@ void bridges_free(struct broker *broker)
     for (size_t i = 0; i < set->count; i++) {
         struct bridge *b = &set->bridges[i];
         if (b->conn) b->conn->role_data = NULL;
+        if (b->probe) b->probe->role_data = NULL;
         free(b->incoming_qos2);
         tls_context_release(b->tls);
     }

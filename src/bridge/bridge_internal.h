@@ -29,6 +29,8 @@ struct bridge {
     int64_t retry_at_ms;   /* BRIDGE_WAITING: when */
     uint32_t backoff_s;    /* restart_timeout's jitter: the last wait */
     int64_t next_ping_ms;  /* BRIDGE_UP: when the next PINGREQ goes */
+    int64_t next_probe_ms; /* BRIDGE_UP on a secondary address: when to try the first again */
+    struct connection *probe; /* that try, under way */
     int64_t last_used_ms;  /* lazy: a message went out or came in */
     bool ever_up;          /* once: the one connection came up */
     /* Its queue: QoS 1/2 (and queued QoS 0) messages for the remote are the outbound flow of
@@ -61,6 +63,9 @@ void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool r
 /* Keepalive: a PINGREQ when due. */
 void bridge_link_ping(struct bridge *b);
 void bridge_link_close(struct bridge *b, const char *why);
+/* round_robin false, connected to another address: try a TCP connection to the first one;
+ * when it answers, the bridge leaves the address it uses and goes back to the first. */
+void bridge_link_probe_main(struct bridge *b);
 
 /* bridge.c: the connection came up (CONNACK) or went away. */
 void bridge_up(struct bridge *b);

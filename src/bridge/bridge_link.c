@@ -26,6 +26,11 @@
 #include "transport_tls.h"
 
 static const struct connection_role bridge_role;
+
+static void bridge_on_free_nothing(struct connection *conn)
+{
+    (void)conn; /* the bridge outlives its connections */
+}
 static const struct outflow_ops bridge_flow_ops;
 
 static struct broker *broker_of(const struct bridge *b)
@@ -520,6 +525,66 @@ static int handle_ack(struct bridge *b, uint8_t type, const uint8_t *body, size_
     }
 }
 
+/* ---- returning to the main address (round_robin false) ------------------------------------ */
+
+static const struct connection_role probe_role;
+
+void bridge_link_probe_main(struct bridge *b)
+{
+    const struct bridge_address *a = &b->cfg->addresses[0];
+    struct addrinfo *res = NULL;
+    if (resolve(a->host, a->port, &res) != 0) return;
+    b->probe = connection_dial(broker_of(b), res->ai_addr, res->ai_addrlen, "main address",
+                               &probe_role, b);
+    freeaddrinfo(res);
+}
+
+/* The main address accepts connections again: leave the secondary one for it. */
+static void probe_on_active(struct connection *conn)
+{
+    struct bridge *b = conn->role_data;
+    connection_close(conn, 0, "probe done");
+    if (!b || !b->conn || b->state != BRIDGE_UP) return;
+    log_notice("Bridge %s: the main address is reachable again; moving back to it.",
+               b->cfg->name);
+    b->address = b->cfg->address_count - 1; /* bridge_down moves on to the first */
+    b->backoff_s = 0;
+    bridge_link_close(b, "returning to the main address");
+}
+
+static void probe_on_close(struct connection *conn, uint8_t reason, const char *why)
+{
+    (void)reason;
+    (void)why;
+    struct bridge *b = conn->role_data;
+    if (b && b->probe == conn) b->probe = NULL;
+    conn->role_data = NULL;
+}
+
+static bool probe_header_allowed(struct connection *conn, const struct mqtt_fixed_header *hdr)
+{
+    (void)hdr;
+    connection_close(conn, 0, "probe done");
+    return false;
+}
+
+static void probe_on_packet(struct connection *conn, const struct mqtt_fixed_header *hdr,
+                            const uint8_t *body)
+{
+    (void)conn;
+    (void)hdr;
+    (void)body;
+}
+
+static const struct connection_role probe_role = {
+    .name = "bridge probe",
+    .header_allowed = probe_header_allowed,
+    .on_packet = probe_on_packet,
+    .on_active = probe_on_active,
+    .on_close = probe_on_close,
+    .on_free = bridge_on_free_nothing,
+};
+
 /* ---- the role ----------------------------------------------------------------------------- */
 
 static bool bridge_header_allowed(struct connection *conn, const struct mqtt_fixed_header *hdr)
@@ -605,11 +670,6 @@ static void bridge_on_close(struct connection *conn, uint8_t reason, const char 
     bridge_down(b, why ? why : "closed", was_up);
 }
 
-static void bridge_on_free(struct connection *conn)
-{
-    (void)conn; /* the bridge outlives its connections */
-}
-
 static void bridge_on_output_drained(struct connection *conn)
 {
     struct bridge *b = conn->role_data;
@@ -622,6 +682,6 @@ static const struct connection_role bridge_role = {
     .on_packet = bridge_on_packet,
     .on_active = bridge_on_active,
     .on_close = bridge_on_close,
-    .on_free = bridge_on_free,
+    .on_free = bridge_on_free_nothing,
     .on_output_drained = bridge_on_output_drained,
 };

@@ -225,6 +225,20 @@ def test_three_addresses_the_bridge_moves_on_when_its_remote_dies(broker, remote
     assert payloads_of(at_second, 10, 20) == [b"%d" % i for i in range(10)]
 
 
+def test_round_robin_false_goes_back_to_the_main_address(broker, remote, mqtt):
+    main = remote(start=False)
+    backup = remote()
+    b = broker("connection mb",
+               "address 127.0.0.1:%d 127.0.0.1:%d" % (main.port, backup.port),
+               "remote_clientid mb-%d" % main.port,
+               "restart_timeout 1",
+               "topic m/# out 1")
+    wait_bridge_up(mqtt, b, backup, "m/probe")
+    main.start()
+    b.wait_log("the main address is reachable again; moving back to it")
+    wait_bridge_up(mqtt, b, main, "m/probe")
+
+
 def test_arbor_to_arbor_mqtt5_both_ways_no_echo(broker, mqtt):
     central = broker()
     edge = broker(*bridge_lines(central.port, "shared/# both 1",
