@@ -662,6 +662,9 @@ static void bridge_on_close(struct connection *conn, uint8_t reason, const char 
     bool was_up = b->state == BRIDGE_UP;
     if (was_up && reason >= 0x80 && conn->version == MQTT_V5)
         connection_send_disconnect(conn, reason, why);
+    if (reason >= 0x80) /* the remote broke the protocol: say what, the bridge dials again */
+        log_warning("Warning: bridge %s: %s from the remote; closing the connection.",
+                    b->cfg->name, why ? why : connection_reason_text(reason));
     if (was_up)
         log_notice("Client %s closed its connection.", b->cfg->local_clientid);
     else if (!b->set->stopping)

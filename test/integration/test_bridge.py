@@ -12,8 +12,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -237,6 +239,68 @@ def test_round_robin_false_goes_back_to_the_main_address(broker, remote, mqtt):
     main.start()
     b.wait_log("the main address is reachable again; moving back to it")
     wait_bridge_up(mqtt, b, main, "m/probe")
+
+
+class FakeRemote:
+    """A listening socket that plays a remote broker badly: each connection gets a CONNACK,
+    then the bytes given (a malformed packet)."""
+
+    def __init__(self, bad_bytes):
+        self.server = socket.socket()
+        self.server.bind((HOST, 0))
+        self.server.listen(4)
+        self.port = self.server.getsockname()[1]
+        self.bad = bad_bytes
+        self.accepted = 0
+        self.closed_by_bridge = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        self.server.settimeout(0.2)
+        while self.server.fileno() >= 0:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                if self.server.fileno() < 0:
+                    return
+                continue
+            self.accepted += 1
+            with conn:
+                conn.settimeout(10)
+                try:
+                    conn.recv(4096)  # the CONNECT
+                    conn.sendall(b"\x20\x02\x00\x00" + self.bad)
+                    while conn.recv(4096):  # until the bridge closes it
+                        pass
+                    self.closed_by_bridge += 1
+                except OSError:
+                    pass
+
+    def close(self):
+        self.server.close()
+        self.thread.join(5)
+
+
+@pytest.mark.parametrize("bad,what", [
+    (b"\x36\x05\x00\x01t\x00\x01", "malformed"),     # PUBLISH with QoS 3
+    (b"\x10\x02\x00\x00", "unexpected packet"),       # a CONNECT from the remote
+    (b"\x30\xff\xff\xff\xff\x7f", "malformed"),      # a remaining length over 4 bytes
+])
+def test_a_remote_sending_garbage_loses_its_connection_only(broker, mqtt, bad, what):
+    fake = FakeRemote(bad)
+    try:
+        b = broker(*bridge_lines(fake.port, "g/# both 1"))
+        wait_until(lambda: fake.closed_by_bridge >= 2, timeout=15,
+                   what="the bridge closing the bad connection and dialling again")
+        assert "Warning: bridge edge: " in b.log_text(), b.log_text()
+        # the broker's clients are unharmed
+        c = mqtt(b, client_id="bystander")
+        c.subscribe("local/x", 1)
+        c.publish("local/x", b"fine", qos=1)
+        assert c.get_message(10).payload == b"fine"
+    finally:
+        fake.close()
 
 
 def test_arbor_to_arbor_mqtt5_both_ways_no_echo(broker, mqtt):
