@@ -37,7 +37,6 @@ struct bridge {
      * a session named local_clientid (bridge_owned), so that persistence keeps them as it
      * keeps a client's (unless local_cleansession). Set on the first run, after the restore. */
     struct session *session;
-    uint16_t next_packet_id; /* SUBSCRIBE/UNSUBSCRIBE */
     uint8_t *incoming_qos2;  /* bitmap: QoS 2 ids received, PUBREL not yet */
     uint16_t remote_receive_max; /* MQTT 5 CONNACK's Receive Maximum; 0: not given */
     uint32_t remote_max_packet;  /* MQTT 5 CONNACK's Maximum Packet Size; 0: not given */

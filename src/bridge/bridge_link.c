@@ -142,12 +142,6 @@ static void bridge_on_active(struct connection *conn)
     send_scratch_or_close(b);
 }
 
-static uint16_t next_packet_id(struct bridge *b)
-{
-    if (++b->next_packet_id == 0) b->next_packet_id = 1;
-    return b->next_packet_id;
-}
-
 /* After CONNACK: the `out` topics are not wanted from the remote (a topic that was `in`
  * before a restart), the `in` topics are. */
 static void subscribe_topics(struct bridge *b)
@@ -157,7 +151,7 @@ static void subscribe_topics(struct bridge *b)
     struct mqtt_props_out none = {NULL, 0};
     for (size_t i = 0; i < cfg->topic_count; i++) {
         const struct bridge_topic *t = &cfg->topics[i];
-        uint16_t pid = next_packet_id(b);
+        uint16_t pid = outflow_take_packet_id(&b->session->flow); /* one id space */
         abuf_reset(&broker->scratch);
         if (t->direction == BRIDGE_OUT) {
             if (!cfg->attempt_unsubscribe) continue;

@@ -157,6 +157,11 @@ static uint16_t next_packet_id(struct outflow *flow)
     }
 }
 
+uint16_t outflow_take_packet_id(struct outflow *flow)
+{
+    return next_packet_id(flow);
+}
+
 /* The checks against the owner's limits, asked once per offer or pump. */
 static bool window_fits(const struct outflow *flow, const struct outflow_limits *lim,
                         const struct message *msg)

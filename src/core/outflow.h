@@ -101,5 +101,8 @@ void outflow_release(struct broker *broker, struct outflow *flow);
 /* Persistence restore: put d back where d->state says (queued or in flight), in order. */
 void outflow_restore(struct outflow *flow, struct delivery *d);
 struct delivery *outflow_find(struct outflow *flow, uint16_t packet_id);
+/* A packet id for another packet of the same client (a bridge's SUBSCRIBE): the next one
+ * no message in flight uses, from the same sequence as the flow's PUBLISH packets. */
+uint16_t outflow_take_packet_id(struct outflow *flow);
 
 #endif

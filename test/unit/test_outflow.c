@@ -352,6 +352,13 @@ static void packet_ids_wrap_and_skip_ids_in_flight(void **state)
     f->flow.last_packet_id = 0; /* as after a restart: 1 and 2 are still in flight */
     assert_int_equal(offer(f, 1, 1), OUTFLOW_IN_FLIGHT);
     assert_int_equal(f->dest.sent[3].packet_id, 3);
+    /* another packet of the same client (a bridge's SUBSCRIBE) takes from the same sequence,
+     * skipping what is in flight, and the next PUBLISH goes on after it */
+    f->flow.last_packet_id = 0;
+    assert_int_equal(outflow_take_packet_id(&f->flow), 4); /* 1, 2, 3 in flight */
+    assert_int_equal(ack(f, MQTT_PUBACK, 1, 0), OUTFLOW_ACK_FREED); /* room in the window */
+    assert_int_equal(offer(f, 1, 1), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(f->dest.sent[4].packet_id, 5);
 }
 
 static uint32_t next_random(uint32_t *seed)
