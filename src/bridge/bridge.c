@@ -146,10 +146,11 @@ static const struct bridge_topic *outgoing_topic(const struct bridge_config *cfg
 
 /* The forwarder's forward (route.h): after local delivery, to every bridge whose topics want
  * it, except the one it came from. */
-static void forward(void *ctx, struct message *msg)
+static bool forward(void *ctx, struct message *msg)
 {
     struct bridge_set *set = ctx;
-    if (set->stopping || !set->adopted) return; /* $SYS at start-up, before the restore */
+    bool took = false;
+    if (set->stopping || !set->adopted) return false; /* $SYS at start-up, before the restore */
     for (size_t i = 0; i < set->count; i++) {
         struct bridge *b = &set->bridges[i];
         if (msg->origin.bridge == b->index) continue;
@@ -163,6 +164,7 @@ static void forward(void *ctx, struct message *msg)
             set->broker->stats.publish_dropped++;
             continue;
         }
+        took = true;
         uint8_t qos = msg->qos < t->qos ? msg->qos : t->qos;
         bridge_link_send(b, out, qos, msg->retain && b->cfg->outgoing_retain);
         message_unref(out);
@@ -174,6 +176,7 @@ static void forward(void *ctx, struct message *msg)
             bridge_wake(b, b->retry_at_ms);
         }
     }
+    return took;
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */

@@ -26,6 +26,8 @@
 #include "transport_tls.h"
 
 static const struct connection_role bridge_role;
+static enum outflow_send send_publish(struct bridge *b, struct message *msg, uint8_t qos,
+                                      bool retain, uint16_t packet_id, bool dup);
 
 static void bridge_on_free_nothing(struct connection *conn)
 {
@@ -125,10 +127,11 @@ static void bridge_on_active(struct connection *conn)
     };
     struct abuf *props = &broker->scratch_props;
     abuf_reset(props);
-    /* MQTT 5 without clean start: the remote keeps the session while we are away (a
-     * cleansession false bridge, as Mosquitto asks for it). */
-    if (cfg->protocol_version == MQTT_V5 && !cfg->cleansession &&
-        mqtt_property_add_u32(props, MQTT_PROP_SESSION_EXPIRY_INTERVAL, UINT32_MAX)) {
+    /* MQTT 5: Receive Maximum 20 and no session expiry interval, the bytes Mosquitto 2.0.11
+     * sends (its own bridge tests check them): an MQTT 5 remote then keeps no session for a
+     * cleansession false bridge while it is away (arbor.conf(5), BRIDGES). */
+    if (cfg->protocol_version == MQTT_V5 &&
+        mqtt_property_add_u16(props, MQTT_PROP_RECEIVE_MAXIMUM, BRIDGE_INFLIGHT_MAX)) {
         connection_close(conn, 0, "out of memory");
         return;
     }
@@ -151,10 +154,10 @@ static void subscribe_topics(struct bridge *b)
     struct mqtt_props_out none = {NULL, 0};
     for (size_t i = 0; i < cfg->topic_count; i++) {
         const struct bridge_topic *t = &cfg->topics[i];
+        if (t->direction == BRIDGE_OUT && !cfg->attempt_unsubscribe) continue;
         uint16_t pid = outflow_take_packet_id(&b->session->flow); /* one id space */
         abuf_reset(&broker->scratch);
         if (t->direction == BRIDGE_OUT) {
-            if (!cfg->attempt_unsubscribe) continue;
             const char *filter = t->remote_filter;
             log_debug("Bridge %s sending UNSUBSCRIBE (Mid: %u, Topic: %s)", cfg->local_clientid,
                       pid, filter);
@@ -188,8 +191,8 @@ static void publish_remote_notification(struct bridge *b)
     struct message *msg = message_create(&broker->shared->messages, topic, strlen(topic), "1", 1,
                                          NULL, 0, 1, true, 0, 0, broker->now_ms);
     if (!msg) return;
-    struct outflow_item item = {.msg = msg, .qos = 1, .retain = true};
-    outflow_offer(broker, &b->session->flow, &bridge_flow_ops, b, &item, false);
+    /* first, as Mosquitto sends it; not kept in the flow: it is sent again at every connect */
+    send_publish(b, msg, 1, true, outflow_take_packet_id(&b->session->flow), false);
     message_unref(msg);
 }
 
@@ -231,12 +234,12 @@ static int handle_connack(struct bridge *b, const uint8_t *body, size_t len)
     b->next_ping_ms = broker_of(b)->now_ms + (int64_t)cfg->keepalive * 1000;
     bridge_wake(b, b->next_ping_ms);
     bridge_up(b);
-    /* store and forward: what was in flight is sent again first, then the state, the
-     * subscriptions, and what waited */
-    outflow_resume(broker_of(b), &b->session->flow, &bridge_flow_ops, b);
+    /* Mosquitto's order: the state, the subscriptions, then store and forward: what was in
+     * flight is sent again, then what waited */
     publish_remote_notification(b);
     subscribe_topics(b);
     if (!b->conn) return HANDLER_CLOSED;
+    outflow_resume(broker_of(b), &b->session->flow, &bridge_flow_ops, b);
     outflow_pump(broker_of(b), &b->session->flow, &bridge_flow_ops, b);
     return 0;
 }
@@ -354,7 +357,9 @@ void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool r
 {
     struct broker *broker = broker_of(b);
     bool up = b->state == BRIDGE_UP && b->conn;
-    if (qos == 0 && (!broker->config->queue_qos0_messages || up)) {
+    /* QoS 0 while the CONNACK is awaited waits for it, as in Mosquitto */
+    if (qos == 0 && (!broker->config->queue_qos0_messages || up) &&
+        b->state != BRIDGE_CONNECTING) {
         /* live only, as to a connected client: dropped while the remote is away or slow */
         if (!up || connection_output_full(b->conn) ||
             send_publish(b, msg, 0, retain, 0, false) != OUTFLOW_SENT) {
@@ -509,11 +514,9 @@ static int handle_ack(struct bridge *b, uint8_t type, const uint8_t *body, size_
         return 0;
     case OUTFLOW_ACK_NO_MEMORY:
         return MQTT_RC_UNSPECIFIED;
-    case OUTFLOW_ACK_UNKNOWN: /* PUBREC for nothing of ours: end its exchange */
-        return connection_send_ack(b->conn, MQTT_PUBREL, ack.packet_id,
-                                   b->cfg->protocol_version == MQTT_V5
-                                       ? MQTT_RC_PACKET_ID_NOT_FOUND
-                                       : 0);
+    case OUTFLOW_ACK_UNKNOWN: /* PUBREC for nothing of ours: end its exchange (a plain
+                                 PUBREL, as Mosquitto answers, also in MQTT 5) */
+        return connection_send_ack(b->conn, MQTT_PUBREL, ack.packet_id, 0);
     default:
         return 0;
     }
@@ -593,12 +596,13 @@ static bool bridge_header_allowed(struct connection *conn, const struct mqtt_fix
     case MQTT_SUBACK:
     case MQTT_UNSUBACK:
     case MQTT_PINGRESP:
+    case MQTT_PINGREQ: /* a remote may ping its client too: answered, as Mosquitto does */
         return true;
     case MQTT_DISCONNECT:
         if (conn->version == MQTT_V5) return true;
         /* fall through */
     default:
-        connection_close(conn, MQTT_RC_PROTOCOL_ERROR, "unexpected packet from the remote");
+        connection_close(conn, MQTT_RC_PROTOCOL_ERROR, "unexpected packet");
         return false;
     }
 }
@@ -637,6 +641,13 @@ static void bridge_on_packet(struct connection *conn, const struct mqtt_fixed_he
     }
     case MQTT_PINGRESP:
         log_debug("Received PINGRESP from %s", b->cfg->local_clientid);
+        break;
+    case MQTT_PINGREQ:
+        abuf_reset(&conn->broker->scratch);
+        rc = len != 0                                       ? MQTT_RC_MALFORMED_PACKET
+             : mqtt_encode_pingresp(&conn->broker->scratch) ? MQTT_RC_UNSPECIFIED
+             : connection_send_scratch(conn)                ? MQTT_RC_UNSPECIFIED
+                                                            : 0;
         break;
     default: /* MQTT 5 DISCONNECT */
         connection_close(conn, 0, "the remote broker disconnected");

@@ -2089,6 +2089,11 @@ static int settle_listeners(struct parse_state *st)
     struct pending_default_listener *pending = &st->default_listener;
     if (pending->wanted) {
         pending->listener.is_default_listener = true;
+        /* Mosquitto 2.0.11 lets anonymous clients in on the default listener (port) under
+         * per_listener_settings unless it says otherwise, though not on listener lines
+         * (arbor.conf(5), MOSQUITTO COMPATIBILITY) */
+        if (cfg->per_listener_settings && !pending->listener.security.allow_anonymous_set)
+            pending->listener.security.allow_anonymous = true;
         if (append_listener(st, &pending->listener) != 0) return -1;
         /* the default listener comes first, as Mosquitto opens it first */
         struct arbor_listener added = cfg->listeners[cfg->listener_count - 1];

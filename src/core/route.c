@@ -87,7 +87,7 @@ size_t route_message(struct broker *broker, struct message *msg)
     }
     for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
         const struct route_forwarder *f = broker->shared->forwarders[i];
-        if (f->forward) f->forward(f->ctx, msg);
+        if (f->forward && f->forward(f->ctx, msg)) count++;
     }
     return count;
 }

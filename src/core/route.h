@@ -20,8 +20,11 @@ struct route_forwarder {
      * at most once per message, and with several forwarders one that says yes has recorded
      * it even if a later one says no (only one forwarder exists today). */
     bool (*retained_wins)(void *ctx, struct message *msg);
-    /* After local delivery: send it on. */
-    void (*forward)(void *ctx, struct message *msg);
+    /* After local delivery: send it on. True when it took the message for a destination as a
+     * subscription would (a bridge's topic matched): MQTT 5 publishers then hear "no matching
+     * subscribers" only when nobody took it. MQTT-ST flooding replicates everything and says
+     * false (where the subscribers are is not known here). */
+    bool (*forward)(void *ctx, struct message *msg);
 };
 
 /* Register a forwarder (kept by pointer, called in registration order); -1 when
@@ -31,7 +34,8 @@ void route_remove_forwarder(struct broker *broker, const struct route_forwarder 
 
 /* Route a message that entered this broker: forwarders' stamps, the retained store if retain
  * (unless a forwarder says what is held is newer), every matching subscription at its QoS,
- * then every forwarder. Returns the number of sessions it was given to. */
+ * then every forwarder. Returns the number of matching sessions plus the forwarders that took
+ * it (0: no matching subscribers). */
 size_t route_message(struct broker *broker, struct message *msg);
 
 /* Route a will (re-timing its message expiry from now) and drop the caller's reference. */

@@ -209,10 +209,10 @@ static void history_add(struct peer_net *net, struct message *msg)
 }
 
 /* The forwarder's forward (route.h): on along the spanning tree, after local delivery. */
-static void flood(void *ctx, struct message *msg)
+static bool flood(void *ctx, struct message *msg)
 {
     struct peer_net *net = ctx;
-    if (!msg->origin.stamped || msg->origin.local_only || net->stopping) return;
+    if (!msg->origin.stamped || msg->origin.local_only || net->stopping) return false;
     stp_link_id from = msg->origin.link;
     if (msg->qos > 0) history_add(net, msg);
     bool everywhere = settling(net);
@@ -226,6 +226,7 @@ static void flood(void *ctx, struct message *msg)
         if (everywhere || stp_link_forwarding(net->stp, link->stp_id))
             peer_dialer_send_message(link->out, msg, false);
     }
+    return false; /* replication: where the subscribers are is not known here */
 }
 
 int peer_flood_register(struct peer_net *net)

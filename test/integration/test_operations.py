@@ -126,6 +126,20 @@ def test_per_listener_settings(broker, raw):
         c.close()
 
 
+def test_per_listener_settings_default_listener_lets_anonymous_in(broker, raw):
+    # Mosquitto 2.0.11: under per_listener_settings the default listener (the deprecated
+    # port line) lets anonymous clients in unless told otherwise; listener lines do not.
+    default_port = free_port()
+    b = broker("per_listener_settings true", "port %d" % default_port, defaults=False)
+    refused = raw(b).connect("anon-listener", expect_rc=None)
+    assert refused.rc == 5  # not authorised
+    c = mp.RawClient("127.0.0.1", default_port)
+    try:
+        assert c.connect("anon-default").rc == 0
+    finally:
+        c.close()
+
+
 def test_max_queued_bytes_limits_offline_queue(broker, raw):
     # mosquitto.conf(5) max_queued_bytes: queued QoS 1/2 payload bytes per client.
     b = broker("max_queued_bytes 25", "max_queued_messages 0")

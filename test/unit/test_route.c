@@ -35,7 +35,8 @@ struct fake_forwarder {
     struct route_forwarder forwarder;
     struct call_log *log;
     struct broker *broker;
-    bool wins; /* what retained_wins answers */
+    bool wins;  /* what retained_wins answers */
+    bool takes; /* what forward answers (a bridge whose topic matched) */
     int stamped, asked, forwarded;
     bool held_when_stamped;   /* the store held the message when stamp ran */
     bool held_when_forwarded; /* ...when forward ran */
@@ -88,13 +89,14 @@ static bool fake_retained_wins(void *ctx, struct message *msg)
     return fake->wins;
 }
 
-static void fake_forward(void *ctx, struct message *msg)
+static bool fake_forward(void *ctx, struct message *msg)
 {
     struct fake_forwarder *fake = ctx;
     log_call(fake, "forward");
     fake->forwarded++;
     fake->last = msg;
     fake->held_when_forwarded = store_holds(fake->broker, msg);
+    return fake->takes;
 }
 
 static void fake_retained_changed(struct broker *broker, const struct message *msg)
@@ -240,6 +242,21 @@ static void test_stamp_then_store_then_forward(void **state)
     message_unref(msg);
 }
 
+/* A forwarder that takes the message (a bridge whose topic matched) counts as a destination:
+ * an MQTT 5 publisher hears "no matching subscribers" only when nobody took it. */
+static void test_a_forwarder_that_takes_it_counts(void **state)
+{
+    struct fixture *f = *state;
+    struct broker *b = &f->broker;
+    add_all(f, 2);
+    f->forwarders[1].takes = true;
+    struct message *msg = new_message(b, "t/x", "v", false, 0);
+    assert_int_equal(route_message(b, msg), 1);
+    f->forwarders[0].takes = true;
+    assert_int_equal(route_message(b, msg), 2);
+    message_unref(msg);
+}
+
 static void test_plain_messages_leave_the_store_alone(void **state)
 {
     struct fixture *f = *state;
@@ -352,6 +369,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_registration_is_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stamp_then_store_then_forward, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_forwarder_that_takes_it_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plain_messages_leave_the_store_alone, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_forwarder_that_says_no_keeps_the_held_value,

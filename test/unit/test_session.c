@@ -48,12 +48,13 @@ struct fixture {
     int deliveries_released;
 };
 
-static void fake_forward(void *ctx, struct message *msg)
+static bool fake_forward(void *ctx, struct message *msg)
 {
     struct fixture *f = ctx;
     f->forwarded++;
     snprintf(f->forwarded_topic, sizeof f->forwarded_topic, "%.*s", (int)msg->topic_len,
              msg->topic);
+    return false;
 }
 
 static struct fixture *fixture_of(struct broker *broker)
