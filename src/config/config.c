@@ -196,17 +196,23 @@ static int add_warning(struct parse_state *st, const char *text)
  * Values
  */
 
+/* The number of values before a trailing comment: Mosquitto ignores what follows the values
+ * of every directive whose values are words (numbers, booleans, keywords), so "# ..." after
+ * the first min words ends them. (Text values are the rest of the line, a # included, as in
+ * Mosquitto.) */
+static size_t value_word_count(const struct directive_line *dl, size_t min)
+{
+    for (size_t i = min; i < dl->word_count; i++)
+        if (dl->words[i][0] == '#') return i;
+    return dl->word_count;
+}
+
 static int expect_word_count(struct parse_state *st, const struct directive_line *dl, size_t min,
                              size_t max, const char *what)
 {
-    if (dl->word_count < min) return report_error(st, "missing value (%s)", what);
-    if (dl->word_count > max) {
-        const char *extra = dl->words[max];
-        if (extra[0] == '#')
-            return report_error(st, "unexpected extra value \"%s\" (comments must start a line)",
-                                extra);
-        return report_error(st, "unexpected extra value \"%s\"", extra);
-    }
+    size_t count = value_word_count(dl, min);
+    if (count < min) return report_error(st, "missing value (%s)", what);
+    if (count > max) return report_error(st, "unexpected extra value \"%s\"", dl->words[max]);
     return 0;
 }
 
@@ -442,7 +448,7 @@ static int open_listener_block(struct parse_state *st, const struct directive_li
     if (!parse_decimal(dl->words[0], &port) || port < 0 || port > 65535)
         return report_error(st, "value \"%s\" is not an integer between 1 and 65535", dl->words[0]);
     if (port == 0) {
-        if (dl->word_count == 2)
+        if (value_word_count(dl, 1) == 2)
             return report_error(st,
                                 "unix socket listeners (port 0 with a path) are not supported yet");
         return report_error(st,
@@ -455,7 +461,7 @@ static int open_listener_block(struct parse_state *st, const struct directive_li
         return -1;
     }
     listener.port = (uint16_t)port;
-    if (dl->word_count == 2) {
+    if (value_word_count(dl, 1) == 2) {
         listener.bind_address = strdup(dl->words[1]);
         if (listener.bind_address == NULL) {
             listener_free(&listener);
@@ -1584,7 +1590,7 @@ static int handle_peer_restart_timeout(struct parse_state *st, const struct dire
     uint32_t base_ms;
     if (seconds_word_to_ms(st, dl->words[0], &base_ms) != 0) return -1;
     uint32_t max_ms = base_ms;
-    if (dl->word_count == 2 && seconds_word_to_ms(st, dl->words[1], &max_ms) != 0) return -1;
+    if (value_word_count(dl, 1) == 2 && seconds_word_to_ms(st, dl->words[1], &max_ms) != 0) return -1;
     if (max_ms < base_ms)
         return report_error(st, "largest delay \"%s\" is less than the base \"%s\"",
                             dl->words[1], dl->words[0]);

@@ -205,9 +205,25 @@ static void test_extra_value_and_trailing_comment(void **state)
     (void)state;
     expect_error("max_queued_messages 1 2\n",
                  TEST_NAME ":1: max_queued_messages: unexpected extra value \"2\"");
-    expect_error("max_queued_messages 1 # the limit\n",
-                 TEST_NAME ":1: max_queued_messages: unexpected extra value \"#\" (comments "
-                           "must start a line)");
+    /* a trailing comment after word values is ignored, as Mosquitto does */
+    struct arbor_config cfg;
+    load_ok(&cfg, "max_queued_messages 100 # per client\npersistence true #on\n"
+                  "log_type all # everything\nlistener 1883 # all addresses\n"
+                  "listener 1884 127.0.0.1 # loopback\n");
+    assert_int_equal(cfg.max_queued_messages, 100);
+    assert_true(cfg.persistence);
+    assert_int_equal(cfg.log_type, ARBOR_LOG_ALL);
+    assert_int_equal(cfg.listener_count, 2);
+    assert_null(cfg.listeners[0].bind_address);
+    assert_string_equal(cfg.listeners[1].bind_address, "127.0.0.1");
+    config_free(&cfg);
+    /* a text value is the rest of the line, a # included (as in Mosquitto) */
+    load_ok(&cfg, "auto_id_prefix a- # b\n");
+    assert_string_equal(cfg.security.auto_id_prefix, "a- # b");
+    config_free(&cfg);
+    /* other extra words are still refused */
+    expect_error("max_queued_messages 1 per client\n",
+                 TEST_NAME ":1: max_queued_messages: unexpected extra value \"per\"");
 }
 
 static void test_nul_byte_in_file(void **state)
