@@ -218,7 +218,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="privilege drop needs 
 
 def fallback_user():
     import pwd
-    for name in ("mosquitto", ) if IS_MOSQUITTO else ("arbor", "nobody"):
+    for name in ("mosquitto", ) if IS_MOSQUITTO else ("arbor", "mosquitto", "nobody"):
         try:
             return pwd.getpwnam(name)
         except KeyError:
@@ -229,7 +229,7 @@ def fallback_user():
 @needs_root
 def test_root_without_user_line_drops_privileges(broker):
     # arbor(8): started as root with no user line, the broker switches to "arbor", else to
-    # "nobody" (Mosquitto: "mosquitto"), and never keeps serving as uid 0.
+    # "mosquitto", else to "nobody" (Mosquitto: "mosquitto"), and never keeps serving as uid 0.
     b = broker()
     expected = fallback_user()
     # The listeners open (and the port answers) before the switch: wait for it.
@@ -398,6 +398,8 @@ def test_log_file_kept_when_reopen_fails_after_privilege_drop(broker, raw, tmp_p
     # open it again, so lines keep going to the descriptor opened as root, and the failure is
     # logged once there.
     log_path = tmp_path / "root.log"
+    log_path.write_text("")        # root's file from before: the broker does not take it over
+    os.chmod(log_path, 0o600)
     b = broker("allow_anonymous true", "log_dest file %s" % log_path, "log_type all",
                defaults=False)
     wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
