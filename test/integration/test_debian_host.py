@@ -5,6 +5,7 @@ of user), and a fatal start-up error reaches stderr when the log goes elsewhere.
 
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import time
@@ -14,6 +15,8 @@ import pytest
 import mqttproto as mp
 from conftest import ARBOR_BIN
 from helpers import IS_MOSQUITTO, free_port, wait_until
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the switch of user needs root")
 
@@ -219,3 +222,34 @@ def test_etc_mosquitto_conf_itself(tmp_path, fixed_ports):
         rc = stop(proc)
     assert rc == 0, proc.stderr.read().decode()
     assert not os.path.exists("/run/mosquitto/mosquitto.pid")
+
+
+@pytest.mark.arbor_only
+@pytest.mark.skipif(not shutil.which("logrotate"), reason="needs logrotate(8)")
+def test_installed_logrotate_snippet_rotates_a_running_broker(tmp_path):
+    # config/arbor.logrotate (installed as /etc/logrotate.d/arbor), its paths moved into
+    # tmp_path, run by logrotate itself: the file is renamed, arbor (found by its pid file, as
+    # no arbor.service runs here) reopens a new one on SIGHUP, the old one is compressed.
+    snippet = open(os.path.join(REPO, "config", "arbor.logrotate")).read()
+    log_path, pid_path = tmp_path / "arbor.log", tmp_path / "arbor.pid"
+    assert "/var/log/arbor/arbor.log {" in snippet and "/run/arbor/arbor.pid" in snippet
+    snippet = snippet.replace("/var/log/arbor/arbor.log", str(log_path)) \
+                     .replace("/run/arbor/arbor.pid", str(pid_path))
+    (tmp_path / "logrotate.conf").write_text(snippet)
+    port = free_port()
+    conf = tmp_path / "r.conf"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\nuser root\n"
+                    "log_dest file %s\npid_file %s\n" % (port, log_path, pid_path))
+    proc = start_listening(conf, port, tmp_path)
+    try:
+        os.chmod(tmp_path, 0o755)     # logrotate refuses a world-writable parent directory
+        r = subprocess.run(["logrotate", "-f", "-s", str(tmp_path / "state"),
+                            str(tmp_path / "logrotate.conf")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert (tmp_path / "arbor.log.1.gz").exists()
+        wait_until(lambda: log_path.exists(), what="log file made again after SIGHUP")
+        assert connects(port)
+        wait_until(lambda: "probe" in log_path.read_text(), what="client in the new log")
+    finally:
+        assert stop(proc) == 0

@@ -589,12 +589,25 @@ def installed_files(root):
                   for d, _, files in os.walk(root) for f in files)
 
 
-INSTALLED = ["etc/arbor/arbor.conf", "usr/bin/arbor_passwd", "usr/bin/arbor_stp",
-             "usr/lib/systemd/system/arbor.service",
+def multiarch():
+    """Debian's multiarch triplet (the folder Wireshark's global Lua plugins are under)."""
+    try:
+        return subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+    except OSError:
+        return ""
+
+
+WIRESHARK_PLUGIN = ("usr/lib/%s/wireshark/plugins/mqtt-st.lua" % multiarch() if multiarch()
+                    else "usr/lib/wireshark/plugins/mqtt-st.lua")
+
+INSTALLED = sorted([
+             "etc/arbor/arbor.conf", "etc/logrotate.d/arbor", "usr/bin/arbor_passwd",
+             "usr/bin/arbor_stp", "usr/lib/systemd/system/arbor.service", WIRESHARK_PLUGIN,
              "usr/lib/sysusers.d/arbor.conf", "usr/sbin/arbor",
              "usr/share/man/man1/arbor_passwd.1",
              "usr/share/man/man1/arbor_stp.1", "usr/share/man/man5/arbor.conf.5",
-             "usr/share/man/man8/arbor.8"]
+             "usr/share/man/man8/arbor.8"])
 
 
 @pytest.mark.arbor_only
@@ -605,6 +618,12 @@ def test_cmake_install_into_destdir(tmp_path):
     subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", "/usr"], env=env, check=True,
                    capture_output=True, timeout=120)
     assert installed_files(dest) == INSTALLED
+    if shutil.which("tshark"):
+        # the dissector lands where this host's Wireshark loads global Lua plugins from
+        folders = subprocess.run(["tshark", "-G", "folders"], capture_output=True, text=True,
+                                 timeout=60).stdout
+        global_lua = re.search(r"^Global Lua Plugins:\s*(\S+)", folders, re.M).group(1)
+        assert global_lua == "/" + os.path.dirname(WIRESHARK_PLUGIN), folders
     assert os.access(dest / "usr/sbin/arbor", os.X_OK)
     assert os.access(dest / "usr/bin/arbor_stp", os.X_OK)
     assert os.access(dest / "usr/bin/arbor_passwd", os.X_OK)
@@ -628,7 +647,9 @@ def test_make_install_honours_prefix_and_destdir(tmp_path):
                    check=True, capture_output=True, timeout=300)
     assert installed_files(dest) == [
         "opt/arbor/bin/arbor_passwd", "opt/arbor/bin/arbor_stp", "opt/arbor/etc/arbor/arbor.conf",
+        "opt/arbor/etc/logrotate.d/arbor",
         "opt/arbor/lib/systemd/system/arbor.service", "opt/arbor/lib/sysusers.d/arbor.conf",
+        "opt/arbor/lib/wireshark/plugins/mqtt-st.lua",
         "opt/arbor/sbin/arbor", "opt/arbor/share/man/man1/arbor_passwd.1",
         "opt/arbor/share/man/man1/arbor_stp.1",
         "opt/arbor/share/man/man5/arbor.conf.5", "opt/arbor/share/man/man8/arbor.8"]
