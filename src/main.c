@@ -27,6 +27,7 @@
 #include "broker_shared.h"
 #include "config.h"
 #include "log.h"
+#include "log_topic.h"
 #include "password_file.h"
 #include "persist.h"
 #include "psk_file.h"
@@ -401,6 +402,7 @@ int main(int argc, char **argv)
         log_error("Error: no listener could be opened.");
         rc = -1;
     }
+    if (rc == 0) log_topic_start(&broker); /* log_dest topic, from now on */
     if (rc == 0) rc = run_user_drop_privileges(&user);
     /* as the user the broker runs as, who must own what it writes */
     if (rc == 0) rc = persist_start(&broker);
@@ -414,6 +416,7 @@ int main(int argc, char **argv)
         notify_systemd("STOPPING=1\nSTATUS=Shutting down");
         log_info("arbor version %s terminating", ARBOR_VERSION);
     }
+    log_topic_stop();
     broker_shutdown(&broker);
     pid_file_remove(&pid_file);
     log_close();

@@ -1089,7 +1089,8 @@ static int handle_log_dest(struct parse_state *st, const struct directive_line *
 {
     struct arbor_config *cfg = st->cfg;
     if (dl->word_count == 0)
-        return report_error(st, "missing value (stderr, stdout, syslog, file <path> or none)");
+        return report_error(st,
+                            "missing value (stderr, stdout, syslog, topic, file <path> or none)");
     const char *dest = dl->words[0];
     unsigned bit;
     if (strcmp(dest, "file") == 0) {
@@ -1103,11 +1104,12 @@ static int handle_log_dest(struct parse_state *st, const struct directive_line *
         if (cfg->log_file == NULL) return report_out_of_memory(st);
         bit = ARBOR_LOG_DEST_FILE;
     } else {
-        if (strcmp(dest, "topic") == 0)
-            return report_error(st, "destination \"topic\" is not supported yet (planned)");
         if (strcmp(dest, "dlt") == 0)
-            return report_error(st, "destination \"dlt\" is not supported");
-        if (strcmp(dest, "stderr") == 0)
+            return report_error(st, "destination \"dlt\" is not supported (arbor has no DLT "
+                                    "output; use syslog or file)");
+        if (strcmp(dest, "topic") == 0)
+            bit = ARBOR_LOG_DEST_TOPIC;
+        else if (strcmp(dest, "stderr") == 0)
             bit = ARBOR_LOG_DEST_STDERR;
         else if (strcmp(dest, "stdout") == 0)
             bit = ARBOR_LOG_DEST_STDOUT;
@@ -1116,7 +1118,8 @@ static int handle_log_dest(struct parse_state *st, const struct directive_line *
         else if (strcmp(dest, "none") == 0)
             bit = ARBOR_LOG_DEST_NONE;
         else
-            return report_error(st, "value \"%s\" is not stderr, stdout, syslog, file or none",
+            return report_error(st,
+                                "value \"%s\" is not stderr, stdout, syslog, topic, file or none",
                                 dest);
         if (expect_word_count(st, dl, 1, 1, "") != 0) return -1;
     }
@@ -1157,6 +1160,15 @@ static int handle_log_type(struct parse_state *st, const struct directive_line *
         return 0;
     }
     return report_error(st, "value \"%s\" is not one of %s", dl->words[0], what);
+}
+
+/* Mosquitto's log_facility: the syslog facility local0 to local7, by its number. */
+static int handle_log_facility(struct parse_state *st, const struct directive_line *dl)
+{
+    long long facility;
+    if (parse_integer_value(st, dl, 0, 7, &facility) != 0) return -1;
+    st->cfg->log_facility = (int)facility;
+    return 0;
 }
 
 static int handle_log_timestamp(struct parse_state *st, const struct directive_line *dl)
@@ -1675,6 +1687,7 @@ static const struct {
     {"sys_interval", handle_sys_interval},
     {"log_dest", handle_log_dest},
     {"log_type", handle_log_type},
+    {"log_facility", handle_log_facility},
     {"log_timestamp", handle_log_timestamp},
     {"log_timestamp_format", handle_log_timestamp_format},
     {"connection_messages", handle_connection_messages},
@@ -1746,7 +1759,6 @@ static const char *const plugin_directive_prefixes[] = {"auth_opt_", "plugin_opt
 /* Other Mosquitto directives: recognised so the message says what is wrong. */
 static const char *const unsupported_directives[] = {
     "memory_limit",
-    "log_facility",
 };
 
 /* Directives of features arbor lacks, accepted when the line only restates Mosquitto's
@@ -2358,6 +2370,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->set_tcp_nodelay = false;
     cfg->sys_interval = 10;
     cfg->log_dest = ARBOR_LOG_DEST_STDERR;
+    cfg->log_facility = -1;
     cfg->log_type = ARBOR_LOG_ERROR | ARBOR_LOG_WARNING | ARBOR_LOG_NOTICE | ARBOR_LOG_INFORMATION;
     cfg->log_timestamp = true;
     cfg->connection_messages = true;

@@ -36,6 +36,7 @@ enum arbor_log_dest {
     ARBOR_LOG_DEST_STDOUT = 1 << 1,
     ARBOR_LOG_DEST_FILE = 1 << 2,
     ARBOR_LOG_DEST_SYSLOG = 1 << 3,
+    ARBOR_LOG_DEST_TOPIC = 1 << 4, /* $SYS/broker/log/<level> (log_topic.c) */
 };
 
 /* Settings that may be given per listener when per_listener_settings is true, and globally
@@ -189,6 +190,7 @@ struct arbor_config {
     unsigned log_dest;          /* arbor_log_dest bits; default stderr */
     char *log_file;             /* for ARBOR_LOG_DEST_FILE */
     unsigned log_type;          /* arbor_log_type bits; default error|warning|notice|information */
+    int log_facility;           /* syslog facility local0..local7 (0-7); -1: daemon (default) */
     bool log_timestamp;         /* default true */
     char *log_timestamp_format; /* strftime format or NULL for epoch seconds */
     bool connection_messages;   /* default true */

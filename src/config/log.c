@@ -28,7 +28,12 @@ struct logger {
     char open_path[4096]; /* the path file was opened from (it may differ after a failure) */
     bool file_created;    /* this process created the open file (log_give_file_to) */
     int syslog_open;
+    int syslog_facility; /* the facility syslog was opened with */
     bool errors_to_stderr; /* log_errors_to_stderr: start-up errors also on stderr */
+    /* log_dest topic: the broker's publisher of $SYS/broker/log lines (log_set_topic_sink) */
+    log_topic_sink topic_sink;
+    void *topic_sink_ctx;
+    bool in_topic_sink; /* a line logged while one is published is not published */
 };
 
 static struct logger logger = {
@@ -89,9 +94,20 @@ static void apply_settings(const struct arbor_config *cfg)
     snprintf(logger.timestamp_format, sizeof logger.timestamp_format, "%s",
              cfg->log_timestamp_format ? cfg->log_timestamp_format : "");
     snprintf(logger.file_path, sizeof logger.file_path, "%s", cfg->log_file ? cfg->log_file : "");
+    /* log_facility n: localn, as Mosquitto; else daemon */
+    static const int local_facilities[] = {LOG_LOCAL0, LOG_LOCAL1, LOG_LOCAL2, LOG_LOCAL3,
+                                           LOG_LOCAL4, LOG_LOCAL5, LOG_LOCAL6, LOG_LOCAL7};
+    int facility = cfg->log_facility >= 0 && cfg->log_facility <= 7
+                       ? local_facilities[cfg->log_facility]
+                       : LOG_DAEMON;
+    if (logger.syslog_open && logger.syslog_facility != facility) {
+        closelog();
+        logger.syslog_open = 0;
+    }
     if ((logger.dest & ARBOR_LOG_DEST_SYSLOG) && !logger.syslog_open) {
-        openlog("arbor", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+        openlog("arbor", LOG_PID | LOG_NDELAY, facility);
         logger.syslog_open = 1;
+        logger.syslog_facility = facility;
     }
 }
 
@@ -149,6 +165,12 @@ static bool stderr_is_elsewhere(void)
 void log_errors_to_stderr(bool on)
 {
     logger.errors_to_stderr = on && stderr_is_elsewhere();
+}
+
+void log_set_topic_sink(log_topic_sink sink, void *ctx)
+{
+    logger.topic_sink = sink;
+    logger.topic_sink_ctx = ctx;
 }
 
 void log_close(void)
@@ -240,4 +262,15 @@ void log_printf(unsigned type, const char *fmt, ...)
     if ((logger.dest & ARBOR_LOG_DEST_FILE) && logger.file)
         fprintf(logger.file, "%s%s\n", stamp, message);
     if (logger.dest & ARBOR_LOG_DEST_SYSLOG) syslog(syslog_priority(type), "%s", message);
+    /* as Mosquitto, debug lines are not published (each PUBLISH sent would log another) */
+    if ((logger.dest & ARBOR_LOG_DEST_TOPIC) && type != ARBOR_LOG_DEBUG && logger.topic_sink &&
+        !logger.in_topic_sink) {
+        char line[sizeof stamp + sizeof escaped];
+        int length = snprintf(line, sizeof line, "%s%s", stamp, message);
+        logger.in_topic_sink = true;
+        logger.topic_sink(logger.topic_sink_ctx, type, line,
+                          length < 0 ? 0 : (size_t)length < sizeof line ? (size_t)length
+                                                                          : sizeof line - 1);
+        logger.in_topic_sink = false;
+    }
 }

@@ -29,6 +29,12 @@ void log_give_file_to(uid_t uid, gid_t gid);
  * the log goes already, so that a failed start is seen where the broker was started. */
 void log_errors_to_stderr(bool on);
 
+/* log_dest topic: the broker registers a publisher for log lines (src/core/log_topic.c);
+ * type is one arbor_log_type bit, line the whole line with its timestamp. Lines logged while
+ * the sink runs are not passed to it again. NULL: none (lines are then not published). */
+typedef void (*log_topic_sink)(void *ctx, unsigned type, const char *line, size_t length);
+void log_set_topic_sink(log_topic_sink sink, void *ctx);
+
 /* Length of the host part of a "host:port" address: Mosquitto's lines name a client that has
  * not identified itself by its host only. */
 static inline size_t log_host_length(const char *address)

@@ -947,15 +947,23 @@ static void test_log_dest(void **state)
     config_free(&cfg);
 
     expect_error("log_dest\n", TEST_NAME ":1: log_dest: missing value (stderr, stdout, syslog, "
-                                         "file <path> or none)");
+                                         "topic, file <path> or none)");
     expect_error("log_dest file\n", TEST_NAME ":1: log_dest: missing file path after \"file\"");
     expect_error("log_dest file a\nlog_dest file b\n",
                  TEST_NAME ":2: log_dest: only one file destination may be given");
-    expect_error("log_dest topic\n",
-                 TEST_NAME ":1: log_dest: destination \"topic\" is not supported yet (planned)");
-    expect_error("log_dest dlt\n", TEST_NAME ":1: log_dest: destination \"dlt\" is not supported");
+    load_ok(&cfg, "log_dest topic\nlog_dest syslog\n");
+    assert_int_equal(cfg.log_dest, ARBOR_LOG_DEST_TOPIC | ARBOR_LOG_DEST_SYSLOG);
+    assert_int_equal(cfg.log_facility, -1);
+    config_free(&cfg);
+    load_ok(&cfg, "log_facility 0\nlog_facility 7\n");
+    assert_int_equal(cfg.log_facility, 7);
+    config_free(&cfg);
+    expect_error("log_facility 8\n",
+                 TEST_NAME ":1: log_facility: value \"8\" is not an integer between 0 and 7");
+    expect_error("log_dest dlt\n", TEST_NAME ":1: log_dest: destination \"dlt\" is not supported "
+                                             "(arbor has no DLT output; use syslog or file)");
     expect_error("log_dest console\n", TEST_NAME ":1: log_dest: value \"console\" is not stderr, "
-                                                 "stdout, syslog, file or none");
+                                                 "stdout, syslog, topic, file or none");
     expect_error("log_dest stdout stderr\n",
                  TEST_NAME ":1: log_dest: unexpected extra value \"stderr\"");
 }
@@ -1059,7 +1067,7 @@ static void test_planned_directives_are_refused(void **state)
                  plugins[i]);
         expect_errorf(expected, "%s /usr/lib/x.so\n", plugins[i]);
     }
-    const char *unsupported[] = {"memory_limit", "log_facility"};
+    const char *unsupported[] = {"memory_limit"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         char expected[1024];
         snprintf(expected, sizeof expected, TEST_NAME ":1: %s: not supported yet", unsupported[i]);
