@@ -27,6 +27,7 @@
 #include "broker_shared.h"
 #include "config.h"
 #include "log.h"
+#include "listener.h"
 #include "log_topic.h"
 #include "password_file.h"
 #include "persist.h"
@@ -402,6 +403,7 @@ int main(int argc, char **argv)
         log_error("Error: no listener could be opened.");
         rc = -1;
     }
+    if (rc == 0 && user.switch_user) listeners_give_unix_sockets(&broker, user.uid, user.gid);
     if (rc == 0) log_topic_start(&broker); /* log_dest topic, from now on */
     if (rc == 0) rc = run_user_drop_privileges(&user);
     /* as the user the broker runs as, who must own what it writes */

@@ -438,6 +438,39 @@ static struct arbor_security_settings *target_security(struct parse_state *st)
     return &target_listener(st)->security;
 }
 
+static char *path_from_base(const struct parse_state *st, const char *given);
+
+/* `listener 0 <path>`, Mosquitto 2.0's unix socket listener: the path (made absolute, as
+ * other files) must fit a socket address. */
+static int set_unix_socket_path(struct parse_state *st, struct arbor_listener *listener,
+                                const char *given)
+{
+    char *path = path_from_base(st, given);
+    if (path == NULL) return report_out_of_memory(st);
+    if (strlen(path) > UNIX_SOCKET_PATH_MAX) {
+        report_error(st, "unix socket path \"%s\" is longer than %d bytes", path,
+                     UNIX_SOCKET_PATH_MAX);
+        free(path);
+        return -1;
+    }
+    listener->unix_socket = true;
+    listener->bind_address = path;
+    return 0;
+}
+
+/* The settings a unix socket listener cannot have (what only means something for IP). */
+static int check_unix_listener(struct parse_state *st, const struct arbor_listener *listener)
+{
+    if (!listener->unix_socket) return 0;
+    const char *refused = listener->bind_interface                  ? "bind_interface"
+                          : listener->socket_domain != AF_UNSPEC     ? "socket_domain"
+                          : listener->protocol != ARBOR_PROTOCOL_MQTT ? "protocol websockets"
+                                                                      : NULL;
+    if (!refused) return 0;
+    return report_error_at(st, listener->file, listener->line, "listener",
+                           "%s does not apply to a unix socket listener", refused);
+}
+
 static int open_listener_block(struct parse_state *st, const struct directive_line *dl)
 {
     if (expect_word_count(st, dl, 1, 2,
@@ -447,21 +480,21 @@ static int open_listener_block(struct parse_state *st, const struct directive_li
     long long port;
     if (!parse_decimal(dl->words[0], &port) || port < 0 || port > 65535)
         return report_error(st, "value \"%s\" is not an integer between 1 and 65535", dl->words[0]);
-    if (port == 0) {
-        if (value_word_count(dl, 1) == 2)
-            return report_error(st,
-                                "unix socket listeners (port 0 with a path) are not supported yet");
-        return report_error(st,
-                            "port 0 is only for unix sockets, which are not supported yet; give "
-                            "a port between 1 and 65535");
-    }
+    if (port == 0 && value_word_count(dl, 1) < 2)
+        return report_error(st, "port 0 is for a unix socket and needs its path (listener 0 "
+                                "/run/arbor/arbor.sock); else give a port between 1 and 65535");
     struct arbor_listener listener;
     if (listener_init(&listener, st) != 0) {
         listener_free(&listener);
         return -1;
     }
     listener.port = (uint16_t)port;
-    if (value_word_count(dl, 1) == 2) {
+    if (port == 0) {
+        if (set_unix_socket_path(st, &listener, dl->words[1]) != 0) {
+            listener_free(&listener);
+            return -1;
+        }
+    } else if (value_word_count(dl, 1) == 2) {
         listener.bind_address = strdup(dl->words[1]);
         if (listener.bind_address == NULL) {
             listener_free(&listener);
@@ -2293,8 +2326,10 @@ static int finish_loading(struct parse_state *st)
 {
     int status = settle_listeners(st);
     if (check_peer_settings(st) != 0) status = -1;
-    for (size_t i = 0; i < st->cfg->listener_count; i++)
+    for (size_t i = 0; i < st->cfg->listener_count; i++) {
         if (check_listener_tls(st, &st->cfg->listeners[i]) != 0) status = -1;
+        if (check_unix_listener(st, &st->cfg->listeners[i]) != 0) status = -1;
+    }
     return status;
 }
 

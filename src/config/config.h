@@ -99,6 +99,9 @@ struct arbor_tls_settings {
     struct arbor_place needs_tls_at;
 };
 
+/* The longest path a unix socket listener may have (sockaddr_un's sun_path, less its NUL). */
+#define UNIX_SOCKET_PATH_MAX 107
+
 /* What a listener speaks (`protocol`). */
 enum arbor_listener_protocol {
     ARBOR_PROTOCOL_MQTT = 0,   /* MQTT on the TCP stream */
@@ -106,7 +109,8 @@ enum arbor_listener_protocol {
 };
 
 struct arbor_listener {
-    uint16_t port;
+    uint16_t port;          /* 0 for a unix socket listener */
+    bool unix_socket;       /* `listener 0 <path>`: bind_address is the socket's path */
     enum arbor_listener_protocol protocol;
     char *bind_address;                      /* NULL: all addresses */
     char *bind_interface;                    /* NULL unless bind_interface given */

@@ -576,12 +576,38 @@ static void test_listener_errors(void **state)
                  TEST_NAME ":1: listener: value \"-1\" is not an integer between 1 and 65535");
     expect_error("listener 1883 127.0.0.1 extra\n",
                  TEST_NAME ":1: listener: unexpected extra value \"extra\"");
-    expect_error("listener 0\n", TEST_NAME ":1: listener: port 0 is only for unix sockets, "
-                                           "which are not supported yet; give a port between 1 "
-                                           "and 65535");
-    expect_error("listener 0 /run/arbor.sock\n",
-                 TEST_NAME ":1: listener: unix socket listeners (port 0 with a path) are not "
-                           "supported yet");
+    expect_error("listener 0\n", TEST_NAME ":1: listener: port 0 is for a unix socket and needs "
+                                           "its path (listener 0 /run/arbor/arbor.sock); else "
+                                           "give a port between 1 and 65535");
+    expect_error("listener 0 /tmp/a.sock\nbind_interface lo\n",
+                 TEST_NAME ":1: listener: bind_interface does not apply to a unix socket "
+                           "listener");
+}
+
+static void test_unix_socket_listener(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 0 /run/arbor/arbor.sock # local clients\nmount_point m/\n"
+                  "listener 1883\n");
+    assert_int_equal(cfg.listener_count, 2);
+    assert_true(cfg.listeners[0].unix_socket);
+    assert_int_equal(cfg.listeners[0].port, 0);
+    assert_string_equal(cfg.listeners[0].bind_address, "/run/arbor/arbor.sock");
+    assert_string_equal(cfg.listeners[0].mount_point, "m/");
+    assert_false(cfg.listeners[1].unix_socket);
+    config_free(&cfg);
+    char text[256];
+    snprintf(text, sizeof text, "listener 0 /%0107d\n", 0); /* 108 bytes */
+    struct arbor_config long_cfg;
+    assert_int_equal(load_text(&long_cfg, text), -1);
+    config_free(&long_cfg);
+    assert_non_null(strstr(error_text, "is longer than 107 bytes"));
+    load_ok(&cfg, "listener 0 /tmp/a.sock\nlistener 0 /tmp/a.sock\n");
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), -1);
+    assert_string_equal(error_text, TEST_NAME ":2: listener: port 0 on /tmp/a.sock is already "
+                                              "used by the listener at " TEST_NAME ":1");
+    config_free(&cfg);
 }
 
 static void test_listener_scoped_settings_errors(void **state)
@@ -1296,8 +1322,9 @@ static void test_error_after_allocations_frees_everything(void **state)
     /* and when the error comes at the end, from the pending default listener */
     expect_error("bind_address 127.0.0.1\nbind_interface lo\nlistener 1\nmount_point m/\n"
                  "socket_domain ipv4\nlistener 0\n",
-                 TEST_NAME ":6: listener: port 0 is only for unix sockets, which are not "
-                           "supported yet; give a port between 1 and 65535");
+                 TEST_NAME ":6: listener: port 0 is for a unix socket and needs its path "
+                           "(listener 0 /run/arbor/arbor.sock); else give a port between 1 and "
+                           "65535");
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -2328,6 +2355,7 @@ int main(void)
         cmocka_unit_test(test_error_line_numbers_count_every_line),
         cmocka_unit_test(test_unknown_directive),
         cmocka_unit_test(test_extra_value_and_trailing_comment),
+        cmocka_unit_test(test_unix_socket_listener),
         cmocka_unit_test(test_nul_byte_in_file),
         cmocka_unit_test(test_boolean_directives),
         cmocka_unit_test(test_integer_directives),
