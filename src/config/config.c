@@ -1195,6 +1195,15 @@ static int handle_log_type(struct parse_state *st, const struct directive_line *
     return report_error(st, "value \"%s\" is not one of %s", dl->words[0], what);
 }
 
+/* Mosquitto's memory_limit: the most heap bytes the broker may use (heap_guard.h); 0: none. */
+static int handle_memory_limit(struct parse_state *st, const struct directive_line *dl)
+{
+    long long limit;
+    if (parse_integer_value(st, dl, 0, LLONG_MAX, &limit) != 0) return -1;
+    st->cfg->memory_limit = (uint64_t)limit;
+    return 0;
+}
+
 /* Mosquitto's log_facility: the syslog facility local0 to local7, by its number. */
 static int handle_log_facility(struct parse_state *st, const struct directive_line *dl)
 {
@@ -1721,6 +1730,7 @@ static const struct {
     {"log_dest", handle_log_dest},
     {"log_type", handle_log_type},
     {"log_facility", handle_log_facility},
+    {"memory_limit", handle_memory_limit},
     {"log_timestamp", handle_log_timestamp},
     {"log_timestamp_format", handle_log_timestamp_format},
     {"connection_messages", handle_connection_messages},
@@ -1789,42 +1799,6 @@ static const char *const plugin_directive_prefixes[] = {"auth_opt_", "plugin_opt
     "not supported: arbor does not load Mosquitto plugins (they are built against Mosquitto's " \
     "own plugin interface); use password_file and acl_file"
 
-/* Other Mosquitto directives: recognised so the message says what is wrong. */
-static const char *const unsupported_directives[] = {
-    "memory_limit",
-};
-
-/* Directives of features arbor lacks, accepted when the line only restates Mosquitto's
- * default, which is what arbor does anyway (as in a mosquitto.conf written out in full).
- * Any other value would change behaviour and is refused like the rest of the feature. */
-enum restated_kind { RESTATED_BOOL, RESTATED_INTEGER, RESTATED_TEXT };
-
-static const struct {
-    const char *name;
-    enum restated_kind kind;
-    long long number; /* RESTATED_BOOL (0 or 1) and RESTATED_INTEGER */
-    const char *text; /* RESTATED_TEXT */
-} restated_defaults[] = {
-    {"memory_limit", RESTATED_INTEGER, 0, NULL},
-};
-
-static bool restates_default(const struct directive_line *dl)
-{
-    for (size_t i = 0; i < sizeof restated_defaults / sizeof restated_defaults[0]; i++) {
-        if (strcmp(dl->name, restated_defaults[i].name) != 0) continue;
-        if (restated_defaults[i].kind == RESTATED_TEXT)
-            return strcmp(dl->rest, restated_defaults[i].text) == 0;
-        if (dl->word_count != 1) return false;
-        long long value;
-        if (restated_defaults[i].kind == RESTATED_BOOL)
-            value = bool_word(dl->words[0]);
-        else if (!parse_decimal(dl->words[0], &value))
-            return false;
-        return value == restated_defaults[i].number;
-    }
-    return false;
-}
-
 static bool name_in_list(const char *name, const char *const *list, size_t count)
 {
     for (size_t i = 0; i < count; i++)
@@ -1843,7 +1817,6 @@ static int dispatch_directive(struct parse_state *st, const struct directive_lin
             return supported_directives[i].handle(st, dl);
         }
     }
-    if (restates_default(dl)) return 0;
     if (name_in_list(dl->name, planned_directives, COUNT_OF(planned_directives)))
         return report_error(st, "not supported yet (planned)");
     for (size_t i = 0; i < COUNT_OF(planned_directive_prefixes); i++) {
@@ -1857,8 +1830,6 @@ static int dispatch_directive(struct parse_state *st, const struct directive_lin
         const char *prefix = plugin_directive_prefixes[i];
         if (strncmp(dl->name, prefix, strlen(prefix)) == 0) return report_error(st, PLUGIN_REFUSAL);
     }
-    if (name_in_list(dl->name, unsupported_directives, COUNT_OF(unsupported_directives)))
-        return report_error(st, "not supported yet");
     return report_error(st, "unknown directive");
 }
 

@@ -172,6 +172,7 @@ struct arbor_config {
     uint8_t max_qos;                  /* highest QoS clients may use; default 2 */
     bool upgrade_outgoing_qos;        /* default false */
     int64_t persistent_client_expiry; /* seconds; -1 never (default) */
+    uint64_t memory_limit;            /* heap bytes the broker may use; 0 no limit (default) */
 
     /* persistence (persist.h; arbor.conf(5) PERSISTENCE) */
     bool persistence;                 /* default false */

@@ -1093,12 +1093,6 @@ static void test_planned_directives_are_refused(void **state)
                  plugins[i]);
         expect_errorf(expected, "%s /usr/lib/x.so\n", plugins[i]);
     }
-    const char *unsupported[] = {"memory_limit"};
-    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
-        char expected[1024];
-        snprintf(expected, sizeof expected, TEST_NAME ":1: %s: not supported yet", unsupported[i]);
-        expect_errorf(expected, "%s 1\n", unsupported[i]);
-    }
 }
 
 static void test_persistence_directives(void **state)
@@ -1142,10 +1136,10 @@ static void test_persistence_directives(void **state)
                                             "not an integer between 0 and 2147483647");
 }
 
-static void test_restated_defaults_are_accepted(void **state)
+static void test_mosquitto_defaults_written_out_load(void **state)
 {
     (void)state;
-    /* a line that only restates Mosquitto's default of a feature arbor lacks changes nothing */
+    /* a mosquitto.conf written out in full, with Mosquitto's defaults, loads */
     struct arbor_config cfg;
     load_ok(&cfg, "listener 1883\n"
                   "require_certificate false\n"
@@ -1156,9 +1150,13 @@ static void test_restated_defaults_are_accepted(void **state)
                   "memory_limit 0\n");
     assert_int_equal(cfg.listener_count, 1);
     assert_int_equal(cfg.warning_count, 0);
+    assert_int_equal(cfg.memory_limit, 0);
     config_free(&cfg);
-    /* any other value would change behaviour: refused as before */
-    expect_error("memory_limit 1000000\n", TEST_NAME ":1: memory_limit: not supported yet");
+    load_ok(&cfg, "memory_limit 1000000 # bytes\n");
+    assert_int_equal(cfg.memory_limit, 1000000);
+    config_free(&cfg);
+    expect_error("memory_limit -5\n", TEST_NAME ":1: memory_limit: value \"-5\" is not an integer "
+                                      "between 0 and 9223372036854775807");
     load_ok(&cfg, "use_username_as_clientid true\n");
     assert_true(cfg.security.use_username_as_clientid);
     config_free(&cfg);
@@ -2378,7 +2376,7 @@ int main(void)
         cmocka_unit_test(test_acl_file),
         cmocka_unit_test(test_tls_directives),
         cmocka_unit_test(test_tls_errors),
-        cmocka_unit_test(test_restated_defaults_are_accepted),
+        cmocka_unit_test(test_mosquitto_defaults_written_out_load),
         cmocka_unit_test(test_persistence_directives),
         cmocka_unit_test(test_deprecated_options_warn_like_mosquitto),
         cmocka_unit_test(test_every_error_is_reported),
