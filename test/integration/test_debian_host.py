@@ -253,3 +253,12 @@ def test_installed_logrotate_snippet_rotates_a_running_broker(tmp_path):
         wait_until(lambda: "probe" in log_path.read_text(), what="client in the new log")
     finally:
         assert stop(proc) == 0
+
+
+def test_lines_mosquitto_accepts_start_the_broker(broker, tmp_path):
+    # The lines of issue 17 that arbor refused and Mosquitto 2.0.11 runs, in one file.
+    b = broker("max_queued_messages 100 # per client", "memory_limit 0 # no limit",
+               "log_dest topic", "log_facility 5", "sys_interval 10 # seconds",
+               "listener 0 %s/dropin.sock" % tmp_path, "max_connections 10 # on the socket")
+    assert connects(b.port)
+    assert os.path.exists("%s/dropin.sock" % tmp_path)
