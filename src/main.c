@@ -378,6 +378,7 @@ int main(int argc, char **argv)
     /* until the broker runs, errors also reach a terminal or a journal the log is not in */
     log_errors_to_stderr(true);
     if (user.switch_user) log_give_file_to(user.uid, user.gid);
+    run_user_log_created(&user);
     log_config_warnings(cfg);
     if (ports_ignored)
         log_warning("Warning: -p is ignored when -c is given (as in Mosquitto 2.0); put a "

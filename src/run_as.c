@@ -64,7 +64,7 @@ int run_user_choose(const struct arbor_config *cfg, struct run_user *user)
 /* Create dir when it is missing and its parent exists, owned by the user (mode 0750: what
  * the broker writes there names clients), as Debian's mosquitto.service does for
  * /run/mosquitto and /var/log/mosquitto. An existing directory is left as it is. */
-static void prepare_directory(const char *dir, const struct run_user *user)
+static void prepare_directory(const char *dir, struct run_user *user)
 {
     struct stat st;
     if (dir == NULL || dir[0] == '\0' || lstat(dir, &st) == 0 || errno != ENOENT) return;
@@ -74,10 +74,17 @@ static void prepare_directory(const char *dir, const struct run_user *user)
                     strerror(errno));
         return;
     }
-    log_info("Created directory %s.", dir);
+    if (user->created_count < RUN_USER_DIRECTORIES)
+        snprintf(user->created[user->created_count++], PATH_MAX, "%s", dir);
 }
 
-static void prepare_parent(const char *path, const struct run_user *user)
+void run_user_log_created(const struct run_user *user)
+{
+    for (int i = 0; i < user->created_count; i++)
+        log_info("Created directory %s.", user->created[i]);
+}
+
+static void prepare_parent(const char *path, struct run_user *user)
 {
     if (path == NULL) return;
     char copy[PATH_MAX];
@@ -85,7 +92,7 @@ static void prepare_parent(const char *path, const struct run_user *user)
     prepare_directory(dirname(copy), user);
 }
 
-void run_user_prepare_directories(const struct arbor_config *cfg, const struct run_user *user)
+void run_user_prepare_directories(const struct arbor_config *cfg, struct run_user *user)
 {
     prepare_parent(cfg->pid_file, user);
     if (cfg->log_dest & ARBOR_LOG_DEST_FILE) prepare_parent(cfg->log_file, user);

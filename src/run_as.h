@@ -7,17 +7,23 @@
 #ifndef ARBOR_RUN_AS_H
 #define ARBOR_RUN_AS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
 #include "config.h"
 
 /* Who the broker runs as once its listeners, log and pid files are open. */
+#define RUN_USER_DIRECTORIES 3 /* the pid file's, the log file's, persistence_location */
+
 struct run_user {
     bool switch_user; /* false: keep the current user */
     char name[256];
     uid_t uid;
     gid_t gid;
+    /* the directories run_user_prepare_directories made, for run_user_log_created */
+    char created[RUN_USER_DIRECTORIES][PATH_MAX];
+    int created_count;
 };
 
 /* Decide the user before daemonising, so that a wrong user line fails where the operator
@@ -28,7 +34,9 @@ int run_user_choose(const struct arbor_config *cfg, struct run_user *user);
  * the log file and persistence_location (the last path component only), owned by the user
  * the broker switches to. Failures are left to the code that opens the files, which says
  * what it could not open. */
-void run_user_prepare_directories(const struct arbor_config *cfg, const struct run_user *user);
+void run_user_prepare_directories(const struct arbor_config *cfg, struct run_user *user);
+/* Log the directories made (once the log is open, so that its file has them too). */
+void run_user_log_created(const struct run_user *user);
 
 /* Switch to the user (no-op without switch_user) and log who the broker runs as. */
 int run_user_drop_privileges(const struct run_user *user);

@@ -119,6 +119,7 @@ def test_stock_debian_layout_runs_without_a_user_line(tmp_path):
     try:
         log = (tmp_path / "log/mosquitto.log").read_text()
         assert "Running as user %s (uid %d)." % (owner.pw_name, owner.pw_uid) in log
+        assert "Created directory %s." % pid_path.parent in log
         # the pid file's directory is made for the user (as Debian's unit does before start)
         st = os.stat(pid_path.parent)
         assert (st.st_uid, st.st_mode & 0o777) == (owner.pw_uid, 0o750)
