@@ -32,7 +32,9 @@ test: deps
 
 # Builds the binary if needed (in an existing build tree, whatever its build type), then
 # installs: sbin/arbor, bin/arbor_stp, bin/arbor_passwd, share/man/man{1,5,8}, etc/arbor/arbor.conf (/etc for PREFIX=/usr; an
-# existing config is kept), lib/systemd/system/arbor.service, lib/sysusers.d/arbor.conf.
+# existing config is kept), lib/systemd/system/arbor.service, lib/sysusers.d/arbor.conf,
+# etc/logrotate.d/arbor and the Wireshark dissector (lib/<multiarch>/wireshark/plugins for
+# PREFIX=/usr, else lib/wireshark/plugins).
 install:
 	@test -f $(BUILD)/CMakeCache.txt || $(MAKE) --no-print-directory build
 	@cmake --build $(BUILD) -j $(JOBS) --target arbor arbor_stp_cli

@@ -7,11 +7,12 @@ set -euo pipefail
 # openssl: the TLS tests make their certificates with it (mosquitto-clients: --cafile, --psk);
 # libwebsockets-dev: MQTT over WebSockets; libsqlite3-dev: persistence (sqlite3, the command
 # line shell, lets the tests and an operator look into the file); chromium: the browser test of it (with MQTT.js
-# from npm, below); clang and libclang-rt-dev: the libFuzzer targets (test/fuzz, make fuzz)
+# from npm, below); clang and libclang-rt-dev: the libFuzzer targets (test/fuzz, make fuzz);
+# logrotate: the test of the installed logrotate snippet
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
           libsqlite3-dev sqlite3 clang libclang-rt-dev
           libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
-          gnuplot-nox iproute2 tshark graphviz openssl chromium)
+          gnuplot-nox iproute2 tshark graphviz openssl chromium logrotate)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,6 +4,13 @@
 #     and <prefix>/etc otherwise; an existing config is never overwritten
 #   - the systemd unit, with ExecStart naming the installed binary and config
 #   - the sysusers.d entry for the arbor user
+#   - the logrotate snippet as <etc>/logrotate.d/arbor (replaced on every install, as a
+#     package's would be)
+#   - the Wireshark Lua dissector of MQTT-ST where Wireshark looks for global Lua plugins:
+#     <prefix>/lib/<multiarch>/wireshark/plugins for the prefix /usr on a multiarch system
+#     (Debian's wireshark: `tshark -G folders`, "Global Lua Plugins"), else
+#     <prefix>/lib/wireshark/plugins (point WIRESHARK_PLUGIN_DIR there, or copy the file to
+#     ~/.local/lib/wireshark/plugins, see tools/wireshark/README.md)
 # DESTDIR is honoured (file(INSTALL) prepends it).
 if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
   set(arbor_etc "/etc")
@@ -28,4 +35,16 @@ file(INSTALL "${ARBOR_BINARY_DIR}/install/arbor.service"
 
 file(INSTALL "${ARBOR_SOURCE_DIR}/config/arbor.sysusers"
      DESTINATION "${CMAKE_INSTALL_PREFIX}/lib/sysusers.d" RENAME arbor.conf
+     PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+
+file(INSTALL "${ARBOR_SOURCE_DIR}/config/arbor.logrotate" DESTINATION "${arbor_etc}/logrotate.d"
+     RENAME arbor PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr" AND ARBOR_LIBRARY_ARCHITECTURE)
+  set(arbor_wireshark_plugins "/usr/lib/${ARBOR_LIBRARY_ARCHITECTURE}/wireshark/plugins")
+else()
+  set(arbor_wireshark_plugins "${CMAKE_INSTALL_PREFIX}/lib/wireshark/plugins")
+endif()
+file(INSTALL "${ARBOR_SOURCE_DIR}/tools/wireshark/mqtt-st.lua"
+     DESTINATION "${arbor_wireshark_plugins}"
      PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)

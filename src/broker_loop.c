@@ -109,6 +109,11 @@ static void tick(struct broker *broker)
     websockets_tick(broker); /* libwebsockets' timers, see websocket.c */
     trim_output(broker);
     retain_remove_if(broker->shared->retained, retained_expired, &broker->now_ms);
+    if (broker->config->memory_limit) /* memory_limit's measurement, a tick old at most */
+        heap_guard_measure(&broker->shared->heap_guard,
+                           atomic_load_explicit(&broker->shared->messages.bytes,
+                                                memory_order_relaxed),
+                           broker->now_ms);
 }
 
 static void publish_sys_if_due(struct broker *broker)

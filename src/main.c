@@ -6,9 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +27,12 @@
 #include "broker_shared.h"
 #include "config.h"
 #include "log.h"
+#include "listener.h"
+#include "log_topic.h"
 #include "password_file.h"
 #include "persist.h"
 #include "psk_file.h"
+#include "run_as.h"
 #include "transport_tls.h"
 
 #define MAX_CLI_PORTS 16
@@ -348,82 +349,6 @@ static int daemonise(void)
     return 0;
 }
 
-/* Written as root, maybe in a directory the dropped user owns: O_NOFOLLOW, so that a symlink
- * planted there cannot make root truncate another file. */
-static int write_pid_file(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) return -1;
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    fprintf(f, "%ld\n", (long)getpid());
-    return fclose(f);
-}
-
-/* Who the broker runs as once its listeners, log and pid files are open. */
-struct run_user {
-    bool switch_user; /* false: keep the current user */
-    char name[256];
-    uid_t uid;
-    gid_t gid;
-};
-
-static bool lookup_user(const char *name, struct run_user *user)
-{
-    struct passwd *pw = getpwnam(name);
-    if (!pw) return false;
-    snprintf(user->name, sizeof user->name, "%s", pw->pw_name);
-    user->uid = pw->pw_uid;
-    user->gid = pw->pw_gid;
-    return true;
-}
-
-/* Decided before daemonising, so that a wrong user line fails where the operator sees it.
- * Started as root: the configured user; with no user line "arbor", else "nobody" (as
- * Mosquitto falls back from "mosquitto"); root only when the config says "user root". */
-static int choose_run_user(const struct arbor_config *cfg, struct run_user *user)
-{
-    memset(user, 0, sizeof *user);
-    if (geteuid() != 0) return 0;
-    if (cfg->user && !strcmp(cfg->user, "root")) return 0; /* drop_privileges warns */
-    if (cfg->user) {
-        if (!lookup_user(cfg->user, user)) {
-            log_error("Error: Unable to drop privileges to '%s' because this user does not "
-                      "exist.",
-                      cfg->user);
-            return -1;
-        }
-    } else if (!lookup_user("arbor", user) && !lookup_user("nobody", user)) {
-        log_error("Error: Unable to drop privileges: neither user 'arbor' nor 'nobody' exists; "
-                  "give a user line (\"user root\" to keep running as root).");
-        return -1;
-    }
-    user->switch_user = true;
-    return 0;
-}
-
-static int drop_privileges(const struct run_user *user)
-{
-    if (user->switch_user) {
-        if (initgroups(user->name, user->gid) != 0 || setgid(user->gid) != 0 ||
-            setuid(user->uid) != 0) {
-            log_error("Error: unable to drop privileges to '%s': %s", user->name,
-                      strerror(errno));
-            return -1;
-        }
-    }
-    struct passwd *pw = getpwuid(geteuid());
-    log_notice("Running as user %s (uid %ld).", pw ? pw->pw_name : "?", (long)geteuid());
-    /* whatever the user is called ("user root", or another name for uid 0) */
-    if (geteuid() == 0) log_warning("Warning: arbor should not be run as root/administrator.");
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     struct options opt;
@@ -436,7 +361,8 @@ int main(int argc, char **argv)
     if (!cfg) return 1;
     /* errors up to here go to stderr, where the operator starting the broker sees them */
     struct run_user user;
-    rc = choose_run_user(cfg, &user);
+    rc = run_user_choose(cfg, &user);
+    if (rc == 0) run_user_prepare_directories(cfg, &user);
     if (rc == 0 && log_configure(cfg) != 0) {
         fprintf(stderr, "Error: unable to open log file %s: %s\n", cfg->log_file,
                 strerror(errno));
@@ -449,6 +375,10 @@ int main(int argc, char **argv)
         log_close();
         return 1;
     }
+    /* until the broker runs, errors also reach a terminal or a journal the log is not in */
+    log_errors_to_stderr(true);
+    if (user.switch_user) log_give_file_to(user.uid, user.gid);
+    run_user_log_created(&user);
     log_config_warnings(cfg);
     if (ports_ignored)
         log_warning("Warning: -p is ignored when -c is given (as in Mosquitto 2.0); put a "
@@ -458,7 +388,8 @@ int main(int argc, char **argv)
         return 1;
     }
     /* the pid file and the log file are opened before dropping privileges, as Mosquitto does */
-    if (cfg->pid_file && write_pid_file(cfg->pid_file) != 0)
+    struct pid_file pid_file;
+    if (pid_file_write(&pid_file, cfg->pid_file, &user) != 0)
         log_warning("Warning: unable to write pid file %s: %s", cfg->pid_file, strerror(errno));
     install_signals();
     log_info("arbor version %s starting", ARBOR_VERSION);
@@ -466,7 +397,6 @@ int main(int argc, char **argv)
 
     static struct broker broker;        /* the one event loop */
     static struct broker_shared shared; /* what every loop shares */
-    char *pid_file = cfg->pid_file ? strdup(cfg->pid_file) : NULL;
     size_t listener_count = cfg->listener_count;
     rc = broker_init(&broker, &shared, cfg, tls);
     if (rc == 0 && !broker.listeners) {
@@ -474,9 +404,12 @@ int main(int argc, char **argv)
         log_error("Error: no listener could be opened.");
         rc = -1;
     }
-    if (rc == 0) rc = drop_privileges(&user);
+    if (rc == 0 && user.switch_user) listeners_give_unix_sockets(&broker, user.uid, user.gid);
+    if (rc == 0) log_topic_start(&broker); /* log_dest topic, from now on */
+    if (rc == 0) rc = run_user_drop_privileges(&user);
     /* as the user the broker runs as, who must own what it writes */
     if (rc == 0) rc = persist_start(&broker);
+    log_errors_to_stderr(false);
     if (rc == 0) {
         log_info("arbor version %s running", ARBOR_VERSION);
         /* every listener is open (broker_init fails otherwise): ready for clients */
@@ -486,9 +419,9 @@ int main(int argc, char **argv)
         notify_systemd("STOPPING=1\nSTATUS=Shutting down");
         log_info("arbor version %s terminating", ARBOR_VERSION);
     }
+    log_topic_stop();
     broker_shutdown(&broker);
-    if (pid_file) unlink(pid_file);
-    free(pid_file);
+    pid_file_remove(&pid_file);
     log_close();
     return rc == 0 ? 0 : 1;
 }

@@ -54,11 +54,31 @@ static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
     }
 }
 
-/* Before CONNECT nothing else is accepted; refused from the fixed header alone. */
+#define OUT_OF_MEMORY "out of memory" /* memory_limit's reason, in Mosquitto's line */
+
+/* memory_limit: would this PUBLISH take the heap over the limit? It costs twice its size
+ * while it is handled: the packet, held whole in the input buffer, and the stored message. */
+static bool publish_over_memory_limit(const struct connection *conn,
+                                      const struct mqtt_fixed_header *hdr)
+{
+    struct broker *broker = conn->broker;
+    uint64_t stored = atomic_load_explicit(&broker->shared->messages.bytes, memory_order_relaxed);
+    return heap_guard_over(&broker->shared->heap_guard, broker->config->memory_limit,
+                           2 * (uint64_t)hdr->remaining_length, stored, broker->now_ms);
+}
+
+/* Before CONNECT nothing else is accepted; refused from the fixed header alone. A PUBLISH
+ * over memory_limit ends the connection before its body is read, as Mosquitto disconnects a
+ * client whose message it cannot allocate ("disconnected due to out of memory"); an MQTT 5
+ * client is told 0x97, quota exceeded. */
 static bool client_header_allowed(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
     if (conn->state == CONNECTION_AWAITING_CONNECT && hdr->type != MQTT_CONNECT) {
         connection_close(conn, 0, "first packet was not CONNECT");
+        return false;
+    }
+    if (hdr->type == MQTT_PUBLISH && publish_over_memory_limit(conn, hdr)) {
+        connection_close(conn, MQTT_RC_QUOTA_EXCEEDED, OUT_OF_MEMORY);
         return false;
     }
     return true;
@@ -123,6 +143,10 @@ static void log_client_gone(const struct connection *conn, uint8_t reason, const
     /* Before CONNACK, Mosquitto calls every bad first packet a protocol error. */
     if (!identified && !socket_end && (reason == 0 || reason == MQTT_RC_MALFORMED_PACKET))
         reason = MQTT_RC_PROTOCOL_ERROR;
+    if (reason == MQTT_RC_QUOTA_EXCEEDED && why && !strcmp(why, OUT_OF_MEMORY)) {
+        log_notice("Client %s disconnected due to out of memory.", id);
+        return;
+    }
     switch (reason) {
     case MQTT_RC_SUCCESS:
         if (!why)

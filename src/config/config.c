@@ -196,17 +196,23 @@ static int add_warning(struct parse_state *st, const char *text)
  * Values
  */
 
+/* The number of values before a trailing comment: Mosquitto ignores what follows the values
+ * of every directive whose values are words (numbers, booleans, keywords), so "# ..." after
+ * the first min words ends them. (Text values are the rest of the line, a # included, as in
+ * Mosquitto.) */
+static size_t value_word_count(const struct directive_line *dl, size_t min)
+{
+    for (size_t i = min; i < dl->word_count; i++)
+        if (dl->words[i][0] == '#') return i;
+    return dl->word_count;
+}
+
 static int expect_word_count(struct parse_state *st, const struct directive_line *dl, size_t min,
                              size_t max, const char *what)
 {
-    if (dl->word_count < min) return report_error(st, "missing value (%s)", what);
-    if (dl->word_count > max) {
-        const char *extra = dl->words[max];
-        if (extra[0] == '#')
-            return report_error(st, "unexpected extra value \"%s\" (comments must start a line)",
-                                extra);
-        return report_error(st, "unexpected extra value \"%s\"", extra);
-    }
+    size_t count = value_word_count(dl, min);
+    if (count < min) return report_error(st, "missing value (%s)", what);
+    if (count > max) return report_error(st, "unexpected extra value \"%s\"", dl->words[max]);
     return 0;
 }
 
@@ -432,6 +438,39 @@ static struct arbor_security_settings *target_security(struct parse_state *st)
     return &target_listener(st)->security;
 }
 
+static char *path_from_base(const struct parse_state *st, const char *given);
+
+/* `listener 0 <path>`, Mosquitto 2.0's unix socket listener: the path (made absolute, as
+ * other files) must fit a socket address. */
+static int set_unix_socket_path(struct parse_state *st, struct arbor_listener *listener,
+                                const char *given)
+{
+    char *path = path_from_base(st, given);
+    if (path == NULL) return report_out_of_memory(st);
+    if (strlen(path) > UNIX_SOCKET_PATH_MAX) {
+        report_error(st, "unix socket path \"%s\" is longer than %d bytes", path,
+                     UNIX_SOCKET_PATH_MAX);
+        free(path);
+        return -1;
+    }
+    listener->unix_socket = true;
+    listener->bind_address = path;
+    return 0;
+}
+
+/* The settings a unix socket listener cannot have (what only means something for IP). */
+static int check_unix_listener(struct parse_state *st, const struct arbor_listener *listener)
+{
+    if (!listener->unix_socket) return 0;
+    const char *refused = listener->bind_interface                  ? "bind_interface"
+                          : listener->socket_domain != AF_UNSPEC     ? "socket_domain"
+                          : listener->protocol != ARBOR_PROTOCOL_MQTT ? "protocol websockets"
+                                                                      : NULL;
+    if (!refused) return 0;
+    return report_error_at(st, listener->file, listener->line, "listener",
+                           "%s does not apply to a unix socket listener", refused);
+}
+
 static int open_listener_block(struct parse_state *st, const struct directive_line *dl)
 {
     if (expect_word_count(st, dl, 1, 2,
@@ -441,21 +480,21 @@ static int open_listener_block(struct parse_state *st, const struct directive_li
     long long port;
     if (!parse_decimal(dl->words[0], &port) || port < 0 || port > 65535)
         return report_error(st, "value \"%s\" is not an integer between 1 and 65535", dl->words[0]);
-    if (port == 0) {
-        if (dl->word_count == 2)
-            return report_error(st,
-                                "unix socket listeners (port 0 with a path) are not supported yet");
-        return report_error(st,
-                            "port 0 is only for unix sockets, which are not supported yet; give "
-                            "a port between 1 and 65535");
-    }
+    if (port == 0 && value_word_count(dl, 1) < 2)
+        return report_error(st, "port 0 is for a unix socket and needs its path (listener 0 "
+                                "/run/arbor/arbor.sock); else give a port between 1 and 65535");
     struct arbor_listener listener;
     if (listener_init(&listener, st) != 0) {
         listener_free(&listener);
         return -1;
     }
     listener.port = (uint16_t)port;
-    if (dl->word_count == 2) {
+    if (port == 0) {
+        if (set_unix_socket_path(st, &listener, dl->words[1]) != 0) {
+            listener_free(&listener);
+            return -1;
+        }
+    } else if (value_word_count(dl, 1) == 2) {
         listener.bind_address = strdup(dl->words[1]);
         if (listener.bind_address == NULL) {
             listener_free(&listener);
@@ -1083,7 +1122,8 @@ static int handle_log_dest(struct parse_state *st, const struct directive_line *
 {
     struct arbor_config *cfg = st->cfg;
     if (dl->word_count == 0)
-        return report_error(st, "missing value (stderr, stdout, syslog, file <path> or none)");
+        return report_error(st,
+                            "missing value (stderr, stdout, syslog, topic, file <path> or none)");
     const char *dest = dl->words[0];
     unsigned bit;
     if (strcmp(dest, "file") == 0) {
@@ -1097,11 +1137,12 @@ static int handle_log_dest(struct parse_state *st, const struct directive_line *
         if (cfg->log_file == NULL) return report_out_of_memory(st);
         bit = ARBOR_LOG_DEST_FILE;
     } else {
-        if (strcmp(dest, "topic") == 0)
-            return report_error(st, "destination \"topic\" is not supported yet (planned)");
         if (strcmp(dest, "dlt") == 0)
-            return report_error(st, "destination \"dlt\" is not supported");
-        if (strcmp(dest, "stderr") == 0)
+            return report_error(st, "destination \"dlt\" is not supported (arbor has no DLT "
+                                    "output; use syslog or file)");
+        if (strcmp(dest, "topic") == 0)
+            bit = ARBOR_LOG_DEST_TOPIC;
+        else if (strcmp(dest, "stderr") == 0)
             bit = ARBOR_LOG_DEST_STDERR;
         else if (strcmp(dest, "stdout") == 0)
             bit = ARBOR_LOG_DEST_STDOUT;
@@ -1110,7 +1151,8 @@ static int handle_log_dest(struct parse_state *st, const struct directive_line *
         else if (strcmp(dest, "none") == 0)
             bit = ARBOR_LOG_DEST_NONE;
         else
-            return report_error(st, "value \"%s\" is not stderr, stdout, syslog, file or none",
+            return report_error(st,
+                                "value \"%s\" is not stderr, stdout, syslog, topic, file or none",
                                 dest);
         if (expect_word_count(st, dl, 1, 1, "") != 0) return -1;
     }
@@ -1151,6 +1193,24 @@ static int handle_log_type(struct parse_state *st, const struct directive_line *
         return 0;
     }
     return report_error(st, "value \"%s\" is not one of %s", dl->words[0], what);
+}
+
+/* Mosquitto's memory_limit: the most heap bytes the broker may use (heap_guard.h); 0: none. */
+static int handle_memory_limit(struct parse_state *st, const struct directive_line *dl)
+{
+    long long limit;
+    if (parse_integer_value(st, dl, 0, LLONG_MAX, &limit) != 0) return -1;
+    st->cfg->memory_limit = (uint64_t)limit;
+    return 0;
+}
+
+/* Mosquitto's log_facility: the syslog facility local0 to local7, by its number. */
+static int handle_log_facility(struct parse_state *st, const struct directive_line *dl)
+{
+    long long facility;
+    if (parse_integer_value(st, dl, 0, 7, &facility) != 0) return -1;
+    st->cfg->log_facility = (int)facility;
+    return 0;
 }
 
 static int handle_log_timestamp(struct parse_state *st, const struct directive_line *dl)
@@ -1584,7 +1644,7 @@ static int handle_peer_restart_timeout(struct parse_state *st, const struct dire
     uint32_t base_ms;
     if (seconds_word_to_ms(st, dl->words[0], &base_ms) != 0) return -1;
     uint32_t max_ms = base_ms;
-    if (dl->word_count == 2 && seconds_word_to_ms(st, dl->words[1], &max_ms) != 0) return -1;
+    if (value_word_count(dl, 1) == 2 && seconds_word_to_ms(st, dl->words[1], &max_ms) != 0) return -1;
     if (max_ms < base_ms)
         return report_error(st, "largest delay \"%s\" is less than the base \"%s\"",
                             dl->words[1], dl->words[0]);
@@ -1669,6 +1729,8 @@ static const struct {
     {"sys_interval", handle_sys_interval},
     {"log_dest", handle_log_dest},
     {"log_type", handle_log_type},
+    {"log_facility", handle_log_facility},
+    {"memory_limit", handle_memory_limit},
     {"log_timestamp", handle_log_timestamp},
     {"log_timestamp_format", handle_log_timestamp_format},
     {"connection_messages", handle_connection_messages},
@@ -1704,43 +1766,6 @@ static const char *const plugin_directive_prefixes[] = {"auth_opt_", "plugin_opt
 #define PLUGIN_REFUSAL                                                                         \
     "not supported: arbor does not load Mosquitto plugins (they are built against Mosquitto's " \
     "own plugin interface); use password_file and acl_file"
-
-/* Other Mosquitto directives: recognised so the message says what is wrong. */
-static const char *const unsupported_directives[] = {
-    "memory_limit",
-    "log_facility",
-};
-
-/* Directives of features arbor lacks, accepted when the line only restates Mosquitto's
- * default, which is what arbor does anyway (as in a mosquitto.conf written out in full).
- * Any other value would change behaviour and is refused like the rest of the feature. */
-enum restated_kind { RESTATED_BOOL, RESTATED_INTEGER, RESTATED_TEXT };
-
-static const struct {
-    const char *name;
-    enum restated_kind kind;
-    long long number; /* RESTATED_BOOL (0 or 1) and RESTATED_INTEGER */
-    const char *text; /* RESTATED_TEXT */
-} restated_defaults[] = {
-    {"memory_limit", RESTATED_INTEGER, 0, NULL},
-};
-
-static bool restates_default(const struct directive_line *dl)
-{
-    for (size_t i = 0; i < sizeof restated_defaults / sizeof restated_defaults[0]; i++) {
-        if (strcmp(dl->name, restated_defaults[i].name) != 0) continue;
-        if (restated_defaults[i].kind == RESTATED_TEXT)
-            return strcmp(dl->rest, restated_defaults[i].text) == 0;
-        if (dl->word_count != 1) return false;
-        long long value;
-        if (restated_defaults[i].kind == RESTATED_BOOL)
-            value = bool_word(dl->words[0]);
-        else if (!parse_decimal(dl->words[0], &value))
-            return false;
-        return value == restated_defaults[i].number;
-    }
-    return false;
-}
 
 /* A bridge line (bridge_config.c parses it; errors and warnings get this line's place). */
 static int handle_bridge_line(struct parse_state *st, const struct directive_line *dl)
@@ -1783,15 +1808,12 @@ static int dispatch_directive(struct parse_state *st, const struct directive_lin
         st->directive = dl->name;
         return handle_bridge_line(st, dl);
     }
-    if (restates_default(dl)) return 0;
     if (name_in_list(dl->name, plugin_directives, COUNT_OF(plugin_directives)))
         return report_error(st, PLUGIN_REFUSAL);
     for (size_t i = 0; i < COUNT_OF(plugin_directive_prefixes); i++) {
         const char *prefix = plugin_directive_prefixes[i];
         if (strncmp(dl->name, prefix, strlen(prefix)) == 0) return report_error(st, PLUGIN_REFUSAL);
     }
-    if (name_in_list(dl->name, unsupported_directives, COUNT_OF(unsupported_directives)))
-        return report_error(st, "not supported yet");
     return report_error(st, "unknown directive");
 }
 
@@ -2268,8 +2290,10 @@ static int finish_loading(struct parse_state *st)
     if (bridge_config_finish(st->cfg->bridges, st->cfg->bridge_count, &bad, why, sizeof why) != 0)
         status = report_error_at(st, bad->at.file, bad->at.line, "connection", "%s", why);
     if (check_peer_settings(st) != 0) status = -1;
-    for (size_t i = 0; i < st->cfg->listener_count; i++)
+    for (size_t i = 0; i < st->cfg->listener_count; i++) {
         if (check_listener_tls(st, &st->cfg->listeners[i]) != 0) status = -1;
+        if (check_unix_listener(st, &st->cfg->listeners[i]) != 0) status = -1;
+    }
     return status;
 }
 
@@ -2345,6 +2369,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->set_tcp_nodelay = false;
     cfg->sys_interval = 10;
     cfg->log_dest = ARBOR_LOG_DEST_STDERR;
+    cfg->log_facility = -1;
     cfg->log_type = ARBOR_LOG_ERROR | ARBOR_LOG_WARNING | ARBOR_LOG_NOTICE | ARBOR_LOG_INFORMATION;
     cfg->log_timestamp = true;
     cfg->connection_messages = true;

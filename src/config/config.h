@@ -38,6 +38,7 @@ enum arbor_log_dest {
     ARBOR_LOG_DEST_STDOUT = 1 << 1,
     ARBOR_LOG_DEST_FILE = 1 << 2,
     ARBOR_LOG_DEST_SYSLOG = 1 << 3,
+    ARBOR_LOG_DEST_TOPIC = 1 << 4, /* $SYS/broker/log/<level> (log_topic.c) */
 };
 
 /* Settings that may be given per listener when per_listener_settings is true, and globally
@@ -60,6 +61,9 @@ struct arbor_security_settings {
     struct psk_table *psks;  /* its keys, loaded by the daemon (main.c) after parsing */
 };
 
+/* The longest path a unix socket listener may have (sockaddr_un's sun_path, less its NUL). */
+#define UNIX_SOCKET_PATH_MAX 107
+
 /* What a listener speaks (`protocol`). */
 enum arbor_listener_protocol {
     ARBOR_PROTOCOL_MQTT = 0,   /* MQTT on the TCP stream */
@@ -67,7 +71,8 @@ enum arbor_listener_protocol {
 };
 
 struct arbor_listener {
-    uint16_t port;
+    uint16_t port;          /* 0 for a unix socket listener */
+    bool unix_socket;       /* `listener 0 <path>`: bind_address is the socket's path */
     enum arbor_listener_protocol protocol;
     char *bind_address;                      /* NULL: all addresses */
     char *bind_interface;                    /* NULL unless bind_interface given */
@@ -129,6 +134,7 @@ struct arbor_config {
     uint8_t max_qos;                  /* highest QoS clients may use; default 2 */
     bool upgrade_outgoing_qos;        /* default false */
     int64_t persistent_client_expiry; /* seconds; -1 never (default) */
+    uint64_t memory_limit;            /* heap bytes the broker may use; 0 no limit (default) */
 
     /* persistence (persist.h; arbor.conf(5) PERSISTENCE) */
     bool persistence;                 /* default false */
@@ -151,6 +157,7 @@ struct arbor_config {
     unsigned log_dest;          /* arbor_log_dest bits; default stderr */
     char *log_file;             /* for ARBOR_LOG_DEST_FILE */
     unsigned log_type;          /* arbor_log_type bits; default error|warning|notice|information */
+    int log_facility;           /* syslog facility local0..local7 (0-7); -1: daemon (default) */
     bool log_timestamp;         /* default true */
     char *log_timestamp_format; /* strftime format or NULL for epoch seconds */
     bool connection_messages;   /* default true */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,7 +26,14 @@ struct logger {
     char file_path[4096]; /* the configured log file */
     FILE *file;
     char open_path[4096]; /* the path file was opened from (it may differ after a failure) */
+    bool file_created;    /* this process created the open file (log_give_file_to) */
     int syslog_open;
+    int syslog_facility; /* the facility syslog was opened with */
+    bool errors_to_stderr; /* log_errors_to_stderr: start-up errors also on stderr */
+    /* log_dest topic: the broker's publisher of $SYS/broker/log lines (log_set_topic_sink) */
+    log_topic_sink topic_sink;
+    void *topic_sink_ctx;
+    bool in_topic_sink; /* a line logged while one is published is not published */
 };
 
 static struct logger logger = {
@@ -55,7 +63,13 @@ static int open_log_file(bool reopen)
     /* 0600: a log names clients, users and addresses; an existing file keeps its mode.
      * O_NOFOLLOW: root opens it, maybe in a directory the dropped user owns, where a planted
      * symlink must not make root append to another file. */
-    int fd = open(logger.file_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW;
+    bool created = false;
+    int fd = open(logger.file_path, flags);
+    if (fd < 0 && errno == ENOENT) {
+        fd = open(logger.file_path, flags | O_CREAT | O_EXCL, 0600);
+        created = fd >= 0;
+    }
     if (fd < 0) return -1;
     FILE *file = fdopen(fd, "a");
     if (!file) {
@@ -67,6 +81,7 @@ static int open_log_file(bool reopen)
     setvbuf(file, NULL, _IOLBF, 0);
     close_log_file();
     logger.file = file;
+    logger.file_created = created;
     snprintf(logger.open_path, sizeof logger.open_path, "%s", logger.file_path);
     return 0;
 }
@@ -79,9 +94,20 @@ static void apply_settings(const struct arbor_config *cfg)
     snprintf(logger.timestamp_format, sizeof logger.timestamp_format, "%s",
              cfg->log_timestamp_format ? cfg->log_timestamp_format : "");
     snprintf(logger.file_path, sizeof logger.file_path, "%s", cfg->log_file ? cfg->log_file : "");
+    /* log_facility n: localn, as Mosquitto; else daemon */
+    static const int local_facilities[] = {LOG_LOCAL0, LOG_LOCAL1, LOG_LOCAL2, LOG_LOCAL3,
+                                           LOG_LOCAL4, LOG_LOCAL5, LOG_LOCAL6, LOG_LOCAL7};
+    int facility = cfg->log_facility >= 0 && cfg->log_facility <= 7
+                       ? local_facilities[cfg->log_facility]
+                       : LOG_DAEMON;
+    if (logger.syslog_open && logger.syslog_facility != facility) {
+        closelog();
+        logger.syslog_open = 0;
+    }
     if ((logger.dest & ARBOR_LOG_DEST_SYSLOG) && !logger.syslog_open) {
-        openlog("arbor", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+        openlog("arbor", LOG_PID | LOG_NDELAY, facility);
         logger.syslog_open = 1;
+        logger.syslog_facility = facility;
     }
 }
 
@@ -109,6 +135,42 @@ void log_reconfigure(const struct arbor_config *cfg)
 void log_reopen(void)
 {
     if (open_log_file(true) != 0) report_open_failure("reopen", errno);
+}
+
+void log_give_file_to(uid_t uid, gid_t gid)
+{
+    if (logger.file && logger.file_created && fchown(fileno(logger.file), uid, gid) != 0)
+        log_warning("Warning: unable to give log file %s to uid %ld: %s", logger.open_path,
+                    (long)uid, strerror(errno));
+}
+
+/* Is stderr somewhere the log does not already write to: a terminal, or another file than
+ * the log file and stdout (a service manager's journal, a redirection)? */
+static bool stderr_is_elsewhere(void)
+{
+    if (logger.dest & ARBOR_LOG_DEST_STDERR) return false;
+    if (isatty(STDERR_FILENO)) return true;
+    struct stat err_st, st;
+    if (fstat(STDERR_FILENO, &err_st) != 0) return false;
+    if ((logger.dest & ARBOR_LOG_DEST_FILE) && logger.file &&
+        fstat(fileno(logger.file), &st) == 0 && st.st_dev == err_st.st_dev &&
+        st.st_ino == err_st.st_ino)
+        return false;
+    if ((logger.dest & ARBOR_LOG_DEST_STDOUT) && fstat(STDOUT_FILENO, &st) == 0 &&
+        st.st_dev == err_st.st_dev && st.st_ino == err_st.st_ino)
+        return false;
+    return true;
+}
+
+void log_errors_to_stderr(bool on)
+{
+    logger.errors_to_stderr = on && stderr_is_elsewhere();
+}
+
+void log_set_topic_sink(log_topic_sink sink, void *ctx)
+{
+    logger.topic_sink = sink;
+    logger.topic_sink_ctx = ctx;
 }
 
 void log_close(void)
@@ -190,7 +252,9 @@ void log_printf(unsigned type, const char *fmt, ...)
     const char *message = escape_controls(formatted, escaped, sizeof escaped);
     char stamp[160];
     format_timestamp(stamp, sizeof stamp);
-    if (logger.dest & ARBOR_LOG_DEST_STDERR) fprintf(stderr, "%s%s\n", stamp, message);
+    if ((logger.dest & ARBOR_LOG_DEST_STDERR) ||
+        (type == ARBOR_LOG_ERROR && logger.errors_to_stderr))
+        fprintf(stderr, "%s%s\n", stamp, message);
     if (logger.dest & ARBOR_LOG_DEST_STDOUT) {
         fprintf(stdout, "%s%s\n", stamp, message);
         fflush(stdout);
@@ -198,4 +262,15 @@ void log_printf(unsigned type, const char *fmt, ...)
     if ((logger.dest & ARBOR_LOG_DEST_FILE) && logger.file)
         fprintf(logger.file, "%s%s\n", stamp, message);
     if (logger.dest & ARBOR_LOG_DEST_SYSLOG) syslog(syslog_priority(type), "%s", message);
+    /* as Mosquitto, debug lines are not published (each PUBLISH sent would log another) */
+    if ((logger.dest & ARBOR_LOG_DEST_TOPIC) && type != ARBOR_LOG_DEBUG && logger.topic_sink &&
+        !logger.in_topic_sink) {
+        char line[sizeof stamp + sizeof escaped];
+        int length = snprintf(line, sizeof line, "%s%s", stamp, message);
+        logger.in_topic_sink = true;
+        logger.topic_sink(logger.topic_sink_ctx, type, line,
+                          length < 0 ? 0 : (size_t)length < sizeof line ? (size_t)length
+                                                                          : sizeof line - 1);
+        logger.in_topic_sink = false;
+    }
 }

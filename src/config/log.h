@@ -6,7 +6,9 @@
 #ifndef ARBOR_LOG_H
 #define ARBOR_LOG_H
 
+#include <stdbool.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "config.h"
 
@@ -20,6 +22,18 @@ void log_reconfigure(const struct arbor_config *cfg);
  * stays in use and the failure is logged once. */
 void log_reopen(void);
 void log_close(void);
+/* Hand the log file to the user the broker switches to, when this process created it (as
+ * Mosquitto, which creates it as that user), so that it can be reopened on SIGHUP. */
+void log_give_file_to(uid_t uid, gid_t gid);
+/* While on (start-up), error lines also go to stderr when stderr is a terminal or not where
+ * the log goes already, so that a failed start is seen where the broker was started. */
+void log_errors_to_stderr(bool on);
+
+/* log_dest topic: the broker registers a publisher for log lines (src/core/log_topic.c);
+ * type is one arbor_log_type bit, line the whole line with its timestamp. Lines logged while
+ * the sink runs are not passed to it again. NULL: none (lines are then not published). */
+typedef void (*log_topic_sink)(void *ctx, unsigned type, const char *line, size_t length);
+void log_set_topic_sink(log_topic_sink sink, void *ctx);
 
 /* Length of the host part of a "host:port" address: Mosquitto's lines name a client that has
  * not identified itself by its host only. */

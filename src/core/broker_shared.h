@@ -12,6 +12,7 @@
 #include <uthash.h>
 
 #include "broker.h"
+#include "heap_guard.h"
 
 /* Forwarders the routing point can hold (route.h): MQTT-ST flooding, and room for bridges. */
 #define ROUTE_MAX_FORWARDERS 8
@@ -182,6 +183,7 @@ struct broker_shared {
     struct subscription_tree *subscriptions;
     struct retained_store *retained;
     struct message_counters messages; /* live stored messages */
+    struct heap_guard heap_guard;     /* memory_limit (heap_guard.h) */
     struct sys_tree_state sys;
     struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
     struct bridge_set *bridges; /* bridges (bridge.h); NULL without connection blocks */

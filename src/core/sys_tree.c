@@ -7,27 +7,15 @@
  */
 #include "sys_tree.h"
 
-#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "heap_guard.h"
 #include "message.h"
 #include "retain.h"
 #include "route.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define ARBOR_ASAN_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ARBOR_ASAN_ALLOCATOR 1
-#endif
-#endif
-#ifdef ARBOR_ASAN_ALLOCATOR
-/* From the sanitizer runtime (sanitizer/allocator_interface.h, not shipped with gcc). */
-size_t __sanitizer_get_current_allocated_bytes(void);
-#endif
 
 struct retained_value {
     const char *value;
@@ -110,19 +98,6 @@ static void publish_loads(struct broker *broker)
     sys->last_ms = broker->now_ms;
 }
 
-/* Bytes of heap in use (malloc'd and not freed, by arbor and the libraries it uses), from
- * glibc's mallinfo2(), or from the sanitizer's allocator, which replaces glibc's in the
- * sanitizer build. Mosquitto counts only its own allocations; the topic means the same. */
-static uint64_t heap_current(void)
-{
-#ifdef ARBOR_ASAN_ALLOCATOR
-    return (uint64_t)__sanitizer_get_current_allocated_bytes();
-#else
-    struct mallinfo2 mi = mallinfo2();
-    return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
-#endif
-}
-
 static uint64_t count_sessions(const struct broker *broker, bool connected)
 {
     uint64_t n = 0;
@@ -139,7 +114,7 @@ void sys_tree_publish(struct broker *broker)
     const struct broker_stats *s = &broker->stats;
     uint64_t connected = count_sessions(broker, true);
     uint64_t disconnected = count_sessions(broker, false);
-    uint64_t heap = heap_current();
+    uint64_t heap = heap_bytes_in_use();
     if (heap > broker->shared->sys.heap_maximum) broker->shared->sys.heap_maximum = heap;
     const struct message_counters *stored = &broker->shared->messages;
     uint64_t stored_count = atomic_load_explicit(&stored->count, memory_order_relaxed);

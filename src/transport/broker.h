@@ -59,8 +59,9 @@ struct listener {
     const struct transport *transport;
     struct tls_context *tls;
     struct ws_listener *websocket; /* protocol websockets: its lws vhost, http_dir (websocket.h) */
-    uint16_t port;
-    char *bind_address;
+    uint16_t port;          /* 0: a unix socket */
+    char *bind_address;     /* a unix socket's path */
+    bool unix_socket;       /* its file is removed when the listener closes */
     int connection_count;
     bool paused; /* out of file descriptors: not accepting until the next tick */
     struct listener *next;

@@ -42,10 +42,15 @@
 static void connection_on_event(struct event_handler *handler, unsigned events);
 static void update_interest(struct connection *conn);
 
-static void format_peer(const struct sockaddr_storage *addr, char *out, size_t len)
+static void format_peer(const struct listener *listener, const struct sockaddr_storage *addr,
+                        char *out, size_t len)
 {
     char host[INET6_ADDRSTRLEN] = "?";
     unsigned port = 0;
+    if (listener->unix_socket) { /* a client names no address: Mosquitto says "<path>:0" */
+        snprintf(out, len, "%s:0", listener->bind_address);
+        return;
+    }
     if (addr->ss_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
         inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
@@ -193,7 +198,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
 {
     struct broker *broker = listener->broker;
     char peer[sizeof((struct connection *)0)->address];
-    format_peer(addr, peer, sizeof peer);
+    format_peer(listener, addr, peer, sizeof peer);
     if (over_connection_limit(listener)) {
         int host_len = (int)log_host_length(peer); /* Mosquitto prints the host only */
         log_notice("Client connection from %.*s denied: max_connections exceeded.", host_len, peer);

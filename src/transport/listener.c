@@ -1,6 +1,7 @@
 /*
  * listener.c: listening sockets. Each configured listener binds its address and port, or
- * every local address (IPv6 and IPv4) when no address is given. A listener with TLS
+ * every local address (IPv6 and IPv4) when no address is given, or a unix socket's path
+ * (`listener 0 <path>`, removed when it closes). A listener with TLS
  * directives hands its connections to the TLS transport with the context built from them
  * (transport_tls.h), the one a reload built last; a websockets listener to the WebSocket
  * transport (transport_ws.c), which runs its TLS, if any, in libwebsockets (websocket.c).
@@ -13,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "connection.h"
@@ -76,6 +79,7 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
     }
     l->port = cfg->port;
     l->bind_address = cfg->bind_address ? strdup(cfg->bind_address) : NULL;
+    l->unix_socket = cfg->unix_socket;
     if ((l->transport == &transport_tls && !l->tls) ||
         event_loop_add(&broker->loop, &l->handler, EVENT_READ) != 0) {
         close(fd);
@@ -133,11 +137,78 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
     return 0;
 }
 
+/* A socket file left by a broker that did not stop cleanly (kill -9, or its user could not
+ * remove it) is removed, so that a restart works: only a socket nothing listens on. Mosquitto
+ * 2.0.11 fails with "Address already in use" instead. Returns 0, or -1 with errno set. */
+static int remove_stale_socket(const struct sockaddr_un *address)
+{
+    struct stat st;
+    if (lstat(address->sun_path, &st) != 0) return errno == ENOENT ? 0 : -1;
+    if (!S_ISSOCK(st.st_mode)) {
+        errno = EEXIST;
+        return -1;
+    }
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe < 0) return -1;
+    int connected = connect(probe, (const struct sockaddr *)address, sizeof *address);
+    int connect_errno = errno;
+    close(probe);
+    if (connected == 0) {
+        errno = EADDRINUSE; /* another broker listens there */
+        return -1;
+    }
+    if (connect_errno != ECONNREFUSED) {
+        errno = connect_errno;
+        return -1;
+    }
+    return unlink(address->sun_path);
+}
+
+/* `listener 0 <path>`: a unix socket, mode 0770 as Mosquitto's (clients need write access:
+ * the user the broker runs as and its group; listeners_give_unix_sockets hands it over). */
+static int open_unix_listener(struct broker *broker, const struct arbor_listener *cfg)
+{
+    log_info("Opening unix listen socket on path %s.", cfg->bind_address);
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof address.sun_path, "%s", cfg->bind_address);
+    int fd = -1;
+    if (remove_stale_socket(&address) == 0)
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && (bind(fd, (const struct sockaddr *)&address, sizeof address) != 0 ||
+                    chmod(address.sun_path, 0770) != 0 || listen(fd, 1024) != 0)) {
+        int saved = errno;
+        close(fd);
+        fd = -1;
+        errno = saved;
+    }
+    if (fd < 0) {
+        log_error("Error: unable to open unix socket listener %s: %s", cfg->bind_address,
+                  errno == EEXIST ? "the file exists and is not a socket" : strerror(errno));
+        return -1;
+    }
+    if (add_listener(broker, cfg, fd) != 0) {
+        unlink(address.sun_path);
+        return -1;
+    }
+    return 0;
+}
+
 int listeners_open(struct broker *broker)
 {
-    for (size_t i = 0; i < broker->config->listener_count; i++)
-        if (open_listener(broker, &broker->config->listeners[i]) != 0) return -1;
+    for (size_t i = 0; i < broker->config->listener_count; i++) {
+        const struct arbor_listener *cfg = &broker->config->listeners[i];
+        if ((cfg->unix_socket ? open_unix_listener(broker, cfg) : open_listener(broker, cfg)) != 0)
+            return -1;
+    }
     return 0;
+}
+
+void listeners_give_unix_sockets(struct broker *broker, uid_t uid, gid_t gid)
+{
+    for (struct listener *l = broker->listeners; l; l = l->next)
+        if (l->unix_socket && chown(l->bind_address, uid, gid) != 0)
+            log_warning("Warning: unable to give unix socket %s to uid %ld: %s", l->bind_address,
+                        (long)uid, strerror(errno));
 }
 
 void listeners_close(struct broker *broker)
@@ -147,6 +218,10 @@ void listeners_close(struct broker *broker)
         broker->listeners = l->next;
         event_loop_remove(&broker->loop, &l->handler);
         close(l->handler.fd);
+        if (l->unix_socket && unlink(l->bind_address) != 0 && errno != ENOENT)
+            log_warning("Warning: unable to remove unix socket %s: %s (the next start removes "
+                        "it)",
+                        l->bind_address, strerror(errno));
         tls_context_release(l->tls);
         free(l->bind_address);
         free(l);

@@ -232,7 +232,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="privilege drop needs 
 
 def fallback_user():
     import pwd
-    for name in ("mosquitto", ) if IS_MOSQUITTO else ("arbor", "nobody"):
+    for name in ("mosquitto", ) if IS_MOSQUITTO else ("arbor", "mosquitto", "nobody"):
         try:
             return pwd.getpwnam(name)
         except KeyError:
@@ -243,7 +243,7 @@ def fallback_user():
 @needs_root
 def test_root_without_user_line_drops_privileges(broker):
     # arbor(8): started as root with no user line, the broker switches to "arbor", else to
-    # "nobody" (Mosquitto: "mosquitto"), and never keeps serving as uid 0.
+    # "mosquitto", else to "nobody" (Mosquitto: "mosquitto"), and never keeps serving as uid 0.
     b = broker()
     expected = fallback_user()
     # The listeners open (and the port answers) before the switch: wait for it.
@@ -412,6 +412,8 @@ def test_log_file_kept_when_reopen_fails_after_privilege_drop(broker, raw, tmp_p
     # open it again, so lines keep going to the descriptor opened as root, and the failure is
     # logged once there.
     log_path = tmp_path / "root.log"
+    log_path.write_text("")        # root's file from before: the broker does not take it over
+    os.chmod(log_path, 0o600)
     b = broker("allow_anonymous true", "log_dest file %s" % log_path, "log_type all",
                defaults=False)
     wait_for(lambda: log_path.exists() and "running" in log_path.read_text(), what="log")
@@ -601,12 +603,25 @@ def installed_files(root):
                   for d, _, files in os.walk(root) for f in files)
 
 
-INSTALLED = ["etc/arbor/arbor.conf", "usr/bin/arbor_passwd", "usr/bin/arbor_stp",
-             "usr/lib/systemd/system/arbor.service",
+def multiarch():
+    """Debian's multiarch triplet (the folder Wireshark's global Lua plugins are under)."""
+    try:
+        return subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+    except OSError:
+        return ""
+
+
+WIRESHARK_PLUGIN = ("usr/lib/%s/wireshark/plugins/mqtt-st.lua" % multiarch() if multiarch()
+                    else "usr/lib/wireshark/plugins/mqtt-st.lua")
+
+INSTALLED = sorted([
+             "etc/arbor/arbor.conf", "etc/logrotate.d/arbor", "usr/bin/arbor_passwd",
+             "usr/bin/arbor_stp", "usr/lib/systemd/system/arbor.service", WIRESHARK_PLUGIN,
              "usr/lib/sysusers.d/arbor.conf", "usr/sbin/arbor",
              "usr/share/man/man1/arbor_passwd.1",
              "usr/share/man/man1/arbor_stp.1", "usr/share/man/man5/arbor.conf.5",
-             "usr/share/man/man8/arbor.8"]
+             "usr/share/man/man8/arbor.8"])
 
 
 @pytest.mark.arbor_only
@@ -617,6 +632,12 @@ def test_cmake_install_into_destdir(tmp_path):
     subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", "/usr"], env=env, check=True,
                    capture_output=True, timeout=120)
     assert installed_files(dest) == INSTALLED
+    if shutil.which("tshark"):
+        # the dissector lands where this host's Wireshark loads global Lua plugins from
+        folders = subprocess.run(["tshark", "-G", "folders"], capture_output=True, text=True,
+                                 timeout=60).stdout
+        global_lua = re.search(r"^Global Lua Plugins:\s*(\S+)", folders, re.M).group(1)
+        assert global_lua == "/" + os.path.dirname(WIRESHARK_PLUGIN), folders
     assert os.access(dest / "usr/sbin/arbor", os.X_OK)
     assert os.access(dest / "usr/bin/arbor_stp", os.X_OK)
     assert os.access(dest / "usr/bin/arbor_passwd", os.X_OK)
@@ -640,7 +661,9 @@ def test_make_install_honours_prefix_and_destdir(tmp_path):
                    check=True, capture_output=True, timeout=300)
     assert installed_files(dest) == [
         "opt/arbor/bin/arbor_passwd", "opt/arbor/bin/arbor_stp", "opt/arbor/etc/arbor/arbor.conf",
+        "opt/arbor/etc/logrotate.d/arbor",
         "opt/arbor/lib/systemd/system/arbor.service", "opt/arbor/lib/sysusers.d/arbor.conf",
+        "opt/arbor/lib/wireshark/plugins/mqtt-st.lua",
         "opt/arbor/sbin/arbor", "opt/arbor/share/man/man1/arbor_passwd.1",
         "opt/arbor/share/man/man1/arbor_stp.1",
         "opt/arbor/share/man/man5/arbor.conf.5", "opt/arbor/share/man/man8/arbor.8"]

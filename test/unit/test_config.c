@@ -205,9 +205,25 @@ static void test_extra_value_and_trailing_comment(void **state)
     (void)state;
     expect_error("max_queued_messages 1 2\n",
                  TEST_NAME ":1: max_queued_messages: unexpected extra value \"2\"");
-    expect_error("max_queued_messages 1 # the limit\n",
-                 TEST_NAME ":1: max_queued_messages: unexpected extra value \"#\" (comments "
-                           "must start a line)");
+    /* a trailing comment after word values is ignored, as Mosquitto does */
+    struct arbor_config cfg;
+    load_ok(&cfg, "max_queued_messages 100 # per client\npersistence true #on\n"
+                  "log_type all # everything\nlistener 1883 # all addresses\n"
+                  "listener 1884 127.0.0.1 # loopback\n");
+    assert_int_equal(cfg.max_queued_messages, 100);
+    assert_true(cfg.persistence);
+    assert_int_equal(cfg.log_type, ARBOR_LOG_ALL);
+    assert_int_equal(cfg.listener_count, 2);
+    assert_null(cfg.listeners[0].bind_address);
+    assert_string_equal(cfg.listeners[1].bind_address, "127.0.0.1");
+    config_free(&cfg);
+    /* a text value is the rest of the line, a # included (as in Mosquitto) */
+    load_ok(&cfg, "auto_id_prefix a- # b\n");
+    assert_string_equal(cfg.security.auto_id_prefix, "a- # b");
+    config_free(&cfg);
+    /* other extra words are still refused */
+    expect_error("max_queued_messages 1 per client\n",
+                 TEST_NAME ":1: max_queued_messages: unexpected extra value \"per\"");
 }
 
 static void test_nul_byte_in_file(void **state)
@@ -560,12 +576,38 @@ static void test_listener_errors(void **state)
                  TEST_NAME ":1: listener: value \"-1\" is not an integer between 1 and 65535");
     expect_error("listener 1883 127.0.0.1 extra\n",
                  TEST_NAME ":1: listener: unexpected extra value \"extra\"");
-    expect_error("listener 0\n", TEST_NAME ":1: listener: port 0 is only for unix sockets, "
-                                           "which are not supported yet; give a port between 1 "
-                                           "and 65535");
-    expect_error("listener 0 /run/arbor.sock\n",
-                 TEST_NAME ":1: listener: unix socket listeners (port 0 with a path) are not "
-                           "supported yet");
+    expect_error("listener 0\n", TEST_NAME ":1: listener: port 0 is for a unix socket and needs "
+                                           "its path (listener 0 /run/arbor/arbor.sock); else "
+                                           "give a port between 1 and 65535");
+    expect_error("listener 0 /tmp/a.sock\nbind_interface lo\n",
+                 TEST_NAME ":1: listener: bind_interface does not apply to a unix socket "
+                           "listener");
+}
+
+static void test_unix_socket_listener(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 0 /run/arbor/arbor.sock # local clients\nmount_point m/\n"
+                  "listener 1883\n");
+    assert_int_equal(cfg.listener_count, 2);
+    assert_true(cfg.listeners[0].unix_socket);
+    assert_int_equal(cfg.listeners[0].port, 0);
+    assert_string_equal(cfg.listeners[0].bind_address, "/run/arbor/arbor.sock");
+    assert_string_equal(cfg.listeners[0].mount_point, "m/");
+    assert_false(cfg.listeners[1].unix_socket);
+    config_free(&cfg);
+    char text[256];
+    snprintf(text, sizeof text, "listener 0 /%0107d\n", 0); /* 108 bytes */
+    struct arbor_config long_cfg;
+    assert_int_equal(load_text(&long_cfg, text), -1);
+    config_free(&long_cfg);
+    assert_non_null(strstr(error_text, "is longer than 107 bytes"));
+    load_ok(&cfg, "listener 0 /tmp/a.sock\nlistener 0 /tmp/a.sock\n");
+    assert_int_equal(config_validate(&cfg, error_text, sizeof error_text), -1);
+    assert_string_equal(error_text, TEST_NAME ":2: listener: port 0 on /tmp/a.sock is already "
+                                              "used by the listener at " TEST_NAME ":1");
+    config_free(&cfg);
 }
 
 static void test_listener_scoped_settings_errors(void **state)
@@ -931,15 +973,23 @@ static void test_log_dest(void **state)
     config_free(&cfg);
 
     expect_error("log_dest\n", TEST_NAME ":1: log_dest: missing value (stderr, stdout, syslog, "
-                                         "file <path> or none)");
+                                         "topic, file <path> or none)");
     expect_error("log_dest file\n", TEST_NAME ":1: log_dest: missing file path after \"file\"");
     expect_error("log_dest file a\nlog_dest file b\n",
                  TEST_NAME ":2: log_dest: only one file destination may be given");
-    expect_error("log_dest topic\n",
-                 TEST_NAME ":1: log_dest: destination \"topic\" is not supported yet (planned)");
-    expect_error("log_dest dlt\n", TEST_NAME ":1: log_dest: destination \"dlt\" is not supported");
+    load_ok(&cfg, "log_dest topic\nlog_dest syslog\n");
+    assert_int_equal(cfg.log_dest, ARBOR_LOG_DEST_TOPIC | ARBOR_LOG_DEST_SYSLOG);
+    assert_int_equal(cfg.log_facility, -1);
+    config_free(&cfg);
+    load_ok(&cfg, "log_facility 0\nlog_facility 7\n");
+    assert_int_equal(cfg.log_facility, 7);
+    config_free(&cfg);
+    expect_error("log_facility 8\n",
+                 TEST_NAME ":1: log_facility: value \"8\" is not an integer between 0 and 7");
+    expect_error("log_dest dlt\n", TEST_NAME ":1: log_dest: destination \"dlt\" is not supported "
+                                             "(arbor has no DLT output; use syslog or file)");
     expect_error("log_dest console\n", TEST_NAME ":1: log_dest: value \"console\" is not stderr, "
-                                                 "stdout, syslog, file or none");
+                                                 "stdout, syslog, topic, file or none");
     expect_error("log_dest stdout stderr\n",
                  TEST_NAME ":1: log_dest: unexpected extra value \"stderr\"");
 }
@@ -1039,12 +1089,6 @@ static void test_planned_directives_are_refused(void **state)
                  plugins[i]);
         expect_errorf(expected, "%s /usr/lib/x.so\n", plugins[i]);
     }
-    const char *unsupported[] = {"memory_limit", "log_facility"};
-    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
-        char expected[1024];
-        snprintf(expected, sizeof expected, TEST_NAME ":1: %s: not supported yet", unsupported[i]);
-        expect_errorf(expected, "%s 1\n", unsupported[i]);
-    }
 }
 
 static void test_persistence_directives(void **state)
@@ -1088,10 +1132,10 @@ static void test_persistence_directives(void **state)
                                             "not an integer between 0 and 2147483647");
 }
 
-static void test_restated_defaults_are_accepted(void **state)
+static void test_mosquitto_defaults_written_out_load(void **state)
 {
     (void)state;
-    /* a line that only restates Mosquitto's default of a feature arbor lacks changes nothing */
+    /* a mosquitto.conf written out in full, with Mosquitto's defaults, loads */
     struct arbor_config cfg;
     load_ok(&cfg, "listener 1883\n"
                   "require_certificate false\n"
@@ -1102,9 +1146,13 @@ static void test_restated_defaults_are_accepted(void **state)
                   "memory_limit 0\n");
     assert_int_equal(cfg.listener_count, 1);
     assert_int_equal(cfg.warning_count, 0);
+    assert_int_equal(cfg.memory_limit, 0);
     config_free(&cfg);
-    /* any other value would change behaviour: refused as before */
-    expect_error("memory_limit 1000000\n", TEST_NAME ":1: memory_limit: not supported yet");
+    load_ok(&cfg, "memory_limit 1000000 # bytes\n");
+    assert_int_equal(cfg.memory_limit, 1000000);
+    config_free(&cfg);
+    expect_error("memory_limit -5\n", TEST_NAME ":1: memory_limit: value \"-5\" is not an integer "
+                                      "between 0 and 9223372036854775807");
     load_ok(&cfg, "use_username_as_clientid true\n");
     assert_true(cfg.security.use_username_as_clientid);
     config_free(&cfg);
@@ -1268,8 +1316,9 @@ static void test_error_after_allocations_frees_everything(void **state)
     /* and when the error comes at the end, from the pending default listener */
     expect_error("bind_address 127.0.0.1\nbind_interface lo\nlistener 1\nmount_point m/\n"
                  "socket_domain ipv4\nlistener 0\n",
-                 TEST_NAME ":6: listener: port 0 is only for unix sockets, which are not "
-                           "supported yet; give a port between 1 and 65535");
+                 TEST_NAME ":6: listener: port 0 is for a unix socket and needs its path "
+                           "(listener 0 /run/arbor/arbor.sock); else give a port between 1 and "
+                           "65535");
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -2300,6 +2349,7 @@ int main(void)
         cmocka_unit_test(test_error_line_numbers_count_every_line),
         cmocka_unit_test(test_unknown_directive),
         cmocka_unit_test(test_extra_value_and_trailing_comment),
+        cmocka_unit_test(test_unix_socket_listener),
         cmocka_unit_test(test_nul_byte_in_file),
         cmocka_unit_test(test_boolean_directives),
         cmocka_unit_test(test_integer_directives),
@@ -2322,7 +2372,7 @@ int main(void)
         cmocka_unit_test(test_acl_file),
         cmocka_unit_test(test_tls_directives),
         cmocka_unit_test(test_tls_errors),
-        cmocka_unit_test(test_restated_defaults_are_accepted),
+        cmocka_unit_test(test_mosquitto_defaults_written_out_load),
         cmocka_unit_test(test_persistence_directives),
         cmocka_unit_test(test_deprecated_options_warn_like_mosquitto),
         cmocka_unit_test(test_every_error_is_reported),
