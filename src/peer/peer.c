@@ -94,7 +94,8 @@ static bool host_address(char *out, size_t len)
  * one); without, the first plain listener. */
 static bool peer_listener_fits(const struct arbor_listener *listener, bool peer_tls)
 {
-    if (listener->protocol != ARBOR_PROTOCOL_MQTT) return false;
+    /* peers dial a TCP port: never a unix socket listener (port 0) */
+    if (listener->protocol != ARBOR_PROTOCOL_MQTT || listener->unix_socket) return false;
     if (!peer_tls) return !config_listener_uses_tls(listener);
     return listener->tls.certfile.value && listener->tls.keyfile.value &&
            listener->tls.require_certificate;

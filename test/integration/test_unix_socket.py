@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from helpers import IS_MOSQUITTO, PahoClient, wait_until
+from helpers import IS_MOSQUITTO, PahoClient, free_port, wait_until
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/mosquitto_sub"),
                                 reason="needs mosquitto_pub/mosquitto_sub (--unix)")
@@ -139,3 +139,16 @@ def test_socket_belongs_to_the_user_the_broker_runs_as(broker, tmp_path):
                what="socket owned by nobody")
     assert b.stop() == 0
     assert not path.exists()     # removed by nobody: tmp_path is writable by it
+
+
+@pytest.mark.arbor_only
+def test_mqtt_st_identity_never_takes_the_unix_listener(run_broker, tmp_path):
+    """A unix socket listener first in the file: the MQTT-ST identity still names the TCP
+    listener's port (peers dial TCP), not the unix listener's port 0."""
+    port = free_port()
+    rc, out = run_broker(conf_lines=["listener 0 %s" % (tmp_path / "first.sock"),
+                                     "listener %d 127.0.0.1" % port,
+                                     "allow_anonymous true",
+                                     "peer_allow_unauthenticated true",
+                                     "log_dest stdout"], timeout=3)
+    assert "MQTT-ST: identity 127.0.0.1:%d" % port in out, out
