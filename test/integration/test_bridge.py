@@ -337,6 +337,46 @@ def test_mosquitto_clients_and_retained_over_the_bridge(broker, remote, mqtt):
     wait_until(retained_at_remote, timeout=15, what="the retained message at the remote")
 
 
+@pytest.mark.parametrize("version", ["mqttv311", "mqttv50"])
+def test_debian_mosquitto_as_the_local_side_bridging_to_arbor(broker, remote, mqtt, version):
+    """The other way round: Debian's mosquitto runs the bridge, arbor is the remote."""
+    central = broker()
+    edge = remote(lines=["connection to-arbor",
+                         "address 127.0.0.1:%d" % central.port,
+                         "remote_clientid mq-edge-%d" % central.port,
+                         "bridge_protocol_version " + version,
+                         "restart_timeout 1",
+                         "topic up/# out 1",
+                         "topic down/# in 1"])
+    wait_bridge_up(mqtt, edge, central, "up/probe")
+    at_central = mqtt(central, client_id="at-central")
+    at_central.subscribe("up/x", 1)
+    at_edge = mqtt(edge, client_id="at-edge")
+    at_edge.subscribe("down/x", 1)
+    pub_edge = mqtt(edge, client_id="pub-edge")
+    pub_central = mqtt(central, client_id="pub-central")
+
+    def crossed_down():
+        pub_central.publish("down/x", b"probe", qos=1)
+        try:
+            at_edge.get_message(0.3)
+            return True
+        except AssertionError:
+            return False
+    wait_until(crossed_down, timeout=15, interval=0, what="the in topic subscribed at arbor")
+    for i in range(20):
+        pub_edge.publish("up/x", b"u%d" % i, qos=1)
+        pub_central.publish("down/x", b"d%d" % i, qos=1)
+    assert payloads_of(at_central, 20) == [b"u%d" % i for i in range(20)]
+    got = []
+    while len(got) < 20:  # late copies of the probe may come first
+        payload = at_edge.get_message(15).payload
+        if payload != b"probe":
+            got.append(payload)
+    assert got == [b"d%d" % i for i in range(20)]
+    at_central.expect_no_message(0.5)
+
+
 @pytest.mark.parametrize("mode", ["snapshot", "durable"])
 def test_store_and_forward_survives_a_restart(broker, remote, mqtt, mode):
     """With persistence, the messages waiting for the remote are kept across a restart of
