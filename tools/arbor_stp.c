@@ -2,7 +2,8 @@
  * arbor_stp.c: the command line of arbor_stp (man/arbor_stp.1), which shows the MQTT-ST
  * spanning tree from the $SYS/broker/stp topics of running brokers: `show` one broker's
  * view, `tree` the whole network as a Graphviz picture, `watch` its changes live. Options
- * that mosquitto_sub also has mean the same here (-h, -p, -u, -P, -i, -V).
+ * that mosquitto_sub also has mean the same here (-h, -p, -u, -P, -i, -V, and TLS: --cafile,
+ * --capath, --cert, --key, --insecure).
  *
  * This file parses options and dispatches; the subcommands are in cmd_*.c.
  */
@@ -34,6 +35,11 @@ static const char usage_text[] =
     "  -P PASSWORD   password\n"
     "  -i ID         client identifier (default arbor_stp-<pid>)\n"
     "  -V VERSION    MQTT version: 311 (default), 5, or 31\n"
+    "  --cafile FILE CAs to trust: connect with TLS (to every broker reached)\n"
+    "  --capath DIR  the same from a directory (c_rehash)\n"
+    "  --cert FILE   client certificate (a peer listener with require_certificate)\n"
+    "  --key FILE    its private key\n"
+    "  --insecure    do not check that the certificate names the host dialled\n"
     "\n"
     "Exit status: 0 ok, 1 no $SYS/broker/stp (peering not configured), 2 cannot connect\n"
     "or connection lost, 3 usage error, 4 other failure. See arbor_stp(1).\n";
@@ -46,6 +52,11 @@ enum long_only {
     OPT_COUNT,
     OPT_TIMEOUT,
     OPT_HELP,
+    OPT_CAFILE,
+    OPT_CAPATH,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_INSECURE,
 };
 
 static const struct option long_options[] = {
@@ -56,6 +67,11 @@ static const struct option long_options[] = {
     {"count", required_argument, NULL, OPT_COUNT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"help", no_argument, NULL, OPT_HELP},
+    {"cafile", required_argument, NULL, OPT_CAFILE},
+    {"capath", required_argument, NULL, OPT_CAPATH},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"insecure", no_argument, NULL, OPT_INSECURE},
     {NULL, 0, NULL, 0},
 };
 
@@ -127,6 +143,18 @@ static int apply_option(struct stp_cli *o, int opt, const char *arg)
         if (parse_version(arg, &o->client.version) != 0)
             return usage_error("unknown MQTT version %s (311, 5 or 31)", arg);
         return 0;
+    case OPT_CAFILE:
+    case OPT_CAPATH:
+    case OPT_CERT:
+    case OPT_KEY:
+        *(opt == OPT_CAFILE   ? &o->client.cafile
+          : opt == OPT_CAPATH ? &o->client.capath
+          : opt == OPT_CERT   ? &o->client.certfile
+                              : &o->client.keyfile) = arg;
+        return 0;
+    case OPT_INSECURE:
+        o->client.insecure = true;
+        return 0;
     case OPT_JSON:
         o->json = true;
         return only_for(o, "show", "--json");
@@ -176,6 +204,11 @@ static int parse_arguments(struct stp_cli *o, int argc, char **argv)
         if (rc != 0) return rc;
     }
     if (optind < argc) return usage_error("unexpected argument %s", argv[optind]);
+    bool tls = o->client.cafile || o->client.capath;
+    if (!tls && (o->client.certfile || o->client.keyfile || o->client.insecure))
+        return usage_error("--cert, --key and --insecure need TLS: give --cafile or --capath");
+    if (!o->client.certfile != !o->client.keyfile)
+        return usage_error("--cert and --key go together");
     if (o->client.password && !o->client.username && o->client.version < 5)
         return usage_error("a password (-P) needs a user name (-u) before MQTT 5");
     return 0;

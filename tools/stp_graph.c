@@ -227,7 +227,7 @@ static bool end_up(const struct stp_view_peer *end)
     return !end || (end->values[SV_PEER_STATE] && strcmp(end->values[SV_PEER_STATE], "up") == 0);
 }
 
-/* "1200 us", "1200 / 1350 us" (first end first), "" when neither end has a cost. */
+/* "1200 us", "1200 / 1350 us" (upper end first), "" when neither end has a cost. */
 static void edge_label(FILE *out, const struct stp_view_peer *first,
                        const struct stp_view_peer *second)
 {
@@ -245,11 +245,37 @@ static void edge_label(FILE *out, const struct stp_view_peer *first,
     fputs(" us", out);
 }
 
+/* A node's root path cost, or -1 when it was not read or does not say. */
+static long long node_root_cost(const struct stp_graph *g, size_t node)
+{
+    if (g->nodes[node].status != STP_FETCH_OK) return -1;
+    const char *cost = stp_view_get(&g->nodes[node].view, SV_ROOT_COST);
+    char *end;
+    long long value = cost ? strtoll(cost, &end, 10) : -1;
+    return cost && *cost && !*end && value >= 0 ? value : -1;
+}
+
+/* Which end (0 or 1) is the upper one, drawn and labelled first. On a tree link the child
+ * calls it its root link. On a standby link the designated end is upper (it offers the path
+ * to the root there), else the end with the lower root path cost; the walk's order when
+ * nothing tells them apart. */
+static int upper_end(const struct stp_graph *g, const struct stp_edge *e)
+{
+    const struct stp_view_peer *end0 = stp_edge_end(g, e, 0), *end1 = stp_edge_end(g, e, 1);
+    if (end_has_role(end0, "root")) return 1;
+    if (end_has_role(end1, "root")) return 0;
+    bool designated0 = end_has_role(end0, "designated");
+    bool designated1 = end_has_role(end1, "designated");
+    if (designated0 != designated1) return designated0 ? 0 : 1;
+    long long cost0 = node_root_cost(g, e->node[0]), cost1 = node_root_cost(g, e->node[1]);
+    if (cost0 >= 0 && cost1 >= 0 && cost0 != cost1) return cost0 < cost1 ? 0 : 1;
+    return 0;
+}
+
 static void dot_edge(FILE *out, const struct stp_graph *g, const struct stp_edge *e)
 {
-    /* The end that calls the link its root link is the child: draw parent -- child, so the
-     * tree hangs from the root. */
-    int first = end_has_role(stp_edge_end(g, e, 0), "root") ? 1 : 0;
+    /* Upper end first: draw parent -- child, so the tree hangs from the root. */
+    int first = upper_end(g, e);
     const struct stp_view_peer *a = stp_edge_end(g, e, first), *b = stp_edge_end(g, e, 1 - first);
     bool forwarding = stp_edge_forwarding(g, e);
     bool up = end_up(a) && end_up(b);

@@ -1,6 +1,7 @@
 /*
  * sys_client.c: arbor_stp's blocking MQTT client (sys_client.h). A non-blocking socket waited
- * on with poll() gives every step a deadline; the codec is lib/packet.h. No threads, no
+ * on with poll() gives every step a deadline; TLS is OpenSSL over that socket; the codec is
+ * lib/packet.h. No threads, no
  * event loop: the tool does one thing at a time.
  */
 #include <errno.h>
@@ -14,6 +15,11 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "packet.h"
 #include "sys_client.h"
@@ -98,6 +104,154 @@ static int tcp_connect(const char *host, uint16_t port, int timeout_ms, char *wh
     return fd;
 }
 
+/* ---- TLS ---- */
+
+/* OpenSSL's last error as text (or `fallback`), the queue cleared. */
+static void tls_error_text(char *why, size_t why_len, const char *what, const char *fallback)
+{
+    unsigned long err = ERR_get_error();
+    char text[256];
+    if (err) {
+        const char *reason = ERR_reason_error_string(err);
+        snprintf(text, sizeof text, "%s", reason ? reason : "unknown error");
+    } else {
+        snprintf(text, sizeof text, "%s", fallback);
+    }
+    ERR_clear_error();
+    snprintf(why, why_len, "%s: %s", what, text);
+}
+
+static void tls_free(struct sys_client *c)
+{
+    SSL_free(c->tls);
+    SSL_CTX_free(c->tls_ctx);
+    c->tls = NULL;
+    c->tls_ctx = NULL;
+}
+
+/* The context: the CAs to trust and, if given, our certificate and key. 0 or -1. */
+static int tls_context(struct sys_client *c, const struct sys_client_options *o, char *why,
+                       size_t why_len)
+{
+    c->tls_ctx = SSL_CTX_new(TLS_client_method());
+    if (!c->tls_ctx) {
+        tls_error_text(why, why_len, "TLS", "cannot create a context");
+        return -1;
+    }
+    SSL_CTX_set_min_proto_version(c->tls_ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(c->tls_ctx, SSL_VERIFY_PEER, NULL);
+    if (SSL_CTX_load_verify_locations(c->tls_ctx, o->cafile, o->capath) != 1) {
+        tls_error_text(why, why_len, o->cafile ? o->cafile : o->capath, "cannot load CAs");
+        return -1;
+    }
+    if (o->certfile &&
+        SSL_CTX_use_certificate_chain_file(c->tls_ctx, o->certfile) != 1) {
+        tls_error_text(why, why_len, o->certfile, "cannot load the certificate");
+        return -1;
+    }
+    const char *keyfile = o->keyfile ? o->keyfile : o->certfile;
+    if (keyfile && SSL_CTX_use_PrivateKey_file(c->tls_ctx, keyfile, SSL_FILETYPE_PEM) != 1) {
+        tls_error_text(why, why_len, keyfile, "cannot load the key");
+        return -1;
+    }
+    if (o->certfile && SSL_CTX_check_private_key(c->tls_ctx) != 1) {
+        tls_error_text(why, why_len, keyfile, "the key does not match the certificate");
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits for the socket as OpenSSL asked (after SSL_ERROR_WANT_READ/WRITE); 1 ready, 0 at
+ * the deadline, -1 on an error. */
+static int tls_wait(struct sys_client *c, int ssl_error, int64_t deadline)
+{
+    struct pollfd p = {.fd = c->fd,
+                       .events = ssl_error == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN};
+    int n = poll(&p, 1, remaining_ms(deadline));
+    return n < 0 && errno == EINTR ? 1 : n;
+}
+
+/* The TLS handshake on the connected socket, the broker's certificate checked against the
+ * CAs and (unless insecure) against the host name or address dialled. 0 or -1. */
+static int tls_handshake(struct sys_client *c, const char *host,
+                         const struct sys_client_options *o, char *why, size_t why_len)
+{
+    if (tls_context(c, o, why, why_len) != 0) return -1;
+    c->tls = SSL_new(c->tls_ctx);
+    if (!c->tls || SSL_set_fd(c->tls, c->fd) != 1) {
+        tls_error_text(why, why_len, "TLS", "cannot create a connection");
+        return -1;
+    }
+    unsigned char address[sizeof(struct in6_addr)];
+    bool is_address = inet_pton(AF_INET, host, address) == 1 ||
+                      inet_pton(AF_INET6, host, address) == 1;
+    if (!is_address) SSL_set_tlsext_host_name(c->tls, host);
+    if (!o->insecure) {
+        X509_VERIFY_PARAM *param = SSL_get0_param(c->tls);
+        int ok = is_address ? X509_VERIFY_PARAM_set1_ip_asc(param, host)
+                            : X509_VERIFY_PARAM_set1_host(param, host, 0);
+        if (ok != 1) {
+            tls_error_text(why, why_len, "TLS", "cannot set the name to check");
+            return -1;
+        }
+    }
+    int64_t deadline = sys_client_now_ms() + o->timeout_ms;
+    for (;;) {
+        int rc = SSL_connect(c->tls);
+        if (rc == 1) return 0;
+        int err = SSL_get_error(c->tls, rc);
+        if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+            int ready = tls_wait(c, err, deadline);
+            if (ready > 0) continue;
+            if (ready == 0)
+                snprintf(why, why_len, "no TLS handshake within %d ms", o->timeout_ms);
+            else
+                snprintf(why, why_len, "%s", strerror(errno));
+            return -1;
+        }
+        long verify = SSL_get_verify_result(c->tls);
+        if (verify != X509_V_OK)
+            snprintf(why, why_len, "TLS handshake failed: certificate verify failed (%s)",
+                     X509_verify_cert_error_string(verify));
+        else
+            tls_error_text(why, why_len, "TLS handshake failed",
+                           err == SSL_ERROR_SYSCALL ? "connection closed by the broker"
+                                                    : "protocol error");
+        return -1;
+    }
+}
+
+/* send() or SSL_write(): bytes sent, or -1 with errno (EAGAIN when it would block). */
+static ssize_t io_send(struct sys_client *c, const uint8_t *data, size_t len)
+{
+    if (!c->tls) return send(c->fd, data, len, MSG_NOSIGNAL);
+    ERR_clear_error();
+    int n = SSL_write(c->tls, data, (int)(len > INT_MAX ? INT_MAX : len));
+    if (n > 0) return n;
+    int err = SSL_get_error(c->tls, n);
+    errno = err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? EAGAIN
+            : errno ? errno : EPIPE;
+    return -1;
+}
+
+/* recv() or SSL_read(): bytes read, 0 at the end, or -1 with errno (EAGAIN: nothing yet). */
+static ssize_t io_recv(struct sys_client *c, uint8_t *data, size_t len)
+{
+    if (!c->tls) return recv(c->fd, data, len, 0);
+    ERR_clear_error();
+    int n = SSL_read(c->tls, data, (int)(len > INT_MAX ? INT_MAX : len));
+    if (n > 0) return n;
+    int err = SSL_get_error(c->tls, n);
+    if (err == SSL_ERROR_ZERO_RETURN) return 0;
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (err == SSL_ERROR_SYSCALL && errno == 0) return 0; /* closed without close_notify */
+    errno = err == SSL_ERROR_SYSCALL ? errno : EPROTO;
+    return -1;
+}
+
 /* ---- sending ---- */
 
 static int send_all(struct sys_client *c, const struct abuf *out, char *why, size_t why_len)
@@ -105,7 +259,7 @@ static int send_all(struct sys_client *c, const struct abuf *out, char *why, siz
     size_t sent = 0;
     int64_t deadline = sys_client_now_ms() + 5000;
     while (sent < out->len) {
-        ssize_t n = send(c->fd, out->data + sent, out->len - sent, MSG_NOSIGNAL);
+        ssize_t n = io_send(c, out->data + sent, out->len - sent);
         if (n > 0) {
             sent += (size_t)n;
             continue;
@@ -156,13 +310,14 @@ static int read_packet(struct sys_client *c, int64_t deadline, struct mqtt_fixed
             return 1;
         }
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        int n = poll(&p, 1, remaining_ms(deadline));
+        /* TLS may hold decrypted bytes the socket no longer shows */
+        int n = c->tls && SSL_pending(c->tls) > 0 ? 1 : poll(&p, 1, remaining_ms(deadline));
         if (n == 0 || (n < 0 && errno == EINTR)) return 0;
         if (n < 0 || abuf_reserve(&c->in, READ_CHUNK) != 0) {
             snprintf(why, why_len, "%s", n < 0 ? strerror(errno) : "out of memory");
             return -1;
         }
-        ssize_t got = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
+        ssize_t got = io_recv(c, c->in.data + c->in.len, c->in.cap - c->in.len);
         if (got == 0) {
             snprintf(why, why_len, "connection closed by the broker");
             return -1;
@@ -240,6 +395,7 @@ int sys_client_connect(struct sys_client *c, const char *host, uint16_t port,
     c->keepalive = o->keepalive;
     c->fd = tcp_connect(host, port, o->timeout_ms, why, why_len);
     if (c->fd < 0) return -1;
+    if ((o->cafile || o->capath) && tls_handshake(c, host, o, why, why_len) != 0) goto fail;
     struct mqtt_connect_out conn = {
         .version = o->version,
         .clean_start = true,
@@ -269,6 +425,7 @@ int sys_client_connect(struct sys_client *c, const char *host, uint16_t port,
         c->keepalive = ack.props.server_keep_alive;
     return 0;
 fail:
+    tls_free(c);
     close(c->fd);
     abuf_free(&c->in);
     abuf_free(&c->held);
@@ -365,6 +522,8 @@ void sys_client_close(struct sys_client *c)
         char why[128];
         int rc = mqtt_encode_disconnect(&out, c->version, MQTT_DISCONNECT, 0, no_props);
         send_encoded(c, &out, rc, why, sizeof why);
+        if (c->tls) SSL_shutdown(c->tls); /* close_notify, best effort */
+        tls_free(c);
         shutdown(c->fd, SHUT_WR);
         close(c->fd);
     }

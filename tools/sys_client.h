@@ -1,7 +1,7 @@
 /*
- * sys_client.h: the small MQTT client of arbor_stp: one blocking TCP connection (with
- * deadlines, so a silent broker never hangs the tool), CONNECT with optional user name and
- * password, one QoS 0 subscription, and the PUBLISH packets that follow. Every packet is
+ * sys_client.h: the small MQTT client of arbor_stp: one blocking TCP connection, optionally
+ * TLS (with deadlines, so a silent broker never hangs the tool), CONNECT with optional user
+ * name and password, one QoS 0 subscription, and the PUBLISH packets that follow. Every packet is
  * encoded and decoded by lib/ (packet.h); this file only sequences them.
  *
  * It knows nothing of $SYS or spanning trees. Errors are returned as values with a short
@@ -10,6 +10,7 @@
 #ifndef ARBOR_SYS_CLIENT_H
 #define ARBOR_SYS_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,10 +23,23 @@ struct sys_client_options {
     uint8_t version;      /* 3 (MQTT 3.1), 4 (3.1.1) or 5 */
     uint16_t keepalive;   /* seconds */
     int timeout_ms;       /* for the TCP connection, CONNACK and SUBACK each */
+    /* TLS (as mosquitto_sub): on when cafile or capath is set. certfile and keyfile give a
+     * client certificate (a peer listener with require_certificate wants one); insecure
+     * skips the check that the certificate names the host dialled. */
+    const char *cafile;
+    const char *capath;
+    const char *certfile;
+    const char *keyfile;
+    bool insecure;
 };
+
+struct ssl_st;
+struct ssl_ctx_st;
 
 struct sys_client {
     int fd;
+    struct ssl_ctx_st *tls_ctx; /* both NULL without TLS */
+    struct ssl_st *tls;
     uint8_t version;
     uint16_t keepalive;  /* as the server allows (MQTT 5 Server Keep Alive) */
     struct abuf in;

@@ -21,10 +21,9 @@
 
 static const struct connection_role accept_role;
 
-/* A refusing CONNACK (MQTT 5), then close. */
-static int refuse(struct connection *conn, uint8_t reason, const char *why)
+/* A refusing CONNACK (MQTT 5), then close; refuse() also logs why. */
+static int refuse_quietly(struct connection *conn, uint8_t reason, const char *why)
 {
-    log_warning("MQTT-ST: refused peer connection from %s: %s.", conn->address, why);
     struct abuf *scratch = &conn->broker->scratch;
     abuf_reset(scratch);
     if (mqtt_encode_connack(scratch, MQTT_V5, false, reason, (struct mqtt_props_out){0}) == 0) {
@@ -33,6 +32,12 @@ static int refuse(struct connection *conn, uint8_t reason, const char *why)
     }
     connection_close(conn, reason, why);
     return HANDLER_CLOSED;
+}
+
+static int refuse(struct connection *conn, uint8_t reason, const char *why)
+{
+    log_warning("MQTT-ST: refused peer connection from %s: %s.", conn->address, why);
+    return refuse_quietly(conn, reason, why);
 }
 
 static bool bytes_are(struct wire_bytes b, const char *text)
@@ -220,9 +225,33 @@ static int peer_handle_auth(struct peer_accepted *acc, const uint8_t *body, size
     if (!secret) return refuse(conn, MQTT_RC_NOT_AUTHORIZED, "peer_secret removed by a reload");
     struct wire_bytes proof = a.props.authentication_data;
     if (!peer_auth_check(secret, false, acc->client_nonce, acc->server_nonce, acc->name,
-                         acc->net->self_name, proof.data, proof.len))
-        return refuse(conn, MQTT_RC_NOT_AUTHORIZED, "wrong peer_secret");
+                         acc->net->self_name, proof.data, proof.len)) {
+        log_warning("MQTT-ST: peer %s (from %s) failed authentication: its proof does not match "
+                    "our peer_secret (is peer_secret the same on both brokers?).", acc->name,
+                    conn->address);
+        return refuse_quietly(conn, MQTT_RC_NOT_AUTHORIZED, "wrong peer_secret");
+    }
     return admit(acc);
+}
+
+/* A DISCONNECT before we admitted the peer: it gave up the authentication, most often because
+ * our proof did not verify with its peer_secret (peer_dial.c says so with Not authorized). */
+static void peer_gave_up_auth(struct peer_accepted *acc, const uint8_t *body, size_t len)
+{
+    struct connection *conn = acc->conn;
+    struct mqtt_disconnect d;
+    if (mqtt_decode_disconnect(MQTT_V5, MQTT_DISCONNECT, body, len, &d) != 0) {
+        connection_close(conn, MQTT_RC_MALFORMED_PACKET, "malformed DISCONNECT");
+        return;
+    }
+    if (d.reason == MQTT_RC_NOT_AUTHORIZED)
+        log_warning("MQTT-ST: peer %s (from %s) refused our authentication: our proof does not "
+                    "match its peer_secret (is peer_secret the same on both brokers?).",
+                    acc->name, conn->address);
+    else
+        log_warning("MQTT-ST: peer %s (from %s) gave up authentication (reason 0x%02x).",
+                    acc->name, conn->address, d.reason);
+    connection_close(conn, 0, "the peer refused our authentication");
 }
 
 void peer_accepted_link_ready(struct peer_accepted *acc)
@@ -259,7 +288,7 @@ static bool accept_header_allowed(struct connection *conn, const struct mqtt_fix
 {
     bool allowed;
     if (conn->state == CONNECTION_AWAITING_CONNECT)
-        allowed = hdr->type == MQTT_AUTH;
+        allowed = hdr->type == MQTT_AUTH || hdr->type == MQTT_DISCONNECT;
     else
         allowed = hdr->type == MQTT_PUBLISH || hdr->type == MQTT_PUBREL ||
                   hdr->type == MQTT_PINGREQ || hdr->type == MQTT_DISCONNECT;
@@ -293,6 +322,10 @@ static void accept_on_packet(struct connection *conn, const struct mqtt_fixed_he
         if (rc == 0) rc = connection_send_ack(conn, MQTT_PUBCOMP, ack.packet_id, 0);
         break;
     default: /* DISCONNECT */
+        if (!acc->authenticated) {
+            peer_gave_up_auth(acc, body, len);
+            return;
+        }
         connection_close(conn, 0, "the peer disconnected");
         return;
     }

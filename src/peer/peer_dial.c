@@ -251,11 +251,21 @@ static int peer_handle_auth(struct peer_dialer *d, struct connection *conn, cons
     memcpy(server_name, data.data + PEER_NONCE_LEN + PEER_PROOF_LEN, name_len);
     server_name[name_len] = '\0';
     const uint8_t *server_nonce = data.data;
-    if (!peer_parse_identity(server_name, &d->server_id) ||
-        !peer_auth_check(secret, true, d->client_nonce, server_nonce, d->net->self_name,
+    if (!peer_parse_identity(server_name, &d->server_id)) {
+        log_warning("MQTT-ST: peer %s sent a malformed identity in its AUTH; not linking.",
+                    d->target);
+        return MQTT_RC_PROTOCOL_ERROR;
+    }
+    if (!peer_auth_check(secret, true, d->client_nonce, server_nonce, d->net->self_name,
                          server_name, data.data + PEER_NONCE_LEN, PEER_PROOF_LEN)) {
-        log_warning("MQTT-ST: %s failed to prove it holds peer_secret; not linking.", d->target);
-        return MQTT_RC_NOT_AUTHORIZED;
+        /* Said in clear words on both sides: the DISCONNECT (MQTT 5.0, 4.12) tells the
+         * acceptor why we stop instead of leaving it with a connection that just closes. */
+        log_warning("MQTT-ST: peer %s failed authentication: its proof does not match our "
+                    "peer_secret (is peer_secret the same on both brokers?).", d->target);
+        connection_send_disconnect(conn, MQTT_RC_NOT_AUTHORIZED,
+                                   "your proof does not match our peer_secret");
+        connection_close(conn, 0, "its proof does not match our peer_secret");
+        return HANDLER_CLOSED;
     }
     d->server_id_known = true;
     uint8_t proof[PEER_PROOF_LEN];

@@ -461,3 +461,58 @@ def test_help_and_version():
     assert run_tool("tree", "--help").returncode == 0
     r = run_tool("--version")
     assert r.returncode == 0 and re.match(r"^arbor_stp \d+\.\d+\.\d+\n$", r.stdout)
+
+
+# ---------------------------------------------------------------- TLS
+
+def test_tree_over_tls_peer_listeners(cluster):
+    """The deployment guide's TLS layout: every identity is a TLS-only peer listener with
+    require_certificate. Without TLS options the walk reaches nothing past its start (issue 17:
+    "1 broker reached, 1 unreachable"); with --cafile/--cert/--key (a broker's own certificate,
+    as an operator has at hand) it reaches every broker; the certificate must name the address
+    dialled unless --insecure."""
+    from peer_net import tls_peer_pki
+    pki = tls_peer_pki(3)
+    c = cluster(3, [(0, 1), (1, 2)], [1000, 500, 200], tls=pki,
+                tls_listener_ca=pki["listener_ca"])
+    snap = c.wait_tree(timeout=15)
+    start = c.brokers[1]
+    tls = ["--cafile", pki["peer_ca"], "--cert", pki["peer0"], "--key", pki["peer0_key"]]
+    plain = run_tool("tree", "-h", HOST, "-p", start.peer_port)
+    assert plain.returncode == 2, plain.stderr
+    r = run_tool("tree", "-h", HOST, "-p", start.peer_port, *tls)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "arbor_stp: 3 brokers reached, 0 unreachable, root %s\n" % snap.root
+    nodes, edges = parse_dot(r.stdout)
+    assert set(nodes) == {c.identity(i) for i in range(3)}
+    assert len(edges) == 2
+    show = run_tool("show", "-h", HOST, "-p", start.peer_port, *tls, "--json")
+    assert show.returncode == 0, show.stderr
+    assert json.loads(show.stdout)["id"] == start.identity
+    # no client certificate: the listener requires one
+    no_cert = run_tool("show", "-h", HOST, "-p", start.peer_port, "--cafile", pki["peer_ca"])
+    assert no_cert.returncode == 2, no_cert.stderr
+    # usage errors
+    assert run_tool("show", "--cert", pki["peer0"], "--key", pki["peer0_key"]).returncode == 3
+    assert run_tool("show", "--cafile", pki["peer_ca"], "--cert", pki["peer0"]).returncode == 3
+
+
+def test_tls_certificate_must_name_the_host_unless_insecure(broker):
+    """A TLS listener whose certificate names elsewhere.example: arbor_stp refuses it (exit 2,
+    the reason said) unless --insecure, which gets as far as the $SYS topics (exit 1: this
+    broker has no MQTT-ST)."""
+    from peer_net import tls_peer_pki
+    pki = tls_peer_pki(3)
+    port = free_port()
+    broker("listener %d %s" % (port, HOST), "certfile " + pki["elsewhere"],
+           "keyfile " + pki["elsewhere_key"])
+    at_tls = ["-h", HOST, "-p", port, "--cafile", pki["peer_ca"]]
+    refused = run_tool("show", *at_tls)
+    assert refused.returncode == 2, refused.stderr
+    assert "certificate verify failed (IP address mismatch)" in refused.stderr, refused.stderr
+    insecure = run_tool("show", *at_tls, "--insecure")
+    assert insecure.returncode == 1, insecure.stderr
+    assert "no $SYS/broker/stp" in insecure.stderr, insecure.stderr
+    wrong_ca = run_tool("show", "-h", HOST, "-p", port, "--cafile", pki["client_ca"])
+    assert wrong_ca.returncode == 2, wrong_ca.stderr
+    assert "certificate verify failed" in wrong_ca.stderr, wrong_ca.stderr

@@ -292,7 +292,7 @@ def test_secret_still_checked_over_tls(mtls_secret):
         assert hs["connack"].rc == pp.RC_NOT_AUTHORIZED
     finally:
         conn.close()
-    a.wait_log("wrong peer_secret")
+    a.wait_log("failed authentication: its proof does not match our peer_secret")
     # a certificate without the secret is not enough either
     conn = net.dial(cert="peer5")
     try:

@@ -197,6 +197,28 @@ static void test_dot(void **state)
     stp_graph_free(&g);
 }
 
+/* Walked from below (from C, the blocked end), the standby link B-C still has the upper
+ * broker first: B, designated on it and nearer the root (issue 17: it came out "C -- B",
+ * "3100 / 3000 us"). Tree links keep parent first. */
+static void test_standby_link_upper_end_first_from_below(void **state)
+{
+    (void)state;
+    struct fake_net net = {0};
+    struct stp_graph g;
+    char why[128] = "";
+    assert_int_equal(walk_from(&net, "10.0.0.3", &g, why, sizeof why), 0);
+    char *dot = dot_of(&g);
+    assert_line(dot, "\"10.0.0.2:1883\" -- \"10.0.0.3:1883\"",
+                "\"10.0.0.2:1883\" -- \"10.0.0.3:1883\" [label=\"3000 / 3100 us\", "
+                "style=dashed, constraint=false];");
+    assert_line(dot, "\"10.0.0.1:1883\" -- \"10.0.0.3:1883\"",
+                "\"10.0.0.1:1883\" -- \"10.0.0.3:1883\" [label=\"1050 / 1100 us\", "
+                "style=solid, penwidth=2.5];");
+    assert_null(strstr(dot, "\"10.0.0.3:1883\" -- \"10.0.0.2:1883\""));
+    free(dot);
+    stp_graph_free(&g);
+}
+
 static void test_disagreeing_roots(void **state)
 {
     (void)state;
@@ -239,6 +261,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walk),
         cmocka_unit_test(test_dot),
+        cmocka_unit_test(test_standby_link_upper_end_first_from_below),
         cmocka_unit_test(test_disagreeing_roots),
         cmocka_unit_test(test_start_unreachable),
     };

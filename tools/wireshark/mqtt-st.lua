@@ -55,7 +55,8 @@ local CONNACK_REASONS = {
     [0x8C] = "Bad authentication method",
 }
 local DISCONNECT_REASONS = { [0x00] = "Normal disconnection", [0x81] = "Malformed packet",
-                             [0x82] = "Protocol error" }
+                             [0x82] = "Protocol error",
+                             [0x87] = "Not authorized (the acceptor's proof was wrong)" }
 
 -- MQTT 5 properties: id -> name, kind (byte, u16, u32, varint, string, binary, pair)
 local PROPERTIES = {
