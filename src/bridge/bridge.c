@@ -13,6 +13,7 @@
 #include "connection.h"
 #include "log.h"
 #include "random_below.h"
+#include "retain.h"
 #include "message.h"
 #include "outflow.h"
 #include "persist_hooks.h"
@@ -144,6 +145,34 @@ static const struct bridge_topic *outgoing_topic(const struct bridge_config *cfg
     return NULL;
 }
 
+/* Hand msg to b if one of its out topics wants it; true when it did (or tried: dropped). */
+static bool offer_to_bridge(struct bridge *b, struct message *msg)
+{
+    struct broker *broker = b->set->broker;
+    if (msg->origin.bridge == b->index) return false;
+    if (b->state == BRIDGE_IDLE && b->cfg->start_type == BRIDGE_START_ONCE && b->ever_up)
+        return false; /* stopped for good */
+    const struct bridge_topic *t = outgoing_topic(b->cfg, msg);
+    if (!t) return false;
+    struct message *out = mapped(broker, t, msg);
+    if (!out) {
+        b->dropped++;
+        broker->stats.publish_dropped++;
+        return true;
+    }
+    uint8_t qos = msg->qos < t->qos ? msg->qos : t->qos;
+    bridge_link_send(b, out, qos, msg->retain && b->cfg->outgoing_retain);
+    message_unref(out);
+    /* lazy: enough waiting starts it */
+    if (b->state == BRIDGE_IDLE && b->cfg->start_type == BRIDGE_START_LAZY &&
+        b->session->flow.queued.count >= b->cfg->threshold) {
+        b->state = BRIDGE_WAITING;
+        b->retry_at_ms = broker->now_ms;
+        bridge_wake(b, b->retry_at_ms);
+    }
+    return true;
+}
+
 /* The forwarder's forward (route.h): after local delivery, to every bridge whose topics want
  * it, except the one it came from. */
 static bool forward(void *ctx, struct message *msg)
@@ -151,32 +180,17 @@ static bool forward(void *ctx, struct message *msg)
     struct bridge_set *set = ctx;
     bool took = false;
     if (set->stopping || !set->adopted) return false; /* $SYS at start-up, before the restore */
-    for (size_t i = 0; i < set->count; i++) {
-        struct bridge *b = &set->bridges[i];
-        if (msg->origin.bridge == b->index) continue;
-        if (b->state == BRIDGE_IDLE && b->cfg->start_type == BRIDGE_START_ONCE && b->ever_up)
-            continue; /* stopped for good */
-        const struct bridge_topic *t = outgoing_topic(b->cfg, msg);
-        if (!t) continue;
-        struct message *out = mapped(set->broker, t, msg);
-        if (!out) {
-            b->dropped++;
-            set->broker->stats.publish_dropped++;
-            continue;
-        }
-        took = true;
-        uint8_t qos = msg->qos < t->qos ? msg->qos : t->qos;
-        bridge_link_send(b, out, qos, msg->retain && b->cfg->outgoing_retain);
-        message_unref(out);
-        /* lazy: enough waiting starts it */
-        if (b->state == BRIDGE_IDLE && b->cfg->start_type == BRIDGE_START_LAZY &&
-            b->session->flow.queued.count >= b->cfg->threshold) {
-            b->state = BRIDGE_WAITING;
-            b->retry_at_ms = set->broker->now_ms;
-            bridge_wake(b, b->retry_at_ms);
-        }
-    }
+    for (size_t i = 0; i < set->count; i++)
+        if (offer_to_bridge(&set->bridges[i], msg)) took = true;
     return took;
+}
+
+/* A new bridge session takes the retained messages its out topics match, as a client's new
+ * subscription does (Mosquitto's bridge subscribes locally when its session is new). */
+static void offer_retained(struct message *msg, void *ctx)
+{
+    struct bridge *b = ctx;
+    if (!message_expired(msg, b->set->broker->now_ms)) offer_to_bridge(b, msg);
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
@@ -231,6 +245,7 @@ static int adopt_session(struct bridge *b)
         connection_close(session->connection, MQTT_RC_SESSION_TAKEN_OVER, "session taken over");
         session_attach(session, NULL);
     }
+    bool fresh = !session;
     if (!session) session = session_create(broker, cfg->local_clientid, cfg->protocol_version);
     if (!session) {
         log_error("Error: out of memory setting up bridge %s.", cfg->name);
@@ -243,6 +258,7 @@ static int adopt_session(struct bridge *b)
     session_update_timer(broker, session);
     persist_hook_session_changed(broker, session);
     b->session = session;
+    if (fresh) retain_for_each(broker->shared->retained, offer_retained, b);
     if (session->flow.queued.count || session->flow.inflight.count)
         log_notice("Bridge %s: %u messages kept for the remote.", cfg->name,
                    session->flow.queued.count + session->flow.inflight.count);

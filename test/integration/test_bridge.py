@@ -404,6 +404,26 @@ def test_store_and_forward_survives_a_restart(broker, remote, mqtt, mode):
     at_remote.expect_no_message(0.7)
 
 
+def test_a_new_bridge_sends_the_retained_messages_its_topics_match(broker, remote, mqtt,
+                                                                    tmp_path):
+    """Retained messages stored before the bridge existed go over it once its session is
+    new, as a client's new subscription gets them (06-bridge-b2br-late-connection-retain,
+    which Mosquitto 2.0.11 itself fails)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    os.chmod(str(store), 0o777)
+    keep = ["persistence true", "persistence_location %s/" % store]
+    before = broker(*keep)
+    mqtt(before, client_id="pub").publish("r/x", b"held", qos=1, retain=True)
+    before.stop()
+    r = remote()
+    at_remote = mqtt(r, client_id="at-remote")
+    at_remote.subscribe("r/#", 1)
+    broker(*bridge_lines(r.port, "r/# out 1"), *keep)
+    m = at_remote.get_message(15)
+    assert (m.topic, m.payload) == ("r/x", b"held")
+
+
 def test_local_cleansession_true_keeps_nothing_across_a_restart(broker, remote, mqtt):
     r = remote(start=False)
     b = broker(*bridge_lines(r.port, "k/# out 1",
