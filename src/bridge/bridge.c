@@ -85,6 +85,8 @@ void bridge_down(struct bridge *b, const char *why, bool was_up)
     const struct bridge_config *cfg = b->cfg;
     b->conn = NULL;
     if (was_up && cfg->notifications) bridge_notify_local(b, false);
+    /* local_cleansession: the local session ends with the connection (Mosquitto's meaning) */
+    if (cfg->local_cleansession && b->session) outflow_release(broker, &b->session->flow);
     if (b->set->stopping) {
         b->state = BRIDGE_IDLE;
         return;

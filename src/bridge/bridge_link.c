@@ -368,8 +368,16 @@ void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool r
         }
         return;
     }
+    /* local_cleansession: the bridge's local session ends with its connection, as in
+     * Mosquitto, so nothing is kept for the remote while it is away */
+    if (b->cfg->local_cleansession && !up && b->state != BRIDGE_CONNECTING) {
+        b->dropped++;
+        broker->stats.publish_dropped++;
+        return;
+    }
     struct outflow_item item = {.msg = msg, .qos = qos, .retain = retain};
-    if (outflow_offer(broker, &b->session->flow, &bridge_flow_ops, b, &item, false) == OUTFLOW_REFUSED) {
+    if (outflow_offer(broker, &b->session->flow, &bridge_flow_ops, b, &item, false) ==
+        OUTFLOW_REFUSED) {
         b->dropped++;
         broker->stats.publish_dropped++;
     }
