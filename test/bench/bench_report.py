@@ -363,9 +363,10 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
     return "\n".join(parts)
 
 
-# Written into the same page by `make bench-tree` (tree_bench.py) and `make bench-persist`
-# (persist_bench.py); kept when this page is redone.
-KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto", "## Persistence")
+# Written into the same page by `make bench-tree` (tree_bench.py), `make bench-persist`
+# (persist_bench.py) and `make bench-bridge` (bridge_bench.py); kept when this page is redone.
+KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto", "## Persistence",
+                 "## Bridges: arbor or Mosquitto at the edge")
 
 
 def kept_sections(path):

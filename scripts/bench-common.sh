@@ -1,0 +1,67 @@
+# Sourced by scripts/run-bench-tree.sh and scripts/run-bench-bridge.sh (bash): the process
+# handling of a benchmark whose Python script starts brokers and lists the pid of each in
+# $pidfile. On EXIT every broker of that list still running is stopped by pid (TERM, then KILL
+# after a second), in case the script was killed; INT and TERM are passed on to the script
+# first. bench_setup checks $mosquitto_bin, builds arbor_bench (and arbor unless ARBOR_BIN is
+# set) in $build, empties $out_dir and starts $pidfile there; bench_measure runs
+# `python3 SCRIPT ARGS...` and waits for it. The caller sets out_dir before bench_setup;
+# build, jobs, docs_dir and mosquitto_bin come from BUILD, JOBS, BENCH_DOCS and MOSQUITTO_BIN.
+build=${BUILD:-build}
+jobs=${JOBS:-2}
+docs_dir=${BENCH_DOCS:-docs}
+mosquitto_bin=${MOSQUITTO_BIN:-/usr/sbin/mosquitto}
+pidfile=""
+py_pid=""
+
+# still one of the brokers started here? (a pid may have been reused since)
+bench_ours() {
+    kill -0 "$1" 2>/dev/null && grep -qaE 'arbor|mosquitto' "/proc/$1/cmdline" 2>/dev/null
+}
+
+bench_cleanup() {
+    [ -n "$pidfile" ] && [ -f "$pidfile" ] || return 0
+    local pid left=0
+    while read -r pid; do
+        if bench_ours "$pid"; then kill -TERM "$pid" 2>/dev/null || true; left=1; fi
+    done <"$pidfile"
+    [ "$left" = 1 ] || return 0
+    sleep 1
+    while read -r pid; do
+        if bench_ours "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    done <"$pidfile"
+    return 0
+}
+
+bench_on_signal() {
+    if [ -n "$py_pid" ]; then
+        kill -TERM "$py_pid" 2>/dev/null || true
+        wait "$py_pid" 2>/dev/null || true
+    fi
+    exit 143
+}
+
+trap bench_cleanup EXIT
+trap bench_on_signal INT TERM
+
+bench_setup() {
+    if [ ! -x "$mosquitto_bin" ]; then
+        echo "$(basename "$0"): no mosquitto at $mosquitto_bin" \
+            "(scripts/install-deps.sh installs it)" >&2
+        exit 1
+    fi
+    echo "=== building arbor and arbor_bench ($build)"
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j "$jobs" --target arbor_bench
+    [ -n "${ARBOR_BIN:-}" ] || cmake --build "$build" -j "$jobs" --target arbor
+    rm -rf "$out_dir"
+    mkdir -p "$out_dir" "$docs_dir"
+    pidfile=$out_dir/pids
+    : >"$pidfile"
+}
+
+# in the background, so that a signal reaches bench_on_signal while it runs
+bench_measure() {
+    python3 "$@" &
+    py_pid=$!
+    wait "$py_pid"
+}
