@@ -138,6 +138,9 @@ struct connection {
     bool held_for_peers;  /* paused because the peer links are backlogged */
     bool peer_gone;       /* socket ended: buffered input is handled without back-pressure */
     size_t reply_backlog; /* output this client's own packets caused, not yet written */
+    /* QoS 1 PUBLISH acknowledged since output was last written: a lower bound of the PUBACKs
+     * the client cannot have yet, which count against our Receive Maximum (handle_publish.c) */
+    uint16_t puback_unwritten;
     int64_t last_output_ms; /* when the client last took some of its output */
     bool in_flush_list;
     struct connection *next_flush;
