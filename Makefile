@@ -9,7 +9,8 @@ DESTDIR ?=
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist chaos crash fuzz install clean
+.PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist chaos crash fuzz install \
+	mosquitto-tests clean
 
 all: build
 
@@ -73,6 +74,11 @@ crash: build
 # part of `make test`): appends or replaces a section of docs/benchmarks.md.
 bench-tree: deps
 	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-tree.sh
+
+# Mosquitto 2.0.11's own broker tests (test/broker, groups 01-05, 07, 10-13) against arbor
+# and Debian's mosquitto, PASS/FAIL per test (not part of `make test`: they are not ours).
+mosquitto-tests: build
+	@scripts/run-mosquitto-tests.sh $(CURDIR)/$(BUILD)/arbor /usr/sbin/mosquitto
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-release build-fuzz
