@@ -195,6 +195,11 @@ static const char *client_topic_alias(const struct connection *conn, uint16_t al
     return client->topic_aliases[alias];
 }
 
+static const char *client_sent_topic_alias(const struct connection *conn, uint16_t alias)
+{
+    return topic_alias_out_topic(&client_of(conn)->aliases_out, alias);
+}
+
 static int client_on_accept(struct connection *conn)
 {
     return client_state_attach(conn);
@@ -228,6 +233,7 @@ const struct connection_role client_role = {
     .on_packet = client_on_packet,
     .on_close = client_on_close,
     .topic_alias = client_topic_alias,
+    .sent_topic_alias = client_sent_topic_alias,
     .on_accept = client_on_accept,
     .on_free = client_on_free,
     .on_output_drained = client_on_output_drained,

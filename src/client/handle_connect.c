@@ -424,6 +424,11 @@ static void read_client_limits(struct connection *conn, const struct mqtt_connec
     const struct mqtt_properties *p = &c->props;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_RECEIVE_MAXIMUM))
         client->client_receive_maximum = p->receive_maximum;
+    if (conn->broker->config->topic_alias_outgoing &&
+        (p->present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS_MAXIMUM)))
+        client->aliases_out.max = p->topic_alias_maximum < TOPIC_ALIAS_OUT_LIMIT
+                                      ? p->topic_alias_maximum
+                                      : TOPIC_ALIAS_OUT_LIMIT;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_MAXIMUM_PACKET_SIZE))
         client->client_max_packet_size = p->maximum_packet_size;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_REQUEST_PROBLEM_INFORMATION))

@@ -107,6 +107,8 @@ struct connection_role {
     /* Optional. The topic an inbound topic alias stands for now (NULL: none), for the packet
      * log, which describes packets from their bytes. */
     const char *(*topic_alias)(const struct connection *conn, uint16_t alias);
+    /* Optional. The same for an outbound topic alias (one the broker sent). */
+    const char *(*sent_topic_alias)(const struct connection *conn, uint16_t alias);
     /* Optional. An accepted connection starts in this role: allocate its role_data. Returns
      * 0, or -1 (out of memory: the connection is refused). */
     int (*on_accept)(struct connection *conn);
