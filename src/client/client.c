@@ -47,18 +47,36 @@ static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
     case MQTT_AUTH:
         if (conn->version != MQTT_V5) return MQTT_RC_MALFORMED_PACKET;
         return handle_auth(conn, body, len);
-    case MQTT_CONNECT:
-        return MQTT_RC_PROTOCOL_ERROR; /* second CONNECT */
-    default:
-        return MQTT_RC_PROTOCOL_ERROR; /* server-to-client packets */
+    default: /* second CONNECT, server-to-client packets: see client_header_allowed */
+        return MQTT_RC_PROTOCOL_ERROR;
     }
 }
 
-/* Before CONNECT nothing else is accepted; refused from the fixed header alone. */
+/* Packets only a server sends. */
+static bool sent_by_servers_only(uint8_t type)
+{
+    return type == MQTT_CONNACK || type == MQTT_SUBACK || type == MQTT_UNSUBACK ||
+           type == MQTT_PINGRESP;
+}
+
+/* Before CONNECT nothing else is accepted; refused from the fixed header alone. So are a
+ * second CONNECT and a packet only servers send, whatever their flags and body: the
+ * connection closes without a DISCONNECT (MQTT 5 allows one, 4.13; Mosquitto sends none, and
+ * clients and captures must match), with Mosquitto's log lines. */
 static bool client_header_allowed(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
     if (conn->state == CONNECTION_AWAITING_CONNECT && hdr->type != MQTT_CONNECT) {
         connection_close(conn, 0, "first packet was not CONNECT");
+        return false;
+    }
+    if (conn->state != CONNECTION_ACTIVE) return true;
+    if (hdr->type == MQTT_CONNECT) {
+        log_notice("Bad client %s sending multiple CONNECT messages.", conn->name);
+        connection_close(conn, 0, connection_reason_text(MQTT_RC_PROTOCOL_ERROR));
+        return false;
+    }
+    if (sent_by_servers_only(hdr->type)) {
+        connection_close(conn, 0, connection_reason_text(MQTT_RC_PROTOCOL_ERROR));
         return false;
     }
     return true;
