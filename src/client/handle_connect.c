@@ -201,6 +201,13 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
         /* The takeover may have destroyed a session with expiry 0. */
         session = session_find(broker, client->client_id);
     }
+    if (session && session->pending_will) {
+        /* Reconnected within the will delay: the will is cancelled, also when Clean Start
+         * ends the session right after ([MQTT-3.1.3-9]: a new connection before the delay
+         * has passed means no will; as Mosquitto). */
+        message_unref(session->pending_will);
+        session->pending_will = NULL;
+    }
     if (session && c->clean_start) {
         session_destroy(broker, session);
         session = NULL;
@@ -208,11 +215,6 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
     *session_present = session != NULL;
     if (!session) session = session_create(broker, client->client_id, c->version);
     if (!session) return NULL;
-    if (session->pending_will) {
-        /* Reconnected within the will delay: the will is cancelled. */
-        message_unref(session->pending_will);
-        session->pending_will = NULL;
-    }
     session->version = c->version;
     session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
