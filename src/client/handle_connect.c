@@ -137,6 +137,8 @@ static int store_will(struct connection *conn, const struct mqtt_connect *c)
     return client->will ? 0 : -1;
 }
 
+/* Returns 0, -1 (out of memory) or 1: the CONNACK is larger than the Maximum Packet Size the
+ * client set, so it must not be sent ([MQTT-3.1.2-24]). */
 static int send_connack(struct connection *conn, bool session_present, bool assigned_id,
                         uint16_t requested_keepalive)
 {
@@ -172,7 +174,11 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
     if (mqtt_encode_connack(&broker->scratch, conn->version, present_flag, 0,
                             (struct mqtt_props_out){props->data, props->len}))
         return -1;
-    return connection_send_scratch(conn);
+    if (client->client_max_packet_size && broker->scratch.len > client->client_max_packet_size) {
+        abuf_reset(&broker->scratch);
+        return 1;
+    }
+    return connection_send_scratch(conn) ? -1 : 0;
 }
 
 /* Session expiry interval for the new connection, in seconds (UINT32_MAX: never). */
@@ -541,8 +547,11 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     if (broker->client_count > broker->stats.clients_maximum)
         broker->stats.clients_maximum = broker->client_count;
     log_connected(conn, &c);
-    if (send_connack(conn, session_present, assigned, c.keepalive)) {
-        connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+    int sent = send_connack(conn, session_present, assigned, c.keepalive);
+    if (sent) {
+        /* A CONNACK too large for the client: closed without one, as by Mosquitto. */
+        if (sent > 0) connection_close(conn, 0, "CONNACK larger than its Maximum Packet Size");
+        else connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
         return HANDLER_CLOSED;
     }
     if (session_present) session_resume(broker, session);

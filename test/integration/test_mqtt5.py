@@ -230,6 +230,19 @@ def test_qos1_within_receive_maximum_is_never_refused(broker, raw, tmp_path, dur
 
 # ---------------------------------------------------------------- maximum packet size
 
+@pytest.mark.parametrize("limit", [2, 4])
+def test_connack_larger_than_client_maximum_packet_size_is_not_sent(broker, raw, limit):
+    # [MQTT-3.1.2-24]: nothing larger than the client's Maximum Packet Size, CONNACK
+    # included (at least 5 bytes in MQTT 5): closed without it, as by Mosquitto (its test
+    # 12-prop-maximum-packet-size-connect).
+    b = broker()
+    c = raw(b, MQTT5)
+    c.send(mp.connect("tiny", version=MQTT5, props=[(mp.P_MAXIMUM_PACKET_SIZE, limit)]))
+    assert c.wait_closed(5) == []
+    ok = raw(b, MQTT5)
+    assert ok.connect("roomy", props=[(mp.P_MAXIMUM_PACKET_SIZE, 64)]).rc == 0
+
+
 def test_broker_respects_client_maximum_packet_size(broker, raw):
     # [MQTT-3.1.2-25]: the server must not send a packet larger than the client's Maximum
     # Packet Size; it discards it [MQTT-3.1.2-26] and carries on.
