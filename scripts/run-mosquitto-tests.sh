@@ -14,6 +14,7 @@
 #   MOSQ_PORT    first TCP port to use (default 21883)
 #   MOSQ_TIMEOUT seconds a test may take (default 60)
 #   MOSQ_KEEP    keep the checkout in this directory (default: a temporary one, removed)
+#   MOSQ_VERBOSE print the output of a failing test
 # The tests start the broker as ../../src/mosquitto from test/broker, so that path is made a
 # symbolic link to the binary under test. Exit status: 0 when every test passed for every
 # binary, 1 otherwise.
