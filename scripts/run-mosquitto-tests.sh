@@ -50,6 +50,12 @@ if [ ! -f "$top/test/broker/Makefile" ]; then
     }
 fi
 mkdir -p "$top/src"
+# Started as root, a broker drops its privileges (Mosquitto to mosquitto, arbor to its user)
+# and must still write its persistence files next to the tests.
+if [ "$(id -u)" = 0 ]; then
+    chmod 755 "$top" "$top/test"
+    chmod 1777 "$top/test/broker"
+fi
 
 # The tests of each group, in the order of test/broker/Makefile (its list, not the folder's:
 # the folder also holds helpers and tests Mosquitto does not run).
