@@ -10,7 +10,7 @@ DESTDIR ?=
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
-	chaos crash fuzz install clean
+	chaos crash fuzz install mosquitto-tests clean
 
 all: build
 
@@ -83,6 +83,11 @@ bench-tree: deps
 # BENCH_BRIDGE_QUICK=1 is a half-minute smoke test of the pipeline.
 bench-bridge: deps
 	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-bridge.sh
+
+# Mosquitto 2.0.11's own broker tests (test/broker, groups 01-05, 07, 10-13) against arbor
+# and Debian's mosquitto, PASS/FAIL per test (not part of `make test`: they are not ours).
+mosquitto-tests: build
+	@scripts/run-mosquitto-tests.sh $(CURDIR)/$(BUILD)/arbor /usr/sbin/mosquitto
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-release build-fuzz

@@ -47,10 +47,8 @@ static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
     case MQTT_AUTH:
         if (conn->version != MQTT_V5) return MQTT_RC_MALFORMED_PACKET;
         return handle_auth(conn, body, len);
-    case MQTT_CONNECT:
-        return MQTT_RC_PROTOCOL_ERROR; /* second CONNECT */
-    default:
-        return MQTT_RC_PROTOCOL_ERROR; /* server-to-client packets */
+    default: /* second CONNECT, server-to-client packets: see client_header_allowed */
+        return MQTT_RC_PROTOCOL_ERROR;
     }
 }
 
@@ -67,14 +65,34 @@ static bool publish_over_memory_limit(const struct connection *conn,
                            2 * (uint64_t)hdr->remaining_length, stored, broker->now_ms);
 }
 
-/* Before CONNECT nothing else is accepted; refused from the fixed header alone. A PUBLISH
- * over memory_limit ends the connection before its body is read, as Mosquitto disconnects a
- * client whose message it cannot allocate ("disconnected due to out of memory"); an MQTT 5
- * client is told 0x97, quota exceeded. */
+/* Packets only a server sends. */
+static bool sent_by_servers_only(uint8_t type)
+{
+    return type == MQTT_CONNACK || type == MQTT_SUBACK || type == MQTT_UNSUBACK ||
+           type == MQTT_PINGRESP;
+}
+
+/* Before CONNECT nothing else is accepted; refused from the fixed header alone. So are a
+ * second CONNECT and a packet only servers send, whatever their flags and body: the
+ * connection closes without a DISCONNECT (MQTT 5 allows one, 4.13; Mosquitto sends none, and
+ * clients and captures must match), with Mosquitto's log lines. A PUBLISH over memory_limit
+ * ends the connection before its body is read, as Mosquitto disconnects a client whose
+ * message it cannot allocate ("disconnected due to out of memory"); an MQTT 5 client is told
+ * 0x97, quota exceeded. */
 static bool client_header_allowed(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
     if (conn->state == CONNECTION_AWAITING_CONNECT && hdr->type != MQTT_CONNECT) {
         connection_close(conn, 0, "first packet was not CONNECT");
+        return false;
+    }
+    if (conn->state != CONNECTION_ACTIVE) return true;
+    if (hdr->type == MQTT_CONNECT) {
+        log_notice("Bad client %s sending multiple CONNECT messages.", conn->name);
+        connection_close(conn, 0, connection_reason_text(MQTT_RC_PROTOCOL_ERROR));
+        return false;
+    }
+    if (sent_by_servers_only(hdr->type)) {
+        connection_close(conn, 0, connection_reason_text(MQTT_RC_PROTOCOL_ERROR));
         return false;
     }
     if (hdr->type == MQTT_PUBLISH && publish_over_memory_limit(conn, hdr)) {
@@ -219,6 +237,11 @@ static const char *client_topic_alias(const struct connection *conn, uint16_t al
     return client->topic_aliases[alias];
 }
 
+static const char *client_sent_topic_alias(const struct connection *conn, uint16_t alias)
+{
+    return topic_alias_out_topic(&client_of(conn)->aliases_out, alias);
+}
+
 static int client_on_accept(struct connection *conn)
 {
     return client_state_attach(conn);
@@ -252,6 +275,7 @@ const struct connection_role client_role = {
     .on_packet = client_on_packet,
     .on_close = client_on_close,
     .topic_alias = client_topic_alias,
+    .sent_topic_alias = client_sent_topic_alias,
     .on_accept = client_on_accept,
     .on_free = client_on_free,
     .on_output_drained = client_on_output_drained,

@@ -29,6 +29,11 @@ static int acknowledge(struct connection *conn, uint8_t type, const uint8_t *bod
                                    conn->version == MQTT_V5 ? MQTT_RC_PACKET_ID_NOT_FOUND : 0);
     case OUTFLOW_ACK_NO_MEMORY:
         return MQTT_RC_UNSPECIFIED;
+    case OUTFLOW_ACK_MISMATCH:
+        /* A protocol error; closed without a DISCONNECT, as by Mosquitto (its tests
+         * 02-subpub-qos1-bad-pubcomp, -qos2-bad-puback-1 and others). */
+        connection_close(conn, 0, connection_reason_text(MQTT_RC_PROTOCOL_ERROR));
+        return HANDLER_CLOSED;
     default: /* unknown ids of PUBACK and PUBCOMP are ignored, as Mosquitto does */
         return 0;
     }

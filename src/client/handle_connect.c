@@ -137,6 +137,8 @@ static int store_will(struct connection *conn, const struct mqtt_connect *c)
     return client->will ? 0 : -1;
 }
 
+/* Returns 0, -1 (out of memory) or 1: the CONNACK is larger than the Maximum Packet Size the
+ * client set, so it must not be sent ([MQTT-3.1.2-24]). */
 static int send_connack(struct connection *conn, bool session_present, bool assigned_id,
                         uint16_t requested_keepalive)
 {
@@ -172,7 +174,11 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
     if (mqtt_encode_connack(&broker->scratch, conn->version, present_flag, 0,
                             (struct mqtt_props_out){props->data, props->len}))
         return -1;
-    return connection_send_scratch(conn);
+    if (client->client_max_packet_size && broker->scratch.len > client->client_max_packet_size) {
+        abuf_reset(&broker->scratch);
+        return 1;
+    }
+    return connection_send_scratch(conn) ? -1 : 0;
 }
 
 /* Session expiry interval for the new connection, in seconds (UINT32_MAX: never). */
@@ -201,6 +207,13 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
         /* The takeover may have destroyed a session with expiry 0. */
         session = session_find(broker, client->client_id);
     }
+    if (session && session->pending_will) {
+        /* Reconnected within the will delay: the will is cancelled, also when Clean Start
+         * ends the session right after ([MQTT-3.1.3-9]: a new connection before the delay
+         * has passed means no will; as Mosquitto). */
+        message_unref(session->pending_will);
+        session->pending_will = NULL;
+    }
     if (session && c->clean_start) {
         session_destroy(broker, session);
         session = NULL;
@@ -208,11 +221,6 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
     *session_present = session != NULL;
     if (!session) session = session_create(broker, client->client_id, c->version);
     if (!session) return NULL;
-    if (session->pending_will) {
-        /* Reconnected within the will delay: the will is cancelled. */
-        message_unref(session->pending_will);
-        session->pending_will = NULL;
-    }
     session->version = c->version;
     session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
@@ -428,6 +436,11 @@ static void read_client_limits(struct connection *conn, const struct mqtt_connec
     const struct mqtt_properties *p = &c->props;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_RECEIVE_MAXIMUM))
         client->client_receive_maximum = p->receive_maximum;
+    if (conn->broker->config->topic_alias_outgoing &&
+        (p->present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS_MAXIMUM)))
+        client->aliases_out.max = p->topic_alias_maximum < TOPIC_ALIAS_OUT_LIMIT
+                                      ? p->topic_alias_maximum
+                                      : TOPIC_ALIAS_OUT_LIMIT;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_MAXIMUM_PACKET_SIZE))
         client->client_max_packet_size = p->maximum_packet_size;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_REQUEST_PROBLEM_INFORMATION))
@@ -538,8 +551,11 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
     if (broker->client_count > broker->stats.clients_maximum)
         broker->stats.clients_maximum = broker->client_count;
     log_connected(conn, &c);
-    if (send_connack(conn, session_present, assigned, c.keepalive)) {
-        connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+    int sent = send_connack(conn, session_present, assigned, c.keepalive);
+    if (sent) {
+        /* A CONNACK too large for the client: closed without one, as by Mosquitto. */
+        if (sent > 0) connection_close(conn, 0, "CONNACK larger than its Maximum Packet Size");
+        else connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
         return HANDLER_CLOSED;
     }
     if (session_present) session_resume(broker, session);

@@ -1,6 +1,6 @@
 /*
  * handle_publish.c: PUBLISH from a client: topic aliases, limits (retain availability,
- * message_size_limit, receive maximum for QoS 2), storing the message once, handing it to
+ * message_size_limit, Receive Maximum), storing the message once, handing it to
  * route_message, and the PUBACK / PUBREC that completes the sender's side of the flow.
  */
 #include <stdlib.h>
@@ -137,9 +137,14 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
         return connection_send_ack(conn, MQTT_PUBREC, p.packet_id, 0);
     }
     /* Only MQTT 5 has a Receive Maximum; a v3.x client may pipeline any number (the id
-     * bitmap bounds the memory). */
-    if (p.qos == 2 && conn->version == MQTT_V5 &&
-        session->incoming_qos2_count >= client_of(conn)->receive_maximum)
+     * bitmap bounds the memory). Unacknowledged are the QoS 2 messages awaiting PUBREL and
+     * the QoS 1 messages whose PUBACK has not been written yet: arbor acknowledges a QoS 1
+     * message at once, but the answers of one turn go out together at its end (after the
+     * durable commit with persistence_mode durable, and later still while the client does
+     * not read them). A client keeping to the limit cannot have more in flight than that. */
+    if (p.qos > 0 && conn->version == MQTT_V5 &&
+        session->incoming_qos2_count + conn->puback_unwritten >=
+            client_of(conn)->receive_maximum)
         return MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED;
 
     char mounted[MQTT_TOPIC_BUFFER];
@@ -160,5 +165,6 @@ int handle_publish(struct connection *conn, uint8_t flags, const uint8_t *body, 
         if (session_incoming_qos2_add(session, p.packet_id)) return MQTT_RC_UNSPECIFIED;
         persist_qos2_in_changed(broker, session, p.packet_id, true);
     }
+    if (p.qos == 1 && conn->puback_unwritten < UINT16_MAX) conn->puback_unwritten++;
     return connection_send_ack(conn, ack_type, p.packet_id, reason);
 }

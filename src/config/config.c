@@ -1234,6 +1234,11 @@ static int handle_reason_strings(struct parse_state *st, const struct directive_
     return parse_bool_value(st, dl, &st->cfg->reason_strings);
 }
 
+static int handle_topic_alias_outgoing(struct parse_state *st, const struct directive_line *dl)
+{
+    return parse_bool_value(st, dl, &st->cfg->topic_alias_outgoing);
+}
+
 static int handle_pid_file(struct parse_state *st, const struct directive_line *dl)
 {
     return take_text_value(st, dl, &st->cfg->pid_file, st->cfg->pid_file != NULL, "a file path");
@@ -1735,6 +1740,7 @@ static const struct {
     {"log_timestamp_format", handle_log_timestamp_format},
     {"connection_messages", handle_connection_messages},
     {"reason_strings", handle_reason_strings},
+    {"topic_alias_outgoing", handle_topic_alias_outgoing},
     {"include_dir", handle_include_dir},
     {"pid_file", handle_pid_file},
     {"user", handle_user},

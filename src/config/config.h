@@ -162,6 +162,7 @@ struct arbor_config {
     char *log_timestamp_format; /* strftime format or NULL for epoch seconds */
     bool connection_messages;   /* default true */
     bool reason_strings;        /* MQTT 5 reason strings on acks/DISCONNECT; default false */
+    bool topic_alias_outgoing;  /* topic aliases towards MQTT 5 clients; default false */
 
     /* process */
     char *pid_file;

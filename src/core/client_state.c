@@ -31,6 +31,7 @@ void client_state_free(struct connection *conn)
             free(client->topic_aliases[i]);
         free(client->topic_aliases);
     }
+    topic_alias_out_clear(&client->aliases_out);
     free(client->client_id);
     free(client->username);
     if (client->password) OPENSSL_cleanse(client->password, client->password_len);

@@ -1,13 +1,15 @@
 /*
  * client_state.h: what the client role keeps for one connection (its role_data, allocated
  * when the connection is accepted, client_state.c): the client's identity and credentials
- * from CONNECT, the options that shape what is sent to it, its will, its topic aliases and
+ * from CONNECT, the options that shape what is sent to it, its will, its topic aliases (both
+ * ways) and
  * its session. The transport layer (struct connection) holds none of it.
  */
 #ifndef ARBOR_CLIENT_STATE_H
 #define ARBOR_CLIENT_STATE_H
 
 #include "broker_shared.h"
+#include "topic_alias_out.h"
 
 struct client {
     char *client_id;
@@ -32,6 +34,8 @@ struct client {
      * maximum is the one told to the client in CONNACK (a reload does not change it). */
     char **topic_aliases;
     uint16_t topic_alias_maximum;
+    /* Outbound topic aliases (topic_alias_outgoing): the ones arbor uses towards the client. */
+    struct topic_alias_out aliases_out;
 
     struct session *session;
 };

@@ -321,14 +321,16 @@ enum outflow_ack outflow_acknowledge(struct broker *broker, struct outflow *flow
     struct delivery *d = outflow_find(flow, packet_id);
     switch (type) {
     case MQTT_PUBACK:
-        return d && d->state == DELIVERY_AWAIT_PUBACK ? finish(broker, flow, d)
-                                                      : OUTFLOW_ACK_IGNORED;
+        if (!d) return OUTFLOW_ACK_IGNORED;
+        return d->state == DELIVERY_AWAIT_PUBACK ? finish(broker, flow, d) : OUTFLOW_ACK_MISMATCH;
     case MQTT_PUBCOMP:
-        return d && d->state == DELIVERY_AWAIT_PUBCOMP ? finish(broker, flow, d)
-                                                       : OUTFLOW_ACK_IGNORED;
+        if (!d) return OUTFLOW_ACK_IGNORED;
+        return d->state == DELIVERY_AWAIT_PUBCOMP ? finish(broker, flow, d)
+                                                  : OUTFLOW_ACK_MISMATCH;
     default: /* PUBREC */
         if (d && d->state == DELIVERY_AWAIT_PUBCOMP) /* our PUBREL was lost: again */
             return send_pubrel(broker, ops, owner, packet_id);
+        if (d && d->state == DELIVERY_AWAIT_PUBACK) return OUTFLOW_ACK_MISMATCH;
         if (!d || d->state != DELIVERY_AWAIT_PUBREC) return OUTFLOW_ACK_UNKNOWN;
         if (reason >= 0x80) return finish(broker, flow, d); /* refused: the exchange ends */
         return release_message(broker, flow, ops, owner, d);

@@ -81,7 +81,10 @@ void outflow_pump(struct broker *broker, struct outflow *flow, const struct outf
 enum outflow_ack {
     OUTFLOW_ACK_FREED,   /* the exchange ended: a window slot is free (pump) */
     OUTFLOW_ACK_PUBREL,  /* PUBREC: PUBREL sent (again) */
-    OUTFLOW_ACK_IGNORED, /* PUBACK/PUBCOMP for nothing in that state (as Mosquitto: ignored) */
+    OUTFLOW_ACK_IGNORED, /* PUBACK/PUBCOMP for no message in flight (as Mosquitto: ignored) */
+    OUTFLOW_ACK_MISMATCH, /* for a message in flight at the other QoS or another step: a PUBACK
+                             of a QoS 2 one, PUBREC or PUBCOMP of a QoS 1 one, PUBCOMP before
+                             PUBREC (the owner decides: a client's connection is closed) */
     OUTFLOW_ACK_UNKNOWN, /* PUBREC for no QoS 2 message in flight: the owner answers */
     OUTFLOW_ACK_NO_MEMORY,
 };

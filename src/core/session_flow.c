@@ -27,13 +27,13 @@
 #include "session.h"
 
 /* The PUBLISH properties for this recipient: the stored forwardable ones as they are, or,
- * when an expiry or subscription identifiers must be added, a copy in broker->scratch_props.
- * Returns 0 or -1 on OOM. */
+ * when an expiry, subscription identifiers or a topic alias (not 0) must be added, a copy in
+ * broker->scratch_props. Returns 0 or -1 on OOM. */
 static int build_publish_props(struct broker *broker, const struct message *msg,
                                const uint32_t *sub_ids, uint8_t sub_id_count,
-                               struct mqtt_props_out *out)
+                               uint16_t topic_alias, struct mqtt_props_out *out)
 {
-    if (!msg->expiry_at_ms && sub_id_count == 0) {
+    if (!msg->expiry_at_ms && sub_id_count == 0 && topic_alias == 0) {
         *out = (struct mqtt_props_out){msg->props, msg->props_len};
         return 0;
     }
@@ -46,6 +46,7 @@ static int build_publish_props(struct broker *broker, const struct message *msg,
     for (uint8_t i = 0; i < sub_id_count; i++)
         if (mqtt_property_add_varint(props, MQTT_PROP_SUBSCRIPTION_IDENTIFIER, sub_ids[i]))
             return -1;
+    if (topic_alias && mqtt_property_add_u16(props, MQTT_PROP_TOPIC_ALIAS, topic_alias)) return -1;
     *out = (struct mqtt_props_out){props->data, props->len};
     return 0;
 }
@@ -74,8 +75,15 @@ static enum outflow_send send_publish(struct connection *conn, struct message *m
         .packet_id = packet_id,
         .payload_len = msg->payload_len,
     };
+    /* A topic sent before on this connection goes as its alias alone (topic_alias_out.h);
+     * a packet sent again (DUP, after a reconnect) is encoded afresh, with this connection's
+     * aliases. */
+    uint16_t alias = 0;
+    bool with_topic = true;
     if (conn->version == MQTT_V5) {
-        if (build_publish_props(broker, msg, sub_ids, sub_id_count, &out.props))
+        alias = topic_alias_out_choose(&client->aliases_out, topic, topic_len, &with_topic);
+        if (!with_topic) out.topic_len = 0;
+        if (build_publish_props(broker, msg, sub_ids, sub_id_count, alias, &out.props))
             return OUTFLOW_FAILED;
     }
     if (client->client_max_packet_size &&
@@ -87,6 +95,7 @@ static enum outflow_send send_publish(struct connection *conn, struct message *m
     if (outq_reserve_segments(&conn->out, 2)) return OUTFLOW_FAILED;
     if (connection_send_scratch(conn)) return OUTFLOW_FAILED;
     if (outq_append_message(&conn->out, msg, msg->payload, msg->payload_len)) return OUTFLOW_FAILED;
+    topic_alias_out_commit(&client->aliases_out, topic, topic_len, alias, with_topic);
     broker->stats.publish_sent++;
     broker->stats.publish_bytes_sent += msg->payload_len;
     return OUTFLOW_SENT;

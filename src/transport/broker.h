@@ -108,6 +108,8 @@ struct connection_role {
     /* Optional. The topic an inbound topic alias stands for now (NULL: none), for the packet
      * log, which describes packets from their bytes. */
     const char *(*topic_alias)(const struct connection *conn, uint16_t alias);
+    /* Optional. The same for an outbound topic alias (one the broker sent). */
+    const char *(*sent_topic_alias)(const struct connection *conn, uint16_t alias);
     /* Optional. An accepted connection starts in this role: allocate its role_data. Returns
      * 0, or -1 (out of memory: the connection is refused). */
     int (*on_accept)(struct connection *conn);
@@ -139,6 +141,9 @@ struct connection {
     bool held_for_peers;  /* paused because the peer links are backlogged */
     bool peer_gone;       /* socket ended: buffered input is handled without back-pressure */
     size_t reply_backlog; /* output this client's own packets caused, not yet written */
+    /* QoS 1 PUBLISH acknowledged since output was last written: a lower bound of the PUBACKs
+     * the client cannot have yet, which count against our Receive Maximum (handle_publish.c) */
+    uint16_t puback_unwritten;
     int64_t last_output_ms; /* when the client last took some of its output */
     bool in_flush_list;
     struct connection *next_flush;

@@ -407,7 +407,10 @@ static void connection_flush(struct connection *conn)
         return;
     }
     conn->broker->stats.bytes_sent += (uint64_t)n;
-    if (n > 0) conn->last_output_ms = conn->broker->now_ms;
+    if (n > 0) {
+        conn->last_output_ms = conn->broker->now_ms;
+        conn->puback_unwritten = 0; /* some may still wait; counting fewer is the safe side */
+    }
     conn->reply_backlog -= (size_t)n < conn->reply_backlog ? (size_t)n : conn->reply_backlog;
     /* Output drained: first the input kept while paused (its answers come before more of the
      * broker's own output), then retained and queued messages waiting for room. */

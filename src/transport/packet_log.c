@@ -132,7 +132,16 @@ static void describe_sent_publish(const struct connection *conn, const char *nam
     struct mqtt_publish p;
     if (mqtt_decode_publish_from_server(conn->version, hdr->flags, body, avail, &p)) return;
     unsigned long header_bytes = (unsigned long)(avail - p.payload_len);
-    log_publish("Sending PUBLISH to", name, &p, p.topic, hdr->remaining_length - header_bytes);
+    struct wire_bytes topic = p.topic; /* or the one its topic alias stands for */
+    const char *aliased = NULL;
+    if (!topic.len && (p.props.present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS)) &&
+        conn->role->sent_topic_alias)
+        aliased = conn->role->sent_topic_alias(conn, p.props.topic_alias);
+    if (aliased) {
+        topic.data = (const uint8_t *)aliased;
+        topic.len = (uint16_t)strlen(aliased);
+    }
+    log_publish("Sending PUBLISH to", name, &p, topic, hdr->remaining_length - header_bytes);
 }
 
 static void describe_sent_ack(const struct connection *conn, const char *name, uint8_t type,

@@ -226,8 +226,11 @@ def test_v5_will_delay_interval(broker, raw):
     assert 0.9 <= elapsed <= 4.0, elapsed
 
 
-def test_v5_will_delay_cancelled_by_reconnect(broker, raw):
-    # [MQTT-3.1.3-9] / 3.1.4: reconnecting within the delay cancels the will.
+@pytest.mark.parametrize("clean", [False, True], ids=["resumed", "clean-start"])
+def test_v5_will_delay_cancelled_by_reconnect(broker, raw, clean):
+    # [MQTT-3.1.3-9] / 3.1.4: reconnecting within the delay cancels the will, also with
+    # Clean Start, which ends the old session at once (as Mosquitto: its test
+    # 07-will-delay-recover).
     b = broker()
     sub = raw(b, MQTT5)
     sub.connect("watcher5")
@@ -240,9 +243,9 @@ def test_v5_will_delay_cancelled_by_reconnect(broker, raw):
     c.close()
     time.sleep(0.2)
     c2 = raw(b, MQTT5)
-    ack = c2.connect("delayer", clean=False, props=[(mp.P_SESSION_EXPIRY, 60)])
+    ack = c2.connect("delayer", clean=clean, props=[(mp.P_SESSION_EXPIRY, 60)])
     answered = time.monotonic() - closed
-    assert ack.session_present
+    assert ack.session_present != clean
     # The reconnect must reach the broker within the 2 s delay (a loaded machine may slow
     # the test down: 1.8 s of room); the watch runs until 0.5 s past the delay.
     assert answered < 2.0, "reconnect answered only %.2f s after the close" % answered

@@ -241,7 +241,8 @@ def test_second_connect_is_protocol_error(broker, raw):
     c.connect("perr")
     c.send(mp.connect("perr"))
     c.wait_closed()
-    wait_lines(b, r"Client perr disconnected due to protocol error\.")
+    wait_lines(b, r"Bad client perr sending multiple CONNECT messages\.",
+               r"Client perr disconnected due to protocol error\.")
 
 
 def test_malformed_packet(broker, raw):

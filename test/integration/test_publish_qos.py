@@ -509,3 +509,32 @@ def test_qos0_backlog_of_a_stalled_subscriber_is_bounded(broker, raw):
         m = healthy.recv_publish(timeout=3)
         if m.payload == b"after":
             break
+
+
+# ---------------------------------------------------------------- acks of the wrong kind
+
+@pytest.mark.parametrize("version", [MQTT311, MQTT5])
+@pytest.mark.parametrize("qos, step, wrong", [
+    (1, None, mp.pubcomp),       # PUBCOMP for a QoS 1 message
+    (1, None, mp.pubrec),        # PUBREC for a QoS 1 message
+    (2, None, mp.puback),        # PUBACK for a QoS 2 message awaiting PUBREC
+    (2, None, mp.pubcomp),       # PUBCOMP before PUBREC
+    (2, mp.pubrec, mp.puback),   # PUBACK for a QoS 2 message awaiting PUBCOMP
+], ids=["q1-pubcomp", "q1-pubrec", "q2-puback", "q2-pubcomp-early", "q2-puback-late"])
+def test_ack_of_the_wrong_kind_closes_without_disconnect(broker, raw, version, qos, step,
+                                                          wrong):
+    # An ack for a message in flight that does not fit its QoS or step is a protocol error:
+    # closed, without a DISCONNECT (as Mosquitto, its tests 02-subpub-qos1-bad-pubcomp and
+    # the like). An ack for an identifier not in flight is still ignored.
+    b = broker()
+    sub, pub = pair(b, raw, version, sub_qos=qos)
+    sub.send(mp.puback(77))  # nothing in flight with 77: ignored
+    pub.publish("t/q", b"m", qos=qos)
+    m = sub.recv_publish(ack=False)
+    if step:
+        sub.send(step(m.pid))
+        assert sub.recv_type(mp.PUBREL)
+    sub.send(wrong(m.pid))
+    sub.try_send(mp.pingreq())
+    assert sub.wait_closed(5) == []
+    b.wait_log("Client sub disconnected due to protocol error.")
