@@ -678,7 +678,7 @@ static void bridge_on_close(struct connection *conn, uint8_t reason, const char 
     if (reason >= 0x80) /* the remote broke the protocol: say what, the bridge dials again */
         log_warning("Warning: bridge %s: %s from the remote; closing the connection.",
                     b->cfg->name, why ? why : connection_reason_text(reason));
-    if (was_up)
+    if (was_up && conn->broker->config->connection_messages) /* as for clients */
         log_notice("Client %s closed its connection.", b->cfg->local_clientid);
     else if (!b->set->stopping)
         log_notice("Error creating bridge: %s.", why ? why : "connection closed");
