@@ -8,6 +8,8 @@
  * every QoS 1/2 acknowledgement, and PINGREQ every keepalive_interval.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +89,12 @@ void bridge_link_connect(struct bridge *b)
     if (!b->conn) return attempt_failed(b, strerror(saved));
     b->state = BRIDGE_CONNECTING;
     b->conn->name = cfg->local_clientid;
+    /* Nagle back on (connection_dial sets TCP_NODELAY for peer links' timed BPDUs), as
+     * Mosquitto's bridges have it (set_tcp_nodelay false): small packets in a burst share
+     * segments (a 100,000-message backlog drained at 47,450 and 54,268 msg/s against
+     * 37,560 and 46,032 with TCP_NODELAY; noisy) */
+    int off = 0;
+    setsockopt(b->conn->handler.fd, IPPROTO_TCP, TCP_NODELAY, &off, sizeof off);
     /* TLS: the remote's certificate must chain to bridge_cafile/capath and name the host
      * dialled, unless bridge_insecure */
     if (b->tls &&
