@@ -158,8 +158,7 @@ static bool offer_to_bridge(struct bridge *b, struct message *msg)
     if (!t) return false;
     struct message *out = mapped(broker, t, msg);
     if (!out) {
-        b->dropped++;
-        broker->stats.publish_dropped++;
+        bridge_count_drop(b);
         return true;
     }
     uint8_t qos = msg->qos < t->qos ? msg->qos : t->qos;
@@ -340,7 +339,8 @@ static bool same_bridge(const struct bridge_config *a, const struct bridge_confi
     for (size_t i = 0; i < a->topic_count; i++)
         if (!same_text(a->topics[i].local_filter, b->topics[i].local_filter) ||
             !same_text(a->topics[i].remote_filter, b->topics[i].remote_filter) ||
-            a->topics[i].direction != b->topics[i].direction || a->topics[i].qos != b->topics[i].qos)
+            a->topics[i].direction != b->topics[i].direction ||
+            a->topics[i].qos != b->topics[i].qos)
             return false;
     return true;
 }

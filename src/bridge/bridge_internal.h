@@ -59,6 +59,8 @@ void bridge_link_connect(struct bridge *b);
 /* A message for the remote (topic already mapped): QoS 0 out now or dropped, QoS 1/2 into the
  * outbound flow (sent, or queued while the remote is away). */
 void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool retain);
+/* A message for the remote was dropped: counted for the bridge and in $SYS. */
+void bridge_count_drop(struct bridge *b);
 /* Keepalive: a PINGREQ when due. */
 void bridge_link_ping(struct bridge *b);
 void bridge_link_close(struct bridge *b, const char *why);

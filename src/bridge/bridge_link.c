@@ -361,34 +361,31 @@ static const struct outflow_ops bridge_flow_ops = {
     .changed = flow_changed,
 };
 
+void bridge_count_drop(struct bridge *b)
+{
+    b->dropped++;
+    broker_of(b)->stats.publish_dropped++;
+}
+
 void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool retain)
 {
     struct broker *broker = broker_of(b);
     bool up = b->state == BRIDGE_UP && b->conn;
-    /* QoS 0 while the CONNACK is awaited waits for it, as in Mosquitto */
-    if (qos == 0 && (!broker->config->queue_qos0_messages || up) &&
-        b->state != BRIDGE_CONNECTING) {
+    bool connecting = b->state == BRIDGE_CONNECTING; /* what comes now waits for the CONNACK */
+    if (qos == 0 && !connecting && (up || !broker->config->queue_qos0_messages)) {
         /* live only, as to a connected client: dropped while the remote is away or slow */
         if (!up || connection_output_full(b->conn) ||
-            send_publish(b, msg, 0, retain, 0, false) != OUTFLOW_SENT) {
-            b->dropped++;
-            broker->stats.publish_dropped++;
-        }
+            send_publish(b, msg, 0, retain, 0, false) != OUTFLOW_SENT)
+            bridge_count_drop(b);
         return;
     }
     /* local_cleansession: the bridge's local session ends with its connection, as in
      * Mosquitto, so nothing is kept for the remote while it is away */
-    if (b->cfg->local_cleansession && !up && b->state != BRIDGE_CONNECTING) {
-        b->dropped++;
-        broker->stats.publish_dropped++;
-        return;
-    }
+    if (b->cfg->local_cleansession && !up && !connecting) return bridge_count_drop(b);
     struct outflow_item item = {.msg = msg, .qos = qos, .retain = retain};
     if (outflow_offer(broker, &b->session->flow, &bridge_flow_ops, b, &item, false) ==
-        OUTFLOW_REFUSED) {
-        b->dropped++;
-        broker->stats.publish_dropped++;
-    }
+        OUTFLOW_REFUSED)
+        bridge_count_drop(b);
 }
 
 void bridge_link_ping(struct bridge *b)
@@ -697,7 +694,8 @@ static void bridge_on_close(struct connection *conn, uint8_t reason, const char 
 static void bridge_on_output_drained(struct connection *conn)
 {
     struct bridge *b = conn->role_data;
-    if (b && b->state == BRIDGE_UP) outflow_pump(conn->broker, &b->session->flow, &bridge_flow_ops, b);
+    if (b && b->state == BRIDGE_UP)
+        outflow_pump(conn->broker, &b->session->flow, &bridge_flow_ops, b);
 }
 
 static const struct connection_role bridge_role = {
