@@ -293,22 +293,27 @@ static bool is_forwardable(uint8_t id)
            id == MQTT_PROP_USER_PROPERTY;
 }
 
-static bool is_user_property_named(uint8_t id, const struct prop_value *v, const char *name)
+static bool is_user_property_named(uint8_t id, const struct prop_value *v,
+                                   const char *const *names)
 {
-    if (id != MQTT_PROP_USER_PROPERTY || name == NULL) return false;
-    size_t len = strlen(name);
-    return v->bytes.len == len && memcmp(v->bytes.data, name, len) == 0;
+    if (id != MQTT_PROP_USER_PROPERTY || names == NULL) return false;
+    for (; *names; names++) {
+        size_t len = strlen(*names);
+        if (v->bytes.len == len && memcmp(v->bytes.data, *names, len) == 0) return true;
+    }
+    return false;
 }
 
 int mqtt_properties_copy_forwardable_except(const struct mqtt_properties *props,
-                                            const char *skip_user_name, struct abuf *out)
+                                            const char *const *skip_user_names,
+                                            struct abuf *out)
 {
     if (abuf_reserve(out, props->raw_len) != 0) return -1;
     size_t pos = 0, start;
     uint8_t id;
     struct prop_value v;
     while (next_raw(props, &pos, &id, &start, &v)) {
-        if (!is_forwardable(id) || is_user_property_named(id, &v, skip_user_name)) continue;
+        if (!is_forwardable(id) || is_user_property_named(id, &v, skip_user_names)) continue;
         if (abuf_append(out, props->raw + start, pos - start) != 0) return -1;
     }
     return 0;

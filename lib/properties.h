@@ -86,9 +86,11 @@ bool mqtt_properties_next_subscription_id(const struct mqtt_properties *props, s
  * indicator, content type, response topic, correlation data and user properties, in their
  * original order and encoding (no length prefix). Returns 0 or -1 on allocation failure. */
 int mqtt_properties_copy_forwardable(const struct mqtt_properties *props, struct abuf *out);
-/* The same, leaving out every user property whose name is skip_user_name (NULL: none). */
+/* The same, leaving out every user property whose name is one of skip_user_names (a
+ * NULL-terminated list; NULL: none). */
 int mqtt_properties_copy_forwardable_except(const struct mqtt_properties *props,
-                                            const char *skip_user_name, struct abuf *out);
+                                            const char *const *skip_user_names,
+                                            struct abuf *out);
 
 /* Encoders for building a property block: append one property (id byte + value) to out.
  * The caller writes the block's varint length before it (see mqtt_encode_* in packet.h). */

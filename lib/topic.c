@@ -165,6 +165,11 @@ static bool is_bridge_state_topic(const char *topic, size_t len)
     return !memchr(name, '/', name_len);
 }
 
+bool topic_is_tree_control(const char *topic, size_t len)
+{
+    return has_prefix(topic, len, TREE_CONTROL_PREFIX, sizeof TREE_CONTROL_PREFIX - 1);
+}
+
 bool topic_is_reserved_for_broker(const char *topic, size_t len)
 {
     if (has_prefix(topic, len, SHARE_WORD, SHARE_WORD_LEN)) return true;

@@ -54,4 +54,9 @@ int topic_parse_shared(const char *filter, size_t len, bool *is_shared, const ch
  * ordinary. */
 bool topic_is_reserved_for_broker(const char *topic, size_t len);
 
+/* MQTT-ST's own messages between brokers ("$MQTT-ST/...", docs/mqtt-st-protocol.md 7.5):
+ * peers carry them, clients may read them, but no client, will or bridge may publish one. */
+#define TREE_CONTROL_PREFIX "$MQTT-ST/"
+bool topic_is_tree_control(const char *topic, size_t len);
+
 #endif

@@ -296,6 +296,7 @@ void broker_shutdown(struct broker *broker)
     persist_stop(broker); /* every session is offline now: the last save */
     peer_net_free(broker);
     bridges_free(broker);
+    bridge_marks_free(&broker->shared->bridge_marks);
     struct session *session, *tmp;
     HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {

@@ -5,6 +5,7 @@
 #include "identity.h"
 
 #include <arpa/inet.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,4 +75,30 @@ char *stp_broker_id_format(const struct stp_broker_id *id, char *buf, size_t buf
         snprintf(buf, buf_len, "[%s]:%u", text, (unsigned)id->port);
     }
     return buf;
+}
+
+bool stp_broker_id_from_text(struct stp_broker_id *id, const char *text)
+{
+    char host[INET6_ADDRSTRLEN + 2];
+    const char *colon;
+    const char *start = text;
+    size_t host_len;
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (!close || close[1] != ':') return false;
+        start = text + 1;
+        host_len = (size_t)(close - start);
+        colon = close + 1;
+    } else {
+        colon = strchr(text, ':');
+        if (!colon || strchr(colon + 1, ':')) return false; /* IPv6 is written in brackets */
+        host_len = (size_t)(colon - text);
+    }
+    if (host_len == 0 || host_len >= sizeof host) return false;
+    memcpy(host, start, host_len);
+    host[host_len] = '\0';
+    char *end;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || colon[1] == '\0' || port == 0 || port > 65535) return false;
+    return stp_broker_id_parse(id, host, (uint16_t)port) == 0;
 }

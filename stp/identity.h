@@ -28,6 +28,10 @@ void stp_broker_id_from_ipv6(struct stp_broker_id *id, const uint8_t addr[16], u
  * text is not an address, the address is unspecified (0.0.0.0, ::) or the port is 0. */
 int stp_broker_id_parse(struct stp_broker_id *id, const char *address, uint16_t port);
 
+/* Parses the text form stp_broker_id_format writes ("a.b.c.d:port" or "[v6]:port", numeric
+ * addresses only); false when it is not one. */
+bool stp_broker_id_from_text(struct stp_broker_id *id, const char *text);
+
 bool stp_broker_id_is_ipv4(const struct stp_broker_id *id);
 
 /* True when the identity could be advertised: a specified address and a non-zero port. */

@@ -42,8 +42,9 @@ struct message_counters {
 struct message_origin {
     uint64_t link;  /* stp link it arrived on; 0 (STP_LINK_LOCAL): published on this broker */
     bool local_only; /* never leaves this broker ($SYS) */
-    uint32_t bridge; /* the bridge it came in on (1-based, bridge.c); 0: none. Never sent back
-                        there */
+    uint32_t bridge; /* the bridge it came in on, on this broker or another of the tree: its
+                        mark (bridge_marks.h; this broker's bridges are 1..count); 0: none.
+                        Never sent to a bridge of that name */
     bool stamped;   /* the fields below are set */
     bool retained_sync; /* as parsed from a peer (peer_origin.c): carried to reconcile
                            retained state; always false in a stored message */

@@ -19,6 +19,7 @@
 #include "persist_hooks.h"
 #include "session.h"
 #include "session_life.h"
+#include "sys_tree.h"
 #include "topic.h"
 #include "transport_tls.h"
 
@@ -77,17 +78,23 @@ void bridge_up(struct bridge *b)
     b->backoff_s = 0;
     b->last_used_ms = b->set->broker->now_ms;
     if (b->cfg->notifications) bridge_notify_local(b, true);
+    bridge_tree_link_up(b);
 }
 
 void bridge_down(struct bridge *b, const char *why, bool was_up)
 {
     struct broker *broker = b->set->broker;
     const struct bridge_config *cfg = b->cfg;
+    bool failed = !b->closing && !b->set->stopping; /* not ended on purpose */
     b->conn = NULL;
+    b->closing = false;
     if (was_up && cfg->notifications) bridge_notify_local(b, false);
-    /* local_cleansession: the local session ends with the connection (Mosquitto's meaning) */
-    if (cfg->local_cleansession && b->session) outflow_release(broker, &b->session->flow);
-    if (b->set->stopping) {
+    /* local_cleansession: the local session ends with the connection (Mosquitto's meaning);
+     * a holder that stands by keeps its queue for the tree */
+    if (cfg->local_cleansession && b->session && !b->standby)
+        outflow_release(broker, &b->session->flow);
+    if (failed) bridge_tree_link_failed(b);
+    if (b->set->stopping || b->standby) {
         b->state = BRIDGE_IDLE;
         return;
     }
@@ -106,6 +113,33 @@ void bridge_down(struct bridge *b, const char *why, bool was_up)
     b->state = BRIDGE_WAITING;
     b->retry_at_ms = broker->now_ms + (int64_t)next_wait_s(b) * 1000;
     bridge_wake(b, b->retry_at_ms);
+}
+
+void bridge_activate(struct bridge *b)
+{
+    struct broker *broker = b->set->broker;
+    b->standby = false;
+    if (b->cfg->start_type == BRIDGE_START_LAZY &&
+        (!b->session || b->session->flow.queued.count < b->cfg->threshold)) {
+        b->state = BRIDGE_IDLE; /* started when enough waits */
+        return;
+    }
+    b->state = BRIDGE_WAITING;
+    b->retry_at_ms = broker->now_ms;
+    bridge_wake(b, b->retry_at_ms);
+}
+
+void bridge_stand_by(struct bridge *b, const char *why)
+{
+    b->standby = true;
+    if (b->probe) connection_close(b->probe, 0, why);
+    if (b->conn && b->state == BRIDGE_UP) {
+        bridge_link_close(b, why);
+    } else if (b->conn) {
+        b->closing = true;
+        connection_close(b->conn, 0, why);
+    }
+    b->state = BRIDGE_IDLE;
 }
 
 /* ---- the forwarder ------------------------------------------------------------------------ */
@@ -130,7 +164,10 @@ static struct message *mapped(struct broker *broker, const struct bridge_topic *
                        msg->props, msg->props_len, msg->qos, msg->retain, msg->origin_session, 0,
                        broker->now_ms);
     free(topic);
-    if (copy) copy->expiry_at_ms = msg->expiry_at_ms; /* the same lifetime */
+    if (copy) {
+        copy->expiry_at_ms = msg->expiry_at_ms; /* the same lifetime */
+        copy->origin = msg->origin;             /* the tree's holder marks it delivered by it */
+    }
     return copy;
 }
 
@@ -156,16 +193,18 @@ static bool offer_to_bridge(struct bridge *b, struct message *msg)
         return false; /* stopped for good */
     const struct bridge_topic *t = outgoing_topic(b->cfg, msg);
     if (!t) return false;
+    uint8_t qos = msg->qos < t->qos ? msg->qos : t->qos;
+    /* one uplink per tree: what the holder has delivered is not queued again */
+    if (qos > 0 && !bridge_tree_take(b, msg)) return true;
     struct message *out = mapped(broker, t, msg);
     if (!out) {
         bridge_count_drop(b);
         return true;
     }
-    uint8_t qos = msg->qos < t->qos ? msg->qos : t->qos;
     bridge_link_send(b, out, qos, msg->retain && b->cfg->outgoing_retain);
     message_unref(out);
     /* lazy: enough waiting starts it */
-    if (b->state == BRIDGE_IDLE && b->cfg->start_type == BRIDGE_START_LAZY &&
+    if (b->state == BRIDGE_IDLE && !b->standby && b->cfg->start_type == BRIDGE_START_LAZY &&
         b->session->flow.queued.count >= b->cfg->threshold) {
         b->state = BRIDGE_WAITING;
         b->retry_at_ms = broker->now_ms;
@@ -181,6 +220,10 @@ static bool forward(void *ctx, struct message *msg)
     struct bridge_set *set = ctx;
     bool took = false;
     if (set->stopping || !set->adopted) return false; /* $SYS at start-up, before the restore */
+    if (topic_is_tree_control(msg->topic, msg->topic_len)) { /* the tree's own, never sent */
+        bridge_tree_control(set, msg);
+        return false;
+    }
     for (size_t i = 0; i < set->count; i++)
         if (offer_to_bridge(&set->bridges[i], msg)) took = true;
     return took;
@@ -195,6 +238,13 @@ static void offer_retained(struct message *msg, void *ctx)
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
+
+/* $SYS/broker/stp/bridges/... of the bridges shared by the tree. */
+static void publish_sys(void *ctx)
+{
+    struct bridge_set *set = ctx;
+    for (size_t i = 0; i < set->count; i++) bridge_tree_sys_publish(&set->bridges[i]);
+}
 
 int bridges_start(struct broker *broker)
 {
@@ -219,6 +269,7 @@ int bridges_start(struct broker *broker)
         b->index = (uint32_t)i + 1;
         b->state = b->cfg->start_type == BRIDGE_START_LAZY ? BRIDGE_IDLE : BRIDGE_WAITING;
         b->retry_at_ms = broker->now_ms;
+        bridge_tree_start(b); /* with peers: a candidate of the tree, standing by at first */
         if (!b->cfg->tls.cafile.value && !b->cfg->tls.capath.value) continue;
         char err[512];
         if (tls_bridge_context_build(&b->cfg->tls, &b->tls, err, sizeof err) != 0) {
@@ -227,8 +278,9 @@ int bridges_start(struct broker *broker)
         }
     }
     set->forwarder = (struct route_forwarder){.name = "bridges", .ctx = set, .forward = forward};
-    if (route_add_forwarder(broker, &set->forwarder) != 0) {
-        log_error("Error: too many forwarders.");
+    if (route_add_forwarder(broker, &set->forwarder) != 0 ||
+        sys_tree_add_source(broker, publish_sys, set) != 0) {
+        log_error("Error: too many forwarders or $SYS sources.");
         return -1;
     }
     return 0;
@@ -263,7 +315,7 @@ static int adopt_session(struct bridge *b)
     if (session->flow.queued.count || session->flow.inflight.count)
         log_notice("Bridge %s: %u messages kept for the remote.", cfg->name,
                    session->flow.queued.count + session->flow.inflight.count);
-    if (cfg->start_type == BRIDGE_START_LAZY && b->state == BRIDGE_IDLE &&
+    if (cfg->start_type == BRIDGE_START_LAZY && b->state == BRIDGE_IDLE && !b->standby &&
         session->flow.queued.count >= cfg->threshold)
         b->state = BRIDGE_WAITING;
     return 0;
@@ -284,6 +336,7 @@ void bridges_run(struct broker *broker)
     for (size_t i = 0; i < set->count; i++) {
         struct bridge *b = &set->bridges[i];
         const struct bridge_config *cfg = b->cfg;
+        bridge_tree_run(b); /* may activate b or stand it by */
         if (b->state == BRIDGE_WAITING) {
             if (now >= b->retry_at_ms)
                 bridge_link_connect(b); /* on failure: waiting again, with its wake-up */
@@ -381,12 +434,14 @@ void bridges_free(struct broker *broker)
     struct bridge_set *set = set_of(broker);
     if (!set) return;
     route_remove_forwarder(broker, &set->forwarder);
+    sys_tree_remove_source(broker, set);
     for (size_t i = 0; i < set->count; i++) {
         struct bridge *b = &set->bridges[i];
         if (b->conn) b->conn->role_data = NULL;
         if (b->probe) b->probe->role_data = NULL;
         free(b->incoming_qos2);
         tls_context_release(b->tls);
+        bridge_tree_free(b);
     }
     free(set->bridges);
     free(set);

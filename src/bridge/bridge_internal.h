@@ -6,6 +6,9 @@
 #ifndef ARBOR_BRIDGE_INTERNAL_H
 #define ARBOR_BRIDGE_INTERNAL_H
 
+#include <uthash.h>
+
+#include "bridge_elect.h"
 #include "broker_shared.h"
 #include "route.h"
 
@@ -18,6 +21,50 @@ enum bridge_state {
 
 #define BRIDGE_INFLIGHT_MAX 20 /* QoS 1/2 messages in flight to the remote, as Mosquitto's
                                   max_inflight_messages default */
+
+/* What this broker heard from another candidate for the same bridge (bridge_tree.c). */
+struct bridge_candidate {
+    struct stp_broker_id id;
+    struct bridge_announcement said;
+    int64_t heard_ms;     /* its last announcement arrived */
+    int64_t failed_at_ms; /* said.failing: when it failed, on our clock */
+    bool other_bridge;    /* its fingerprint differs: another bridge of the same name */
+};
+
+/* Per origin run: the highest delivered mark heard from a holder and, as holder, the highest
+ * sequence this broker took for the remote. */
+struct bridge_origin_key {
+    struct stp_broker_id broker;
+    uint64_t incarnation;
+};
+struct bridge_origin_mark {
+    UT_hash_handle hh;
+    struct bridge_origin_key key;
+    uint64_t heard, taken;
+    uint64_t held;   /* scratch of the holder's announcement: lowest sequence still held */
+    int64_t used_ms; /* runs unused for 10 minutes are forgotten */
+};
+
+/* One uplink per tree (docs/mqtt-st-protocol.md 7.5): the bridge as a role of the tree. */
+struct bridge_tree {
+    bool shared;  /* peer networking: one candidate of the tree; false: always runs */
+    bool holding; /* this broker runs the bridge */
+    uint64_t fingerprint;
+    struct stp_broker_id self;
+    uint32_t capability;
+    struct bridge_candidate *candidates;
+    size_t candidate_count, candidate_cap;
+    struct bridge_origin_mark *marks;
+    bool failing; /* as holder: the last connection failed and none came up since */
+    int64_t failed_at_ms;
+    int64_t listen_until_ms;   /* start-up: only listen until then */
+    int64_t next_announce_ms;  /* the next periodic announcement */
+    bool marks_advanced;       /* acknowledgements since the last announcement */
+    int64_t last_announce_ms;
+    bool holder_known;         /* holder: who this broker thinks holds the bridge */
+    struct stp_broker_id holder;
+    int64_t next_sweep_ms;
+};
 
 struct bridge {
     struct bridge_set *set;
@@ -42,6 +89,9 @@ struct bridge {
     uint32_t remote_max_packet;  /* MQTT 5 CONNACK's Maximum Packet Size; 0: not given */
     struct tls_context *tls; /* bridge_cafile/capath given: the TLS client context */
     uint64_t sent, received, dropped;
+    bool standby;  /* another broker of the tree holds this bridge: no connection here */
+    bool closing;  /* bridge_link_close: the connection ends on purpose, not by a failure */
+    struct bridge_tree tree;
 };
 
 struct bridge_set {
@@ -75,5 +125,27 @@ void bridge_down(struct bridge *b, const char *why, bool was_up);
 void bridge_notify_local(struct bridge *b, bool up);
 /* Plan b's next run no later than at_ms. */
 void bridge_wake(struct bridge *b, int64_t at_ms);
+/* Take the role of running b (one uplink per tree), or leave it: standby, no connection. */
+void bridge_activate(struct bridge *b);
+void bridge_stand_by(struct bridge *b, const char *why);
+
+/* bridge_tree.c: one uplink per tree (docs/mqtt-st-protocol.md 7.5). */
+/* At start-up: a candidate of the tree when peer networking runs, else it always holds. */
+void bridge_tree_start(struct bridge *b);
+/* Due work: candidates that went silent, the election and what it decides, announcements. */
+void bridge_tree_run(struct bridge *b);
+/* A message on "$MQTT-ST/..." reached the routing point: an announcement for one of ours? */
+void bridge_tree_control(struct bridge_set *set, const struct message *msg);
+/* A QoS 1/2 message for the remote: false when a holder has delivered it already (it is not
+ * queued); else it counts as taken. */
+bool bridge_tree_take(struct bridge *b, const struct message *msg);
+/* The remote acknowledged messages (the holder's delivered marks may advance). */
+void bridge_tree_acknowledged(struct bridge *b);
+/* The holder's connection came up, or failed (an attempt, or one that was up). */
+void bridge_tree_link_up(struct bridge *b);
+void bridge_tree_link_failed(struct bridge *b);
+/* $SYS/broker/stp/bridges/<name>/...; clear: remove them. */
+void bridge_tree_sys_publish(struct bridge *b);
+void bridge_tree_free(struct bridge *b);
 
 #endif

@@ -372,6 +372,13 @@ void bridge_link_send(struct bridge *b, struct message *msg, uint8_t qos, bool r
     struct broker *broker = broker_of(b);
     bool up = b->state == BRIDGE_UP && b->conn;
     bool connecting = b->state == BRIDGE_CONNECTING; /* what comes now waits for the CONNACK */
+    if (b->standby) { /* another broker of the tree holds the bridge */
+        struct outflow_item item = {.msg = msg, .qos = qos, .retain = retain};
+        if (qos > 0 && outflow_offer(broker, &b->session->flow, &bridge_flow_ops, b, &item,
+                                     false) == OUTFLOW_REFUSED)
+            bridge_count_drop(b); /* QoS 1/2 wait as the holder's do; QoS 0 the holder sends */
+        return;
+    }
     if (qos == 0 && !connecting && (up || !broker->config->queue_qos0_messages)) {
         /* live only, as to a connected client: dropped while the remote is away or slow */
         if (!up || connection_output_full(b->conn) ||
@@ -401,6 +408,7 @@ void bridge_link_ping(struct bridge *b)
 void bridge_link_close(struct bridge *b, const char *why)
 {
     if (!b->conn) return;
+    b->closing = true;
     struct broker *broker = broker_of(b);
     const struct bridge_config *cfg = b->cfg;
     /* A clean end: the remote does not publish the will, so say "0" there first. */
@@ -483,7 +491,10 @@ static int handle_publish(struct bridge *b, uint8_t flags, const uint8_t *body, 
             if (p.props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
                 expiry = p.props.message_expiry_interval;
         }
-        if (topic) {
+        if (topic && topic_is_tree_control(topic, strlen(topic))) {
+            log_debug("Bridge %s: %s is the tree's own topic; dropped.", cfg->name, topic);
+            free(topic);
+        } else if (topic) {
             struct message *msg =
                 message_create(&broker->shared->messages, topic, strlen(topic), p.payload,
                                p.payload_len, props->data, props->len, p.qos, p.retain, 0, expiry,
@@ -523,7 +534,11 @@ static int handle_ack(struct bridge *b, uint8_t type, const uint8_t *body, size_
     switch (outflow_acknowledge(broker, &b->session->flow, &bridge_flow_ops, b, type, ack.packet_id,
                                 ack.reason)) {
     case OUTFLOW_ACK_FREED:
+        bridge_tree_acknowledged(b);
         outflow_pump(broker, &b->session->flow, &bridge_flow_ops, b);
+        return 0;
+    case OUTFLOW_ACK_PUBREL: /* PUBREC: the remote has the message */
+        bridge_tree_acknowledged(b);
         return 0;
     case OUTFLOW_ACK_NO_MEMORY:
         return MQTT_RC_UNSPECIFIED;

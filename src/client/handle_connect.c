@@ -118,8 +118,10 @@ static int store_will(struct connection *conn, const struct mqtt_connect *c)
     long topic_len = client_mount_topic(client, c->will_topic.data, c->will_topic.len, topic);
     if (topic_len < 0 || !topic_name_is_valid(topic, (size_t)topic_len)) return -2;
     /* A will to "$SYS/..." or "$share/..." (as the broker sees it, mounted) is accepted but
-     * never published, as Mosquitto. */
-    if (topic_is_reserved_for_broker(topic, (size_t)topic_len)) return 0;
+     * never published, as Mosquitto; so is one to "$MQTT-ST/..." (the brokers' own). */
+    if (topic_is_reserved_for_broker(topic, (size_t)topic_len) ||
+        topic_is_tree_control(topic, (size_t)topic_len))
+        return 0;
     struct abuf props = {0};
     uint32_t expiry = 0;
     client->will_delay = 0;

@@ -94,7 +94,8 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
 
 /* Why the message is dropped instead of routed, as an MQTT 5 reason code (0: route it). The
  * QoS flow still completes, as with Mosquitto; v3.x clients cannot be told why. The reserved
- * topic check and the acl_file see the mounted topic, so a mount point cannot lead into $SYS.
+ * topic check and the acl_file see the mounted topic, so a mount point cannot lead into $SYS
+ * (nor into "$MQTT-ST/", the brokers' own messages).
  * An oversize
  * PUBLISH is logged by packet_log.c ("Dropped too large PUBLISH", debug, as Mosquitto). */
 static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_publish *p,
@@ -102,7 +103,8 @@ static uint8_t refusal_reason(const struct connection *conn, const struct mqtt_p
 {
     uint32_t size_limit = conn->broker->config->message_size_limit;
     if (size_limit && p->payload_len > size_limit) return MQTT_RC_PACKET_TOO_LARGE;
-    if (topic_is_reserved_for_broker(topic, topic_len)) {
+    if (topic_is_reserved_for_broker(topic, topic_len) ||
+        topic_is_tree_control(topic, topic_len)) {
         /* debug, as Mosquitto: a client must not be able to flood the log */
         log_debug("Denied PUBLISH from %s on %.*s.", conn->name, (int)topic_len, topic);
         return MQTT_RC_NOT_AUTHORIZED;

@@ -54,6 +54,7 @@ static const char *const bridge_directives[] = {
     "bridge_identity",
     "bridge_psk",
     "bridge_require_ocsp",
+    "bridge_priority",
 };
 
 bool bridge_directive_known(const char *name)
@@ -379,6 +380,12 @@ int bridge_config_line(struct bridge_config **bridges, size_t *count,
     if (strcmp(name, "threshold") == 0) {
         if (set_uint(&b->threshold, UINT32_MAX, line, why, why_len) != 0) return -1;
         if (b->threshold == 0) return FAIL("value 0 is not a number from 1 to %u", UINT32_MAX);
+        return 0;
+    }
+    if (strcmp(name, "bridge_priority") == 0) { /* arbor's own: one uplink per tree */
+        uint32_t v;
+        if (set_uint(&v, 65535, line, why, why_len) != 0) return -1;
+        b->priority = (uint16_t)v;
         return 0;
     }
     if (strcmp(name, "start_type") == 0) {

@@ -56,6 +56,8 @@ struct bridge_config {
     enum bridge_start_type start_type;
     uint32_t idle_timeout_s; /* lazy: stop after this long idle; default 60 */
     uint32_t threshold;      /* lazy: start with this many queued; default 10 */
+    uint16_t priority;       /* bridge_priority (arbor's own): rank as a holder of the tree's
+                                one uplink (docs/mqtt-st-protocol.md 7.5); default 0 */
     bool restart_constant;   /* restart_timeout <constant> */
     uint32_t restart_base_s; /* the constant, or the jitter's base; default 5 */
     uint32_t restart_cap_s;  /* the jitter's cap; default 30 */

@@ -11,6 +11,8 @@
 
 #include <uthash.h>
 
+#include "bridge_marks.h"
+
 #include "broker.h"
 #include "heap_guard.h"
 
@@ -187,6 +189,7 @@ struct broker_shared {
     struct sys_tree_state sys;
     struct peer_net *peers; /* MQTT-ST peer networking (peer.h); NULL without peer lines */
     struct bridge_set *bridges; /* bridges (bridge.h); NULL without connection blocks */
+    struct bridge_marks bridge_marks; /* names of bridges messages came in over */
     struct persist *persist; /* persistence (persist.h); NULL without `persistence true` */
     const struct persist_hooks *persist_hooks; /* set by persist.c (persist_hooks.h) */
     /* The forwarders registered at the routing point (route.h), in order. */

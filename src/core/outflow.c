@@ -386,17 +386,35 @@ void outflow_resume(struct broker *broker, struct outflow *flow, const struct ou
     }
 }
 
+size_t outflow_drop_if(struct broker *broker, struct outflow *flow, bool in_flight,
+                       bool (*drop)(const struct message *msg, void *ctx), void *ctx)
+{
+    size_t dropped = 0;
+    for (struct delivery *d = flow->queued.head, *next; d; d = next) {
+        next = d->next;
+        if (!d->msg || !drop(d->msg, ctx)) continue;
+        queue_remove(flow, d);
+        delivery_release(broker, d);
+        dropped++;
+    }
+    for (struct delivery *d = in_flight ? flow->inflight.head : NULL, *next; d; d = next) {
+        next = d->next;
+        if (!d->msg || !drop(d->msg, ctx)) continue; /* PUBREL owed: the exchange stays */
+        inflight_remove(flow, d);
+        delivery_release(broker, d);
+        dropped++;
+    }
+    return dropped;
+}
+
+static bool expired(const struct message *msg, void *ctx)
+{
+    return message_expired(msg, *(const int64_t *)ctx);
+}
+
 void outflow_drop_expired(struct broker *broker, struct outflow *flow)
 {
-    struct delivery *d = flow->queued.head;
-    while (d) {
-        struct delivery *next = d->next;
-        if (d->msg && message_expired(d->msg, broker->now_ms)) {
-            queue_remove(flow, d);
-            delivery_release(broker, d);
-        }
-        d = next;
-    }
+    outflow_drop_if(broker, flow, false, expired, &broker->now_ms);
 }
 
 void outflow_release(struct broker *broker, struct outflow *flow)

@@ -99,6 +99,12 @@ void outflow_resume(struct broker *broker, struct outflow *flow, const struct ou
                     void *owner);
 /* Drop queued messages that expired. */
 void outflow_drop_expired(struct broker *broker, struct outflow *flow);
+/* Drop the queued messages drop() says to; with in_flight also those in flight whose message is
+ * still held (not a PUBREL owed), which only an owner whose destination is away may do (no
+ * acknowledgement can come for them; a later connection does not resend them). Returns how
+ * many were dropped. */
+size_t outflow_drop_if(struct broker *broker, struct outflow *flow, bool in_flight,
+                       bool (*drop)(const struct message *msg, void *ctx), void *ctx);
 /* Release everything (the destination is gone for good, or its flow starts over). */
 void outflow_release(struct broker *broker, struct outflow *flow);
 /* Persistence restore: put d back where d->state says (queued or in flight), in order. */

@@ -35,33 +35,16 @@ int64_t peer_now_us(void)
 }
 
 /* "a.b.c.d:port" or "[v6]:port" (the text stp_broker_id_format writes). */
-bool peer_parse_identity(const char *text, struct stp_broker_id *id)
-{
-    char host[INET6_ADDRSTRLEN + 2];
-    const char *colon;
-    const char *start = text;
-    size_t host_len;
-    if (text[0] == '[') {
-        const char *close = strchr(text, ']');
-        if (!close || close[1] != ':') return false;
-        start = text + 1;
-        host_len = (size_t)(close - start);
-        colon = close + 1;
-    } else {
-        colon = strchr(text, ':');
-        if (!colon || strchr(colon + 1, ':')) return false; /* IPv6 is written in brackets */
-        host_len = (size_t)(colon - text);
-    }
-    if (host_len == 0 || host_len >= sizeof host) return false;
-    memcpy(host, start, host_len);
-    host[host_len] = '\0';
-    char *end;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (*end != '\0' || colon[1] == '\0' || port == 0 || port > 65535) return false;
-    return stp_broker_id_parse(id, host, (uint16_t)port) == 0;
-}
-
 /* ---- identity and capability ---------------------------------------------------------- */
+
+bool peer_net_self(const struct broker *broker, struct stp_broker_id *id, uint32_t *capability)
+{
+    const struct peer_net *net = broker->shared->peers;
+    if (!net) return false;
+    *id = net->self;
+    *capability = net->capability;
+    return true;
+}
 
 /* The first address of this host that other hosts can reach: IPv4 first, then global IPv6. */
 static bool host_address(char *out, size_t len)

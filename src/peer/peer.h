@@ -30,6 +30,9 @@ void peer_net_run(struct broker *broker);
 /* The earliest deadline of the above (broker->now_ms scale), TIMER_NONE when none. */
 int64_t peer_net_next_deadline(const struct broker *broker);
 
+/* This broker's identity and capability in the network; false without peer networking. */
+bool peer_net_self(const struct broker *broker, struct stp_broker_id *id, uint32_t *capability);
+
 /* A CONNECT with the peer bit arrived on an accepted connection (handle_connect). Takes the
  * connection over (answers, refuses or closes it). Returns HANDLER_CLOSED or 0. */
 int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c);

@@ -153,7 +153,7 @@ static uint8_t check_connect(struct peer_net *net, const struct connection *conn
     }
     memcpy(text, c->client_id.data, c->client_id.len);
     text[c->client_id.len] = '\0';
-    if (!peer_parse_identity(text, id)) {
+    if (!stp_broker_id_from_text(id, text)) {
         *why = "client identifier is not a broker identity";
         return MQTT_RC_CLIENT_ID_NOT_VALID;
     }

@@ -251,7 +251,7 @@ static int peer_handle_auth(struct peer_dialer *d, struct connection *conn, cons
     memcpy(server_name, data.data + PEER_NONCE_LEN + PEER_PROOF_LEN, name_len);
     server_name[name_len] = '\0';
     const uint8_t *server_nonce = data.data;
-    if (!peer_parse_identity(server_name, &d->server_id)) {
+    if (!stp_broker_id_from_text(&d->server_id, server_name)) {
         log_warning("MQTT-ST: peer %s sent a malformed identity in its AUTH; not linking.",
                     d->target);
         return MQTT_RC_PROTOCOL_ERROR;
@@ -296,7 +296,7 @@ static bool connack_identity(const struct mqtt_connack *ack, struct stp_broker_i
         char text[STP_BROKER_ID_STRLEN];
         memcpy(text, value.data, value.len);
         text[value.len] = '\0';
-        return peer_parse_identity(text, id);
+        return stp_broker_id_from_text(id, text);
     }
     return false;
 }
@@ -403,8 +403,9 @@ static int handle_pingresp(struct peer_dialer *d)
 
 /* ---- QoS 2 sending: the link's outbound flow (outflow.h) --------------------------------- */
 
-/* Properties on the link: the origin first, then the message's own (user properties in their
- * order), then the remaining expiry, so that it keeps counting down across hops. */
+/* Properties on the link: the origin first, then the bridge it came in over if any (7.5),
+ * then the message's own (user properties in their order), then the remaining expiry, so that
+ * it keeps counting down across hops. */
 static int build_props(struct broker *broker, const struct message *msg, bool retained_sync)
 {
     struct abuf *props = &broker->scratch_props;
@@ -413,6 +414,10 @@ static int build_props(struct broker *broker, const struct message *msg, bool re
     abuf_reset(props);
     if (mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_ORIGIN_PROPERTY,
                                strlen(PEER_ORIGIN_PROPERTY), origin, origin_len))
+        return -1;
+    const char *bridge = bridge_marks_name(&broker->shared->bridge_marks, msg->origin.bridge);
+    if (bridge && mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_BRIDGE_PROPERTY,
+                                         strlen(PEER_BRIDGE_PROPERTY), bridge, strlen(bridge)))
         return -1;
     if (msg->props_len && abuf_append(props, msg->props, msg->props_len)) return -1;
     if (msg->expiry_at_ms && mqtt_property_add_u32(props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL,

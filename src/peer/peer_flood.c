@@ -316,16 +316,32 @@ void peer_flood_expire(struct peer_net *net, int64_t now_ms)
 
 /* ---- receiving ---------------------------------------------------------------------------- */
 
-static bool find_origin(const struct mqtt_publish *p, struct message_origin *o)
+static bool named(struct wire_bytes name, const char *text)
+{
+    return name.len == strlen(text) && memcmp(name.data, text, name.len) == 0;
+}
+
+/* The origin property (required), and the bridge property if present (7.5). */
+static bool find_origin(struct peer_net *net, const struct mqtt_publish *p,
+                        struct message_origin *o)
 {
     size_t pos = 0;
     struct wire_bytes name, value;
+    bool found = false;
     while (mqtt_properties_next_user(&p->props, &pos, &name, &value)) {
-        if (name.len == strlen(PEER_ORIGIN_PROPERTY) &&
-            memcmp(name.data, PEER_ORIGIN_PROPERTY, name.len) == 0)
-            return peer_origin_parse(value, o);
+        if (!found && named(name, PEER_ORIGIN_PROPERTY)) {
+            if (!peer_origin_parse(value, o)) return false;
+            found = true;
+        } else if (found && named(name, PEER_BRIDGE_PROPERTY)) {
+            if (value.len == 0) return false;
+            o->bridge = bridge_marks_intern(&net->broker->shared->bridge_marks,
+                                            (const char *)value.data, value.len);
+            return true;
+        } else if (found) {
+            return true;
+        }
     }
-    return false;
+    return found;
 }
 
 static struct message *message_from_peer(struct peer_net *net, const struct mqtt_publish *p,
@@ -334,7 +350,8 @@ static struct message *message_from_peer(struct peer_net *net, const struct mqtt
     struct broker *broker = net->broker;
     struct abuf *props = &broker->scratch_props;
     abuf_reset(props);
-    if (mqtt_properties_copy_forwardable_except(&p->props, PEER_ORIGIN_PROPERTY, props))
+    static const char *const internal[] = {PEER_ORIGIN_PROPERTY, PEER_BRIDGE_PROPERTY, NULL};
+    if (mqtt_properties_copy_forwardable_except(&p->props, internal, props))
         return NULL;
     uint32_t expiry = 0;
     if (p->props.present & MQTT_PROP_BIT(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL))
@@ -387,7 +404,7 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
     if (p.topic.len == 0) return MQTT_RC_PROTOCOL_ERROR; /* peers send no topic aliases */
     struct message_origin origin;
     memset(&origin, 0, sizeof origin);
-    if (!find_origin(&p, &origin)) return MQTT_RC_PROTOCOL_ERROR;
+    if (!find_origin(net, &p, &origin)) return MQTT_RC_PROTOCOL_ERROR;
     stp_link_id from = acc->link ? acc->link->stp_id : 0;
     if (wanted(net, &origin, from, &p)) {
         struct message *msg = message_from_peer(net, &p, &origin, from);

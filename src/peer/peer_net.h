@@ -30,6 +30,7 @@
 #include "stp.h"
 
 #define PEER_ORIGIN_PROPERTY "mqtt-st-origin" /* user property on PUBLISH between peers */
+#define PEER_BRIDGE_PROPERTY "mqtt-st-bridge" /* on PUBLISH: the bridge it entered over */
 #define PEER_ID_PROPERTY "mqtt-st-id"         /* user property on a peer's CONNACK */
 #define PEER_AUTH_METHOD "MQTT-ST-HMAC-SHA256"
 #define PEER_NONCE_LEN 16
@@ -208,7 +209,6 @@ struct peer_net {
 /* peer.c */
 int64_t peer_now_us(void);
 void peer_note_change(struct peer_net *net);
-bool peer_parse_identity(const char *text, struct stp_broker_id *id);
 
 /* peer_link.c */
 struct peer_link *peer_link_get(struct peer_net *net, const struct stp_broker_id *id);

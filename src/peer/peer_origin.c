@@ -78,7 +78,7 @@ bool peer_origin_parse(struct wire_bytes value, struct message_origin *o)
     if (!next_field(&c, &f, &len) || len >= sizeof id) return false;
     memcpy(id, f, len);
     id[len] = '\0';
-    if (!peer_parse_identity(id, &o->broker)) return false;
+    if (!stp_broker_id_from_text(&o->broker, id)) return false;
     if (!next_field(&c, &f, &len) || !parse_hex16(f, len, &o->incarnation)) return false;
     if (!next_field(&c, &f, &len) || !parse_decimal(f, len, UINT64_MAX, &o->sequence) ||
         o->sequence == 0)

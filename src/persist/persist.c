@@ -11,10 +11,11 @@
  * messages still to be handed to a new subscription (a session's retained snapshot) are not
  * kept.
  *
- * MQTT-ST: a retained message keeps its origin stamp, so that after a restart the spanning
- * tree still tells which of two retained values is newer; the link it arrived on is not kept
- * (it is local after a restart). Queued messages are restored without stamps: they only go on
- * to their session. The restarted broker is a new incarnation (peer_origin.c) either way.
+ * MQTT-ST: a message keeps its origin stamp, so that after a restart the spanning tree still
+ * tells which of two retained values is newer, and a bridge standing by for the tree still
+ * knows which of its queued messages the holder has delivered (docs/mqtt-st-protocol.md 7.5);
+ * the link it arrived on is not kept (it is local after a restart). The restarted broker is a
+ * new incarnation (peer_origin.c) either way.
  *
  * Must not: call SQLite (persist_store.c does), or know packet encodings.
  */
@@ -132,7 +133,7 @@ static bool retained_kept(const struct message *msg)
 }
 
 static void describe_message(const struct broker *broker, int64_t wall_now,
-                             const struct message *msg, bool keep_stamp, struct persist_message *m)
+                             const struct message *msg, struct persist_message *m)
 {
     memset(m, 0, sizeof *m);
     m->qos = msg->qos;
@@ -151,7 +152,7 @@ static void describe_message(const struct broker *broker, int64_t wall_now,
         m->source_username = msg->source->username;
         m->source_username_len = msg->source->username ? strlen(msg->source->username) : 0;
     }
-    if (keep_stamp && msg->origin.stamped) {
+    if (msg->origin.stamped) {
         m->stamped = true;
         m->origin = msg->origin;
     }
@@ -190,7 +191,7 @@ static int put_session(struct persist *p, struct broker *broker, int64_t wall_no
         s.has_will = true;
         s.will_delay_s = conn ? client_of(conn)->will_delay : 0;
         s.will_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->pending_will_at_ms);
-        describe_message(broker, wall_now, will, false, &s.will);
+        describe_message(broker, wall_now, will, &s.will);
     }
     abuf_reset(&p->value);
     size_t id_len = strlen(session->client_id);
@@ -232,7 +233,7 @@ static int put_message(struct persist *p, struct broker *broker, int64_t wall_no
     uint8_t key[8];
     persist_key_id(key, stored->id);
     struct persist_message m;
-    describe_message(broker, wall_now, msg, false, &m);
+    describe_message(broker, wall_now, msg, &m);
     abuf_reset(&p->value);
     if (persist_encode_message(&p->value, PERSIST_MESSAGE, key, sizeof key, &m)) return -1;
     return persist_store_put(p->store, PERSIST_MESSAGE, key, sizeof key, p->value.data,
@@ -267,7 +268,7 @@ static int put_retained(struct persist *p, struct broker *broker, int64_t wall_n
                         const struct message *msg)
 {
     struct persist_message m;
-    describe_message(broker, wall_now, msg, true, &m);
+    describe_message(broker, wall_now, msg, &m);
     abuf_reset(&p->value);
     if (persist_encode_message(&p->value, PERSIST_RETAINED, msg->topic, msg->topic_len, &m))
         return -1;

@@ -1402,15 +1402,15 @@ static void world_reset(const uint8_t *data, size_t size)
     world.rng = 0x9e3779b97f4a7c15ull;
     world.next_client_port = 40000;
     world.accepting = LOCAL_OWNER;
-    peer_parse_identity(SELF_NAME, &world.self_id);
-    peer_parse_identity(REMOTE_NAME, &world.remote_id);
+    stp_broker_id_from_text(&world.self_id, SELF_NAME);
+    stp_broker_id_from_text(&world.remote_id, REMOTE_NAME);
     world.config_flags = next_u8();
     uint8_t behave = next_u8();
     world.self_capability = capability_from(next_u8());
     for (int k = 0; k < NEIGHBOURS; k++) {
         struct neighbour *n = &world.nb[k];
         n->name = neighbour_names[k];
-        peer_parse_identity(n->name, &n->id);
+        stp_broker_id_from_text(&n->id, n->name);
         n->capability = capability_from(next_u8());
         n->cooperative = behave >> k & 1;
         n->reach = (enum reach)((behave >> (2 + 2 * k) & 3) % 3);

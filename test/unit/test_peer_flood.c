@@ -102,7 +102,7 @@ static struct message *from_peer(struct broker *b, const char *topic, const char
 {
     struct message *msg = retained(b, topic, payload);
     msg->origin.stamped = true;
-    assert_true(peer_parse_identity("127.0.0.2:1883", &msg->origin.broker));
+    assert_true(stp_broker_id_from_text(&msg->origin.broker, "127.0.0.2:1883"));
     msg->origin.incarnation = 7;
     msg->origin.sequence = sequence;
     msg->origin.time_ms = time_ms;

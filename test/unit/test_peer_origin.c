@@ -28,7 +28,7 @@ static void test_origin_round_trip(void **state)
     (void)state;
     struct message msg;
     memset(&msg, 0, sizeof msg);
-    assert_true(peer_parse_identity("[2001:db8::7]:1884", &msg.origin.broker));
+    assert_true(stp_broker_id_from_text(&msg.origin.broker, "[2001:db8::7]:1884"));
     msg.origin.incarnation = 0x0123456789abcdefULL;
     msg.origin.sequence = 42;
     msg.origin.time_ms = 1764020000123LL;
@@ -136,19 +136,19 @@ static void test_identity_text(void **state)
 {
     (void)state;
     struct stp_broker_id id;
-    assert_true(peer_parse_identity("127.0.0.1:1884", &id));
+    assert_true(stp_broker_id_from_text(&id, "127.0.0.1:1884"));
     assert_int_equal(id.port, 1884);
-    assert_true(peer_parse_identity("[::1]:1", &id));
-    assert_false(peer_parse_identity("127.0.0.1", &id));
-    assert_false(peer_parse_identity("127.0.0.1:0", &id));
-    assert_false(peer_parse_identity("127.0.0.1:65536", &id));
-    assert_false(peer_parse_identity("127.0.0.1:18x", &id));
-    assert_false(peer_parse_identity("host.example:1883", &id));
-    assert_false(peer_parse_identity("[::1:1883", &id));
-    assert_false(peer_parse_identity("::1:1883", &id)); /* IPv6 needs brackets */
-    assert_false(peer_parse_identity("[0.0.0.0]:1883", &id));
-    assert_false(peer_parse_identity("0.0.0.0:1883", &id));
-    assert_false(peer_parse_identity(":1883", &id));
+    assert_true(stp_broker_id_from_text(&id, "[::1]:1"));
+    assert_false(stp_broker_id_from_text(&id, "127.0.0.1"));
+    assert_false(stp_broker_id_from_text(&id, "127.0.0.1:0"));
+    assert_false(stp_broker_id_from_text(&id, "127.0.0.1:65536"));
+    assert_false(stp_broker_id_from_text(&id, "127.0.0.1:18x"));
+    assert_false(stp_broker_id_from_text(&id, "host.example:1883"));
+    assert_false(stp_broker_id_from_text(&id, "[::1:1883"));
+    assert_false(stp_broker_id_from_text(&id, "::1:1883")); /* IPv6 needs brackets */
+    assert_false(stp_broker_id_from_text(&id, "[0.0.0.0]:1883"));
+    assert_false(stp_broker_id_from_text(&id, "0.0.0.0:1883"));
+    assert_false(stp_broker_id_from_text(&id, ":1883"));
 }
 
 static const char secret[] = "0123456789abcdef";
