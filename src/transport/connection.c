@@ -139,8 +139,9 @@ void connection_timer_fired(struct connection *conn)
     if (deadline == TIMER_NONE) return;
     if (!broker_past(conn->broker, deadline))
         connection_watch(conn);
-    else if (conn->state == CONNECTION_AWAITING_CONNECT)
-        connection_close(conn, 0, "no CONNECT received in time");
+    else if (conn->state == CONNECTION_AWAITING_CONNECT) /* outgoing: no listener */
+        connection_close(conn, 0, conn->listener ? "no CONNECT received in time"
+                                                 : "no CONNACK received in time");
     else /* the role logs it (Mosquitto's "has exceeded timeout" for a client) */
         connection_close(conn, MQTT_RC_KEEP_ALIVE_TIMEOUT, "exceeded timeout");
 }

@@ -208,6 +208,41 @@ def test_remote_restart_loses_nothing_queued(broker, remote, mqtt):
     assert payloads_of(at_remote, 50, 20) == [b"%d" % i for i in range(50)]
 
 
+def test_a_black_holed_remote_is_given_up_and_nothing_is_lost(broker, remote, mqtt):
+    """The path to the remote stops moving bytes without an error (a proxy keeps the sockets
+    open and forwards nothing): the bridge finds out by its keepalive (no answer for 1.5 x
+    keepalive_interval), keeps what is published meanwhile, dials again, and once the path
+    moves again every message reaches the remote once, in order."""
+    from peer_net import DelayProxy
+
+    r = remote()
+    proxy = DelayProxy(0, r.port, 0, "bridge-path")
+    try:
+        b = broker(*bridge_lines(proxy.port, "q/# out 1"))
+        at_remote = mqtt(r, client_id="at-remote", clean=False)
+        at_remote.subscribe("q/#", 1)
+        wait_bridge_up(mqtt, b, r, "q/probe")
+        while True:  # the probes that made it
+            try:
+                at_remote.get_message(0.5)
+            except AssertionError:
+                break
+        proxy.cut("blackhole")
+        pub = mqtt(b, client_id="pub")
+        for i in range(50):
+            pub.publish("q/x", b"%d" % i, qos=1)
+        # keepalive_interval 5: silence for 7.5 s ends the connection
+        b.wait_log("Warning: bridge edge: exceeded timeout from the remote; closing the "
+                   "connection.", timeout=30)
+        b.wait_log("Error creating bridge: no CONNACK received in time.", timeout=30)
+        at_remote.expect_no_message(0.5)
+        proxy.heal()
+        assert payloads_of(at_remote, 50, 40) == [b"%d" % i for i in range(50)]
+        at_remote.expect_no_message(1.0)
+    finally:
+        proxy.close()
+
+
 def test_three_addresses_the_bridge_moves_on_when_its_remote_dies(broker, remote, mqtt):
     first, second = remote(), remote()
     dead = free_port()
