@@ -266,7 +266,13 @@ int bridges_start(struct broker *broker)
         struct bridge *b = &set->bridges[i];
         b->set = set;
         b->cfg = &cfg->bridges[i];
-        b->index = (uint32_t)i + 1;
+        /* its mark (bridge_marks.h): the first names interned, so 1..count in order */
+        b->index = bridge_marks_intern(&broker->shared->bridge_marks, b->cfg->name,
+                                       strlen(b->cfg->name));
+        if (b->index != (uint32_t)i + 1) {
+            log_error("Error: out of memory.");
+            return -1;
+        }
         b->state = b->cfg->start_type == BRIDGE_START_LAZY ? BRIDGE_IDLE : BRIDGE_WAITING;
         b->retry_at_ms = broker->now_ms;
         bridge_tree_start(b); /* with peers: a candidate of the tree, standing by at first */
