@@ -26,7 +26,8 @@ const struct stp_view_field stp_view_broker_fields[SV_BROKER_FIELDS] = {
     [SV_MESSAGES_DUPLICATES] = {"messages/duplicates", "messages duplicates", STP_VIEW_NUMBER},
     [SV_MESSAGES_DISCARDED] = {"messages/discarded", "messages discarded", STP_VIEW_NUMBER},
     [SV_MESSAGES_OFF_TREE] = {"messages/off_tree", "messages off tree", STP_VIEW_NUMBER},
-    [SV_MESSAGES_REPLAYED] = {"messages/replayed", "messages replayed", STP_VIEW_NUMBER},
+    [SV_MESSAGES_RESYNCED] = {"messages/resynced", "messages resynced", STP_VIEW_NUMBER},
+    [SV_MESSAGES_LOST] = {"messages/lost", "messages lost", STP_VIEW_NUMBER},
     [SV_MESSAGES_DROPPED] = {"messages/dropped", "messages dropped", STP_VIEW_NUMBER},
 };
 
@@ -38,6 +39,8 @@ const struct stp_view_field stp_view_peer_fields[SV_PEER_FIELDS] = {
     [SV_PEER_COST] = {"cost_us", "cost_us", STP_VIEW_NUMBER},
     [SV_PEER_BPDUS_SENT] = {"bpdus/sent", "bpdus_sent", STP_VIEW_NUMBER},
     [SV_PEER_BPDUS_RECEIVED] = {"bpdus/received", "bpdus_received", STP_VIEW_NUMBER},
+    [SV_PEER_RESYNC_MESSAGES] = {"resync/messages", "resync_messages", STP_VIEW_NUMBER},
+    [SV_PEER_RESYNC_BYTES] = {"resync/bytes", "resync_bytes", STP_VIEW_NUMBER},
 };
 
 #define PEERS_PART "peers/"

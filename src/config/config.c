@@ -1641,6 +1641,32 @@ static int handle_peer_tls_version(struct parse_state *st, const struct directiv
 }
 
 /* With one value the delay is fixed (base = max), as Mosquitto's restart_timeout reads it. */
+/* The message log of MQTT-ST (docs/mqtt-st-protocol.md 7.3); 0: no limit of that kind (a
+ * limit of messages or bytes of 0 would log nothing and resync nothing). */
+static int handle_peer_log_max_messages(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 1, 1000000000LL, &value) != 0) return -1;
+    st->cfg->peer_log_max_messages = (uint64_t)value;
+    return 0;
+}
+
+static int handle_peer_log_max_bytes(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 1, LLONG_MAX, &value) != 0) return -1;
+    st->cfg->peer_log_max_bytes = (uint64_t)value;
+    return 0;
+}
+
+static int handle_peer_log_max_age(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, 100LL * 365 * 86400, &value) != 0) return -1;
+    st->cfg->peer_log_max_age_s = (uint64_t)value;
+    return 0;
+}
+
 static int handle_peer_restart_timeout(struct parse_state *st, const struct directive_line *dl)
 {
     if (expect_word_count(st, dl, 1, 2,
@@ -1755,6 +1781,9 @@ static const struct {
     {"peer_secret", handle_peer_secret},
     {"peer_allow_unauthenticated", handle_peer_allow_unauthenticated},
     {"peer_restart_timeout", handle_peer_restart_timeout},
+    {"peer_log_max_messages", handle_peer_log_max_messages},
+    {"peer_log_max_bytes", handle_peer_log_max_bytes},
+    {"peer_log_max_age", handle_peer_log_max_age},
     {"peer_cafile", handle_peer_tls_text},
     {"peer_capath", handle_peer_tls_text},
     {"peer_certfile", handle_peer_tls_text},
@@ -2384,6 +2413,9 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->stp_memory_weight = 1.0;
     cfg->stp_hello_ms = 2000;
     cfg->stp_max_age_ms = 7000;
+    cfg->peer_log_max_messages = 1000000;
+    cfg->peer_log_max_bytes = 256ULL * 1024 * 1024;
+    cfg->peer_log_max_age_s = 86400;
     cfg->stp_local_repair = false;
     cfg->peer_allow_unauthenticated = false;
     cfg->peer_restart_base_ms = 1000;

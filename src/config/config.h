@@ -188,6 +188,10 @@ struct arbor_config {
     bool peer_allow_unauthenticated; /* default false: without a secret, no peering */
     uint32_t peer_restart_base_ms;   /* peer_restart_timeout <base> [<max>]; default 1000 */
     uint32_t peer_restart_max_ms;    /* default 30000 */
+    /* The message log (docs/mqtt-st-protocol.md 7.3): peer_log_max_messages (default
+     * 1 000 000), peer_log_max_bytes (topic and payload bytes, default 256 MiB),
+     * peer_log_max_age (seconds, default 86 400; 0: no age limit). */
+    uint64_t peer_log_max_messages, peer_log_max_bytes, peer_log_max_age_s;
     /* Peer links over TLS (config_peer_uses_tls): peer_cafile, peer_capath, peer_certfile,
      * peer_keyfile, peer_ciphers, peer_ciphers_tls1.3 and peer_tls_version fill the fields of
      * the same names (the rest stay unused); needs_tls_directive is the first of them given.

@@ -187,8 +187,6 @@ void peer_note_change(struct peer_net *net)
     int64_t settle = net->broker->config->stp_hello_ms;
     if (settle < SETTLE_MIN_MS) settle = SETTLE_MIN_MS;
     net->settle_until_ms = net->broker->now_ms + settle;
-    if (!net->replay_pending) net->replay_from_ms = net->broker->now_ms - net->history_ms;
-    net->replay_pending = true;
     net->sys_dirty = true;
 }
 
@@ -229,7 +227,11 @@ static void on_event(void *context, const struct stp_event *event)
         log_notice("MQTT-ST: link to %s is now %s, %s.", link_name(net, event->link),
                    stp_role_name(stp_link_role(net->stp, event->link)),
                    event->forwarding ? "forwarding" : "not forwarding");
-        if (event->forwarding) peer_flood_offer_retained(net, peer_link_by_stp(net, event->link));
+        if (event->forwarding) {
+            struct peer_link *link = peer_link_by_stp(net, event->link);
+            peer_resync_start(net, link);
+            peer_flood_offer_retained(net, link);
+        }
         break;
     case STP_EVENT_INFO_EXPIRED:
         log_notice("MQTT-ST: nothing heard from %s for stp_max_age.", link_name(net, event->link));
@@ -288,10 +290,13 @@ int peer_net_start(struct broker *broker)
     net->capability = measure_capability(cfg);
     if (getrandom(&net->incarnation, sizeof net->incarnation, 0) != sizeof net->incarnation)
         net->incarnation = (uint64_t)clock_monotonic_us() ^ ((uint64_t)time(NULL) << 20);
+    net->incarnation &= ~(uint64_t)PEER_STREAM_QOS0; /* even: the QoS 1/2 stream (7.1) */
     net->next_link_id = 1;
     net->pressure.high = PEER_BACKLOG_HIGH;
     net->pressure.low = PEER_BACKLOG_LOW;
-    net->history_ms = (int64_t)cfg->stp_max_age_ms + 2 * (int64_t)cfg->stp_hello_ms + 1000;
+    net->log.max_messages = cfg->peer_log_max_messages;
+    net->log.max_bytes = cfg->peer_log_max_bytes;
+    net->log.max_age_ms = (int64_t)cfg->peer_log_max_age_s * 1000;
     if (create_core(net) != 0) {
         log_error("Error: MQTT-ST: invalid spanning-tree parameters or out of memory.");
         return -1;
@@ -438,11 +443,9 @@ void peer_net_run(struct broker *broker)
     int64_t now = broker->now_ms;
     if ((uint64_t)now >= stp_next_deadline(net->stp)) stp_tick(net->stp, (uint64_t)now);
     run_dialers(net);
-    if (net->replay_pending && now >= net->settle_until_ms) {
-        net->replay_pending = false;
-        peer_flood_replay(net);
-    }
     peer_flood_expire(net, now);
+    int64_t walk = peer_resync_pump(net);
+    if (walk < net->next_run_ms) net->next_run_ms = walk;
     if (net->pressure.release_pending) {
         net->pressure.release_pending = false;
         net->pressure.engaged = false;
@@ -461,7 +464,6 @@ int64_t peer_net_next_deadline(const struct broker *broker)
     if (!net) return TIMER_NONE;
     int64_t next = (int64_t)stp_next_deadline(net->stp);
     if (net->next_run_ms < next) next = net->next_run_ms;
-    if (net->replay_pending && net->settle_until_ms < next) next = net->settle_until_ms;
     bool due_now = net->sys_dirty || net->pressure.release_pending;
     if (due_now && broker->now_ms < next) next = broker->now_ms;
     return next;

@@ -406,12 +406,14 @@ static int handle_pingresp(struct peer_dialer *d)
 /* Properties on the link: the origin first, then the bridge it came in over if any (7.5),
  * then the message's own (user properties in their order), then the remaining expiry, so that
  * it keeps counting down across hops. */
-static int build_props(struct broker *broker, const struct message *msg, bool retained_sync)
+static int build_props(struct broker *broker, const struct message *msg, uint8_t flags)
 {
     struct abuf *props = &broker->scratch_props;
     char origin[160];
-    size_t origin_len = peer_origin_format(msg, retained_sync, origin, sizeof origin);
     abuf_reset(props);
+    if (flags & PEER_SEND_LINK_CONTROL) return 0; /* a resync's own packet: no origin */
+    size_t origin_len =
+        peer_origin_format(msg, flags & PEER_SEND_RETAINED_SYNC, origin, sizeof origin);
     if (mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_ORIGIN_PROPERTY,
                                strlen(PEER_ORIGIN_PROPERTY), origin, origin_len))
         return -1;
@@ -443,8 +445,7 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
     struct peer_dialer *d = owner;
     struct connection *conn = d->conn;
     struct message *msg = delivery->msg;
-    if (build_props(broker, msg, delivery->owner_flags & PEER_SEND_RETAINED_SYNC))
-        return OUTFLOW_FAILED;
+    if (build_props(broker, msg, delivery->owner_flags)) return OUTFLOW_FAILED;
     struct mqtt_publish_out out = {
         .version = MQTT_V5,
         .qos = 2,
@@ -461,7 +462,16 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
         outq_reserve_segments(&conn->out, 2) || connection_send_scratch(conn) ||
         outq_append_message(&conn->out, msg, msg->payload, msg->payload_len))
         return OUTFLOW_FAILED;
-    d->net->counters.forwarded++;
+    if (!(delivery->owner_flags & PEER_SEND_LINK_CONTROL)) d->net->counters.forwarded++;
+    if ((delivery->owner_flags & PEER_SEND_RESYNC) && !dup) {
+        d->net->counters.resynced++;
+        struct peer_link *link = d->link;
+        if (link && link->walk_messages) {
+            link->walk_messages--;
+            uint64_t size = peer_log_size(msg);
+            link->walk_bytes -= size < link->walk_bytes ? size : link->walk_bytes;
+        }
+    }
     return OUTFLOW_SENT;
 }
 
@@ -478,14 +488,14 @@ static const struct outflow_ops link_ops = {
     .send_pubrel = flow_send_pubrel,
 };
 
-void peer_dialer_send_message(struct peer_dialer *d, struct message *msg, bool retained_sync)
+void peer_dialer_send_message(struct peer_dialer *d, struct message *msg, uint8_t flags)
 {
     if (d->state != DIAL_UP || !d->conn) return;
     struct outflow_item item = {
         .msg = msg,
         .qos = 2,
         .retain = msg->retain,
-        .owner_flags = retained_sync ? PEER_SEND_RETAINED_SYNC : 0,
+        .owner_flags = flags,
     };
     if (outflow_offer(dialer_broker(d), &d->flow, &link_ops, d, &item, false) == OUTFLOW_REFUSED) {
         d->net->counters.dropped++;

@@ -6,12 +6,11 @@
  *  - Flooding: a message goes out on every link the tree forwards on, except the one it came
  *    from; while the tree settles after a change, on every live link.
  *  - Duplicate suppression: each origin run has a window of the sequence numbers seen, so a
- *    message that arrives twice (another path, a replay) is delivered once.
- *  - Replay: every QoS 1/2 message this broker accepted (published here or received) is kept
- *    for a while (history) and sent again on the tree once it has settled after a change.
- *    Every broker holding a message offers it again, so a message lost with a failed broker or
- *    link spreads from wherever it still is to every broker that stays connected; duplicate
- *    suppression turns the copies away where it already arrived.
+ *    message that arrives twice (another path, a resync) is delivered once.
+ *  - The log: every QoS 1/2 message this broker accepted (published here or received) is kept
+ *    in the message log (peer_log.c) for the resync of links that start forwarding
+ *    (peer_resync.c), which holds such messages back from a link until it has sent what the
+ *    neighbour lacks.
  *  - Retained state: when a link starts forwarding, each side offers its retained messages
  *    and its recent clears; the newest per topic (origin time, then origin identity) wins.
  */
@@ -31,8 +30,8 @@
 #include "topic.h"
 #include "route.h"
 
-#define HISTORY_MAX 100000
-#define ORIGIN_FORGET_MS (10 * 60 * 1000)    /* an origin run silent this long is forgotten */
+#define ORIGIN_FORGET_MS (10 * 60 * 1000) /* a run silent this long is forgotten (QoS 1/2 runs:
+                                              not before the log forgets their messages) */
 
 static int64_t wall_ms(void)
 {
@@ -52,11 +51,11 @@ void peer_flood_free(struct peer_net *net)
     HASH_ITER(hh, net->origins, o, otmp)
     {
         HASH_DEL(net->origins, o);
+        seqset_free(&o->seen);
+        seqset_free(&o->adopted);
         free(o);
     }
-    for (size_t i = 0; i < net->history_len; i++)
-        message_unref(net->history[(net->history_head + i) % net->history_cap].msg);
-    free(net->history);
+    peer_log_free(&net->log);
     struct peer_tombstone *t, *ttmp;
     HASH_ITER(hh, net->tombstones, t, ttmp)
     {
@@ -95,8 +94,13 @@ static void stamp(void *ctx, struct message *msg)
     if (msg->origin.stamped || msg->origin.local_only) return;
     msg->origin.stamped = true;
     msg->origin.broker = net->self;
-    msg->origin.incarnation = net->incarnation;
-    msg->origin.sequence = ++net->next_sequence;
+    if (msg->qos > 0) { /* the gapless stream a resync can complete */
+        msg->origin.incarnation = net->incarnation;
+        msg->origin.sequence = ++net->next_sequence;
+    } else {
+        msg->origin.incarnation = net->incarnation | PEER_STREAM_QOS0;
+        msg->origin.sequence = ++net->next_sequence0;
+    }
     msg->origin.time_ms = wall_ms();
     /* A retained message published here must replace what this broker holds for its topic,
      * the value or the last clear, even if their origin's clock ran ahead of ours (or they
@@ -167,46 +171,46 @@ static bool retained_wins(void *ctx, struct message *msg)
 
 /* ---- duplicate suppression ---------------------------------------------------------------- */
 
-/* True when (origin, sequence) was seen before (or is too old to tell); marks it seen. */
-static bool seen_before(struct peer_net *net, const struct message_origin *o)
+struct peer_origin *peer_origin_get(struct peer_net *net, const struct stp_broker_id *broker,
+                                    uint64_t incarnation)
 {
     struct peer_origin_key key;
     memset(&key, 0, sizeof key);
-    key.broker = o->broker;
-    key.incarnation = o->incarnation;
-    struct peer_origin *w = NULL;
-    HASH_FIND(hh, net->origins, &key, sizeof key, w);
-    if (!w) {
-        w = calloc(1, sizeof *w);
-        if (!w) return false;
-        w->key = key;
-        HASH_ADD(hh, net->origins, key, sizeof key, w);
-    }
+    key.broker = *broker;
+    key.incarnation = incarnation;
+    struct peer_origin *o = NULL;
+    HASH_FIND(hh, net->origins, &key, sizeof key, o);
+    if (o) return o;
+    if (!(o = calloc(1, sizeof *o))) return NULL;
+    o->key = key;
+    o->last_seen_ms = net->broker->now_ms;
+    HASH_ADD(hh, net->origins, key, sizeof key, o);
+    return o;
+}
+
+/* True when (origin, sequence) was seen before (or is too old to tell); marks it seen. */
+bool peer_flood_seen_before(struct peer_net *net, const struct message_origin *o)
+{
+    struct peer_origin *w = peer_origin_get(net, &o->broker, o->incarnation);
+    if (!w) return false;
     w->last_seen_ms = net->broker->now_ms;
-    return peer_window_check(&w->window, o->sequence);
+    /* Taken as seen when this broker joined (peer_resync.c): a duplicate, except a retained
+     * offer, which this broker never had (7.3, 7.4) */
+    if (!o->retained_sync && seqset_contains(&w->adopted, o->sequence)) return true;
+    bool windowed = o->incarnation & PEER_STREAM_QOS0;
+    bool seen = peer_seen_check(&w->seen, windowed, o->sequence);
+    if (!windowed && w->seen.count > PEER_RANGES_MAX) { /* too many gaps: the oldest go */
+        uint64_t given_up = seqset_limit_ranges(&w->seen, PEER_RANGES_MAX);
+        net->counters.lost += given_up;
+        char name[STP_BROKER_ID_STRLEN];
+        log_warning("Warning: MQTT-ST: %" PRIu64 " messages of %s are lost: too many gaps in "
+                    "what arrived from it.",
+                    given_up, stp_broker_id_format(&o->broker, name, sizeof name));
+    }
+    return seen;
 }
 
 /* ---- sending ------------------------------------------------------------------------------ */
-
-static void history_add(struct peer_net *net, struct message *msg)
-{
-    if (net->history_len == net->history_cap) {
-        if (net->history_cap >= HISTORY_MAX) { /* full: the oldest goes */
-            message_unref(net->history[net->history_head].msg);
-            net->history_head = (net->history_head + 1) % net->history_cap;
-            net->history_len--;
-        } else {
-            size_t cap = net->history_cap ? net->history_cap * 2 : 256;
-            if (ring_grow((void **)&net->history, sizeof *net->history, &net->history_cap,
-                          &net->history_head, net->history_len, cap))
-                return;
-        }
-    }
-    size_t slot = (net->history_head + net->history_len) % net->history_cap;
-    net->history[slot].msg = message_ref(msg);
-    net->history[slot].at_ms = net->broker->now_ms;
-    net->history_len++;
-}
 
 /* The forwarder's forward (route.h): on along the spanning tree, after local delivery. */
 static bool flood(void *ctx, struct message *msg)
@@ -214,17 +218,20 @@ static bool flood(void *ctx, struct message *msg)
     struct peer_net *net = ctx;
     if (!msg->origin.stamped || msg->origin.local_only || net->stopping) return false;
     stp_link_id from = msg->origin.link;
-    if (msg->qos > 0) history_add(net, msg);
+    if (msg->qos > 0 && !(msg->origin.incarnation & PEER_STREAM_QOS0) &&
+        peer_log_add(&net->log, msg, net->broker->now_ms) != 0)
+        log_error("Error: MQTT-ST: out of memory logging a message for resync.");
     bool everywhere = settling(net);
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp)
     {
         if (!link->stp_id || !link->out || link->stp_id == from) continue;
+        if (peer_resync_holds(link, msg)) continue; /* its resync sends it, in order */
         /* Every forwarding link but the arrival one, also for a message that arrived off the
          * tree (it was accepted, so it is marked seen here: the tree's own copy would stop
          * here, so this broker must pass it on). */
         if (everywhere || stp_link_forwarding(net->stp, link->stp_id))
-            peer_dialer_send_message(link->out, msg, false);
+            peer_dialer_send_message(link->out, msg, 0);
     }
     return false; /* replication: where the subscribers are is not known here */
 }
@@ -246,23 +253,6 @@ bool peer_retained_wins(struct peer_net *net, struct message *msg)
     return retained_wins(net, msg);
 }
 
-void peer_flood_replay(struct peer_net *net)
-{
-    int64_t oldest = net->replay_from_ms;
-    struct peer_link *link, *tmp;
-    HASH_ITER(hh, net->links, link, tmp)
-    {
-        if (!link->stp_id || !link->out || !stp_link_forwarding(net->stp, link->stp_id)) continue;
-        for (size_t i = 0; i < net->history_len; i++) {
-            struct peer_history_entry *e = &net->history[(net->history_head + i) % net->history_cap];
-            if (e->at_ms < oldest || message_expired(e->msg, net->broker->now_ms)) continue;
-            if (e->msg->origin.link == link->stp_id) continue; /* it came from there */
-            peer_dialer_send_message(link->out, e->msg, false);
-            net->counters.replayed++;
-        }
-    }
-}
-
 struct sync_context {
     struct peer_net *net;
     struct peer_dialer *out;
@@ -273,7 +263,7 @@ static void offer_retained(struct message *msg, void *ctx)
     struct sync_context *sync = ctx;
     if (!msg->origin.stamped || msg->origin.local_only) return;
     if (message_expired(msg, sync->net->broker->now_ms)) return;
-    peer_dialer_send_message(sync->out, msg, true);
+    peer_dialer_send_message(sync->out, msg, PEER_SEND_RETAINED_SYNC);
 }
 
 void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link)
@@ -282,26 +272,25 @@ void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link)
     struct sync_context sync = {net, link->out};
     retain_for_each(net->broker->shared->retained, offer_retained, &sync);
     struct peer_tombstone *t, *tmp;
-    HASH_ITER(hh, net->tombstones, t, tmp) peer_dialer_send_message(link->out, t->clear, true);
+    HASH_ITER(hh, net->tombstones, t, tmp)
+    peer_dialer_send_message(link->out, t->clear, PEER_SEND_RETAINED_SYNC);
 }
 
 void peer_flood_expire(struct peer_net *net, int64_t now_ms)
 {
-    /* Changes that keep coming postpone the replay: keep what it will have to cover. */
-    int64_t oldest = now_ms - net->history_ms;
-    if (net->replay_pending && net->replay_from_ms < oldest) oldest = net->replay_from_ms;
-    while (net->history_len && net->history[net->history_head].at_ms < oldest) {
-        message_unref(net->history[net->history_head].msg);
-        net->history_head = (net->history_head + 1) % net->history_cap;
-        net->history_len--;
-    }
+    peer_log_expire(&net->log, now_ms);
     if (now_ms < net->next_sweep_ms) return; /* the sweeps below are rare */
     net->next_sweep_ms = now_ms + PEER_SWEEP_INTERVAL_MS;
+    int64_t log_age = net->log.max_age_ms ? net->log.max_age_ms : INT64_MAX / 2;
     struct peer_origin *o, *otmp;
     HASH_ITER(hh, net->origins, o, otmp)
     {
-        if (now_ms - o->last_seen_ms < ORIGIN_FORGET_MS) continue;
+        bool qos0 = o->key.incarnation & PEER_STREAM_QOS0;
+        int64_t forget = qos0 || log_age < ORIGIN_FORGET_MS ? ORIGIN_FORGET_MS : log_age;
+        if (now_ms - o->last_seen_ms < forget) continue;
         HASH_DEL(net->origins, o);
+        seqset_free(&o->seen);
+        seqset_free(&o->adopted);
         free(o);
     }
     struct peer_tombstone *t, *ttmp;
@@ -376,7 +365,7 @@ static bool wanted(struct peer_net *net, const struct message_origin *o, stp_lin
         return false;
     }
     /* From any link that is up: a peer sends on a link the tree does not use only while it
-     * settles after a change or replays, and then the message may have no other way here.
+     * settles after a change, and then the message may have no other way here.
      * Duplicate suppression, not the link's role, keeps it from arriving twice; onward it
      * still goes along the tree only (peer_flood). */
     if (!from) {
@@ -388,7 +377,7 @@ static bool wanted(struct peer_net *net, const struct message_origin *o, stp_lin
         net->counters.discarded++;
         return false;
     }
-    if (seen_before(net, o)) {
+    if (peer_flood_seen_before(net, o)) {
         net->counters.duplicates++;
         return false;
     }
@@ -402,6 +391,13 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
     int rc = mqtt_decode_publish(MQTT_V5, flags, body, len, &p);
     if (rc) return rc;
     if (p.topic.len == 0) return MQTT_RC_PROTOCOL_ERROR; /* peers send no topic aliases */
+    if (p.topic.len > strlen(PEER_LINK_TOPIC_PREFIX) &&
+        memcmp(p.topic.data, PEER_LINK_TOPIC_PREFIX, strlen(PEER_LINK_TOPIC_PREFIX)) == 0) {
+        rc = peer_resync_receive(net, acc, &p); /* link-local: summary or lost notice */
+        if (rc || p.qos == 0) return rc;
+        return connection_send_ack(acc->conn, p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK,
+                                   p.packet_id, 0);
+    }
     struct message_origin origin;
     memset(&origin, 0, sizeof origin);
     if (!find_origin(net, &p, &origin)) return MQTT_RC_PROTOCOL_ERROR;

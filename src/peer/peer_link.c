@@ -62,6 +62,7 @@ static void link_down(struct peer_net *net, struct peer_link *link, const char *
     if (!link->stp_id) return;
     stp_link_id id = link->stp_id;
     link->stp_id = 0;
+    peer_resync_reset(link);
     log_notice("MQTT-ST: link to %s down (%s).", link->name, why);
     peer_note_change(net);
     stp_link_down(net->stp, id, (uint64_t)net->broker->now_ms);
@@ -72,6 +73,7 @@ static void free_if_unused(struct peer_net *net, struct peer_link *link)
 {
     if (link->out || link->in) return;
     peer_sys_clear_link(net, link);
+    peer_resync_reset(link);
     HASH_DEL(net->links, link);
     free(link);
 }

@@ -25,7 +25,11 @@
 
 #include "broker_shared.h"
 #include "message.h"
+#include "packet.h"
+#include "peer_log.h"
+#include "peer_summary.h"
 #include "route.h"
+#include "seqset.h"
 #include "wire.h"
 #include "stp.h"
 
@@ -60,8 +64,12 @@ enum dial_state {
     DIAL_UP,         /* CONNACK received: the outgoing half of a link */
 };
 
-/* delivery->owner_flags on a link's flow: the message is offered as retained sync ('r'). */
-#define PEER_SEND_RETAINED_SYNC 0x01
+/* delivery->owner_flags on a link's flow (peer_dialer_send_message's flags). */
+#define PEER_SEND_RETAINED_SYNC 0x01 /* offered as retained sync ('r') */
+#define PEER_SEND_RESYNC 0x02        /* sent by a resync (counted) */
+#define PEER_SEND_LINK_CONTROL 0x04  /* link-local: no origin property (7.3.1) */
+/* A resync hands the link more of its walk while fewer than this many wait in its queue. */
+#define PEER_RESYNC_QUEUE_LOW 1000
 
 /* An outgoing connection this broker keeps up: one per `peer` line, plus connect-backs to
  * peers that dialled in and are not reached through a peer line. */
@@ -113,6 +121,13 @@ struct peer_accepted {
     size_t early_bpdu_len;
 };
 
+/* A link's resync (docs/mqtt-st-protocol.md 7.3, peer_resync.c). */
+enum peer_resync_state {
+    RESYNC_IDLE,    /* live: every message goes on the link */
+    RESYNC_WAITING, /* our summary with `want` sent; no QoS 1/2 message on the link */
+    RESYNC_WALKING, /* walking the log with the neighbour's summary */
+};
+
 struct peer_link {
     UT_hash_handle hh; /* net->links by id */
     struct stp_broker_id id;
@@ -122,29 +137,35 @@ struct peer_link {
     stp_link_id stp_id;       /* != 0 while the link is up in the stp core */
     bool sys_published;       /* its $SYS topics exist */
     uint64_t bpdus_sent, bpdus_received; /* on this link, since it was first seen */
+    enum peer_resync_state resync;
+    int64_t resync_since_ms;    /* when the want went */
+    struct peer_summary theirs; /* RESYNC_WALKING: what the neighbour has */
+    uint64_t walk_from;         /* the log's end when the want went: a fresh neighbour gets
+                                   what was held back from then on */
+    uint64_t walk_next;         /* the log serial the walk looks at next */
+    uint64_t walk_messages, walk_bytes; /* what the walk still has to send (for $SYS) */
+    struct seqset *walk_lost;   /* per run of walk_lost_runs: what it will report lost */
+    struct peer_origin_key *walk_lost_runs;
+    size_t walk_lost_count;
 };
 
-/* Messages seen from one origin broker run: the highest sequence number and a bitmap of the
- * PEER_WINDOW numbers below it. */
+/* Messages seen from one origin run (7.2): a set of sequence numbers. A QoS 0 stream (odd
+ * incarnation) only tells the last PEER_WINDOW numbers apart; a QoS 1/2 run keeps its gaps
+ * (what a resync may still bring), at most PEER_RANGES_MAX of them. */
 #define PEER_WINDOW 65536
+#define PEER_RANGES_MAX 4096
+#define PEER_STREAM_QOS0 1 /* the incarnation's lowest bit: the QoS 0 stream */
 struct peer_origin_key {
     struct stp_broker_id broker;
     uint64_t incarnation;
-};
-struct peer_window {
-    uint64_t highest; /* 0: nothing seen yet (sequence numbers start at 1) */
-    uint64_t bits[PEER_WINDOW / 64];
 };
 struct peer_origin {
     UT_hash_handle hh;
     struct peer_origin_key key;
     int64_t last_seen_ms;
-    struct peer_window window;
-};
-
-struct peer_history_entry {
-    struct message *msg;
-    int64_t at_ms;
+    struct seqset seen;
+    struct seqset adopted; /* taken as seen when this broker joined (7.3, item 4) */
+    uint64_t log_lowest; /* scratch of a resync: the lowest sequence of the run in the log */
 };
 
 /* A retained topic cleared by an origin (peer_flood.c), so that a partition's older copy
@@ -164,7 +185,8 @@ struct peer_counters {
     uint64_t duplicates; /* received again (other path, replay) and dropped */
     uint64_t discarded;  /* received on a link not up yet, or for $SYS */
     uint64_t off_tree;   /* received (and used) on a link the tree does not forward on */
-    uint64_t replayed;   /* sent again after a topology change */
+    uint64_t resynced;   /* sent by a resync (7.3) */
+    uint64_t lost;       /* given up: left a neighbour's log before it could be sent here */
     uint64_t dropped;    /* not sent: a link's queue was full */
 };
 
@@ -174,8 +196,12 @@ struct peer_net {
     struct stp_broker_id self;
     char self_name[STP_BROKER_ID_STRLEN];
     uint32_t capability;
-    uint64_t incarnation;
-    uint64_t next_sequence;
+    uint64_t incarnation;   /* even: the QoS 1/2 stream; | PEER_STREAM_QOS0: the QoS 0 one */
+    uint64_t next_sequence; /* of the QoS 1/2 stream */
+    uint64_t next_sequence0;
+    /* Started without a log: until the first neighbour's summary, which is taken as what this
+     * broker has seen, summaries say fresh (nothing older is wanted; 7.3, item 4). */
+    bool joined;
     bool stopping;
     /* Peer links over TLS (peer_certfile...): the client context dials use and whose CA
      * certificates incoming peers must be certified by; the one a reload built last. NULL:
@@ -189,17 +215,12 @@ struct peer_net {
     struct peer_origin *origins;
     struct peer_tombstone *tombstones; /* retained clears, by topic */
     int64_t next_sweep_ms;
-    struct peer_history_entry *history; /* ring of the QoS 1/2 messages accepted lately */
-    size_t history_head, history_len, history_cap;
-    int64_t history_ms;
+    struct peer_log log; /* the QoS 1/2 messages accepted (7.3) */
 
     /* Messages in every dialer's queue (outflow.h): engaged at PEER_BACKLOG_HIGH, holds the
      * clients (broker->shared->peer_backlog) until release_pending, at PEER_BACKLOG_LOW. */
     struct outflow_pressure pressure;
     int64_t settle_until_ms; /* after a change: flood on every live link until then */
-    bool replay_pending;     /* replay the history when the settling ends */
-    int64_t replay_from_ms;  /* what that replay covers: a history window before the first
-                                change since the last replay, kept however long it settles */
     int64_t next_run_ms;     /* earliest deadline of dialers and pings */
     bool sys_dirty;
     struct peer_counters counters;
@@ -228,10 +249,10 @@ void peer_dialer_free(struct peer_dialer *dialer);
 /* Runs due attempts and PINGRESP checks; returns the dialer's next deadline. */
 int64_t peer_dialer_run(struct peer_dialer *dialer, int64_t now_ms);
 void peer_dialer_send_bpdu(struct peer_dialer *dialer, const uint8_t *bytes, size_t len);
-/* Send msg on the dialer's connection at QoS 2 (queued behind the window); retained_sync marks
- * it as a retained message offered for reconciliation rather than a new publication. */
-void peer_dialer_send_message(struct peer_dialer *dialer, struct message *msg,
-                              bool retained_sync);
+/* Send msg on the dialer's connection at QoS 2 (queued behind the window); flags
+ * (PEER_SEND_*): a retained message offered for reconciliation rather than a new publication,
+ * a message a resync sends, a link-local resync packet. */
+void peer_dialer_send_message(struct peer_dialer *dialer, struct message *msg, uint8_t flags);
 
 /* peer_accept.c */
 void peer_accepted_close(struct peer_accepted *acc, uint8_t reason, const char *why);
@@ -249,7 +270,11 @@ void peer_flood_free(struct peer_net *net);
 /* A PUBLISH from the neighbour on an incoming link: returns 0 or an MQTT reason code. */
 int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t flags,
                        const uint8_t *body, size_t len);
-void peer_flood_replay(struct peer_net *net);
+/* The record of an origin run (made when new; NULL when out of memory). */
+struct peer_origin *peer_origin_get(struct peer_net *net, const struct stp_broker_id *broker,
+                                    uint64_t incarnation);
+/* Whether (origin, sequence) was seen here before (7.2); marks it seen. */
+bool peer_flood_seen_before(struct peer_net *net, const struct message_origin *o);
 /* The link started forwarding: offer it our retained messages and recent clears. */
 void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link);
 void peer_flood_expire(struct peer_net *net, int64_t now_ms);
@@ -262,8 +287,23 @@ void peer_sys_publish(void *ctx);
 size_t peer_origin_format(const struct message *msg, bool retained_sync, char *buf, size_t len);
 /* Parses such a value; false when it is malformed. */
 bool peer_origin_parse(struct wire_bytes value, struct message_origin *origin);
-/* True when seq was seen before or is older than the window can tell; marks it seen. */
-bool peer_window_check(struct peer_window *window, uint64_t seq);
+/* True when seq was seen before (or, windowed, is older than the window can tell); marks it
+ * seen. Out of memory: false (delivered; a later copy may be too). */
+bool peer_seen_check(struct seqset *seen, bool windowed, uint64_t seq);
+
+/* peer_resync.c (docs/mqtt-st-protocol.md 7.3) */
+/* The link started forwarding at this end: ask the neighbour what it has. */
+void peer_resync_start(struct peer_net *net, struct peer_link *link);
+/* The link went down: forget its resync. */
+void peer_resync_reset(struct peer_link *link);
+/* A link-local PUBLISH (summary, lost) from the neighbour: 0 or an MQTT reason code. */
+int peer_resync_receive(struct peer_net *net, struct peer_accepted *acc,
+                        const struct mqtt_publish *p);
+/* Whether a live message must not go on the link now: a resync will send it. */
+bool peer_resync_holds(const struct peer_link *link, const struct message *msg);
+/* Hand the links' walks on as their queues drain; returns when to come back (TIMER_NONE:
+ * nothing to do). */
+int64_t peer_resync_pump(struct peer_net *net);
 
 /* peer_auth.c */
 int peer_auth_nonce(uint8_t nonce[PEER_NONCE_LEN]);

@@ -3,7 +3,8 @@
  * functions (unit-tested in test/unit/test_peer_origin.c). On the wire the origin is the
  * user property "mqtt-st-origin" = "<identity> <incarnation: 16 hex digits> <sequence>
  * <origin wall-clock ms> <QoS it was published with>", followed by " r" when the message is a
- * retained message offered for reconciliation (docs/mqtt-st-protocol.md, section 7.1).
+ * retained message offered for reconciliation (docs/mqtt-st-protocol.md, section 7.1), and
+ * the set of sequence numbers seen per origin run (7.2).
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -96,24 +97,16 @@ bool peer_origin_parse(struct wire_bytes value, struct message_origin *o)
     return true;
 }
 
-bool peer_window_check(struct peer_window *w, uint64_t seq)
+bool peer_seen_check(struct seqset *seen, bool windowed, uint64_t seq)
 {
-    if (seq > w->highest) {
-        uint64_t shift = seq - w->highest;
-        if (shift >= PEER_WINDOW) {
-            memset(w->bits, 0, sizeof w->bits);
-        } else {
-            for (uint64_t s = w->highest + 1; s < seq; s++) /* numbers skipped: not seen */
-                w->bits[(s % PEER_WINDOW) / 64] &= ~(UINT64_C(1) << (s % 64));
-        }
-        w->highest = seq;
-        w->bits[(seq % PEER_WINDOW) / 64] |= UINT64_C(1) << (seq % 64);
-        return false;
+    uint64_t highest = seqset_highest(seen);
+    if (windowed && highest >= PEER_WINDOW && seq <= highest - PEER_WINDOW) return true;
+    int was = seqset_add(seen, seq);
+    if (was < 0) return false;
+    if (windowed && seen->count > 1) { /* only the last PEER_WINDOW numbers are told apart */
+        highest = seqset_highest(seen);
+        if (highest > PEER_WINDOW && seqset_fill_below(seen, highest - PEER_WINDOW + 1) != 0)
+            return was == 1;
     }
-    if (w->highest - seq >= PEER_WINDOW) return true;
-    uint64_t *word = &w->bits[(seq % PEER_WINDOW) / 64];
-    uint64_t bit = UINT64_C(1) << (seq % 64);
-    if (*word & bit) return true;
-    *word |= bit;
-    return false;
+    return was == 1;
 }

@@ -60,14 +60,18 @@ static void publish_link(struct peer_net *net, struct peer_link *link)
     publish_peer(broker, link, "bpdus/sent", number);
     snprintf(number, sizeof number, "%" PRIu64, link->bpdus_received);
     publish_peer(broker, link, "bpdus/received", number);
+    snprintf(number, sizeof number, "%" PRIu64, link->resync == RESYNC_IDLE ? 0 : link->walk_messages);
+    publish_peer(broker, link, "resync/messages", number);
+    snprintf(number, sizeof number, "%" PRIu64, link->resync == RESYNC_IDLE ? 0 : link->walk_bytes);
+    publish_peer(broker, link, "resync/bytes", number);
     link->sys_published = true;
 }
 
 void peer_sys_clear_link(struct peer_net *net, struct peer_link *link)
 {
-    static const char *const names[] = {"state",   "role",       "forwarding",
-                                        "srtt_us", "cost_us",    "bpdus/sent",
-                                        "bpdus/received"};
+    static const char *const names[] = {"state",          "role",           "forwarding",
+                                        "srtt_us",        "cost_us",        "bpdus/sent",
+                                        "bpdus/received", "resync/messages", "resync/bytes"};
     if (!link->sys_published || net->broker->config->sys_interval <= 0) return;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         publish_peer(net->broker, link, names[i], "");
@@ -100,7 +104,11 @@ void peer_sys_publish(void *ctx)
     publish_u64(broker, "messages/duplicates", net->counters.duplicates);
     publish_u64(broker, "messages/discarded", net->counters.discarded);
     publish_u64(broker, "messages/off_tree", net->counters.off_tree);
-    publish_u64(broker, "messages/replayed", net->counters.replayed);
+    publish_u64(broker, "messages/resynced", net->counters.resynced);
+    publish_u64(broker, "messages/lost", net->counters.lost);
+    publish_u64(broker, "log/messages", net->log.len);
+    publish_u64(broker, "log/bytes", net->log.bytes);
+    publish_u64(broker, "log/evicted", net->log.evicted);
     publish_u64(broker, "messages/dropped", net->counters.dropped);
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp) publish_link(net, link);

@@ -58,7 +58,7 @@ TREE_TOPICS = ["id", "capability", "root/id", "root/capability", "root/link", "h
                "topology_changes"]
 COUNTER_TOPICS = ["bpdus/sent", "bpdus/received", "bpdus/rejected", "messages/forwarded",
                   "messages/received", "messages/duplicates", "messages/discarded",
-                  "messages/off_tree", "messages/replayed", "messages/dropped"]
+                  "messages/off_tree", "messages/resynced", "messages/lost", "messages/dropped"]
 PEER_COUNTERS = ["bpdus/sent", "bpdus/received"]
 
 
@@ -131,7 +131,8 @@ TABLE_LABELS = {"id": "id", "capability": "capability", "root/id": "root id",
                 "messages/duplicates": "messages duplicates",
                 "messages/discarded": "messages discarded",
                 "messages/off_tree": "messages off tree",
-                "messages/replayed": "messages replayed", "messages/dropped": "messages dropped"}
+                "messages/resynced": "messages resynced", "messages/lost": "messages lost",
+                "messages/dropped": "messages dropped"}
 
 
 def check_against_sys(doc, before, after):

@@ -94,41 +94,58 @@ static void test_origin_malformed(void **state)
 static void test_window_in_order_and_repeats(void **state)
 {
     (void)state;
-    struct peer_window *w = calloc(1, sizeof *w);
-    for (uint64_t s = 1; s <= 1000; s++) assert_false(peer_window_check(w, s));
-    for (uint64_t s = 1; s <= 1000; s++) assert_true(peer_window_check(w, s));
+    struct seqset *w = calloc(1, sizeof *w);
+    for (uint64_t s = 1; s <= 1000; s++) assert_false(peer_seen_check(w, true, s));
+    for (uint64_t s = 1; s <= 1000; s++) assert_true(peer_seen_check(w, true, s));
+    seqset_free(w);
     free(w);
 }
 
 static void test_window_out_of_order_and_gaps(void **state)
 {
     (void)state;
-    struct peer_window *w = calloc(1, sizeof *w);
-    assert_false(peer_window_check(w, 10));
-    assert_false(peer_window_check(w, 3)); /* behind the highest, not seen yet */
-    assert_true(peer_window_check(w, 3));
-    assert_false(peer_window_check(w, 9));
-    assert_false(peer_window_check(w, 200));
-    for (uint64_t s = 11; s < 200; s++) assert_false(peer_window_check(w, s)); /* the gap */
-    assert_true(peer_window_check(w, 150));
-    assert_true(peer_window_check(w, 10));
+    struct seqset *w = calloc(1, sizeof *w);
+    assert_false(peer_seen_check(w, true, 10));
+    assert_false(peer_seen_check(w, true, 3)); /* behind the highest, not seen yet */
+    assert_true(peer_seen_check(w, true, 3));
+    assert_false(peer_seen_check(w, true, 9));
+    assert_false(peer_seen_check(w, true, 200));
+    for (uint64_t s = 11; s < 200; s++) assert_false(peer_seen_check(w, true, s)); /* the gap */
+    assert_true(peer_seen_check(w, true, 150));
+    assert_true(peer_seen_check(w, true, 10));
+    seqset_free(w);
     free(w);
 }
 
 static void test_window_far_jump_and_too_old(void **state)
 {
     (void)state;
-    struct peer_window *w = calloc(1, sizeof *w);
-    assert_false(peer_window_check(w, 5));
+    struct seqset *w = calloc(1, sizeof *w);
+    assert_false(peer_seen_check(w, true, 5));
     /* A jump beyond the window forgets everything before it; what falls out of the window
      * cannot be told apart from a duplicate and is treated as one. */
     uint64_t far = 5 + PEER_WINDOW + 10;
-    assert_false(peer_window_check(w, far));
-    assert_true(peer_window_check(w, 5));
-    assert_true(peer_window_check(w, far - PEER_WINDOW));
-    assert_false(peer_window_check(w, far - PEER_WINDOW + 1)); /* the oldest still tracked */
-    /* Bits of old numbers are reused: a slot seen PEER_WINDOW ago reads as unseen now. */
-    assert_false(peer_window_check(w, far + 1));
+    assert_false(peer_seen_check(w, true, far));
+    assert_true(peer_seen_check(w, true, 5));
+    assert_true(peer_seen_check(w, true, far - PEER_WINDOW));
+    assert_false(peer_seen_check(w, true, far - PEER_WINDOW + 1)); /* the oldest still tracked */
+    assert_false(peer_seen_check(w, true, far + 1)); /* the next one is new */
+    seqset_free(w);
+    free(w);
+}
+
+static void test_exact_set_keeps_old_gaps(void **state)
+{
+    (void)state;
+    /* A QoS 1/2 run (not windowed): a gap far behind stays open for a resync to fill */
+    struct seqset *w = calloc(1, sizeof *w);
+    assert_false(peer_seen_check(w, false, 1));
+    uint64_t far = 2 + 3 * PEER_WINDOW;
+    assert_false(peer_seen_check(w, false, far));
+    assert_false(peer_seen_check(w, false, 2));
+    assert_true(peer_seen_check(w, false, 2));
+    assert_false(peer_seen_check(w, false, far - 1));
+    seqset_free(w);
     free(w);
 }
 
@@ -225,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_window_in_order_and_repeats),
         cmocka_unit_test(test_window_out_of_order_and_gaps),
         cmocka_unit_test(test_window_far_jump_and_too_old),
+        cmocka_unit_test(test_exact_set_keeps_old_gaps),
         cmocka_unit_test(test_identity_text),
         cmocka_unit_test(test_auth_vectors),
         cmocka_unit_test(test_auth_check_refuses_any_change),

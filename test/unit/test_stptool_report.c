@@ -47,15 +47,16 @@ static void test_table(void **state)
         "messages duplicates  1\n"
         "messages discarded   0\n"
         "messages off tree    -\n"
-        "messages replayed    2\n"
+        "messages resynced    2\n"
+        "messages lost        0\n"
         "messages dropped     0\n"
         "\n"
         "peer            state  role     forwarding  srtt_us  cost_us  bpdus_sent  "
-        "bpdus_received\n"
+        "bpdus_received  resync_messages  resync_bytes\n"
         "10.0.0.2:1883   up     root     yes            2345     2300          60  "
-        "            59\n"
+        "            59                0             0\n"
         "10.0.0.14:1883  up     blocked  no            15000    14800          60  "
-        "            61\n";
+        "            61                -             -\n";
     assert_string_equal(text, want);
     free(text);
     stp_view_free(&v);
@@ -107,7 +108,7 @@ static void test_json(void **state)
     assert_true(cJSON_IsNull(item(root, "link")));
     assert_int_equal(item(json, "topology_changes")->valuedouble, 3);
     assert_int_equal(item(item(json, "bpdus"), "received")->valuedouble, 118);
-    assert_int_equal(item(item(json, "messages"), "replayed")->valuedouble, 2);
+    assert_int_equal(item(item(json, "messages"), "resynced")->valuedouble, 2);
 
     const cJSON *peers = item(json, "peers");
     assert_true(cJSON_IsArray(peers));
