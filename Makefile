@@ -10,7 +10,7 @@ DESTDIR ?=
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
-	chaos crash fuzz install mosquitto-tests clean
+	chaos partition-soak crash fuzz install mosquitto-tests clean
 
 all: build
 
@@ -57,6 +57,19 @@ chaos: build
 	@ARBOR_CHAOS_SECONDS=$${ARBOR_CHAOS_SECONDS:-120} ARBOR_BIN=$(CURDIR)/$(BUILD)/arbor \
 		ARBOR_BUILD_DIR=$(CURDIR)/$(BUILD) .venv/bin/python -m pytest -q -p no:cacheprovider \
 		--timeout=900 test/integration/test_peer_chaos.py
+
+# Store and forward between brokers across long partitions (make test runs 120 s): the
+# partition test with the middle link cut for 5 minutes, then for 30 minutes (about 70
+# minutes in all; ARBOR_PARTITION_LIST="300" for the short one only).
+partition-soak: build
+	@scripts/setup-venv.sh
+	@for seconds in $${ARBOR_PARTITION_LIST:-300 1800}; do \
+		echo "partition of $$seconds s"; \
+		ARBOR_PARTITION_SECONDS=$$seconds ARBOR_BIN=$(CURDIR)/$(BUILD)/arbor \
+		ARBOR_BUILD_DIR=$(CURDIR)/$(BUILD) .venv/bin/python -m pytest -q -p no:cacheprovider \
+		-n 2 --dist load --timeout=$$((seconds * 3 + 600)) \
+		test/integration/test_peer_partition.py -k heals || exit 1; \
+	done
 
 # arbor with persistence (snapshot, durable) against mosquitto with persistence, about 5
 # minutes (not part of `make test`): replaces the Persistence section of docs/benchmarks.md.

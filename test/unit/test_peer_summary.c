@@ -1,0 +1,160 @@
+/*
+ * test_peer_summary.c: the resync's summary and lost notice text (src/peer/peer_summary.c,
+ * docs/mqtt-st-protocol.md 7.3.1) both ways, its strictness, and the message log
+ * (src/peer/peer_log.c): serials that keep counting, the count, byte and age limits.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "message.h"
+#include "peer_log.h"
+#include "peer_summary.h"
+
+static void summary_round_trip(void **state)
+{
+    (void)state;
+    struct abuf out = {0};
+    struct seqset a = {0}, b = {0};
+    struct stp_broker_id ida, idb;
+    assert_true(stp_broker_id_from_text(&ida, "192.168.1.7:1884"));
+    assert_true(stp_broker_id_from_text(&idb, "[2001:db8::1]:1883"));
+    seqset_add_range(&a, 1, 1042);
+    seqset_add_range(&a, 1050, 1077);
+    seqset_add(&a, 2000);
+    seqset_add(&b, 7);
+    assert_int_equal(peer_summary_format_header(&out, false, true, false), 0);
+    assert_int_equal(peer_summary_format_run(&out, &ida, UINT64_C(0x5f0c2a9e11d3b7a4), &a), 0);
+    assert_int_equal(peer_summary_format_run(&out, &idb, 2, &b), 0);
+    const char *expected = "summary 1 want\n"
+                           "run 192.168.1.7:1884 5f0c2a9e11d3b7a4 1-1042,1050-1077,2000\n"
+                           "run [2001:db8::1]:1883 0000000000000002 7\n";
+    assert_int_equal(out.len, strlen(expected));
+    assert_memory_equal(out.data, expected, out.len);
+    struct peer_summary s;
+    assert_int_equal(peer_summary_parse(out.data, out.len, false, &s), 0);
+    assert_true(s.want && !s.fresh && !s.lost);
+    assert_int_equal(s.count, 2);
+    const struct seqset *back = peer_summary_find(&s, &ida, UINT64_C(0x5f0c2a9e11d3b7a4));
+    assert_non_null(back);
+    assert_int_equal(back->count, 3);
+    assert_true(seqset_contains(back, 1042) && !seqset_contains(back, 1043));
+    assert_true(seqset_contains(back, 2000));
+    assert_null(peer_summary_find(&s, &ida, 2));
+    assert_non_null(peer_summary_find(&s, &idb, 2));
+    peer_summary_free(&s);
+    seqset_free(&a);
+    seqset_free(&b);
+    abuf_free(&out);
+}
+
+static void headers(void **state)
+{
+    (void)state;
+    struct peer_summary s;
+    const char *reply = "summary 1 reply fresh\n";
+    assert_int_equal(peer_summary_parse((const uint8_t *)reply, strlen(reply), false, &s), 0);
+    assert_true(!s.want && s.fresh && s.count == 0);
+    peer_summary_free(&s);
+    const char *lost = "lost 1\nrun 10.0.0.1:1883 0000000000000000 1-200\n";
+    assert_int_equal(peer_summary_parse((const uint8_t *)lost, strlen(lost), true, &s), 0);
+    assert_true(s.lost && s.count == 1);
+    peer_summary_free(&s);
+    struct abuf out = {0};
+    assert_int_equal(peer_summary_format_header(&out, true, false, false), 0);
+    assert_int_equal(peer_summary_format_header(&out, false, false, true), 0);
+    assert_memory_equal(out.data, "lost 1\nsummary 1 reply fresh\n", out.len);
+    abuf_free(&out);
+}
+
+static void malformed_text_is_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "",
+        "summary 1\n",
+        "summary 2 want\n",
+        "summary 1 want fresh extra\n",
+        "summary 1 want ",
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 5-3\n",          /* backwards */
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 1-5,5-9\n",      /* overlapping */
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 9,3\n",          /* not ascending */
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 0-3\n",          /* 0 */
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 1,\n",
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 1-\n",
+        "summary 1 want\nrun 10.0.0.1:1883 000000000000000 1\n",             /* 15 hex */
+        "summary 1 want\nrun host:1883 0000000000000000 1\n",
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000\n",              /* no ranges */
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 1\n"
+        "run 10.0.0.1:1883 0000000000000000 2\n",                            /* twice */
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 99999999999999999999\n",
+        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 1",              /* no LF */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct peer_summary s;
+        if (peer_summary_parse((const uint8_t *)bad[i], strlen(bad[i]), false, &s) != -1)
+            fail_msg("accepted case %zu: %s", i, bad[i]);
+        assert_int_equal(s.count, 0);
+    }
+    struct peer_summary s; /* a lost notice lists at least one run */
+    assert_int_equal(peer_summary_parse((const uint8_t *)"lost 1\n", 7, true, &s), -1);
+}
+
+/* ---- the log ------------------------------------------------------------------------------ */
+
+static struct message *msg_of(struct message_counters *counters, size_t payload)
+{
+    static const char zeros[4096];
+    return message_create(counters, "t", 1, zeros, payload, NULL, 0, 1, false, 0, 0, 0);
+}
+
+static void log_limits(void **state)
+{
+    (void)state;
+    struct message_counters counters = {0};
+    struct peer_log log = {.max_messages = 3000, .max_bytes = 100 * 1000, .max_age_ms = 1000};
+    for (int i = 0; i < 5000; i++) { /* 11 bytes each: the count limit binds */
+        struct message *m = msg_of(&counters, 10);
+        assert_int_equal(peer_log_add(&log, m, i / 10), 0);
+        message_unref(m);
+    }
+    assert_int_equal(log.len, 3000);
+    assert_int_equal(log.evicted, 2000);
+    assert_int_equal(log.head_serial, 2000);
+    assert_int_equal(peer_log_end(&log), 5000);
+    assert_null(peer_log_at(&log, 1999));
+    assert_non_null(peer_log_at(&log, 2000));
+    assert_null(peer_log_at(&log, 5000));
+    assert_int_equal(log.bytes, 3000 * 11);
+    /* bytes: a 4000-byte message pushes out what no longer fits */
+    struct message *big = msg_of(&counters, 4000);
+    for (int i = 0; i < 30; i++) assert_int_equal(peer_log_add(&log, big, 500), 0);
+    message_unref(big);
+    assert_true(log.bytes <= 100 * 1000);
+    assert_int_equal(peer_log_at(&log, peer_log_end(&log) - 1)->msg->payload_len, 4000);
+    /* age: only what was logged within the last second stays */
+    peer_log_expire(&log, 1450);
+    for (uint64_t s = log.head_serial; s < peer_log_end(&log); s++)
+        assert_true(peer_log_at(&log, s)->at_ms >= 450);
+    peer_log_expire(&log, 5000);
+    assert_int_equal(log.len, 0);
+    assert_int_equal(log.bytes, 0);
+    peer_log_free(&log);
+    assert_int_equal(counters.count, 0); /* every reference given back */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(summary_round_trip),
+        cmocka_unit_test(headers),
+        cmocka_unit_test(malformed_text_is_refused),
+        cmocka_unit_test(log_limits),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
