@@ -298,6 +298,7 @@ static void elect(struct bridge *b, int64_t now)
         log_notice("Bridge %s: this broker now runs the bridge for the tree.", b->cfg->name);
         bridge_activate(b);
     } else if (chosen != 0 && t->holding) {
+        announce(b); /* the last delivered marks, so the next holder skips what went out */
         t->holding = false;
         t->next_announce_ms = now;
         log_notice("Bridge %s: broker %s runs the bridge for the tree; standing by.",
