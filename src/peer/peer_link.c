@@ -51,6 +51,7 @@ static void link_up_if_complete(struct peer_net *net, struct peer_link *link)
 {
     if (link->stp_id || !link->out || !link->in) return;
     link->stp_id = net->next_link_id++;
+    peer_resync_link_up(link);
     log_notice("MQTT-ST: link to %s up (rtt %u us).", link->name, link->out->handshake_rtt_us);
     peer_note_change(net);
     stp_link_up(net->stp, link->stp_id, link->out->handshake_rtt_us, (uint64_t)net->broker->now_ms);

@@ -124,6 +124,7 @@ struct peer_accepted {
 /* A link's resync (docs/mqtt-st-protocol.md 7.3, peer_resync.c). */
 enum peer_resync_state {
     RESYNC_IDLE,    /* live: every message goes on the link */
+    RESYNC_PENDING, /* up, not resynced yet (it has not started forwarding): no QoS 1/2 */
     RESYNC_WAITING, /* our summary with `want` sent; no QoS 1/2 message on the link */
     RESYNC_WALKING, /* walking the log with the neighbour's summary */
 };
@@ -294,6 +295,9 @@ bool peer_seen_check(struct seqset *seen, bool windowed, uint64_t seq);
 /* peer_resync.c (docs/mqtt-st-protocol.md 7.3) */
 /* The link started forwarding at this end: ask the neighbour what it has. */
 void peer_resync_start(struct peer_net *net, struct peer_link *link);
+/* The link came up: until it resyncs, no QoS 1/2 message goes on it (not even while the tree
+ * settles: its resync sends them, in order). */
+void peer_resync_link_up(struct peer_link *link);
 /* The link went down: forget its resync. */
 void peer_resync_reset(struct peer_link *link);
 /* A link-local PUBLISH (summary, lost) from the neighbour: 0 or an MQTT reason code. */

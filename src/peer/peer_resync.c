@@ -115,6 +115,12 @@ void peer_resync_reset(struct peer_link *link)
     link->resync = RESYNC_IDLE;
 }
 
+void peer_resync_link_up(struct peer_link *link)
+{
+    walk_free(link);
+    link->resync = RESYNC_PENDING;
+}
+
 void peer_resync_start(struct peer_net *net, struct peer_link *link)
 {
     if (!link || !link->out) return;
@@ -240,7 +246,9 @@ int64_t peer_resync_pump(struct peer_net *net)
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp)
     {
-        if (!link->stp_id || !link->out || link->resync == RESYNC_IDLE) continue;
+        if (!link->stp_id || !link->out || link->resync == RESYNC_IDLE ||
+            link->resync == RESYNC_PENDING)
+            continue;
         if (link->resync == RESYNC_WAITING) { /* no answer: ask again */
             if (now - link->resync_since_ms >= patience) {
                 log_warning("Warning: MQTT-ST: no resync summary from %s; asking again.",

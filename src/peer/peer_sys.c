@@ -60,9 +60,9 @@ static void publish_link(struct peer_net *net, struct peer_link *link)
     publish_peer(broker, link, "bpdus/sent", number);
     snprintf(number, sizeof number, "%" PRIu64, link->bpdus_received);
     publish_peer(broker, link, "bpdus/received", number);
-    snprintf(number, sizeof number, "%" PRIu64, link->resync == RESYNC_IDLE ? 0 : link->walk_messages);
+    snprintf(number, sizeof number, "%" PRIu64, link->resync == RESYNC_WALKING ? link->walk_messages : 0);
     publish_peer(broker, link, "resync/messages", number);
-    snprintf(number, sizeof number, "%" PRIu64, link->resync == RESYNC_IDLE ? 0 : link->walk_bytes);
+    snprintf(number, sizeof number, "%" PRIu64, link->resync == RESYNC_WALKING ? link->walk_bytes : 0);
     publish_peer(broker, link, "resync/bytes", number);
     link->sys_published = true;
 }
