@@ -10,12 +10,13 @@ can cut one broker's path alone (DelayProxy.cut_from).
 
 Checked: one holder that every broker names, one bridge connection at the remote, each
 message once at the remote and each of the remote's messages once on every broker;
-bridge_priority decides; the holder killed, or its path to the remote cut, hands the bridge
-to another broker within max_age + 2 s with no QoS 1 message lost and the duplicates within
-what 7.5 allows (times and counts printed); the role does not move back once the old holder
-could hold again; messages queued everywhere while the remote is down all arrive, in order
-and once, after the holder is killed; a message from the remote is never sent back to it,
-also after a failover; a client cannot publish on `$MQTT-ST/`.
+bridge_priority decides; the holder killed, its path to the remote cut, or its session there
+taken over by a client, hands the bridge to another broker within max_age + 2 s with no
+QoS 1 message lost and the duplicates within what 7.5 allows (times and counts printed); the
+role does not move back once the old holder could hold again; messages queued everywhere
+while the remote is down all arrive, in order and once, after the holder is killed; a message
+from the remote is never sent back to it, also after a failover; a client cannot publish on
+`$MQTT-ST/`.
 """
 
 import collections
@@ -316,15 +317,35 @@ def test_failover_when_holder_is_killed(bridged):
     assert tree.wait_one_holder([1, 2]) == 1
 
 
-def test_failover_when_holder_loses_its_link(bridged):
+@pytest.mark.parametrize("how", ["path reset", "session taken at the remote"])
+def test_failover_when_holder_loses_its_link(bridged, how):
+    """The holder's connection to the remote fails: the proxy resets its path (and every
+    attempt on it), or a client takes its remote_clientid over at the remote (as a remote
+    restart or a network failure would end it)."""
     tree = bridged(["sensors/# out 1"])
     c = tree.c
-    result = stream_failover(tree, lambda: tree.proxy.cut_from(source(0)))
-    check_duplicates("holder's path cut", *result)
+    intruder = []
+
+    def cut():
+        if how == "path reset":
+            tree.proxy.cut_from(source(0))
+        else:
+            intruder.append(PahoClient(tree.r, client_id="edge-0"))
+
+    def heal():
+        if how == "path reset":
+            tree.proxy.heal_from(source(0))
+        else:
+            intruder[0].close()
+
+    result = stream_failover(tree, cut)
+    check_duplicates("holder's link lost (%s)" % how, *result)
     new = tree.wait_one_holder(range(3))
     assert new == 1   # broker 0 is failing: the best-ranked healthy candidate
+    c.brokers[0].wait_log("Bridge central: broker %s runs the bridge for the tree; standing by."
+                          % c.identity(1))
     tree.wait_connected(1)
-    tree.proxy.heal_from(source(0))
+    heal()
 
     # Sticky. Broker 0 reports itself failing for 30 s after its last attempt (7.5 healthy),
     # and a standby does not dial, so until then nothing could move the role back. A restart
