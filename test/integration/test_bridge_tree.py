@@ -239,9 +239,10 @@ def stream_failover(tree, cut):
     # everything again) would exceed the duplicates allowed
     stream.wait_sent(300, timeout=15)
     wait_until(lambda: len(rec.numbers("s")) >= 250, 15, what="the stream at the remote")
-    at_cut = len(stream.sent)
     cut_at = time.monotonic()
     cut()
+    # published after the cut took effect (the one being published may have gone before)
+    at_cut = len(stream.sent) + 1
     takeover = tree.wait_taken_over(0, [1, 2], cut_at)
     wait_until(lambda: rec.first_arrival("s", at_cut) is not None, TAKEOVER + 15,
                interval=0.005, what="the remote receiving again")
@@ -464,14 +465,18 @@ def test_client_cannot_publish_control(bridged, raw):
     watchers = {i: c.client(i, client_id="watch%d" % i) for i in range(3)}
     for w in watchers.values():
         w.subscribe("$MQTT-ST/#", 0)
+    everything = c.client(1, client_id="watch-everything")
+    everything.subscribe("#", 0)     # does not match $MQTT-ST/, as it does not match $SYS/
     # the subscribers do see the tree's own announcements (broker 2's on every broker)
     for i, w in watchers.items():
-        wait_message(w, announcement_of(c, 2, "bridge 1", "role standby"), 10,
-                     "broker 2's announcement on broker %d" % i)
-    # a standby forging a holder's announcement of the highest rank: were it routed, broker 0
-    # would step down (two holders, the lower-ranked one gives way)
-    forged = ("bridge 1\nfingerprint 0000000000000000\nrole holder\nhealth ok\n"
-              "priority 65535\ncapability 999999\nforged\n").encode()
+        genuine = wait_message(w, announcement_of(c, 2, "bridge 1", "role standby"), 10,
+                               "broker 2's announcement on broker %d" % i)
+    fingerprint = [line for line in genuine.payload.decode().split("\n")
+                   if line.startswith("fingerprint ")][0]
+    # a standby forging a holder's announcement of the highest rank for the same bridge: were
+    # it routed, broker 0 would step down (two holders, the lower-ranked one gives way)
+    forged = ("bridge 1\n%s\nrole holder\nhealth ok\npriority 65535\ncapability 999999\n"
+              "forged\n" % fingerprint).encode()
     forger = v5_client(c.brokers[2], raw, "forger")
     for topic in ("$MQTT-ST/bridge/x", "$MQTT-ST/bridge/central"):
         ack = forger.publish(topic, forged, qos=1)
@@ -479,12 +484,18 @@ def test_client_cannot_publish_control(bridged, raw):
         forger.publish(topic, forged, qos=0)
     assert forger.is_open()
     c.brokers[2].wait_log("Denied PUBLISH from forger on $MQTT-ST/bridge/central.")
+    # nor as a will (accepted, never published, as one on $SYS)
+    will = v5_client(c.brokers[2], raw, "will-forger",
+                     will={"topic": "$MQTT-ST/bridge/central", "payload": forged, "qos": 1})
+    will.close()                        # no DISCONNECT: the will is due at once
+    c.brokers[2].wait_log("Client will-forger closed its connection.")
     deadline = time.monotonic() + 10 * HELLO   # genuine announcements meanwhile, not that one
     while time.monotonic() < deadline:
-        for i, w in watchers.items():
+        for i, w in list(watchers.items()) + [("#", everything)]:
             try:
                 m = w.get_message(0.05)
             except AssertionError:
                 continue
             assert b"forged" not in m.payload, (i, m)
+            assert i != "#" or not m.topic.startswith("$"), m
     assert tree.roles(range(3)) == {0: "holder", 1: "standby", 2: "standby"}
