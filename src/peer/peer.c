@@ -296,6 +296,10 @@ int peer_net_start(struct broker *broker)
     net->pressure.low = PEER_BACKLOG_LOW;
     net->log.max_messages = cfg->peer_log_max_messages;
     net->log.max_bytes = cfg->peer_log_max_bytes;
+    /* With memory_limit the log takes at most half of it, so that what it holds for resyncs
+     * never makes the broker refuse new messages. */
+    if (cfg->memory_limit && net->log.max_bytes > cfg->memory_limit / 2)
+        net->log.max_bytes = cfg->memory_limit / 2 ? cfg->memory_limit / 2 : 1;
     net->log.max_age_ms = (int64_t)cfg->peer_log_max_age_s * 1000;
     if (create_core(net) != 0) {
         log_error("Error: MQTT-ST: invalid spanning-tree parameters or out of memory.");

@@ -453,9 +453,19 @@ static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uin
         CHECK(mqtt_decode_publish(MQTT_V5, flags, body, len, &p) == 0);
         CHECK(p.qos == 2 && p.topic.len > 0);
         struct wire_bytes value;
-        struct message_origin origin;
-        CHECK(user_property(&p.props, PEER_ORIGIN_PROPERTY, &value));
-        CHECK(peer_origin_parse(value, &origin));
+        if (p.topic.len > strlen(PEER_LINK_TOPIC_PREFIX) &&
+            memcmp(p.topic.data, PEER_LINK_TOPIC_PREFIX, strlen(PEER_LINK_TOPIC_PREFIX)) == 0) {
+            /* a resync's own packet (7.3.1): no origin, a summary or lost notice that parses */
+            struct peer_summary summary;
+            bool lost = p.topic.len == strlen(PEER_LOST_TOPIC);
+            CHECK(!user_property(&p.props, PEER_ORIGIN_PROPERTY, &value));
+            CHECK(peer_summary_parse(p.payload, p.payload_len, lost, &summary) == 0);
+            peer_summary_free(&summary);
+        } else {
+            struct message_origin origin;
+            CHECK(user_property(&p.props, PEER_ORIGIN_PROPERTY, &value));
+            CHECK(peer_origin_parse(value, &origin));
+        }
         ring_push(&s->pubrec_due, p.packet_id);
         break;
     }
