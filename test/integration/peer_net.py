@@ -2,7 +2,8 @@
 
 What it provides:
   DelayProxy    a TCP proxy on 127.0.0.1 that delays each direction, and can cut the path
-                (reset every connection, or black-hole it) and heal it again.
+                (reset every connection, or black-hole it, or reset those of one dialer's
+                source address) and heal it again.
   Cluster       n brokers linked by `peer` lines along given edges, every connection of every
                 link through its own DelayProxy, with $SYS/broker/stp watchers, kill / stop /
                 restart, per-link delay and cuts, wait_tree(), check_spanning_tree(), oracle().
@@ -80,6 +81,7 @@ class _Relay:
         self.connecting = False
         self.held = False                 # accepted during a black hole: no upstream yet
         self.closed = False
+        self.source = None                # the dialer's address
 
 
 class DelayProxy:
@@ -93,6 +95,10 @@ class DelayProxy:
       cut("blackhole")  keep every socket open but move nothing; new connections are accepted
                         and held; heal() lets everything (held data included) flow again
       heal()            back to normal (connections reset by a cut stay gone)
+      cut_from(host)    as cut("reset"), but only for the connections dialled from source
+                        address `host` (e.g. 127.1.2.1, a broker's bridge_bind_address), so
+                        that one of several dialers sharing the proxy loses its path alone;
+                        heal_from(host) ends that
       close()           stop the thread and close every socket
 
     All methods are synchronous: when they return, the proxy thread has applied them.
@@ -105,6 +111,7 @@ class DelayProxy:
         self.forwarded = [0, 0]
         self._delay = [delay_ms / 1000.0, delay_ms / 1000.0]
         self._mode = "open"
+        self._cut_sources = set()         # cut_from(): dialers whose connections are reset
         self._relays = []
         self._registered = {}
         self._commands = collections.deque()
@@ -154,6 +161,12 @@ class DelayProxy:
 
     def heal(self):
         self._call(self._heal)
+
+    def cut_from(self, host):
+        self._call(lambda: self._cut_from(host))
+
+    def heal_from(self, host):
+        self._call(lambda: self._cut_sources.discard(host))
 
     def connection_count(self):
         return self._call(lambda: len(self._relays))
@@ -246,7 +259,7 @@ class DelayProxy:
     def _accept(self):
         while True:
             try:
-                client, _ = self._listener.accept()
+                client, source = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
@@ -254,10 +267,11 @@ class DelayProxy:
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.accepted += 1
-            if self._mode == "reset":
+            if self._mode == "reset" or source[0] in self._cut_sources:
                 _reset_socket(client)
                 continue
             relay = _Relay(client)
+            relay.source = source[0]
             self._relays.append(relay)
             if self._mode == "blackhole":
                 relay.held = True
@@ -398,6 +412,12 @@ class DelayProxy:
                 self._abort(relay)
             else:
                 self._settle(relay)
+
+    def _cut_from(self, host):
+        self._cut_sources.add(host)
+        for relay in list(self._relays):
+            if relay.source == host:
+                self._abort(relay)
 
     def _heal(self):
         self._mode = "open"
@@ -948,6 +968,8 @@ class Cluster:
       capabilities   per broker (default 1000 * (n - i): broker 0 is the root)
       secret         peer_secret; None: peer_allow_unauthenticated true instead
       extra_lines    added to every broker's config ("{index}" replaced by its index)
+      broker_lines   {index: [lines]}: added to that broker's config after extra_lines (for
+                     values that differ per broker in other ways than by the index)
       delays         {(a, b): one-way delay in ms} applied to both proxies of the link
       plain          True: leave out every MQTT-ST line (peer, peer_*, stp_*), so that the
                      harness itself can be tested on a broker without peer support
@@ -977,7 +999,7 @@ class Cluster:
 
     def __init__(self, n, edges, capabilities=None, secret=DEFAULT_SECRET, extra_lines=(),
                  hello=0.2, max_age=1.0, delays=None, tmp_dir=None, start=True, plain=False,
-                 stp_prefix=STP_PREFIX, tls=False, tls_listener_ca=None):
+                 stp_prefix=STP_PREFIX, tls=False, tls_listener_ca=None, broker_lines=None):
         self.n = n
         self.plain = plain
         self.pki = (tls if isinstance(tls, dict) else tls_peer_pki(n)) if tls else None
@@ -993,6 +1015,7 @@ class Cluster:
         self.capabilities = list(capabilities or [1000 * (n - i) for i in range(n)])
         self.secret = secret
         self.extra_lines = list(extra_lines)
+        self.broker_lines = {i: list(v) for i, v in (broker_lines or {}).items()}
         self.hello = hello
         self.max_age = max_age
         self._own_tmp = tmp_dir is None
@@ -1040,7 +1063,8 @@ class Cluster:
                   "log_dest file %s" % b.log_path,
                   "log_type all"]
         # "{index}" in an extra line becomes the broker's index (a file of its own)
-        extra = [text.replace("{index}", str(i)) for text in self.extra_lines]
+        extra = [text.replace("{index}", str(i))
+                 for text in self.extra_lines + self.broker_lines.get(i, [])]
         if self.plain:
             return common + extra
         lines = ["peer_identity %s" % b.identity,

@@ -2,8 +2,8 @@
 rely on must work before they can mean anything.
 
 Covers: DelayProxy (a client through it sees the delay each way, changes of delay keep the
-byte order, cut("reset") resets existing and new connections, cut("blackhole") stalls them
-and heal() lets the held data through, close()); the graph helpers (connected random graphs,
+byte order, cut("reset") resets existing and new connections, cut_from(host) only those of one
+source address, cut("blackhole") stalls them and heal() lets the held data through, close()); the graph helpers (connected random graphs,
 delays with clear root-link margins); Snapshot checks, check_spanning_tree() and oracle() on
 made-up snapshots (a correct triangle passes, a loop or a wrong role fails); Collector's
 exactly-once check (it passes on single copies and catches a duplicate and a missing copy);
@@ -143,6 +143,45 @@ def test_proxy_cut_reset_closes_connections_and_refuses_new_ones(broker, proxies
     assert again.is_open()
     again.close()
     raw.close()
+
+
+def test_proxy_cut_from_resets_one_source_only(broker, proxies):
+    b = broker()
+    p = proxies(0, b.port)
+
+    def dial(source, client_id):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(2.0)
+        s.bind((source, 0))
+        s.connect(("127.0.0.1", p.port))
+        s.sendall(mp.connect(client_id))
+        return s
+
+    def is_reset(s):
+        try:
+            return s.recv(10) == b""
+        except ConnectionResetError:
+            return True
+        finally:
+            s.close()
+
+    cut = dial("127.1.0.1", "cut")
+    spared = dial("127.1.1.1", "spared")
+    for s in (cut, spared):
+        assert s.recv(4)[:1] == b"\x20"               # CONNACK
+    p.cut_from("127.1.0.1")
+    assert p.connection_count() == 1
+    assert is_reset(cut)
+    spared.sendall(mp.pingreq())
+    assert spared.recv(2) == b"\xd0\x00"              # PINGRESP: the other dialer is untouched
+    assert is_reset(dial("127.1.0.1", "during-cut"))  # new ones from there are reset at once
+    other = dial("127.1.1.1", "other-during-cut")
+    assert other.recv(4)[:1] == b"\x20"
+    p.heal_from("127.1.0.1")
+    again = dial("127.1.0.1", "after-heal")
+    assert again.recv(4)[:1] == b"\x20"
+    for s in (spared, other, again):
+        s.close()
 
 
 def test_proxy_blackhole_stalls_and_heal_delivers_what_was_held(broker, proxies):
