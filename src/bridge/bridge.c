@@ -276,7 +276,7 @@ int bridges_start(struct broker *broker)
         b->state = b->cfg->start_type == BRIDGE_START_LAZY ? BRIDGE_IDLE : BRIDGE_WAITING;
         b->retry_at_ms = broker->now_ms;
         bridge_tree_start(b); /* with peers: a candidate of the tree, standing by at first */
-        if (!b->cfg->tls.cafile.value && !b->cfg->tls.capath.value) continue;
+        if (!bridge_config_uses_tls(b->cfg)) continue;
         char err[512];
         if (tls_bridge_context_build(&b->cfg->tls, &b->tls, err, sizeof err) != 0) {
             log_error("Error: %s", err);

@@ -87,7 +87,7 @@ struct bridge {
     uint8_t *incoming_qos2;  /* bitmap: QoS 2 ids received, PUBREL not yet */
     uint16_t remote_receive_max; /* MQTT 5 CONNACK's Receive Maximum; 0: not given */
     uint32_t remote_max_packet;  /* MQTT 5 CONNACK's Maximum Packet Size; 0: not given */
-    struct tls_context *tls; /* bridge_cafile/capath given: the TLS client context */
+    struct tls_context *tls; /* bridge_cafile/capath or _psk given: the TLS client context */
     uint64_t sent, received, dropped;
     bool standby;  /* another broker of the tree holds this bridge: no connection here */
     bool closing;  /* bridge_link_close: the connection ends on purpose, not by a failure */

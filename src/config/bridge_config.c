@@ -11,6 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
+#include "psk_file.h"
 #include "topic.h"
 
 static const char *const bridge_directives[] = {
@@ -96,6 +99,15 @@ static void one_free(struct bridge_config *b)
     free(b->tls.capath.value);
     free(b->tls.certfile.value);
     free(b->tls.keyfile.value);
+    free(b->tls.alpn.value);
+    free(b->tls.psk_identity.value);
+    if (b->tls.psk.value) OPENSSL_cleanse(b->tls.psk.value, strlen(b->tls.psk.value));
+    free(b->tls.psk.value);
+}
+
+bool bridge_config_uses_tls(const struct bridge_config *b)
+{
+    return b->tls.cafile.value || b->tls.capath.value || b->tls.psk.value;
 }
 
 void bridge_config_free(struct bridge_config *bridges, size_t count)
@@ -285,6 +297,34 @@ static int one_word(const struct bridge_line *line, const char *what, char *why,
     return 0;
 }
 
+/* A text value with its place, for the checks made once the bridge is complete. */
+static int set_setting(struct arbor_setting *slot, const char *value,
+                       const struct bridge_line *line, char *why, size_t why_len)
+{
+    if (value[0] == '\0') return FAIL("missing value");
+    char *copy = strdup(value);
+    if (!copy) return FAIL("out of memory");
+    free(slot->value);
+    slot->value = copy;
+    slot->at = line->at;
+    return 0;
+}
+
+/* bridge_psk: checked here as psk_file's keys are (the TLS transport reads it again). */
+static int set_psk(struct arbor_setting *slot, const struct bridge_line *line, char *why,
+                   size_t why_len)
+{
+    if (one_word(line, "a key in hexadecimal", why, why_len) != 0) return -1;
+    uint8_t key[PSK_KEY_MAX_BYTES];
+    size_t len;
+    const char *reason;
+    int rc = psk_key_from_hex(line->words[0], key, &len, &reason);
+    OPENSSL_cleanse(key, sizeof key);
+    if (rc != 0) return FAIL("%s", reason);
+    if (slot->value) OPENSSL_cleanse(slot->value, strlen(slot->value));
+    return set_setting(slot, line->words[0], line, why, why_len);
+}
+
 static int set_bool(bool *slot, const struct bridge_line *line, char *why, size_t why_len)
 {
     if (one_word(line, "true or false", why, why_len) != 0) return -1;
@@ -471,12 +511,84 @@ int bridge_config_line(struct bridge_config **bridges, size_t *count,
             return FAIL("value \"%s\" is not tlsv1.3, tlsv1.2 or tlsv1.1", v);
         return 0;
     }
-    /* bridge_alpn, bridge_identity, bridge_psk, bridge_require_ocsp */
-    return FAIL("not supported yet (planned)");
+    if (strcmp(name, "bridge_alpn") == 0) {
+        if (one_word(line, "a protocol name", why, why_len) != 0) return -1;
+        if (strlen(line->words[0]) > 255) return FAIL("a protocol name has at most 255 bytes");
+        return set_setting(&b->tls.alpn, line->words[0], line, why, why_len);
+    }
+    if (strcmp(name, "bridge_identity") == 0) {
+        if (strlen(line->rest) > PSK_IDENTITY_MAX_BYTES)
+            return FAIL("an identity has at most %d bytes", PSK_IDENTITY_MAX_BYTES);
+        return set_setting(&b->tls.psk_identity, line->rest, line, why, why_len);
+    }
+    if (strcmp(name, "bridge_psk") == 0) return set_psk(&b->tls.psk, line, why, why_len);
+    if (strcmp(name, "bridge_require_ocsp") == 0) {
+        b->tls.require_ocsp_at = line->at;
+        return set_bool(&b->tls.require_ocsp, line, why, why_len);
+    }
+    return FAIL("unknown bridge directive");
 }
 
-static int finish_one(struct bridge_config *b, const char *hostname, char *why, size_t why_len)
+/* A fault of a directive that the rest of its bridge makes wrong: reported at its line. */
+#define FAULT(place, name, ...) (fault->at = (place), fault->directive = (name), FAIL(__VA_ARGS__))
+
+/* A pre-shared key goes with an identity and with no certificate (mosquitto.conf(5): "Only
+ * one of certificate and PSK based encryption can be used on one bridge at once"). */
+static int check_psk(const struct bridge_config *b, struct bridge_fault *fault, char *why,
+                     size_t why_len)
 {
+    const struct arbor_tls_settings *tls = &b->tls;
+    if (!tls->psk.value)
+        return FAULT(tls->psk_identity.at, "bridge_identity",
+                     "needs bridge_psk (TLS with a pre-shared key needs both)");
+    if (!tls->psk_identity.value)
+        return FAULT(tls->psk.at, "bridge_psk",
+                     "needs bridge_identity (TLS with a pre-shared key needs both)");
+    const struct {
+        const struct arbor_setting *setting;
+        const char *name;
+    } certificate_lines[] = {{&tls->cafile, "bridge_cafile"},
+                             {&tls->capath, "bridge_capath"},
+                             {&tls->certfile, "bridge_certfile"},
+                             {&tls->keyfile, "bridge_keyfile"}};
+    for (size_t i = 0; i < sizeof certificate_lines / sizeof certificate_lines[0]; i++) {
+        const struct arbor_setting *given = certificate_lines[i].setting;
+        if (given->value)
+            return FAULT(tls->psk.at, "bridge_psk",
+                         "certificate and pre-shared key based TLS cannot be used on one "
+                         "bridge at once, and %s is given at %s:%d",
+                         certificate_lines[i].name, given->at.file ? given->at.file : "config",
+                         given->at.line);
+    }
+    if (b->insecure)
+        return FAULT(tls->psk.at, "bridge_psk",
+                     "bridge_insecure is about certificates, and a pre-shared key has none");
+    return 0;
+}
+
+/* The TLS lines of b that need others: a fault is reported at the line to change. */
+static int check_tls(const struct bridge_config *b, struct bridge_fault *fault, char *why,
+                     size_t why_len)
+{
+    const struct arbor_tls_settings *tls = &b->tls;
+    bool psk = tls->psk.value || tls->psk_identity.value;
+    if (psk && check_psk(b, fault, why, why_len) != 0) return -1;
+    bool certificates = tls->cafile.value || tls->capath.value;
+    if (tls->alpn.value && !certificates && !psk)
+        return FAULT(tls->alpn.at, "bridge_alpn",
+                     "needs TLS: bridge_cafile or bridge_capath, or bridge_identity and "
+                     "bridge_psk");
+    if (tls->require_ocsp && !certificates)
+        return FAULT(tls->require_ocsp_at, "bridge_require_ocsp",
+                     psk ? "a pre-shared key has no certificate for OCSP to vouch for"
+                         : "needs TLS with certificates: bridge_cafile or bridge_capath");
+    return 0;
+}
+
+static int finish_one(struct bridge_config *b, const char *hostname, struct bridge_fault *fault,
+                      char *why, size_t why_len)
+{
+    if (check_tls(b, fault, why, why_len) != 0) return -1;
     if (b->address_count == 0) return FAIL("bridge \"%s\" has no address line", b->name);
     if (b->topic_count == 0) return FAIL("bridge \"%s\" has no topic line", b->name);
     if (b->remote_password && !b->remote_username)
@@ -502,15 +614,15 @@ static int finish_one(struct bridge_config *b, const char *hostname, char *why, 
     return 0;
 }
 
-int bridge_config_finish(struct bridge_config *bridges, size_t count,
-                         const struct bridge_config **bad, char *why, size_t why_len)
+int bridge_config_finish(struct bridge_config *bridges, size_t count, struct bridge_fault *fault,
+                         char *why, size_t why_len)
 {
     char hostname[HOST_NAME_MAX + 1] = "localhost";
     if (count && gethostname(hostname, sizeof hostname) != 0) strcpy(hostname, "localhost");
     hostname[HOST_NAME_MAX] = '\0';
     for (size_t i = 0; i < count; i++) {
-        *bad = &bridges[i];
-        if (finish_one(&bridges[i], hostname, why, why_len) != 0) return -1;
+        *fault = (struct bridge_fault){.at = bridges[i].at, .directive = "connection"};
+        if (finish_one(&bridges[i], hostname, fault, why, why_len) != 0) return -1;
         for (size_t j = 0; j < i; j++)
             if (strcmp(bridges[i].remote_clientid, bridges[j].remote_clientid) == 0)
                 return FAIL("bridge \"%s\" has the remote client id \"%s\" of bridge \"%s\"",

@@ -75,7 +75,8 @@ struct bridge_config {
     bool outgoing_retain;     /* bridge_outgoing_retain, default true */
     uint32_t max_packet_size; /* bridge_max_packet_size, 0: no limit */
     char *bind_address;       /* bridge_bind_address */
-    struct arbor_tls_settings tls; /* bridge_cafile, _capath, _certfile, _keyfile, _tls_version */
+    struct arbor_tls_settings tls; /* bridge_cafile, _capath, _certfile, _keyfile, _tls_version,
+                                      _alpn, _identity, _psk, _require_ocsp */
     bool insecure;                 /* bridge_insecure */
 };
 
@@ -100,12 +101,22 @@ int bridge_config_line(struct bridge_config **bridges, size_t *count,
                        const struct bridge_line *line, char *why, size_t why_len, char *warning,
                        size_t warning_len);
 
+/* Where bridge_config_finish found a fault: a bridge's connection line, or the line of the
+ * directive that the rest of the bridge makes wrong (bridge_psk beside bridge_cafile). */
+struct bridge_fault {
+    struct arbor_place at;
+    const char *directive; /* "connection", "bridge_psk", ... */
+};
+
 /* After the whole config: fill in the defaults that depend on other lines (client ids,
- * notification topic) and check each bridge (an address, a topic, TLS files that go
- * together). Returns 0, or -1 with the bridge in *bad (its connection line) and what is wrong
- * in why. */
-int bridge_config_finish(struct bridge_config *bridges, size_t count,
-                         const struct bridge_config **bad, char *why, size_t why_len);
+ * notification topic) and check each bridge (an address, a topic, TLS lines that go
+ * together). Returns 0, or -1 with the place in *fault and what is wrong in why. */
+int bridge_config_finish(struct bridge_config *bridges, size_t count, struct bridge_fault *fault,
+                         char *why, size_t why_len);
+
+/* Does the bridge speak TLS: bridge_cafile or bridge_capath, or bridge_identity and
+ * bridge_psk, given? */
+bool bridge_config_uses_tls(const struct bridge_config *b);
 
 void bridge_config_free(struct bridge_config *bridges, size_t count);
 

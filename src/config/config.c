@@ -358,7 +358,8 @@ static void tls_settings_free(struct arbor_tls_settings *tls)
 {
     struct arbor_setting *texts[] = {&tls->cafile,      &tls->capath,  &tls->certfile,
                                      &tls->keyfile,     &tls->crlfile, &tls->dhparamfile,
-                                     &tls->ciphers,     &tls->ciphers_tls13, &tls->psk_hint};
+                                     &tls->ciphers,     &tls->ciphers_tls13, &tls->psk_hint,
+                                     &tls->alpn,        &tls->psk_identity, &tls->psk};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         free(texts[i]->value);
     memset(tls, 0, sizeof *tls);
@@ -2320,10 +2321,11 @@ static int check_listener_tls(struct parse_state *st, const struct arbor_listene
 static int finish_loading(struct parse_state *st)
 {
     int status = settle_listeners(st);
-    const struct bridge_config *bad = NULL;
-    char why[256];
-    if (bridge_config_finish(st->cfg->bridges, st->cfg->bridge_count, &bad, why, sizeof why) != 0)
-        status = report_error_at(st, bad->at.file, bad->at.line, "connection", "%s", why);
+    struct bridge_fault fault;
+    char why[512];
+    if (bridge_config_finish(st->cfg->bridges, st->cfg->bridge_count, &fault, why, sizeof why) !=
+        0)
+        status = report_error_at(st, fault.at.file, fault.at.line, fault.directive, "%s", why);
     if (check_peer_settings(st) != 0) status = -1;
     for (size_t i = 0; i < st->cfg->listener_count; i++) {
         if (check_listener_tls(st, &st->cfg->listeners[i]) != 0) status = -1;

@@ -32,7 +32,8 @@ enum arbor_tls_version {
  * "Pre-shared-key based SSL/TLS Support"): the listener speaks TLS when certfile and keyfile,
  * or psk_hint, are given (config_listener_uses_tls). Paths are absolute (a relative one is
  * taken from base_dir). The files are read by the daemon after parsing (transport_tls.c),
- * which keeps parsing pure and lets a reload read them again. */
+ * which keeps parsing pure and lets a reload read them again. Peer links and bridges keep
+ * their client side in the same struct; the last block is a bridge's alone. */
 struct arbor_tls_settings {
     struct arbor_setting cafile, capath, certfile, keyfile, crlfile, dhparamfile;
     struct arbor_setting ciphers;       /* TLS 1.2 and earlier: an OpenSSL cipher list */
@@ -46,6 +47,13 @@ struct arbor_tls_settings {
     /* the first directive given for this listener that only means something with TLS */
     const char *needs_tls_directive;
     struct arbor_place needs_tls_at;
+    /* A bridge's (the dialling side): bridge_alpn, the protocol offered; bridge_identity and
+     * bridge_psk (hexadecimal, psk_file's reading), TLS with a pre-shared key instead of
+     * certificates; bridge_require_ocsp, a good stapled OCSP response for the remote's
+     * certificate in every handshake. */
+    struct arbor_setting alpn, psk_identity, psk;
+    bool require_ocsp;
+    struct arbor_place require_ocsp_at;
 };
 
 #endif

@@ -15,6 +15,8 @@
 
 /* The longest key, in bytes: OpenSSL 3's PSK_MAX_PSK_LEN. */
 #define PSK_KEY_MAX_BYTES 512
+/* The longest identity, in bytes: OpenSSL 3's PSK_MAX_IDENTITY_LEN. */
+#define PSK_IDENTITY_MAX_BYTES 256
 
 struct psk_table;
 

@@ -11,14 +11,18 @@
  * OpenSSL's errors as Mosquitto does ("OpenSSL Error[0]: ...") plus the client's address
  * and why its certificate was refused, and ends that connection only.
  *
- * The same transport runs the client side of peer links (transport_tls_attach_client, on the
- * one client context built from the peer_* directives): the handshake starts with a writable
- * socket, the dialled broker's certificate must chain to the peer CA and name the host
- * dialled, and `ready` tells connection.c when the role may start. certified_by lets the
- * accepting side tell a peer's certificate (peer CA) from a client's of another CA.
+ * The same transport runs the client side of peer links and bridges
+ * (transport_tls_attach_client, on a client context built from the peer_* or a bridge's
+ * bridge_* directives): the handshake starts with a writable socket, the dialled broker's
+ * certificate must chain to the context's CAs and name the host dialled, and `ready` tells
+ * connection.c when the role may start. A bridge's context may instead offer a pre-shared key,
+ * offer an ALPN protocol, and require a good stapled OCSP response (checked in
+ * ocsp_status_callback, during the handshake). certified_by lets the accepting side tell a
+ * peer's certificate (peer CA) from a client's of another CA.
  *
- * This file must not know MQTT: it reads the listener's settings, the peer_* TLS settings and
- * the psk_file table of the listener's security settings, nothing else of the broker.
+ * This file must not know MQTT: it reads the listener's settings, the peer_* and bridge_* TLS
+ * settings and the psk_file table of the listener's security settings, nothing else of the
+ * broker.
  */
 #include "transport_tls.h"
 
@@ -35,6 +39,7 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ocsp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -49,6 +54,11 @@
 struct tls_context {
     SSL_CTX *ssl_ctx;
     int refs;
+    /* A client context's pre-shared key (bridge_identity, bridge_psk), offered in every
+     * handshake (psk_client_callback). */
+    char *psk_identity;
+    uint8_t *psk;
+    size_t psk_len;
 };
 
 struct tls_connection {
@@ -63,6 +73,8 @@ struct tls_connection {
     int deferred_errno;
     char *psk_identity; /* the identity the client's pre-shared key was found for */
     bool client;        /* this end dialled (transport_tls_attach_client) */
+    const char *ocsp_refusal; /* why the stapled OCSP response was refused (a client's) */
+    struct tls_context *context; /* a client's, held while the connection lives */
 };
 
 /* ---- contexts ---- */
@@ -333,9 +345,169 @@ static void write_key_log(const SSL *ssl, const char *line)
     close(fd);
 }
 
+/* ---- a client's pre-shared key, ALPN and OCSP stapling (bridges) ---- */
+
+/* During the handshake: this side's identity and key. The server's hint (TLS 1.2 only) is
+ * not consulted: a bridge has one key for its remote. In TLS 1.3 OpenSSL calls this too
+ * (hint NULL), and the key is then used with a SHA-256 ciphersuite. */
+static unsigned int psk_client_callback(SSL *ssl, const char *hint, char *identity,
+                                        unsigned int max_identity_len, unsigned char *psk,
+                                        unsigned int max_psk_len)
+{
+    (void)hint;
+    const struct connection *conn = SSL_get_app_data(ssl);
+    const struct tls_connection *t = conn ? conn->transport_data : NULL;
+    const struct tls_context *context = t ? t->context : NULL;
+    if (!context || !context->psk) return 0;
+    size_t identity_len = strlen(context->psk_identity);
+    if (identity_len >= max_identity_len || context->psk_len > max_psk_len) return 0;
+    memcpy(identity, context->psk_identity, identity_len + 1);
+    memcpy(psk, context->psk, context->psk_len);
+    return (unsigned)context->psk_len;
+}
+
+/* The single response of basic that is about cert (issued by issuer), with the certificate
+ * id computed by the digest the responder chose; NULL when there is none. */
+static OCSP_SINGLERESP *ocsp_single_for(OCSP_BASICRESP *basic, X509 *cert, X509 *issuer)
+{
+    for (int i = 0; i < OCSP_resp_count(basic); i++) {
+        OCSP_SINGLERESP *single = OCSP_resp_get0(basic, i);
+        const OCSP_CERTID *theirs = OCSP_SINGLERESP_get0_id(single);
+        ASN1_OBJECT *digest_id = NULL;
+        OCSP_id_get0_info(NULL, &digest_id, NULL, NULL, (OCSP_CERTID *)theirs);
+        const EVP_MD *digest = digest_id ? EVP_get_digestbyobj(digest_id) : NULL;
+        OCSP_CERTID *ours = digest ? OCSP_cert_to_id(digest, cert, issuer) : NULL;
+        bool same = ours && OCSP_id_cmp(ours, theirs) == 0;
+        OCSP_CERTID_free(ours);
+        if (same) return single;
+    }
+    return NULL;
+}
+
+/* How far a response's thisUpdate/nextUpdate may be off this host's clock (seconds). */
+#define OCSP_CLOCK_SKEW_S 300
+
+/* Why a successful response does not vouch for the server's certificate, or NULL when it
+ * does: signed by its issuer (or a responder the issuer delegated to) as the CA certificates
+ * of the context trust it, about this certificate, current, and "good". */
+static const char *ocsp_basic_refusal(SSL *ssl, OCSP_BASICRESP *basic)
+{
+    STACK_OF(X509) *chain = SSL_get0_verified_chain(ssl); /* the server's first */
+    X509 *cert = chain && sk_X509_num(chain) > 0 ? sk_X509_value(chain, 0) : NULL;
+    if (!cert) return "no verified certificate to check the response against";
+    X509 *issuer = sk_X509_num(chain) > 1 ? sk_X509_value(chain, 1) : cert;
+    X509_STORE *store = SSL_CTX_get_cert_store(SSL_get_SSL_CTX(ssl));
+    if (OCSP_basic_verify(basic, chain, store, 0) <= 0)
+        return "the response is not signed by the certificate's issuer or its responder";
+    OCSP_SINGLERESP *single = ocsp_single_for(basic, cert, issuer);
+    if (!single) return "the response is not about the server's certificate";
+    int reason;
+    ASN1_GENERALIZEDTIME *revoked_at, *this_update, *next_update;
+    int status = OCSP_single_get0_status(single, &reason, &revoked_at, &this_update, &next_update);
+    if (OCSP_check_validity(this_update, next_update, OCSP_CLOCK_SKEW_S, -1) != 1)
+        return "the response is out of date";
+    if (status == V_OCSP_CERTSTATUS_REVOKED) return "the server's certificate is revoked";
+    if (status != V_OCSP_CERTSTATUS_GOOD) return "the server's certificate has the status unknown";
+    return NULL;
+}
+
+/* Why the handshake's stapled OCSP response is not good enough, or NULL when it is. */
+static const char *ocsp_refusal(SSL *ssl)
+{
+    const unsigned char *der = NULL;
+    long len = SSL_get_tlsext_status_ocsp_resp(ssl, &der);
+    if (len <= 0 || !der) return "the server stapled no OCSP response";
+    OCSP_RESPONSE *response = d2i_OCSP_RESPONSE(NULL, &der, len);
+    if (!response) return "the stapled OCSP response cannot be read";
+    OCSP_BASICRESP *basic = NULL;
+    const char *why;
+    if (OCSP_response_status(response) != OCSP_RESPONSE_STATUS_SUCCESSFUL)
+        why = "the stapled OCSP response is the responder's error";
+    else if (!(basic = OCSP_response_get1_basic(response)))
+        why = "the stapled OCSP response cannot be read";
+    else
+        why = ocsp_basic_refusal(ssl, basic);
+    OCSP_BASICRESP_free(basic);
+    OCSP_RESPONSE_free(response);
+    return why;
+}
+
+/* bridge_require_ocsp: OpenSSL calls this once the server's certificate has been verified
+ * (TLS 1.2: after its flight; 1.3: after CertificateVerify); 0 ends the handshake. The reason
+ * is kept for log_failure, OpenSSL's own being only "invalid status response". */
+static int ocsp_status_callback(SSL *ssl, void *arg)
+{
+    (void)arg;
+    const char *refusal = ocsp_refusal(ssl);
+    ERR_clear_error();
+    if (!refusal) return 1;
+    struct connection *conn = SSL_get_app_data(ssl);
+    struct tls_connection *t = conn ? conn->transport_data : NULL;
+    if (t) t->ocsp_refusal = refusal;
+    return 0;
+}
+
+/* The ALPN protocol offered (OpenSSL wants it with its length in front). */
+static int offer_alpn(SSL_CTX *ctx, const struct arbor_setting *alpn, const char *prefix,
+                      char *err, size_t errlen)
+{
+    char name[32];
+    directive_name(name, sizeof name, prefix, "alpn");
+    size_t len = strlen(alpn->value);
+    unsigned char wire[256];
+    if (len == 0 || len >= sizeof wire) /* the config parser allows 1 to 255 bytes */
+        return build_error(err, errlen, &alpn->at, name, "a protocol name has 1 to 255 bytes");
+    wire[0] = (unsigned char)len;
+    memcpy(wire + 1, alpn->value, len);
+    if (SSL_CTX_set_alpn_protos(ctx, wire, (unsigned)len + 1) != 0) /* 0 is success here */
+        return build_error(err, errlen, &alpn->at, name, "cannot offer \"%s\"", alpn->value);
+    return 0;
+}
+
+/* A pre-shared key instead of certificates: only ciphers authenticated by the key (TLS 1.2;
+ * RSA-PSK would want a certificate), and no certificate accepted in its place (the context
+ * has no CA certificates to check one against). */
+static int use_psk(SSL_CTX *ctx, struct tls_context *context, const struct arbor_tls_settings *tls,
+                   const char *prefix, char *err, size_t errlen)
+{
+    char name[32];
+    directive_name(name, sizeof name, prefix, "psk");
+    uint8_t key[PSK_KEY_MAX_BYTES];
+    size_t len;
+    const char *why;
+    if (psk_key_from_hex(tls->psk.value, key, &len, &why) != 0)
+        return build_error(err, errlen, &tls->psk.at, name, "%s", why);
+    context->psk = OPENSSL_memdup(key, len);
+    OPENSSL_cleanse(key, sizeof key);
+    context->psk_len = len;
+    context->psk_identity = strdup(tls->psk_identity.value);
+    if (!context->psk || !context->psk_identity)
+        return build_error(err, errlen, &tls->psk.at, name, "out of memory");
+    if (SSL_CTX_set_cipher_list(ctx, "aPSK:!eNULL") != 1)
+        return build_error(err, errlen, &tls->psk.at, name,
+                           "no cipher for pre-shared keys in this OpenSSL");
+    SSL_CTX_set_psk_client_callback(ctx, psk_client_callback);
+    return 0;
+}
+
+/* What a client context has beyond certificates: ALPN, a pre-shared key, OCSP stapling. */
+static int set_client_options(SSL_CTX *ctx, struct tls_context *context,
+                              const struct arbor_tls_settings *tls, const char *prefix, char *err,
+                              size_t errlen)
+{
+    if (tls->alpn.value && offer_alpn(ctx, &tls->alpn, prefix, err, errlen) != 0) return -1;
+    if (tls->psk.value && use_psk(ctx, context, tls, prefix, err, errlen) != 0) return -1;
+    if (tls->require_ocsp) {
+        SSL_CTX_set_tlsext_status_type(ctx, TLSEXT_STATUSTYPE_ocsp);
+        SSL_CTX_set_tlsext_status_cb(ctx, ocsp_status_callback);
+    }
+    return 0;
+}
+
 /* A client context: the CA certificates the server's certificate is checked against, this
- * side's certificate and key when given, the lowest TLS version. prefix names the directives
- * in errors ("peer_", "bridge_"). */
+ * side's certificate and key when given, the lowest TLS version, and a bridge's ALPN,
+ * pre-shared key and OCSP stapling. prefix names the directives in errors ("peer_",
+ * "bridge_"). */
 static int client_context_build(const struct arbor_tls_settings *tls, const char *prefix,
                                 struct tls_context **out, char *err, size_t errlen)
 {
@@ -347,6 +519,8 @@ static int client_context_build(const struct arbor_tls_settings *tls, const char
         free(context);
         return build_error(err, errlen, &tls->cafile.at, "TLS", "cannot set up TLS");
     }
+    context->ssl_ctx = ctx;
+    context->refs = 1;
     /* Every dial is a full handshake: a link is long-lived, and a resumed session would skip
      * the check of a certificate the CA may have replaced since. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
@@ -354,13 +528,11 @@ static int client_context_build(const struct arbor_tls_settings *tls, const char
     int rc = set_protocol(ctx, tls, prefix, err, errlen);
     if (rc == 0 && tls->certfile.value) rc = load_certificate(ctx, tls, prefix, err, errlen);
     if (rc == 0) rc = load_peer_cas(ctx, tls, prefix, err, errlen);
+    if (rc == 0) rc = set_client_options(ctx, context, tls, prefix, err, errlen);
     if (rc != 0) {
-        SSL_CTX_free(ctx);
-        free(context);
+        tls_context_release(context);
         return -1;
     }
-    context->ssl_ctx = ctx;
-    context->refs = 1;
     *out = context;
     return 0;
 }
@@ -387,6 +559,8 @@ void tls_context_release(struct tls_context *context)
 {
     if (!context || --context->refs > 0) return;
     SSL_CTX_free(context->ssl_ctx); /* connections still using it hold their own reference */
+    OPENSSL_clear_free(context->psk, context->psk_len);
+    free(context->psk_identity);
     free(context);
 }
 
@@ -486,7 +660,9 @@ static void log_failure(const struct connection *conn, const struct tls_connecti
     if (t->handshake_done) return;
     long verify = SSL_get_verify_result(t->ssl);
     if (t->client) { /* the certificate of the broker this one dialled */
-        if (verify != X509_V_OK)
+        if (t->ocsp_refusal)
+            log_notice("TLS connection to %s failed: OCSP: %s.", conn->address, t->ocsp_refusal);
+        else if (verify != X509_V_OK)
             log_notice("TLS connection to %s failed: %s (%s).", conn->address,
                        first[0] ? first : "TLS handshake failed",
                        X509_verify_cert_error_string(verify));
@@ -722,6 +898,7 @@ static void tls_close(struct connection *conn)
     }
     ERR_clear_error();
     SSL_free(t->ssl);
+    tls_context_release(t->context);
     free(t->psk_identity);
     free(t);
     conn->transport_data = NULL;
@@ -770,6 +947,7 @@ int transport_tls_attach_client(struct connection *conn, struct tls_context *con
     SSL_set_connect_state(t->ssl);
     SSL_set_app_data(t->ssl, conn);
     t->client = true;
+    t->context = tls_context_ref(context);
     /* The client speaks first: recv, which runs the handshake, needs a writable socket. */
     t->blocked = TRANSPORT_RECV_NEEDS_WRITE;
     conn->transport = &transport_tls;

@@ -3,7 +3,8 @@
  * keyfile, or psk_hint) gets a context built from them: one OpenSSL SSL_CTX per listener,
  * built again from the files on every reload, shared by reference with the connections it
  * accepted. Its connections use transport_tls (transport.h). Peer links over TLS have one
- * client context, built the same way from the peer_* directives.
+ * client context, built the same way from the peer_* directives, and each TLS bridge one from
+ * its bridge_* directives.
  */
 #ifndef ARBOR_TRANSPORT_TLS_H
 #define ARBOR_TRANSPORT_TLS_H
@@ -47,18 +48,21 @@ char *tls_ssl_peer_name(const struct ssl_st *ssl, enum transport_name which);
 int tls_peer_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
                            char *err, size_t errlen);
 
-/* The client context of a bridge (bridge_cafile or bridge_capath, bridge_certfile and
- * bridge_keyfile when given, bridge_tls_version). Returns 0 and *out (one reference), or -1
- * with "file:line: directive: what is wrong" in err. Never logs. */
+/* The client context of a bridge: bridge_cafile or bridge_capath, bridge_certfile and
+ * bridge_keyfile when given, or instead bridge_identity and bridge_psk (TLS with a pre-shared
+ * key: PSK ciphers only, no certificate accepted); bridge_tls_version, bridge_alpn and
+ * bridge_require_ocsp (a handshake without a good stapled OCSP response for the server's
+ * certificate fails, its reason logged). Returns 0 and *out (one reference), or -1 with
+ * "file:line: directive: what is wrong" in err. Never logs. */
 int tls_bridge_context_build(const struct arbor_tls_settings *tls, struct tls_context **out,
                              char *err, size_t errlen);
 
-/* Make conn, just dialled (connection_dial) and still connecting, a TLS client on context:
- * the handshake starts once the TCP connection is up, and the role's on_active waits for its
- * end. The server's certificate must chain to the context's CA certificates and name
- * server_name (an IP subjectAltName for an address, a DNS name for a host name; NULL: any name,
- * bridge_insecure). Returns 0,
- * or -1 (out of memory, or a name OpenSSL refuses): conn keeps its TCP transport. */
+/* Make conn, just dialled (connection_dial) and still connecting, a TLS client on context
+ * (which it holds a reference to until it closes): the handshake starts once the TCP
+ * connection is up, and the role's on_active waits for its end. The server's certificate
+ * must chain to the context's CA certificates and name server_name (an IP subjectAltName for
+ * an address, a DNS name for a host name; NULL: any name, bridge_insecure). Returns 0, or -1
+ * (out of memory, or a name OpenSSL refuses): conn keeps its TCP transport. */
 int transport_tls_attach_client(struct connection *conn, struct tls_context *context,
                                 const char *server_name);
 

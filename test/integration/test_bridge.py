@@ -10,11 +10,9 @@ dies; bridge lines with errors stop the start with file:line.
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -489,12 +487,8 @@ def test_a_client_may_not_take_the_bridge_queue(broker, remote, mqtt):
 @pytest.fixture(scope="module")
 def pki():
     """tlscerts.make_pki's certificates, in a directory the brokers can read."""
-    top = tempfile.mkdtemp(prefix="arbor-bridge-tls-")
-    os.chmod(top, 0o755)
-    try:
-        yield tlscerts.make_pki(os.path.join(top, "pki"))
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
+    with tlscerts.temporary(tlscerts.make_pki, "arbor-bridge-tls-") as p:
+        yield p
 
 
 def tls_remote(remote, pki):
@@ -559,7 +553,7 @@ def test_bridge_tls_file_errors_stop_the_start(broker, pki):
     (["connection x", "address 127.0.0.1:1", "topic \"\" out 0 \"\" remote"], 3, "empty"),
     (["connection x", "address 127.0.0.1:99999", "topic a"], 2, "invalid port"),
     (["connection x", "address h", "topic a", "connection x"], 4, "already given"),
-    (["connection x", "address h", "topic a", "bridge_psk 00"], 4, "not supported yet"),
+    (["connection x", "address h", "topic a", "bridge_psk 00"], 4, "needs bridge_identity"),
 ])
 def test_bad_bridge_lines_stop_the_start_with_file_and_line(broker, lines, where, text):
     b = broker(*lines, defaults=False, start=False)

@@ -27,13 +27,26 @@ make_peer_pki(dir, n) makes the certificates of MQTT-ST peer links over TLS:
   listener_ca         peer_ca and client_ca in one file (a listener for peers and clients)
   peer_capath         a directory holding peer_ca hashed as `openssl rehash` does
 
+make_ocsp_pki(dir) makes what a remote staples for bridge_require_ocsp (openssl ocsp, signed
+by the CA itself, valid for a day):
+
+  ca                  the CA (bridge_cafile)
+  server, server_key  CN=localhost, subjectAltName localhost and 127.0.0.1, good
+  revoked, revoked_key  the same names, revoked in the CA's database
+  good_response       DER: server is good
+  revoked_response    DER: revoked is revoked
+  unknown_response    DER: server has the status unknown (an empty database)
+  forged_response     DER: server is good, signed by another CA (forger)
+
 When the suite runs as root the broker drops privileges (to nobody) before a SIGHUP reads
 the files again, so the directory and the keys are made readable by everyone (test keys).
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 
@@ -83,6 +96,26 @@ keyUsage = digitalSignature
 extendedKeyUsage = serverAuth, clientAuth
 subjectAltName = DNS:elsewhere.example, IP:192.0.2.1
 """
+
+
+def _readable_by_all(directory):
+    for root, dirs, files in os.walk(directory):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+
+
+@contextlib.contextmanager
+def temporary(make, prefix):
+    """make(dir)'s dict of paths (make_pki, make_ocsp_pki), made in a new directory that the
+    broker can still read after dropping privileges, removed afterwards."""
+    top = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(top, 0o755)
+    try:
+        yield make(os.path.join(top, "pki"))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def openssl(*args, cwd=None):
@@ -179,11 +212,7 @@ def make_pki(directory):
     p["dhparam"] = os.path.join(directory, "dhparam.pem")
     openssl("genpkey", "-genparam", "-algorithm", "DH", "-pkeyopt", "group:ffdhe3072",
             "-out", p["dhparam"])
-    for root, dirs, files in os.walk(directory):
-        for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-        for f in files:
-            os.chmod(os.path.join(root, f), 0o644)
+    _readable_by_all(directory)
     return p
 
 
@@ -213,9 +242,44 @@ def make_peer_pki(directory, n):
     os.makedirs(p["peer_capath"])
     shutil.copy(p["peer_ca"], os.path.join(p["peer_capath"], "peer_ca.pem"))
     openssl("rehash", p["peer_capath"])
-    for root, dirs, files in os.walk(directory):
-        for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-        for f in files:
-            os.chmod(os.path.join(root, f), 0o644)
+    _readable_by_all(directory)
+    return p
+
+
+def _ocsp_response(directory, ca, name, cert, index, signer=None):
+    """A DER OCSP response about cert from index, signed by signer (cert, key; default the
+    CA); returns its path."""
+    ca_dir, ca_cert, conf = ca
+    signer_cert, signer_key = signer or (ca_cert, os.path.join(ca_dir, "ca.key"))
+    request = os.path.join(ca_dir, name + ".req")
+    openssl("ocsp", "-issuer", ca_cert, "-cert", cert, "-no_nonce", "-reqout", request)
+    out = os.path.join(directory, name + ".der")
+    openssl("ocsp", "-index", index, "-CA", ca_cert, "-rsigner", signer_cert, "-rkey",
+            signer_key, "-reqin", request, "-respout", out, "-ndays", "1")
+    return out
+
+
+def make_ocsp_pki(directory):
+    os.makedirs(directory, exist_ok=True)
+    os.chmod(directory, 0o755)
+    p = {}
+    ca = _ca(directory, "ocsp_ca")
+    ca_dir, ca_cert, conf = ca
+    p["ca"] = ca_cert
+    p["server"], p["server_key"] = _issue(directory, ca, "ocsp_good", "/CN=localhost",
+                                          ext="server_ext")
+    p["revoked"], p["revoked_key"] = _issue(directory, ca, "ocsp_revoked", "/CN=localhost",
+                                            ext="server_ext")
+    openssl("ca", "-batch", "-config", conf, "-cert", ca_cert, "-keyfile",
+            os.path.join(ca_dir, "ca.key"), "-revoke", p["revoked"])
+    index = os.path.join(ca_dir, "index.txt")
+    empty = os.path.join(ca_dir, "empty_index.txt")
+    open(empty, "w").close()
+    p["good_response"] = _ocsp_response(directory, ca, "good", p["server"], index)
+    p["revoked_response"] = _ocsp_response(directory, ca, "revoked", p["revoked"], index)
+    p["unknown_response"] = _ocsp_response(directory, ca, "unknown", p["server"], empty)
+    forger_dir, forger_cert, _ = _ca(directory, "forger")
+    p["forged_response"] = _ocsp_response(directory, ca, "forged", p["server"], index,
+                                          (forger_cert, os.path.join(forger_dir, "ca.key")))
+    _readable_by_all(directory)
     return p

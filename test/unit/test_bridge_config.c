@@ -3,7 +3,8 @@
  * parser: Mosquitto's defaults, the topic line's forms and prefixes (the "" place marker),
  * addresses with and without ports (IPv6 in brackets), restart_timeout's two forms, the
  * keepalive floor with its warning, the defaults filled in after the whole file (client ids,
- * notification topic), and the errors with file:line.
+ * notification topic), the TLS lines that go together (a pre-shared key and no
+ * certificates, ALPN and OCSP with TLS), and the errors with file:line.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -236,6 +237,70 @@ static void test_errors_name_the_line(void **state)
                       "together");
 }
 
+static void test_tls_alpn_psk_and_ocsp(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "connection p\naddress h\ntopic a\nbridge_identity edge 1\n"
+                  "bridge_psk 00AbC\nbridge_alpn mqtt\n"
+                  "connection c\naddress h\ntopic a\nbridge_cafile ca.pem\n"
+                  "bridge_require_ocsp true\nbridge_alpn x-mqtt\n");
+    const struct bridge_config *p = &cfg.bridges[0], *c = &cfg.bridges[1];
+    assert_string_equal(p->tls.psk_identity.value, "edge 1"); /* the rest of the line */
+    assert_string_equal(p->tls.psk.value, "00AbC");           /* read by the TLS transport */
+    assert_int_equal(p->tls.psk.at.line, 5);
+    assert_string_equal(p->tls.alpn.value, "mqtt");
+    assert_false(p->tls.require_ocsp);
+    assert_true(bridge_config_uses_tls(p));
+    assert_true(c->tls.require_ocsp);
+    assert_string_equal(c->tls.alpn.value, "x-mqtt");
+    assert_true(bridge_config_uses_tls(c));
+    config_free(&cfg);
+    load_ok(&cfg, "connection n\naddress h\ntopic a\nbridge_require_ocsp false\n");
+    assert_false(bridge_config_uses_tls(&cfg.bridges[0]));
+    config_free(&cfg);
+
+#define BRIDGE "connection b\naddress h\ntopic a\n"
+    expect_error(BRIDGE "bridge_psk 0xab\n",
+                 NAME ":4: bridge_psk: the key is not hexadecimal (digits 0-9 and a-f, no \"0x\")");
+    expect_error(BRIDGE "bridge_psk 0\n",
+                 NAME ":4: bridge_psk: the key is empty (\"0\" is no key; write 00 for a zero "
+                      "byte)");
+    expect_error(BRIDGE "bridge_psk ab cd\n",
+                 NAME ":4: bridge_psk: one value expected (a key in hexadecimal)");
+    expect_error(BRIDGE "bridge_identity\n", NAME ":4: bridge_identity: missing value");
+    expect_error(BRIDGE "bridge_identity edge\n",
+                 NAME ":4: bridge_identity: needs bridge_psk (TLS with a pre-shared key needs "
+                      "both)");
+    expect_error(BRIDGE "bridge_psk ab\n",
+                 NAME ":4: bridge_psk: needs bridge_identity (TLS with a pre-shared key needs "
+                      "both)");
+    /* either order, reported at bridge_psk */
+    expect_error(BRIDGE "bridge_psk ab\nbridge_identity e\nbridge_cafile /ca.pem\n",
+                 NAME ":4: bridge_psk: certificate and pre-shared key based TLS cannot be used "
+                      "on one bridge at once, and bridge_cafile is given at " NAME ":6");
+    expect_error(BRIDGE "bridge_capath /cas\nbridge_identity e\nbridge_psk ab\n",
+                 NAME ":6: bridge_psk: certificate and pre-shared key based TLS cannot be used "
+                      "on one bridge at once, and bridge_capath is given at " NAME ":4");
+    expect_error(BRIDGE "bridge_identity e\nbridge_psk ab\nbridge_insecure true\n",
+                 NAME ":5: bridge_psk: bridge_insecure is about certificates, and a pre-shared "
+                      "key has none");
+    expect_error(BRIDGE "bridge_alpn mqtt\n",
+                 NAME ":4: bridge_alpn: needs TLS: bridge_cafile or bridge_capath, or "
+                      "bridge_identity and bridge_psk");
+    expect_error(BRIDGE "bridge_alpn a b\n",
+                 NAME ":4: bridge_alpn: one value expected (a protocol name)");
+    expect_error(BRIDGE "bridge_require_ocsp true\n",
+                 NAME ":4: bridge_require_ocsp: needs TLS with certificates: bridge_cafile or "
+                      "bridge_capath");
+    expect_error(BRIDGE "bridge_identity e\nbridge_psk ab\nbridge_require_ocsp true\n",
+                 NAME ":6: bridge_require_ocsp: a pre-shared key has no certificate for OCSP to "
+                      "vouch for");
+    expect_error(BRIDGE "bridge_require_ocsp yes\n",
+                 NAME ":4: bridge_require_ocsp: value \"yes\" is not true or false");
+#undef BRIDGE
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_addresses_options_and_two_bridges),
         cmocka_unit_test(test_keepalive_floor_warns),
         cmocka_unit_test(test_errors_name_the_line),
+        cmocka_unit_test(test_tls_alpn_psk_and_ocsp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1063,19 +1063,9 @@ static void test_text_directives(void **state)
  * Refused directives
  */
 
-static void test_planned_directives_are_refused(void **state)
+static void test_refused_directives(void **state)
 {
     (void)state;
-    /* bridge options arbor does not have yet, inside a connection block */
-    const char *planned[] = {"bridge_psk", "bridge_identity", "bridge_alpn",
-                             "bridge_require_ocsp"};
-    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
-        char expected[1024];
-        snprintf(expected, sizeof expected, TEST_NAME ":4: %s: not supported yet (planned)",
-                 planned[i]);
-        expect_errorf(expected, "listener 1883\nconnection b\naddress h\n%s some value\n",
-                      planned[i]);
-    }
     expect_error("listener 1883\nbridge_future_option 1\n",
                  TEST_NAME ":2: bridge_future_option: unknown directive");
     const char *plugins[] = {"plugin", "auth_plugin", "auth_plugin_deny_special_chars",
@@ -2368,7 +2358,7 @@ int main(void)
         cmocka_unit_test(test_log_dest),
         cmocka_unit_test(test_log_type),
         cmocka_unit_test(test_text_directives),
-        cmocka_unit_test(test_planned_directives_are_refused),
+        cmocka_unit_test(test_refused_directives),
         cmocka_unit_test(test_acl_file),
         cmocka_unit_test(test_tls_directives),
         cmocka_unit_test(test_tls_errors),
