@@ -17,7 +17,9 @@ script finds the peer connections by itself (its TCP heuristic), so tshark gets 
 `-d tcp.port==...,mqtt` except for the comparison with the built-in dissector alone.
 
 Two more tests read a pcap written here from crafted bytes: IPv6 identity texts and a
-Mosquitto bridge's CONNECT, and the script installed in the personal plugin folder.
+Mosquitto bridge's CONNECT, and the script installed in the personal plugin folder. Another
+crafted pcap carries the PUBLISH of bridges shared by the tree (section 7.5): announcements
+(a holder's, a failing standby's, malformed ones) and messages with mqtt-st-bridge.
 
 Skips when tshark, editcap or dumpcap is missing or capturing on `lo` is not permitted.
 """
@@ -203,13 +205,15 @@ def as_list(value):
 
 
 def flatten(node, out):
-    """Every field below a JSON tree node: {name: [values]} (subtrees merged)."""
+    """Every field below a JSON tree node: {name: [values]} (subtrees merged; a field of no
+    value with a subtree, e.g. mqttst.bridge, is there with no values)."""
     if isinstance(node, list):
         for item in node:
             flatten(item, out)
     elif isinstance(node, dict):
         for key, value in node.items():
             if isinstance(value, dict):
+                out.setdefault(key, [])
                 flatten(value, out)
             elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
                 flatten(value, out)
@@ -781,3 +785,225 @@ def test_installed_in_the_personal_plugin_folder(tmp_path):
                            frame_streams(pcap, folder))
         assert [p.get("mqttst.bpdu.root") for p in pdus
                 if p.has("mqttst.bpdu.root")] == ["[2001:db8::1]:1000"], script
+
+
+# ---------------------------------------------------------------- bridges shared by the tree
+
+ANNOUNCER = "127.0.0.1:1885"
+FINGERPRINT = "3f2a9c0d41b7e6a8"
+DELIVERED = [("192.168.1.7:1884", "5f0c2a9e11d3b7a4", 1042),
+             ("[2001:db8::7]:1884", "0a9e5f0c11d3b7a4", 77)]
+
+
+def announcement(role="holder", health="ok", priority=0, capability=5234, delivered=(),
+                 extra=()):
+    """The text of section 7.5, each line ended by LF."""
+    lines = ["bridge 1", "fingerprint " + FINGERPRINT, "role " + role, "health " + health,
+             "priority %d" % priority, "capability %d" % capability]
+    lines += ["delivered %s %s %d" % d for d in delivered] + list(extra)
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def replace_line(text, index, line):
+    lines = text.split(b"\n")
+    lines[index] = line
+    return b"\n".join(lines)
+
+
+# (what, topic, payload, reason key, words of the expert message) for announcements the
+# brokers ignore (src/bridge/bridge_elect.c reads them strictly)
+HOLDER = announcement(delivered=DELIVERED)
+MALFORMED_ANNOUNCEMENTS = [
+    ("no capability line", "$MQTT-ST/bridge/central", HOLDER.split(b"capability")[0], "header",
+     "5 lines, the first six are required"),
+    ("priority above 65535", "$MQTT-ST/bridge/central", announcement(priority=70000), "header",
+     "line 5: priority 0-65535 expected"),
+    ("format version 2", "$MQTT-ST/bridge/central", replace_line(HOLDER, 0, b"bridge 2"),
+     "version", "line 1: format version 2, not 1"),
+    ("role before fingerprint", "$MQTT-ST/bridge/central",
+     replace_line(replace_line(HOLDER, 1, b"role holder"), 2, b"fingerprint " +
+                  FINGERPRINT.encode()), "header", "line 2: fingerprint expected"),
+    ("two blanks", "$MQTT-ST/bridge/central", replace_line(HOLDER, 3, b"health  ok"),
+     "empty_field", "line 4: empty line, or a blank"),
+    ("no LF after the last line", "$MQTT-ST/bridge/central", HOLDER[:-1], "no_newline",
+     "line 8: the last line does not end with LF"),
+    ("upper-case incarnation, sequence 0", "$MQTT-ST/bridge/central",
+     announcement(delivered=[DELIVERED[0], ("10.0.0.1:1883", "5F0C2A9E11D3B7A4", 0)]),
+     "delivered", "line 8: delivered <identity> <incarnation: 16 hex digits>"),
+    ("carriage return", "$MQTT-ST/bridge/central", replace_line(HOLDER, 2, b"role holder\r"),
+     "control_character", "line 3: control character 0x0d"),
+    ("empty payload", "$MQTT-ST/bridge/central", b"", "header",
+     "0 lines, the first six are required"),
+    ("binary payload", "$MQTT-ST/bridge/central", b"\xff\xfe\x00\x01", "no_newline",
+     "line 1: the last line does not end with LF"),
+    ("no bridge name", "$MQTT-ST/bridge/", HOLDER, "no_name",
+     "no bridge name after $MQTT-ST/bridge/"),
+]
+
+
+def bridge_publishes():
+    """(what, PUBLISH bytes, its properties) on a peer link, in sending order: announcements
+    (a holder's with two delivered lines, a standby's that fails with later-version lines,
+    the malformed ones), then messages that came in over a bridge (mqtt-st-bridge)."""
+    out = []
+
+    def publish(what, topic, payload, props, qos=2):
+        pid = len(out) + 1
+        out.append((what, pp.publish_packet(topic, payload, pid, qos=qos, extra_props=props,
+                                            origin=None), props))
+
+    def origin(sequence):
+        return (mp.P_USER_PROPERTY, (pp.ORIGIN_PROPERTY, pp.origin_value(
+            ANNOUNCER, 0x5f0c2a9e11d3b7a4, sequence, wall_ms=1764020000123, qos=0)))
+
+    def bridge(name):
+        return (mp.P_USER_PROPERTY, ("mqtt-st-bridge", name))
+
+    publish("holder", "$MQTT-ST/bridge/central", HOLDER, [origin(1)])
+    publish("standby", "$MQTT-ST/bridge/site-uplink",
+            announcement(role="standby", health="failing 1500", priority=65535,
+                         capability=4294967295, extra=["shards 4 x", "role holder"]),
+            [origin(2)])
+    publish("standby with delivered", "$MQTT-ST/bridge/central",
+            announcement(role="standby", delivered=DELIVERED[:1]), [origin(3)])
+    for k, (what, topic, payload, _, _) in enumerate(MALFORMED_ANNOUNCEMENTS):
+        publish(what, topic, payload, [origin(4 + k)])
+    n = 4 + len(MALFORMED_ANNOUNCEMENTS)
+    publish("from bridge", "sensors/1", b"21.5", [origin(n), bridge("central"),
+                                                 (mp.P_USER_PROPERTY, ("unit", "C"))])
+    publish("bridge after another property", "sensors/2", b"x",
+            [origin(n + 1), (mp.P_USER_PROPERTY, ("unit", "C")), bridge("central")])
+    publish("bridge before the origin", "sensors/3", b"x", [bridge("central"), origin(n + 2)])
+    publish("empty bridge name", "sensors/4", b"x", [origin(n + 3), bridge("")])
+    return out
+
+
+@pytest.fixture(scope="module")
+def bridge_pdus(tmp_path_factory):
+    """The PUBLISH of bridge_publishes() on a peer connection (after its peer CONNECT) of a
+    hand-made pcap, decoded: {what: Pdu}."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed (scripts/install-deps.sh installs it)")
+    folder = str(tmp_path_factory.mktemp("bridge-dissector"))
+    publishes = bridge_publishes()
+    pcap = os.path.join(folder, "bridges.pcap")
+    write_pcap(pcap, [(40002, 1884, pp.connect_packet(ANNOUNCER, bytes(16)))] +
+               [(40002, 1884, packet) for _, packet, _ in publishes])
+    pdus = mqttst_pdus(tshark_json(pcap, folder), frame_streams(pcap, folder))
+    for p in pdus:
+        for message in p.fields.get("_ws.expert.message", []):
+            assert "dissector error" not in message, (p, message)
+    assert [p.frame for p in pdus] == list(range(1, len(publishes) + 2)), pdus
+    return {what: p for (what, _, _), p in zip(publishes, pdus[1:])}
+
+
+def expert_messages(p):
+    return p.fields.get("_ws.expert.message", [])
+
+
+def test_bridge_announcement_of_a_holder_decodes(bridge_pdus):
+    """A holder's announcement with two delivered lines (one IPv6 identity), field by field."""
+    p = bridge_pdus["holder"]
+    assert p.get("mqttst.origin.id") == ANNOUNCER
+    assert p.has("mqttst.bridge") and p.bytes("mqttst.publish.payload") == HOLDER
+    assert p.get("mqttst.bridge.name") == "central"
+    assert p.get("mqttst.bridge.version") == "1"
+    assert p.get("mqttst.bridge.fingerprint") == FINGERPRINT
+    assert p.get("mqttst.bridge.role") == "holder"
+    assert p.get("mqttst.bridge.health") == "ok"
+    assert not p.has("mqttst.bridge.failing_ms")
+    assert p.get("mqttst.bridge.priority") == "0"
+    assert p.get("mqttst.bridge.capability") == "5234"
+    assert p.fields["mqttst.bridge.delivered"] == ["%s %s %d" % d for d in DELIVERED]
+    assert p.fields["mqttst.bridge.delivered.id"] == [d[0] for d in DELIVERED]
+    assert p.fields["mqttst.bridge.delivered.incarnation"] == [d[1] for d in DELIVERED]
+    assert p.fields["mqttst.bridge.delivered.sequence"] == [str(d[2]) for d in DELIVERED]
+    assert not p.has("mqttst.bridge.unknown")
+    assert p.get("mqttst.bridge.valid") == "1"
+    assert not p.has("mqttst.bridge.error") and not p.has("mqttst.bridge_from")
+    assert expert_messages(p) == []
+
+
+def test_bridge_announcement_of_a_failing_standby_decodes(bridge_pdus):
+    """A standby failing for 1500 ms, at the largest priority and capability; lines after
+    the first six that are not delivered lines (a later version's, a second role) are shown
+    as unknown and do not make it malformed."""
+    p = bridge_pdus["standby"]
+    assert p.get("mqttst.bridge.name") == "site-uplink"
+    assert p.get("mqttst.bridge.role") == "standby"
+    assert p.get("mqttst.bridge.health") == "failing"
+    assert p.get("mqttst.bridge.failing_ms") == "1500"
+    assert p.get("mqttst.bridge.priority") == "65535"
+    assert p.get("mqttst.bridge.capability") == "4294967295"
+    assert p.fields["mqttst.bridge.unknown"] == ["shards 4 x", "role holder"]
+    assert p.fields["mqttst.bridge.role"] == ["standby"]
+    assert not p.has("mqttst.bridge.delivered")
+    assert p.get("mqttst.bridge.valid") == "1" and not p.has("mqttst.bridge.error")
+    assert expert_messages(p) == []
+
+
+def test_delivered_lines_of_a_standby_flagged(bridge_pdus):
+    """Only a holder sends delivered lines (and only a holder's count): a standby's is
+    shown, with a warning, and the announcement is still valid (the brokers read it)."""
+    p = bridge_pdus["standby with delivered"]
+    assert p.get("mqttst.bridge.role") == "standby"
+    assert p.fields["mqttst.bridge.delivered.sequence"] == ["1042"]
+    assert p.get("mqttst.bridge.valid") == "1"
+    assert p.has("mqttst.bridge.standby_delivered")
+    assert expert_messages(p) == ["delivered line from a standby (only a holder's count)"]
+
+
+@pytest.mark.parametrize("case", MALFORMED_ANNOUNCEMENTS, ids=lambda c: c[0])
+def test_malformed_bridge_announcement_flagged(bridge_pdus, case):
+    """Each announcement the brokers would ignore is flagged with its first problem: a
+    warning expert info naming the line, valid 0, the reason key; no Lua error."""
+    what, _, payload, reason, words = case
+    p = bridge_pdus[what]
+    assert p.get("mqttst.bridge.valid") == "0", p
+    assert p.get("mqttst.bridge.error") == reason, p
+    assert p.has("mqttst.bridge.malformed"), p
+    messages = expert_messages(p)
+    assert messages[0].startswith(
+        "Malformed bridge announcement (the brokers ignore it): " + words), messages
+    assert p.get("_ws.expert.severity") == "6291456", p      # PI_WARN
+    assert p.has("mqttst.bridge")
+    if payload:
+        assert p.bytes("mqttst.publish.payload") == payload
+
+
+def test_malformed_bridge_announcements_keep_what_they_can_show(bridge_pdus):
+    """The lines around the problem still decode, so the reader sees what was meant."""
+    order = bridge_pdus["role before fingerprint"]
+    assert order.get("mqttst.bridge.role") == "holder"
+    assert order.get("mqttst.bridge.fingerprint") == FINGERPRINT
+    assert [m for m in expert_messages(order) if "Malformed" in m] == [
+        "Malformed bridge announcement (the brokers ignore it): line 2: fingerprint expected",
+        "Malformed bridge announcement (the brokers ignore it): line 3: role expected"]
+    version = bridge_pdus["format version 2"]
+    assert version.get("mqttst.bridge.version") == "2"
+    assert version.fields["mqttst.bridge.delivered.sequence"] == ["1042", "77"]
+    short = bridge_pdus["no LF after the last line"]
+    assert short.fields["mqttst.bridge.delivered.sequence"] == ["1042", "77"]
+    bad = bridge_pdus["upper-case incarnation, sequence 0"]
+    assert bad.fields["mqttst.bridge.delivered.id"] == [DELIVERED[0][0]]
+    nameless = bridge_pdus["no bridge name"]
+    assert not nameless.has("mqttst.bridge.name")
+    assert nameless.get("mqttst.bridge.role") == "holder"
+
+
+def test_message_from_a_bridge_names_it(bridge_pdus):
+    """mqtt-st-bridge right after mqtt-st-origin is the bridge the message came in over
+    (mqttst.bridge_from); anywhere else the brokers do not take it, and it is flagged."""
+    p = bridge_pdus["from bridge"]
+    assert p.get("mqttst.bridge_from") == "central"
+    assert p.get("mqttst.origin.id") == ANNOUNCER
+    assert not p.has("mqttst.bridge") and expert_messages(p) == []
+    for what in ("bridge after another property", "bridge before the origin"):
+        p = bridge_pdus[what]
+        assert not p.has("mqttst.bridge_from"), p
+        assert p.has("mqttst.bridge_from.misplaced"), p
+        assert p.get("mqttst.origin.id") == ANNOUNCER
+    assert bridge_pdus["bridge before the origin"].has("mqttst.origin.not_first")
+    empty = bridge_pdus["empty bridge name"]
+    assert empty.get("mqttst.bridge_from") == ""
+    assert empty.has("mqttst.bridge_from.empty")

@@ -8,7 +8,8 @@
 --     mqtt-st-id: the built-in dissector takes 0x85 for an unknown version and does not
 --     decode the MQTT 5 properties of these packets;
 --   * the BPDU a peer carries in PINGREQ, every field, with the checks of section 3.4;
---   * the mqtt-st-origin user property of a peer PUBLISH.
+--   * the mqtt-st-origin user property of a peer PUBLISH, and the mqtt-st-bridge one after it;
+--   * the announcements of bridges shared by the tree ($MQTT-ST/bridge/<name>, section 7.5).
 --
 -- How it hooks in: a post-dissector reads every MQTT PDU the built-in dissector found in a
 -- frame (the "mqtt" protocol item spans exactly one PDU, also a reassembled one) and parses
@@ -33,6 +34,8 @@ local PEER_LEVEL = 0x85
 local AUTH_METHOD = "MQTT-ST-HMAC-SHA256"
 local ORIGIN_PROPERTY = "mqtt-st-origin"
 local ID_PROPERTY = "mqtt-st-id"
+local BRIDGE_PROPERTY = "mqtt-st-bridge"
+local ANNOUNCE_PREFIX = "$MQTT-ST/bridge/"
 local NONCE_LEN, PROOF_LEN = 16, 32
 local BPDU_HEADER_LEN = 19
 
@@ -108,7 +111,10 @@ local BPDU_ERROR_ORDER = { "empty", "bad_version", "too_short", "bad_flags", "tr
 -- --------------------------------------------------------------------------- fields
 
 local F = {}
-local function def(key, pf) F[key] = pf end
+local function def(key, pf)
+    assert(F[key] == nil, "field key used twice: " .. key)
+    F[key] = pf
+end
 
 -- CONNECT
 def("level", ProtoField.uint8("mqttst.connect.level", "Protocol level", base.HEX))
@@ -189,6 +195,29 @@ def("origin_time", ProtoField.absolute_time("mqttst.origin.time", "Origin time",
 def("origin_qos", ProtoField.uint8("mqttst.origin.qos", "Published QoS", base.DEC, QOS_NAMES))
 def("origin_retained", ProtoField.bool("mqttst.origin.retained_sync",
     "Retained message offered for reconciliation (r)"))
+def("bridge_from", ProtoField.string("mqttst.bridge_from",
+    "Came in over bridge (mqtt-st-bridge)"))
+-- announcements of a bridge shared by the tree ($MQTT-ST/bridge/<name>, section 7.5)
+def("announcement", ProtoField.none("mqttst.bridge", "Bridge announcement"))
+def("bridge_name", ProtoField.string("mqttst.bridge.name", "Bridge (connection name)"))
+def("bridge_version", ProtoField.uint32("mqttst.bridge.version", "Format version", base.DEC))
+def("bridge_fingerprint", ProtoField.string("mqttst.bridge.fingerprint", "Fingerprint"))
+def("bridge_role", ProtoField.string("mqttst.bridge.role", "Role"))
+def("bridge_health", ProtoField.string("mqttst.bridge.health", "Health"))
+def("bridge_failing_ms", ProtoField.uint64("mqttst.bridge.failing_ms",
+    "Failing since (ms ago)", base.DEC))
+def("bridge_priority", ProtoField.uint16("mqttst.bridge.priority",
+    "Priority (bridge_priority)", base.DEC))
+def("bridge_capability", ProtoField.uint32("mqttst.bridge.capability", "Capability", base.DEC))
+def("bridge_delivered", ProtoField.string("mqttst.bridge.delivered", "Delivered"))
+def("bridge_delivered_id", ProtoField.string("mqttst.bridge.delivered.id", "Origin broker"))
+def("bridge_delivered_incarnation", ProtoField.string("mqttst.bridge.delivered.incarnation",
+    "Incarnation"))
+def("bridge_delivered_sequence", ProtoField.uint64("mqttst.bridge.delivered.sequence",
+    "Acknowledged by the remote up to sequence", base.DEC))
+def("bridge_unknown", ProtoField.string("mqttst.bridge.unknown", "Unknown line (ignored)"))
+def("bridge_valid", ProtoField.bool("mqttst.bridge.valid", "Valid"))
+def("bridge_error", ProtoField.string("mqttst.bridge.error", "Ignored by the brokers because"))
 
 local field_list = {}
 for _, pf in pairs(F) do field_list[#field_list + 1] = pf end
@@ -201,24 +230,33 @@ for _, key in ipairs(BPDU_ERROR_ORDER) do
         "Malformed BPDU: " .. BPDU_ERRORS[key][2] .. " (" .. BPDU_ERRORS[key][1] .. ")",
         expert.group.MALFORMED, expert.severity.ERROR)
 end
-E.origin_missing = ProtoExpert.new("mqttst.origin.missing",
-    "Peer PUBLISH without the mqtt-st-origin user property", expert.group.PROTOCOL,
-    expert.severity.ERROR)
-E.origin_malformed = ProtoExpert.new("mqttst.origin.malformed",
-    "Malformed mqtt-st-origin value", expert.group.MALFORMED, expert.severity.ERROR)
-E.origin_not_first = ProtoExpert.new("mqttst.origin.not_first",
-    "mqtt-st-origin is not the first user property", expert.group.PROTOCOL,
-    expert.severity.WARN)
-E.auth = ProtoExpert.new("mqttst.auth.unexpected", "Unexpected peer authentication data",
-    expert.group.PROTOCOL, expert.severity.WARN)
-E.bad_identity = ProtoExpert.new("mqttst.identity.invalid",
-    "Not a broker identity (a.b.c.d:port or [v6]:port)", expert.group.PROTOCOL,
-    expert.severity.WARN)
-E.id_mismatch = ProtoExpert.new("mqttst.connack.id_mismatch",
-    "mqtt-st-id differs from the server identity of the AUTH", expert.group.PROTOCOL,
-    expert.severity.WARN)
-E.packet = ProtoExpert.new("mqttst.malformed", "Malformed peer packet",
-    expert.group.MALFORMED, expert.severity.ERROR)
+-- key in E: filter name, group and severity, text
+local EXPERTS = {
+    origin_missing = { "mqttst.origin.missing", "PROTOCOL", "ERROR",
+        "Peer PUBLISH without the mqtt-st-origin user property" },
+    origin_malformed = { "mqttst.origin.malformed", "MALFORMED", "ERROR",
+        "Malformed mqtt-st-origin value" },
+    origin_not_first = { "mqttst.origin.not_first", "PROTOCOL", "WARN",
+        "mqtt-st-origin is not the first user property" },
+    bridge_malformed = { "mqttst.bridge.malformed", "MALFORMED", "WARN",
+        "Malformed bridge announcement (the brokers ignore it)" },
+    bridge_standby_delivered = { "mqttst.bridge.standby_delivered", "PROTOCOL", "WARN",
+        "delivered line from a standby (only a holder's count)" },
+    bridge_from_empty = { "mqttst.bridge_from.empty", "MALFORMED", "ERROR",
+        "Empty mqtt-st-bridge value (the broker closes the connection)" },
+    bridge_from_misplaced = { "mqttst.bridge_from.misplaced", "PROTOCOL", "WARN",
+        "mqtt-st-bridge is not the user property right after mqtt-st-origin (the brokers " ..
+        "do not take it for one)" },
+    auth = { "mqttst.auth.unexpected", "PROTOCOL", "WARN", "Unexpected peer authentication data" },
+    bad_identity = { "mqttst.identity.invalid", "PROTOCOL", "WARN",
+        "Not a broker identity (a.b.c.d:port or [v6]:port)" },
+    id_mismatch = { "mqttst.connack.id_mismatch", "PROTOCOL", "WARN",
+        "mqtt-st-id differs from the server identity of the AUTH" },
+    packet = { "mqttst.malformed", "MALFORMED", "ERROR", "Malformed peer packet" },
+}
+for key, x in pairs(EXPERTS) do
+    E[key] = ProtoExpert.new(x[1], x[4], expert.group[x[2]], expert.severity[x[3]])
+end
 local expert_list = {}
 for _, e in pairs(E) do expert_list[#expert_list + 1] = e end
 mqttst.experts = expert_list
@@ -779,6 +817,218 @@ local function decimal_uint64(s)
     return v
 end
 
+-- --------------------------------------------------------------------------- bridges (7.5)
+
+-- The six lines every announcement starts with, in this order
+local ANNOUNCE_HEADER = { "bridge", "fingerprint", "role", "health", "priority", "capability" }
+local UINT64_MAX_TEXT = "18446744073709551615"
+
+-- Decimal digits worth at most max (a number, or UINT64_MAX_TEXT), read as arbor reads them
+-- (src/bridge/bridge_elect.c: 1 to 20 digits, leading zeros allowed)
+local function decimal_at_most(s, max)
+    if not s:match("^%d+$") or #s > 20 then return false end
+    if max ~= UINT64_MAX_TEXT then return tonumber(s) <= max end
+    local digits = s:gsub("^0+", "")
+    return #digits < 20 or digits <= UINT64_MAX_TEXT
+end
+
+local function is_hex16(s) return #s == 16 and s:match("^[0-9a-f]+$") ~= nil end
+
+-- The payload's lines: off and len (LF included) in the payload, text, lf (ends with LF),
+-- fields (split at every blank, so that empty ones show): { text, off in the line }
+local function announcement_lines(text)
+    local lines, pos = {}, 1
+    while pos <= #text do
+        local nl = text:find("\n", pos, true)
+        local stop = nl and nl - 1 or #text
+        local line = { off = pos - 1, len = (nl or #text) - pos + 1, lf = nl ~= nil,
+                       text = text:sub(pos, stop), fields = {} }
+        local start = 1
+        repeat
+            local blank = line.text:find(" ", start, true)
+            local last = blank and blank - 1 or #line.text
+            line.fields[#line.fields + 1] = { text = line.text:sub(start, last), off = start - 1 }
+            start = last + 2
+        until not blank
+        lines[#lines + 1] = line
+        pos = stop + 2
+    end
+    return lines
+end
+
+-- What makes a line unreadable whatever it says (reason key, text), or nil
+local function line_syntax_problem(line)
+    if not line.lf then return "no_newline", "the last line does not end with LF" end
+    for i = 1, #line.text do
+        local c = line.text:byte(i)
+        if c < 0x20 or c == 0x7F then
+            return "control_character", string.format("control character 0x%02x", c)
+        end
+    end
+    for _, f in ipairs(line.fields) do
+        if f.text == "" then
+            return "empty_field", "empty line, or a blank at its start or end or after another"
+        end
+    end
+    return nil
+end
+
+-- A line read by its keyword (header lines and delivered): the values found, and when they
+-- are not what section 7.5 allows, a reason key and text
+local function decode_line(line)
+    local f = line.fields
+    local n, d = #f, { key = f[1].text }
+    local a2, a3, a4 = f[2] and f[2].text or "", f[3] and f[3].text or "", f[4] and f[4].text or ""
+    if d.key == "bridge" then
+        if n ~= 2 or not a2:match("^%d+$") or #a2 > 9 then
+            return d, "header", "bridge <version> expected"
+        end
+        d.version = tonumber(a2)
+        if d.version ~= 1 then return d, "version", "format version " .. a2 .. ", not 1" end
+    elseif d.key == "fingerprint" then
+        if n ~= 2 or not is_hex16(a2) then
+            return d, "header", "fingerprint of 16 lower-case hex digits expected"
+        end
+        d.fingerprint = a2
+    elseif d.key == "role" then
+        if n ~= 2 or (a2 ~= "holder" and a2 ~= "standby") then
+            return d, "header", "role holder or role standby expected"
+        end
+        d.role = a2
+    elseif d.key == "health" then
+        if n == 2 and a2 == "ok" then
+            d.health = a2
+        elseif n == 3 and a2 == "failing" and decimal_at_most(a3, UINT64_MAX_TEXT) then
+            d.health, d.failing_ms = a2, a3
+        else
+            return d, "header", "health ok or health failing <ms> expected"
+        end
+    elseif d.key == "priority" or d.key == "capability" then
+        local max = d.key == "priority" and 65535 or 4294967295
+        if n ~= 2 or not decimal_at_most(a2, max) then
+            return d, "header", string.format("%s 0-%d expected", d.key, max)
+        end
+        d[d.key] = tonumber(a2)
+    elseif d.key == "delivered" then
+        if n ~= 4 or not is_identity_text(a2) or not is_hex16(a3) or
+                not decimal_at_most(a4, UINT64_MAX_TEXT) or a4:match("^0+$") then
+            return d, "delivered",
+                "delivered <identity> <incarnation: 16 hex digits> <sequence from 1> expected"
+        end
+        d.id, d.incarnation, d.sequence = a2, a3, a4
+    end
+    return d
+end
+
+-- One line's item below the announcement at
+local function show_announcement_line(at, pr, line, d, header)
+    local lr = pr:range(line.off, line.len)
+    local function value_range(i)
+        local f = line.fields[i]
+        if not f or f.text == "" then return lr end
+        return pr:range(line.off + f.off, #f.text)
+    end
+    if d.version then return at:add(F.bridge_version, value_range(2), d.version) end
+    if d.fingerprint then return at:add(F.bridge_fingerprint, value_range(2), d.fingerprint) end
+    if d.role then return at:add(F.bridge_role, value_range(2), d.role) end
+    if d.priority then return at:add(F.bridge_priority, value_range(2), d.priority) end
+    if d.capability then return at:add(F.bridge_capability, value_range(2), d.capability) end
+    if d.health then
+        local it = at:add(F.bridge_health, value_range(2), d.health)
+        if d.failing_ms then
+            it:add(F.bridge_failing_ms, value_range(3), decimal_uint64(d.failing_ms))
+            it:append_text(" (" .. d.failing_ms .. " ms)")
+        end
+        return it
+    end
+    if d.id then
+        local it = at:add(F.bridge_delivered, lr, d.id .. " " .. d.incarnation .. " " .. d.sequence)
+        it:add(F.bridge_delivered_id, value_range(2), d.id)
+        it:add(F.bridge_delivered_incarnation, value_range(3), d.incarnation)
+        it:add(F.bridge_delivered_sequence, value_range(4), decimal_uint64(d.sequence))
+        return it
+    end
+    if not header and d.key ~= "delivered" then return at:add(F.bridge_unknown, lr, line.text) end
+    return at:add(lr, "Line: " .. line.text)
+end
+
+-- A PUBLISH on $MQTT-ST/bridge/<name> (its topic at topic_off): the announcement of a
+-- candidate for a bridge shared by the tree, in the payload at off, line by line, checked as
+-- the brokers read it (they ignore a malformed one)
+local function dissect_announcement(r, topic_off, topic_len, off, len, t, info)
+    local name_off, name_len = topic_off + #ANNOUNCE_PREFIX, topic_len - #ANNOUNCE_PREFIX
+    local name = name_len > 0 and r:range(name_off, name_len):string(ENC_UTF_8) or ""
+    -- an empty payload has no range (a range may not start at the end): the topic stands in
+    local pr = len > 0 and r:range(off, len) or r:range(topic_off, topic_len)
+    local at = t:add(F.announcement, pr)
+    at:set_text(string.format("Bridge announcement: %s (%d bytes)", name, len))
+    local problems = {}
+    local function problem(item, key, text) problems[#problems + 1] = { item, key, text } end
+    if name_len > 0 then
+        at:add(F.bridge_name, r:range(name_off, name_len), name)
+    else
+        problem(at, "no_name", "no bridge name after " .. ANNOUNCE_PREFIX)
+    end
+    local a, delivered = {}, {}
+    local lines = len > 0 and announcement_lines(pr:raw()) or {}
+    for i, line in ipairs(lines) do
+        local header = i <= #ANNOUNCE_HEADER
+        local d, key, text = { key = line.fields[1].text }, nil, nil
+        if header or d.key == "delivered" then d, key, text = decode_line(line) end
+        local item = show_announcement_line(at, pr, line, d, header)
+        local syntax_key, syntax_text = line_syntax_problem(line)
+        if syntax_key then
+            key, text = syntax_key, syntax_text
+        elseif header and d.key ~= ANNOUNCE_HEADER[i] then
+            key, text = "header", ANNOUNCE_HEADER[i] .. " expected"
+        end
+        if key then problem(item, key, string.format("line %d: %s", i, text)) end
+        if header then a[d.key] = d end
+        if d.id then delivered[#delivered + 1] = item end
+    end
+    if #lines < #ANNOUNCE_HEADER then
+        problem(at, "header", string.format("%d lines, the first six are required", #lines))
+    end
+    if a.role and a.role.role == "standby" then
+        for _, item in ipairs(delivered) do
+            item:add_proto_expert_info(E.bridge_standby_delivered)
+        end
+    end
+    at:add(F.bridge_valid, pr, #problems == 0):set_generated()
+    if #problems > 0 then
+        at:add(F.bridge_error, pr, problems[1][2]):set_generated()
+        for _, p in ipairs(problems) do
+            p[1]:add_proto_expert_info(E.bridge_malformed,
+                "Malformed bridge announcement (the brokers ignore it): " .. p[3])
+        end
+        info[#info + 1] = string.format("bridge %s: malformed (%s)", name, problems[1][2])
+        return
+    end
+    local failing = a.health.failing_ms
+    info[#info + 1] = string.format("bridge %s: %s, %s%s, %d delivered", name, a.role.role,
+        a.health.health, failing and " " .. failing .. " ms" or "", #delivered)
+end
+
+-- The mqtt-st-bridge user property: the one right after the origin names the bridge the
+-- message came in over (7.5); anywhere else the brokers do not take it for that
+local function show_bridge_from(props, origin, t, info)
+    local previous
+    for _, prop in ipairs(props) do
+        if prop.id == PROP_USER then
+            if prop.key == BRIDGE_PROPERTY then
+                if origin and previous == origin then
+                    local it = t:add(F.bridge_from, prop.range, prop.value)
+                    if prop.value == "" then it:add_proto_expert_info(E.bridge_from_empty) end
+                    info[#info + 1] = "via bridge " .. prop.value
+                else
+                    t:add_proto_expert_info(E.bridge_from_misplaced)
+                end
+            end
+            previous = prop
+        end
+    end
+end
+
 local function dissect_publish(r, b0, body, body_end, t, info)
     local qos = math.floor(b0 / 2) % 4
     if body + 2 > body_end then
@@ -791,7 +1041,8 @@ local function dissect_publish(r, b0, body, body_end, t, info)
         t:add_proto_expert_info(E.packet, "Topic runs past the packet")
         return
     end
-    if tlen > 0 then t:add(F.topic, r:range(body + 2, tlen), r:range(body + 2, tlen):string(ENC_UTF_8)) end
+    local topic = tlen > 0 and r:range(body + 2, tlen):string(ENC_UTF_8) or ""
+    if tlen > 0 then t:add(F.topic, r:range(body + 2, tlen), topic) end
     if qos > 0 then
         if p + 2 > body_end then return end
         t:add(F.packet_id, r:range(p, 2))
@@ -832,7 +1083,11 @@ local function dissect_publish(r, b0, body, body_end, t, info)
                 o.retained and " r" or "")
         end
     end
+    show_bridge_from(props, origin, t, info)
     if after < body_end then t:add(F.payload, r:range(after, body_end - after)) end
+    if topic:sub(1, #ANNOUNCE_PREFIX) == ANNOUNCE_PREFIX then
+        dissect_announcement(r, body + 2, tlen, after, body_end - after, t, info)
+    end
 end
 
 -- Does this PUBLISH, read in MQTT 5 framing, carry the mqtt-st-origin user property?
@@ -934,8 +1189,9 @@ function mqttst.dissector(tvb, pinfo, tree)
         if r then
             local ok, result = pcall(dissect_pdu, r, idx, pinfo, tree, info)
             if not ok then
-                tree:add_proto_expert_info(E.packet, "MQTT-ST dissector error: " ..
-                    tostring(result))
+                -- on an item of its own: an expert info on the root tree shows in no tree
+                tree:add(mqttst, r):add_proto_expert_info(E.packet,
+                    "MQTT-ST dissector error: " .. tostring(result))
             elseif result then
                 peer = true
             end
