@@ -9,7 +9,9 @@
 --     decode the MQTT 5 properties of these packets;
 --   * the BPDU a peer carries in PINGREQ, every field, with the checks of section 3.4;
 --   * the mqtt-st-origin user property of a peer PUBLISH, and the mqtt-st-bridge one after it;
---   * the announcements of bridges shared by the tree ($MQTT-ST/bridge/<name>, section 7.5).
+--   * the announcements of bridges shared by the tree ($MQTT-ST/bridge/<name>, section 7.5);
+--   * the resync packets of a link ($MQTT-ST/link/summary and $MQTT-ST/link/lost, section
+--     7.3.1), which carry no origin, read as strictly as the brokers read them.
 --
 -- How it hooks in: a post-dissector reads every MQTT PDU the built-in dissector found in a
 -- frame (the "mqtt" protocol item spans exactly one PDU, also a reassembled one) and parses
@@ -36,6 +38,7 @@ local ORIGIN_PROPERTY = "mqtt-st-origin"
 local ID_PROPERTY = "mqtt-st-id"
 local BRIDGE_PROPERTY = "mqtt-st-bridge"
 local ANNOUNCE_PREFIX = "$MQTT-ST/bridge/"
+local LINK_PREFIX = "$MQTT-ST/link/"
 local NONCE_LEN, PROOF_LEN = 16, 32
 local BPDU_HEADER_LEN = 19
 
@@ -218,6 +221,30 @@ def("bridge_delivered_sequence", ProtoField.uint64("mqttst.bridge.delivered.sequ
 def("bridge_unknown", ProtoField.string("mqttst.bridge.unknown", "Unknown line (ignored)"))
 def("bridge_valid", ProtoField.bool("mqttst.bridge.valid", "Valid"))
 def("bridge_error", ProtoField.string("mqttst.bridge.error", "Ignored by the brokers because"))
+-- resync of a link ($MQTT-ST/link/summary and $MQTT-ST/link/lost, section 7.3.1)
+def("resync", ProtoField.none("mqttst.resync", "Resync"))
+def("resync_kind", ProtoField.string("mqttst.resync.kind", "Kind"))
+def("resync_version", ProtoField.uint32("mqttst.resync.version", "Format version", base.DEC))
+def("resync_want", ProtoField.bool("mqttst.resync.want",
+    "want (the sender's end starts forwarding: answer with a summary)"))
+def("resync_fresh", ProtoField.bool("mqttst.resync.fresh",
+    "fresh (the sender started without its log)"))
+def("resync_run", ProtoField.string("mqttst.resync.run", "Run"))
+def("resync_run_id", ProtoField.string("mqttst.resync.run.id", "Origin broker"))
+def("resync_run_incarnation", ProtoField.string("mqttst.resync.run.incarnation", "Incarnation"))
+def("resync_run_ranges", ProtoField.string("mqttst.resync.run.ranges", "Sequence ranges"))
+def("resync_run_count", ProtoField.uint64("mqttst.resync.run.count", "Sequence numbers",
+    base.DEC))
+def("resync_run_first", ProtoField.uint64("mqttst.resync.run.first", "Lowest sequence",
+    base.DEC))
+def("resync_run_last", ProtoField.uint64("mqttst.resync.run.last", "Highest sequence",
+    base.DEC))
+def("resync_runs", ProtoField.uint32("mqttst.resync.runs", "Runs", base.DEC))
+def("resync_count", ProtoField.uint64("mqttst.resync.count", "Sequence numbers of all runs",
+    base.DEC))
+def("resync_valid", ProtoField.bool("mqttst.resync.valid", "Valid"))
+def("resync_error", ProtoField.string("mqttst.resync.error",
+    "Refused by the brokers (0x81) because"))
 
 local field_list = {}
 for _, pf in pairs(F) do field_list[#field_list + 1] = pf end
@@ -242,6 +269,10 @@ local EXPERTS = {
         "Malformed bridge announcement (the brokers ignore it)" },
     bridge_standby_delivered = { "mqttst.bridge.standby_delivered", "PROTOCOL", "WARN",
         "delivered line from a standby (only a holder's count)" },
+    resync_malformed = { "mqttst.resync.malformed", "MALFORMED", "ERROR",
+        "Malformed resync packet (the broker closes the connection, 0x81)" },
+    resync_other = { "mqttst.resync.other", "PROTOCOL", "NOTE",
+        "Link-local packet of another version (the brokers ignore it)" },
     bridge_from_empty = { "mqttst.bridge_from.empty", "MALFORMED", "ERROR",
         "Empty mqtt-st-bridge value (the broker closes the connection)" },
     bridge_from_misplaced = { "mqttst.bridge_from.misplaced", "PROTOCOL", "WARN",
@@ -1009,6 +1040,345 @@ local function dissect_announcement(r, topic_off, topic_len, off, len, t, info)
         a.health.health, failing and " " .. failing .. " ms" or "", #delivered)
 end
 
+-- --------------------------------------------------------------------------- resync (7.3.1)
+
+-- glibc's inet_pton(AF_INET), which the brokers use: four decimal octets, no leading zeros.
+-- The four bytes, or nil.
+local function inet_pton4(s)
+    local parts = {}
+    for part in (s .. "."):gmatch("([^.]*)%.") do parts[#parts + 1] = part end
+    if #parts ~= 4 then return nil end
+    local bytes = {}
+    for i, part in ipairs(parts) do
+        if not part:match("^%d+$") or (#part > 1 and part:sub(1, 1) == "0") or
+                #part > 3 or tonumber(part) > 255 then
+            return nil
+        end
+        bytes[i] = tonumber(part)
+    end
+    return string.char(bytes[1], bytes[2], bytes[3], bytes[4])
+end
+
+-- glibc's inet_pton(AF_INET6): eight groups of at most four hex digits (either case), one
+-- "::" that stands for at least one group, an IPv4 address in place of the last two. The 16
+-- bytes, or nil.
+local function inet_pton6(s)
+    local n, i = #s, 1
+    if n == 0 then return nil end
+    if s:sub(1, 1) == ":" then
+        if s:sub(2, 2) ~= ":" then return nil end
+        i = 2
+    end
+    local groups, gap, token, digits, value = {}, nil, i, 0, 0
+    while i <= n do
+        local ch = s:sub(i, i)
+        i = i + 1
+        if ch:match("%x") then
+            if digits == 4 then return nil end
+            value, digits = value * 16 + tonumber(ch, 16), digits + 1
+        elseif ch == ":" then
+            token = i
+            if digits == 0 then
+                if gap then return nil end
+                gap = #groups
+            else
+                if i > n or #groups == 8 then return nil end
+                groups[#groups + 1] = value
+                value, digits = 0, 0
+            end
+        elseif ch == "." and #groups <= 6 then
+            local v4 = inet_pton4(s:sub(token))
+            if not v4 then return nil end
+            groups[#groups + 1] = v4:byte(1) * 256 + v4:byte(2)
+            groups[#groups + 1] = v4:byte(3) * 256 + v4:byte(4)
+            digits = 0
+            break
+        else
+            return nil
+        end
+    end
+    if digits > 0 then
+        if #groups == 8 then return nil end
+        groups[#groups + 1] = value
+    end
+    if gap then
+        if #groups == 8 then return nil end
+        local filled = {}
+        for k = 1, gap do filled[#filled + 1] = groups[k] end
+        for _ = 1, 8 - #groups do filled[#filled + 1] = 0 end
+        for k = gap + 1, #groups do filled[#filled + 1] = groups[k] end
+        groups = filled
+    end
+    if #groups ~= 8 then return nil end
+    local bytes = {}
+    for k, g in ipairs(groups) do
+        bytes[2 * k - 1], bytes[2 * k] = math.floor(g / 256), g % 256
+    end
+    return string.char((table.unpack or unpack)(bytes))
+end
+
+local IPV4_MAPPED_PREFIX = string.rep("\0", 10) .. "\255\255"
+
+-- The broker identity a run line names, read as the brokers read it
+-- (stp_broker_id_from_text: "a.b.c.d:port" or "[address]:port", the port as strtoul reads
+-- it, 1 to 65535, the address neither 0.0.0.0 nor ::): its 18 bytes (the address IPv6 or
+-- IPv4-mapped, the port), the same for every spelling of one identity; or nil.
+local function identity_key(text)
+    local nul = text:find("\0", 1, true)
+    if nul then text = text:sub(1, nul - 1) end -- read as a C string
+    local host, port
+    if text:sub(1, 1) == "[" then
+        local close = text:find("]", 1, true)
+        if not close or text:sub(close + 1, close + 1) ~= ":" then return nil end
+        host, port = text:sub(2, close - 1), text:sub(close + 2)
+    else
+        local colon = text:find(":", 1, true)
+        if not colon or text:find(":", colon + 1, true) then return nil end
+        host, port = text:sub(1, colon - 1), text:sub(colon + 1)
+    end
+    if #host == 0 or #host >= 48 then return nil end
+    -- strtoul: white space, a sign, then decimal digits up to the end; "-n" is never 1-65535
+    local sign, digits = port:match("^[ \t\v\f\r]*([+-]?)(%d+)$")
+    if not digits or sign == "-" then return nil end
+    digits = digits:gsub("^0+", "")
+    if #digits == 0 or #digits > 5 or tonumber(digits) > 65535 then return nil end
+    local p = tonumber(digits)
+    local v4 = inet_pton4(host)
+    local addr = v4 and IPV4_MAPPED_PREFIX .. v4 or inet_pton6(host)
+    if not addr then return nil end
+    local unspecified = addr:sub(1, 12) == IPV4_MAPPED_PREFIX and addr:sub(13) == "\0\0\0\0" or
+        addr == string.rep("\0", 16)
+    if unspecified then return nil end
+    return addr .. string.char(math.floor(p / 256), p % 256)
+end
+
+-- A decimal number as the brokers read it (any number of leading zeros, at most UINT64_MAX):
+-- its digits without leading zeros ("0" for zero), or nil
+local function uint64_digits(s)
+    local digits = s:gsub("^0+", "")
+    if digits == "" then return "0" end
+    if #digits > 20 or (#digits == 20 and digits > UINT64_MAX_TEXT) then return nil end
+    return digits
+end
+
+local function digits_less(a, b)
+    if #a ~= #b then return #a < #b end
+    return a < b
+end
+
+-- "<a>-<b>" or "<a>", comma-separated, ascending and apart, from 1 (peer_summary.c
+-- parse_ranges): the ranges { lo, hi } (digit strings), or nil, a reason key and text
+local function parse_ranges(s)
+    local ranges, pos = {}, 1
+    local function number()
+        local text = s:match("^%d+", pos)
+        if not text then return nil, "a decimal number expected at character " .. pos end
+        pos = pos + #text
+        local digits = uint64_digits(text)
+        if not digits then return nil, text .. " is above " .. UINT64_MAX_TEXT end
+        return digits
+    end
+    while pos <= #s do
+        if #ranges > 0 then
+            if s:sub(pos, pos) ~= "," then
+                return nil, "ranges", "',' expected at character " .. pos
+            end
+            pos = pos + 1
+        end
+        local lo, why = number()
+        if not lo then return nil, "ranges", why end
+        if lo == "0" then return nil, "zero", "sequence number 0 (they start at 1)" end
+        local hi = lo
+        if s:sub(pos, pos) == "-" then
+            pos = pos + 1
+            hi, why = number()
+            if not hi then return nil, "ranges", why end
+        end
+        if digits_less(hi, lo) then
+            return nil, "backwards", string.format("range %s-%s runs backwards", lo, hi)
+        end
+        local last = ranges[#ranges]
+        if last and not digits_less(last.hi, lo) then
+            local shown = string.format("%s after %s-%s", lo, last.lo, last.hi)
+            if digits_less(lo, last.lo) then
+                return nil, "not_ascending", "ranges not ascending: " .. shown
+            end
+            return nil, "overlap", "ranges overlap: " .. shown
+        end
+        ranges[#ranges + 1] = { lo = lo, hi = hi }
+    end
+    if #ranges == 0 then return nil, "ranges", "no ranges" end
+    return ranges
+end
+
+-- The header line of a summary (want|reply, fresh) or a lost notice: its values, or nil
+-- (peer_summary.c parse_header: exactly these words, one blank apart)
+local function parse_resync_header(f, kind)
+    local words = {}
+    for i, field in ipairs(f) do words[i] = field.text end
+    if kind == "lost" then
+        return (#words == 2 and words[1] == "lost" and words[2] == "1") and {} or nil
+    end
+    if (#words ~= 3 and #words ~= 4) or words[1] ~= "summary" or words[2] ~= "1" or
+            (words[3] ~= "want" and words[3] ~= "reply") or
+            (#words == 4 and words[4] ~= "fresh") then
+        return nil
+    end
+    return { want = words[3] == "want", fresh = words[4] == "fresh" }
+end
+
+local RESYNC_HEADERS = { summary = "summary 1 want|reply [fresh]", lost = "lost 1" }
+
+-- A run line "run <identity> <incarnation> <ranges>" (peer_summary.c parse_run): its values,
+-- the 18 identity bytes and incarnation that name it (seen: those of the runs before it), or
+-- nil, a reason key and text
+local function parse_run_line(line, seen)
+    local f = line.fields
+    local run = { id = f[2] and f[2].text, incarnation = f[3] and f[3].text,
+                  ranges_text = f[4] and f[4].text }
+    local empty = false
+    for _, field in ipairs(f) do empty = empty or field.text == "" end
+    if #f ~= 4 or f[1].text ~= "run" or empty then
+        return run, "run", "run <identity> <incarnation> <ranges> expected"
+    end
+    run.key = #run.id < 56 and identity_key(run.id) or nil
+    if not run.key then
+        return run, "identity", "not a broker identity (a.b.c.d:port or [address]:port): " ..
+            run.id
+    end
+    if not is_hex16(run.incarnation) then
+        return run, "incarnation", "incarnation of 16 lower-case hex digits expected"
+    end
+    run.key = run.key .. run.incarnation
+    if seen[run.key] then
+        return run, "duplicate", "run " .. run.id .. " " .. run.incarnation .. " listed twice"
+    end
+    local ranges, key, text = parse_ranges(run.ranges_text)
+    if not ranges then return run, key, text end
+    run.ranges = ranges
+    run.count = UInt64(0)
+    for _, r in ipairs(ranges) do
+        run.count = run.count + (decimal_uint64(r.hi) - decimal_uint64(r.lo)) + 1
+    end
+    return run
+end
+
+-- "1 run", "2 runs" (n a number or a UInt64)
+local function plural(n, word)
+    return string.format("%s %s%s", tostring(n), word, tostring(n) == "1" and "" or "s")
+end
+
+local function show_run(at, pr, line, run)
+    local lr = pr:range(line.off, #line.text > 0 and #line.text or line.len)
+    local it = at:add(F.resync_run, lr, line.text)
+    local function value_range(i)
+        local f = line.fields[i]
+        if not f or f.text == "" then return lr end
+        return pr:range(line.off + f.off, #f.text)
+    end
+    if run.id then it:add(F.resync_run_id, value_range(2), run.id) end
+    if run.incarnation then it:add(F.resync_run_incarnation, value_range(3), run.incarnation) end
+    if run.ranges_text then it:add(F.resync_run_ranges, value_range(4), run.ranges_text) end
+    if run.ranges then
+        it:add(F.resync_run_count, value_range(4), run.count):set_generated()
+        it:add(F.resync_run_first, value_range(4), decimal_uint64(run.ranges[1].lo))
+            :set_generated()
+        it:add(F.resync_run_last, value_range(4), decimal_uint64(run.ranges[#run.ranges].hi))
+            :set_generated()
+        it:set_text(string.format("Run %s %s: %s (%s)", run.id, run.incarnation,
+            run.ranges_text, plural(run.count, "sequence number")))
+    end
+    return it
+end
+
+-- A PUBLISH on $MQTT-ST/link/<kind> (its topic at topic_off), a link-local packet without
+-- origin: a summary or lost notice (section 7.3.1) in the payload at off, checked line by
+-- line as the brokers read it (they close the connection on a malformed one); another kind
+-- is a later version's, which the brokers ignore
+local function dissect_resync(r, topic_off, topic_len, off, len, t, info)
+    local kind = r:range(topic_off + #LINK_PREFIX, topic_len - #LINK_PREFIX):string(ENC_UTF_8)
+    local pr = len > 0 and r:range(off, len) or r:range(topic_off, topic_len)
+    local at = t:add(F.resync, pr)
+    at:add(F.resync_kind, r:range(topic_off + #LINK_PREFIX, topic_len - #LINK_PREFIX), kind)
+    if not RESYNC_HEADERS[kind] then
+        at:set_text("Link-local packet " .. LINK_PREFIX .. kind ..
+            " (another version's: the brokers ignore it)")
+        at:add_proto_expert_info(E.resync_other)
+        info[#info + 1] = "link-local " .. kind .. " (ignored)"
+        return
+    end
+    local problems = {}
+    local function problem(item, key, text) problems[#problems + 1] = { item, key, text } end
+    local lines = len > 0 and announcement_lines(pr:raw()) or {}
+    local header, seen, runs, run_lines, total = nil, {}, 0, 0, UInt64(0)
+    for i, line in ipairs(lines) do
+        local item, key, text
+        if i == 1 then
+            header = parse_resync_header(line.fields, kind)
+            item = at:add(pr:range(line.off, line.len), "Header: " .. line.text)
+            local version = line.fields[2]
+            if version and version.text:match("^%d+$") and #version.text <= 9 then
+                item:add(F.resync_version, pr:range(line.off + version.off, #version.text),
+                    tonumber(version.text))
+            end
+            if header and kind == "summary" then
+                item:add(F.resync_want, pr:range(line.off + line.fields[3].off,
+                    #line.fields[3].text), header.want)
+                local fresh = line.fields[4]
+                if fresh then
+                    item:add(F.resync_fresh, pr:range(line.off + fresh.off, #fresh.text), true)
+                else
+                    item:add(F.resync_fresh, pr:range(line.off, line.len), false)
+                        :set_generated()
+                end
+            end
+            if not header then key, text = "header", RESYNC_HEADERS[kind] .. " expected" end
+        else
+            local run
+            run, key, text = parse_run_line(line, seen)
+            item = show_run(at, pr, line, run)
+            run_lines = run_lines + 1
+            if not key then
+                seen[run.key] = true
+                runs, total = runs + 1, total + run.count
+            end
+        end
+        if not line.lf then key, text = "no_newline", "the last line does not end with LF" end
+        if key then problem(item, key, string.format("line %d: %s", i, text)) end
+    end
+    if #lines == 0 then
+        problem(at, "header", "empty payload: " .. RESYNC_HEADERS[kind] .. " expected")
+    elseif kind == "lost" and run_lines == 0 then
+        problem(at, "no_run", "a lost notice without a run")
+    end
+    at:add(F.resync_runs, pr, runs):set_generated()
+    at:add(F.resync_count, pr, total):set_generated()
+    at:add(F.resync_valid, pr, #problems == 0):set_generated()
+    local title = kind == "lost" and "lost notice" or "summary"
+    if #problems > 0 then
+        at:add(F.resync_error, pr, problems[1][2]):set_generated()
+        for _, p in ipairs(problems) do
+            p[1]:add_proto_expert_info(E.resync_malformed,
+                "Malformed resync packet (the broker closes the connection, 0x81): " .. p[3])
+        end
+        at:set_text(string.format("Resync %s: malformed, %s (%d bytes)", title,
+            problems[1][2], len))
+        info[#info + 1] = string.format("resync %s: malformed (%s)", kind, problems[1][2])
+        return
+    end
+    if kind == "lost" then
+        at:set_text(string.format("Resync lost notice: %s in %s (%d bytes)",
+            plural(total, "sequence number"), plural(runs, "run"), len))
+        info[#info + 1] = string.format("resync lost: %s%s", plural(total, "message"),
+            runs > 1 and ", " .. plural(runs, "run") or "")
+        return
+    end
+    local how = (header.want and "want" or "reply") .. (header.fresh and ", fresh" or "")
+    at:set_text(string.format("Resync summary: %s, %s, %s (%d bytes)", how,
+        plural(runs, "run"), plural(total, "sequence number"), len))
+    info[#info + 1] = string.format("resync summary (%s, %s)", how, plural(runs, "run"))
+end
+
 -- The mqtt-st-bridge user property: the one right after the origin names the bridge the
 -- message came in over (7.5); anywhere else the brokers do not take it for that
 local function show_bridge_from(props, origin, t, info)
@@ -1042,6 +1412,9 @@ local function dissect_publish(r, b0, body, body_end, t, info)
         return
     end
     local topic = tlen > 0 and r:range(body + 2, tlen):string(ENC_UTF_8) or ""
+    -- a link-local packet (a resync's, 7.3.1) has no origin: the brokers do not look for one
+    local topic_bytes = tlen > 0 and r:range(body + 2, tlen):raw() or ""
+    local link_local = tlen > #LINK_PREFIX and topic_bytes:sub(1, #LINK_PREFIX) == LINK_PREFIX
     if tlen > 0 then t:add(F.topic, r:range(body + 2, tlen), topic) end
     if qos > 0 then
         if p + 2 > body_end then return end
@@ -1051,6 +1424,11 @@ local function dissect_publish(r, b0, body, body_end, t, info)
     local props, after = parse_properties(r, p, body_end, t)
     if not props then
         t:add_proto_expert_info(E.packet, "Malformed PUBLISH properties: " .. after)
+        return
+    end
+    if link_local then
+        if after < body_end then t:add(F.payload, r:range(after, body_end - after)) end
+        dissect_resync(r, body + 2, tlen, after, body_end - after, t, info)
         return
     end
     local origin, first_user
