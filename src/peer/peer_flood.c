@@ -360,7 +360,8 @@ static struct message *message_from_peer(struct peer_net *net, const struct mqtt
 static bool wanted(struct peer_net *net, const struct message_origin *o, stp_link_id from,
                    const struct mqtt_publish *p)
 {
-    if (stp_broker_id_equal(&o->broker, &net->self) && o->incarnation == net->incarnation) {
+    if (stp_broker_id_equal(&o->broker, &net->self) &&
+        (o->incarnation & ~(uint64_t)PEER_STREAM_QOS0) == net->incarnation) { /* either stream */
         net->counters.duplicates++; /* our own, back from around a loop */
         return false;
     }

@@ -63,7 +63,7 @@ static void link_down(struct peer_net *net, struct peer_link *link, const char *
     if (!link->stp_id) return;
     stp_link_id id = link->stp_id;
     link->stp_id = 0;
-    peer_resync_reset(link);
+    peer_resync_link_down(net, link);
     log_notice("MQTT-ST: link to %s down (%s).", link->name, why);
     peer_note_change(net);
     stp_link_down(net->stp, id, (uint64_t)net->broker->now_ms);

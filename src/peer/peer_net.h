@@ -298,7 +298,10 @@ void peer_resync_start(struct peer_net *net, struct peer_link *link);
 /* The link came up: until it resyncs, no QoS 1/2 message goes on it (not even while the tree
  * settles: its resync sends them, in order). */
 void peer_resync_link_up(struct peer_link *link);
-/* The link went down: forget its resync. */
+/* The link went down: forget its resync, and drop the QoS 1/2 messages its flow still holds
+ * (the next resync sends them, in order). */
+void peer_resync_link_down(struct peer_net *net, struct peer_link *link);
+/* Forget the link's resync (it is freed). */
 void peer_resync_reset(struct peer_link *link);
 /* A link-local PUBLISH (summary, lost) from the neighbour: 0 or an MQTT reason code. */
 int peer_resync_receive(struct peer_net *net, struct peer_accepted *acc,

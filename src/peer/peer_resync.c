@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "message.h"
+#include "outflow.h"
 #include "peer.h"
 #include "peer_net.h"
 #include "timers.h"
@@ -107,6 +108,21 @@ static void walk_free(struct peer_link *link)
     link->walk_lost_runs = NULL;
     link->walk_lost_count = 0;
     link->walk_messages = link->walk_bytes = 0;
+}
+
+static bool logged_msg(const struct message *msg, void *ctx)
+{
+    (void)ctx;
+    return logged(msg);
+}
+
+void peer_resync_link_down(struct peer_net *net, struct peer_link *link)
+{
+    /* What the link's flow still holds of the logged stream would go out first when it comes
+     * back, ahead of (and around) the resync's walk: drop it, the walk sends what the
+     * neighbour lacks, in order. */
+    if (link->out) outflow_drop_if(net->broker, &link->out->flow, true, logged_msg, NULL);
+    peer_resync_reset(link);
 }
 
 void peer_resync_reset(struct peer_link *link)
