@@ -15,9 +15,12 @@
 
 #include "broker.h"
 #include "heap_guard.h"
+#include "message_log.h"
 
 /* Forwarders the routing point can hold (route.h): MQTT-ST flooding, and room for bridges. */
 #define ROUTE_MAX_FORWARDERS 8
+/* Sections of state persistence keeps for the layers above the core (persist_hooks.h). */
+#define PERSIST_SECTIONS_MAX 4
 
 /* One message queued for, or in flight to, one session. Pooled: not freed per message. */
 enum delivery_state {
@@ -179,11 +182,16 @@ struct sys_tree_state {
     size_t source_count;
 };
 
+struct persist_section;
+
 struct broker_shared {
     struct session *sessions; /* by client id */
     uint64_t next_session_serial;
     struct subscription_tree *subscriptions;
     struct retained_store *retained;
+    /* The QoS 1/2 messages accepted, for MQTT-ST's resyncs (message_log.h; enabled by peer.c,
+     * kept across restarts by persist.c). */
+    struct message_log message_log;
     struct message_counters messages; /* live stored messages */
     struct heap_guard heap_guard;     /* memory_limit (heap_guard.h) */
     struct sys_tree_state sys;
@@ -192,6 +200,9 @@ struct broker_shared {
     struct bridge_marks bridge_marks; /* names of bridges messages came in over */
     struct persist *persist; /* persistence (persist.h); NULL without `persistence true` */
     const struct persist_hooks *persist_hooks; /* set by persist.c (persist_hooks.h) */
+    /* State of the layers above kept across restarts (persist_hooks.h), in order. */
+    const struct persist_section *persist_sections[PERSIST_SECTIONS_MAX];
+    size_t persist_section_count;
     /* The forwarders registered at the routing point (route.h), in order. */
     const struct route_forwarder *forwarders[ROUTE_MAX_FORWARDERS];
     size_t forwarder_count;

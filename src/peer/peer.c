@@ -294,13 +294,15 @@ int peer_net_start(struct broker *broker)
     net->next_link_id = 1;
     net->pressure.high = PEER_BACKLOG_HIGH;
     net->pressure.low = PEER_BACKLOG_LOW;
-    net->log.max_messages = cfg->peer_log_max_messages;
-    net->log.max_bytes = cfg->peer_log_max_bytes;
+    net->log = &broker->shared->message_log;
+    net->log->enabled = true;
+    net->log->max_messages = cfg->peer_log_max_messages;
+    net->log->max_bytes = cfg->peer_log_max_bytes;
     /* With memory_limit the log takes at most half of it, so that what it holds for resyncs
      * never makes the broker refuse new messages. */
-    if (cfg->memory_limit && net->log.max_bytes > cfg->memory_limit / 2)
-        net->log.max_bytes = cfg->memory_limit / 2 ? cfg->memory_limit / 2 : 1;
-    net->log.max_age_ms = (int64_t)cfg->peer_log_max_age_s * 1000;
+    if (cfg->memory_limit && net->log->max_bytes > cfg->memory_limit / 2)
+        net->log->max_bytes = cfg->memory_limit / 2 ? cfg->memory_limit / 2 : 1;
+    net->log->max_age_ms = (int64_t)cfg->peer_log_max_age_s * 1000;
     if (create_core(net) != 0) {
         log_error("Error: MQTT-ST: invalid spanning-tree parameters or out of memory.");
         return -1;
@@ -325,6 +327,7 @@ int peer_net_start(struct broker *broker)
         log_error("Error: MQTT-ST: no room for its forwarder or its $SYS topics.");
         return -1;
     }
+    peer_state_register(net);
     add_configured_dialers(net);
     net->sys_dirty = true;
     return 0;
@@ -448,6 +451,9 @@ void peer_net_run(struct broker *broker)
     if ((uint64_t)now >= stp_next_deadline(net->stp)) stp_tick(net->stp, (uint64_t)now);
     run_dialers(net);
     peer_flood_expire(net, now);
+    peer_state_tick(net, now);
+    if (net->state_dirty && net->next_state_write_ms < net->next_run_ms)
+        net->next_run_ms = net->next_state_write_ms;
     int64_t walk = peer_resync_pump(net);
     if (walk < net->next_run_ms) net->next_run_ms = walk;
     if (net->pressure.release_pending) {

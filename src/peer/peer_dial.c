@@ -468,7 +468,7 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
         struct peer_link *link = d->link;
         if (link && link->walk_messages) {
             link->walk_messages--;
-            uint64_t size = peer_log_size(msg);
+            uint64_t size = message_log_size(msg);
             link->walk_bytes -= size < link->walk_bytes ? size : link->walk_bytes;
         }
     }

@@ -8,7 +8,7 @@
  *  - Duplicate suppression: each origin run has a window of the sequence numbers seen, so a
  *    message that arrives twice (another path, a resync) is delivered once.
  *  - The log: every QoS 1/2 message this broker accepted (published here or received) is kept
- *    in the message log (peer_log.c) for the resync of links that start forwarding
+ *    in the message log (message_log.c) for the resync of links that start forwarding
  *    (peer_resync.c), which holds such messages back from a link until it has sent what the
  *    neighbour lacks.
  *  - Retained state: when a link starts forwarding, each side offers its retained messages
@@ -55,7 +55,8 @@ void peer_flood_free(struct peer_net *net)
         seqset_free(&o->adopted);
         free(o);
     }
-    peer_log_free(&net->log);
+    message_log_free(net->log);
+    net->log->enabled = false;
     struct peer_tombstone *t, *ttmp;
     HASH_ITER(hh, net->tombstones, t, ttmp)
     {
@@ -101,6 +102,7 @@ static void stamp(void *ctx, struct message *msg)
         msg->origin.incarnation = net->incarnation | PEER_STREAM_QOS0;
         msg->origin.sequence = ++net->next_sequence0;
     }
+    peer_state_sequence_used(net, msg->qos == 0);
     msg->origin.time_ms = wall_ms();
     /* A retained message published here must replace what this broker holds for its topic,
      * the value or the last clear, even if their origin's clock ran ahead of ours (or they
@@ -199,6 +201,7 @@ bool peer_flood_seen_before(struct peer_net *net, const struct message_origin *o
     if (!o->retained_sync && seqset_contains(&w->adopted, o->sequence)) return true;
     bool windowed = o->incarnation & PEER_STREAM_QOS0;
     bool seen = peer_seen_check(&w->seen, windowed, o->sequence);
+    if (!seen && !windowed) net->state_dirty = true;
     if (!windowed && w->seen.count > PEER_RANGES_MAX) { /* too many gaps: the oldest go */
         uint64_t given_up = seqset_limit_ranges(&w->seen, PEER_RANGES_MAX);
         net->counters.lost += given_up;
@@ -219,7 +222,7 @@ static bool flood(void *ctx, struct message *msg)
     if (!msg->origin.stamped || msg->origin.local_only || net->stopping) return false;
     stp_link_id from = msg->origin.link;
     if (msg->qos > 0 && !(msg->origin.incarnation & PEER_STREAM_QOS0) &&
-        peer_log_add(&net->log, msg, net->broker->now_ms) != 0)
+        message_log_add(net->log, msg, net->broker->now_ms) != 0)
         log_error("Error: MQTT-ST: out of memory logging a message for resync.");
     bool everywhere = settling(net);
     struct peer_link *link, *tmp;
@@ -278,10 +281,10 @@ void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link)
 
 void peer_flood_expire(struct peer_net *net, int64_t now_ms)
 {
-    peer_log_expire(&net->log, now_ms);
+    message_log_expire(net->log, now_ms);
     if (now_ms < net->next_sweep_ms) return; /* the sweeps below are rare */
     net->next_sweep_ms = now_ms + PEER_SWEEP_INTERVAL_MS;
-    int64_t log_age = net->log.max_age_ms ? net->log.max_age_ms : INT64_MAX / 2;
+    int64_t log_age = net->log->max_age_ms ? net->log->max_age_ms : INT64_MAX / 2;
     struct peer_origin *o, *otmp;
     HASH_ITER(hh, net->origins, o, otmp)
     {

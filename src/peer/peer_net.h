@@ -10,6 +10,9 @@
  *   peer_origin.c  the origin property and the duplicate window (pure, unit-tested)
  *   peer_auth.c    the HMAC-SHA256 challenge-response
  *   peer_sys.c     $SYS/broker/stp/...
+ *   peer_resync.c  resync of a link that starts forwarding: summaries, the walk of the log
+ *   peer_summary.c the text of summaries and of the kept state (pure, unit-tested)
+ *   peer_state.c   what is kept across restarts: the stream, what was seen
  *
  * A link to neighbour X is the pair (our outgoing connection to X, X's outgoing connection to
  * us). Each side sends BPDUs (in PINGREQ) and messages (PUBLISH QoS 2) on its own outgoing
@@ -26,8 +29,8 @@
 #include "broker_shared.h"
 #include "message.h"
 #include "packet.h"
-#include "peer_log.h"
 #include "peer_summary.h"
+#include "persist_hooks.h"
 #include "route.h"
 #include "seqset.h"
 #include "wire.h"
@@ -198,8 +201,14 @@ struct peer_net {
     char self_name[STP_BROKER_ID_STRLEN];
     uint32_t capability;
     uint64_t incarnation;   /* even: the QoS 1/2 stream; | PEER_STREAM_QOS0: the QoS 0 one */
-    uint64_t next_sequence; /* of the QoS 1/2 stream */
+    uint64_t next_sequence; /* of the QoS 1/2 stream: the last one used */
     uint64_t next_sequence0;
+    /* Kept across restarts (peer_state.c): the highest sequence numbers the file allows
+     * (durable mode), and whether what was seen changed since it was last written. */
+    uint64_t reserved, reserved0;
+    bool state_dirty;
+    int64_t next_state_write_ms;
+    struct persist_section state_section;
     /* Started without a log: until the first neighbour's summary, which is taken as what this
      * broker has seen, summaries say fresh (nothing older is wanted; 7.3, item 4). */
     bool joined;
@@ -216,7 +225,7 @@ struct peer_net {
     struct peer_origin *origins;
     struct peer_tombstone *tombstones; /* retained clears, by topic */
     int64_t next_sweep_ms;
-    struct peer_log log; /* the QoS 1/2 messages accepted (7.3) */
+    struct message_log *log; /* the QoS 1/2 messages accepted (7.3): broker->shared's */
 
     /* Messages in every dialer's queue (outflow.h): engaged at PEER_BACKLOG_HIGH, holds the
      * clients (broker->shared->peer_backlog) until release_pending, at PEER_BACKLOG_LOW. */
@@ -311,6 +320,15 @@ bool peer_resync_holds(const struct peer_link *link, const struct message *msg);
 /* Hand the links' walks on as their queues drain; returns when to come back (TIMER_NONE:
  * nothing to do). */
 int64_t peer_resync_pump(struct peer_net *net);
+
+/* peer_state.c (docs/mqtt-st-protocol.md 7.6) */
+/* Register what MQTT-ST keeps across restarts with persistence (before it starts). */
+void peer_state_register(struct peer_net *net);
+/* A sequence number was taken on the QoS 1/2 (or QoS 0) stream: past the reserved block,
+ * durable persistence writes a new one before output leaves. */
+void peer_state_sequence_used(struct peer_net *net, bool qos0);
+/* Durable mode: write what was seen, at most once a second. */
+void peer_state_tick(struct peer_net *net, int64_t now_ms);
 
 /* peer_auth.c */
 int peer_auth_nonce(uint8_t nonce[PEER_NONCE_LEN]);

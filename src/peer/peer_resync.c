@@ -1,7 +1,7 @@
 /*
  * peer_resync.c: resync of a link that starts forwarding (docs/mqtt-st-protocol.md 7.3): the
  * two ends exchange summaries of what they have seen (per QoS 1/2 origin run, a set of
- * sequence numbers), and each walks its message log (peer_log.c) sending the other what it
+ * sequence numbers), and each walks its message log (message_log.c) sending the other what it
  * lacks, oldest first, paced by the link's queue, then the ranges that already left its log
  * ("lost"). While an end waits for the neighbour's summary or walks, live QoS 1/2 messages
  * do not go on that link (flood asks peer_resync_holds): they are in the log, and the walk
@@ -143,7 +143,7 @@ void peer_resync_start(struct peer_net *net, struct peer_link *link)
     walk_free(link);
     link->resync = RESYNC_WAITING;
     link->resync_since_ms = net->broker->now_ms;
-    link->walk_from = peer_log_end(&net->log);
+    link->walk_from = message_log_end(net->log);
     send_summary(net, link, true, fresh(net));
     net->sys_dirty = true;
 }
@@ -208,15 +208,15 @@ static void start_walk(struct peer_net *net, struct peer_link *link, struct peer
     link->theirs = *theirs;
     memset(theirs, 0, sizeof *theirs);
     link->resync = RESYNC_WALKING;
-    struct peer_log *log = &net->log;
+    struct message_log *log = net->log;
     /* A fresh neighbour wants nothing older than now: what was held back since our want. */
     link->walk_next = link->theirs.fresh ? link->walk_from : log->head_serial;
     if (link->walk_next < log->head_serial) link->walk_next = log->head_serial;
     struct peer_origin *o, *tmp;
     HASH_ITER(hh, net->origins, o, tmp) o->log_lowest = 0;
     uint64_t own_lowest = 0;
-    for (uint64_t serial = log->head_serial; serial < peer_log_end(log); serial++) {
-        const struct message *msg = peer_log_at(log, serial)->msg;
+    for (uint64_t serial = log->head_serial; serial < message_log_end(log); serial++) {
+        const struct message *msg = message_log_at(log, serial)->msg;
         const struct message_origin *mo = &msg->origin;
         uint64_t *lowest = &own_lowest;
         if (!own_run(net, &mo->broker, mo->incarnation)) {
@@ -226,7 +226,7 @@ static void start_walk(struct peer_net *net, struct peer_link *link, struct peer
         if (lowest && (!*lowest || mo->sequence < *lowest)) *lowest = mo->sequence;
         if (serial >= link->walk_next && they_lack(net, link, msg)) {
             link->walk_messages++;
-            link->walk_bytes += peer_log_size(msg);
+            link->walk_bytes += message_log_size(msg);
         }
     }
     if (!link->theirs.fresh && prepare_lost(net, link, own_lowest) != 0)
@@ -275,7 +275,7 @@ int64_t peer_resync_pump(struct peer_net *net)
             if (link->resync_since_ms + patience < next) next = link->resync_since_ms + patience;
             continue;
         }
-        if (link->walk_next < net->log.head_serial) { /* what it had to send left the log */
+        if (link->walk_next < net->log->head_serial) { /* what it had to send left the log */
             log_notice("MQTT-ST: resync with %s fell behind the log; starting again.",
                        link->name);
             peer_resync_start(net, link);
@@ -283,14 +283,14 @@ int64_t peer_resync_pump(struct peer_net *net)
         }
         unsigned budget = WALK_BUDGET;
         while (link->out->flow.queued.count < PEER_RESYNC_QUEUE_LOW && budget) {
-            const struct peer_log_entry *e = peer_log_at(&net->log, link->walk_next);
+            const struct message_log_entry *e = message_log_at(net->log, link->walk_next);
             if (!e) break;
             link->walk_next++;
             budget--;
             if (they_lack(net, link, e->msg))
                 peer_dialer_send_message(link->out, e->msg, PEER_SEND_RESYNC);
         }
-        if (link->walk_next == peer_log_end(&net->log))
+        if (link->walk_next == message_log_end(net->log))
             finish_walk(net, link);
         else if (!budget)
             next = now; /* more to look at at once; otherwise the link's acks wake us */
@@ -310,6 +310,7 @@ static void adopt(struct peer_net *net, const struct peer_summary *s)
         for (size_t k = 0; o && k < run->seqs.count; k++)
             seqset_add_range(&o->adopted, run->seqs.ranges[k].lo, run->seqs.ranges[k].hi);
     }
+    net->state_dirty = true;
 }
 
 static void take_lost(struct peer_net *net, struct peer_link *link, const struct peer_summary *s)
@@ -325,6 +326,7 @@ static void take_lost(struct peer_net *net, struct peer_link *link, const struct
             missing += seqset_missing_between(&o->seen, r->lo, r->hi);
             seqset_add_range(&o->seen, r->lo, r->hi);
         }
+        net->state_dirty = true;
         if (!missing) continue;
         net->counters.lost += missing;
         net->sys_dirty = true;

@@ -1,5 +1,6 @@
 /*
- * peer_summary.c: summary and lost notice text (peer_summary.h). Read strictly, as the origin
+ * peer_summary.c: summary and lost notice text, and the stream line of the state kept across
+ * restarts (peer_summary.h). Read strictly, as the origin
  * property is (peer_origin.c): one blank between fields, LF after each line, decimal numbers
  * without signs, ranges ascending and apart.
  */
@@ -190,4 +191,55 @@ void peer_summary_free(struct peer_summary *s)
     for (size_t i = 0; i < s->count; i++) seqset_free(&s->runs[i].seqs);
     free(s->runs);
     memset(s, 0, sizeof *s);
+}
+
+/* ---- the stream line of the kept state ---------------------------------------------------- */
+
+int peer_state_format_header(struct abuf *out, const struct peer_stream_state *st)
+{
+    char text[200];
+    int n = snprintf(text, sizeof text,
+                     "state 1 %016" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %s\n",
+                     st->incarnation, st->next, st->reserved, st->next0, st->reserved0,
+                     st->clean ? "clean" : "running", st->durable ? "durable" : "snapshot");
+    return n < 0 || (size_t)n >= sizeof text ? -1 : abuf_append(out, text, (size_t)n);
+}
+
+static bool number_field(struct cursor *c, uint64_t *out)
+{
+    const char *f;
+    size_t len;
+    if (!field(c, &f, &len)) return false;
+    const char *p = f;
+    return decimal(&p, f + len, out) && p == f + len;
+}
+
+static bool one_of(struct cursor *c, const char *yes, const char *no, bool *out)
+{
+    const char *f;
+    size_t len;
+    if (!field(c, &f, &len)) return false;
+    *out = len == strlen(yes) && memcmp(f, yes, len) == 0;
+    return *out || (len == strlen(no) && memcmp(f, no, len) == 0);
+}
+
+int peer_state_parse_header(const uint8_t *text, size_t len, struct peer_stream_state *st,
+                            size_t *used)
+{
+    memset(st, 0, sizeof *st);
+    const char *p = (const char *)text;
+    const char *nl = memchr(p, '\n', len);
+    if (!nl) return -1;
+    struct cursor c = {p, nl};
+    const char *f;
+    size_t flen;
+    bool ok = word(&c, "state") && word(&c, "1") && field(&c, &f, &flen) &&
+              hex16(f, flen, &st->incarnation) && number_field(&c, &st->next) &&
+              number_field(&c, &st->reserved) && number_field(&c, &st->next0) &&
+              number_field(&c, &st->reserved0) && one_of(&c, "clean", "running", &st->clean) &&
+              one_of(&c, "durable", "snapshot", &st->durable) && c.p == c.end &&
+              st->reserved >= st->next && st->reserved0 >= st->next0;
+    if (!ok) return -1;
+    *used = (size_t)(nl + 1 - p);
+    return 0;
 }

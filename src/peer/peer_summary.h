@@ -46,4 +46,21 @@ const struct seqset *peer_summary_find(const struct peer_summary *s,
                                        const struct stp_broker_id *broker, uint64_t incarnation);
 void peer_summary_free(struct peer_summary *s);
 
+/* What MQTT-ST keeps across restarts (peer_state.c, docs/mqtt-st-protocol.md 7.6) starts with
+ * a line about its own stream:
+ * "state 1 <incarnation> <next> <reserved> <next0> <reserved0> clean|running durable|snapshot"
+ * next/next0: the last sequence number used on the QoS 1/2 and the QoS 0 stream; reserved,
+ * reserved0: the highest one the broker may have used when the line was written (durable
+ * mode writes a new line before it goes past them); clean: written by a clean shutdown (next
+ * and next0 are exact); durable: written in durable mode (reserved and reserved0 hold). */
+struct peer_stream_state {
+    uint64_t incarnation;
+    uint64_t next, reserved, next0, reserved0;
+    bool clean, durable;
+};
+int peer_state_format_header(struct abuf *out, const struct peer_stream_state *st);
+/* Parse the first line of text: 0 with *used its length (with the LF), or -1. */
+int peer_state_parse_header(const uint8_t *text, size_t len, struct peer_stream_state *st,
+                            size_t *used);
+
 #endif

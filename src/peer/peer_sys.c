@@ -106,9 +106,9 @@ void peer_sys_publish(void *ctx)
     publish_u64(broker, "messages/off_tree", net->counters.off_tree);
     publish_u64(broker, "messages/resynced", net->counters.resynced);
     publish_u64(broker, "messages/lost", net->counters.lost);
-    publish_u64(broker, "log/messages", net->log.len);
-    publish_u64(broker, "log/bytes", net->log.bytes);
-    publish_u64(broker, "log/evicted", net->log.evicted);
+    publish_u64(broker, "log/messages", net->log->len);
+    publish_u64(broker, "log/bytes", net->log->bytes);
+    publish_u64(broker, "log/evicted", net->log->evicted);
     publish_u64(broker, "messages/dropped", net->counters.dropped);
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp) publish_link(net, link);

@@ -14,8 +14,12 @@
  * MQTT-ST: a message keeps its origin stamp, so that after a restart the spanning tree still
  * tells which of two retained values is newer, and a bridge standing by for the tree still
  * knows which of its queued messages the holder has delivered (docs/mqtt-st-protocol.md 7.5);
- * the link it arrived on is not kept (it is local after a restart). The restarted broker is a
- * new incarnation (peer_origin.c) either way.
+ * the link it arrived on is not kept (it is local after a restart). The message log
+ * (message_log.h) is kept too: a row per entry with its message in it (most logged messages
+ * are queued for no kept session, so they share no row; durable mode follows each entry
+ * through the log's observer, a row in and a row out). MQTT-ST's own
+ * state (its stream, what it has seen) is a section (persist_hooks.h) whose bytes are kept
+ * as they are.
  *
  * Must not: call SQLite (persist_store.c does), or know packet encodings.
  */
@@ -67,7 +71,7 @@ struct persist {
     int64_t next_autosave_ms;
     uint64_t changes; /* since the last save, for autosave_on_changes */
     uint64_t next_id; /* ids of stored messages and deliveries */
-    struct abuf key, value;
+    struct abuf key, value, section;
 };
 
 static int64_t wall_now_ms(void)
@@ -276,6 +280,42 @@ static int put_retained(struct persist *p, struct broker *broker, int64_t wall_n
                              p->value.len);
 }
 
+/* The row of the log entry with this serial. */
+static int put_log_entry(struct persist *p, struct broker *broker, int64_t wall_now,
+                         uint64_t serial, const struct message_log_entry *e)
+{
+    uint8_t key[8];
+    persist_key_id(key, serial);
+    struct persist_log_entry row = {.at_wall_ms = to_wall(broker, wall_now, e->at_ms)};
+    describe_message(broker, wall_now, e->msg, &row.msg);
+    abuf_reset(&p->value);
+    if (persist_encode_log_entry(&p->value, key, sizeof key, &row)) return -1;
+    return persist_store_put(p->store, PERSIST_LOG, key, sizeof key, p->value.data, p->value.len);
+}
+
+static int put_section(struct persist *p, struct broker *broker,
+                       const struct persist_section *section, bool final)
+{
+    struct persist_section_save how = {.final = final, .durable = p->durable};
+    abuf_reset(&p->section);
+    if (section->save(section->ctx, &p->section, &how)) return -1;
+    abuf_reset(&p->value);
+    size_t name_len = strlen(section->name);
+    if (persist_encode_section(&p->value, section->name, name_len, p->section.data,
+                               p->section.len))
+        return -1;
+    (void)broker;
+    return persist_store_put(p->store, PERSIST_SECTION, section->name, name_len, p->value.data,
+                             p->value.len);
+}
+
+static int put_sections(struct persist *p, struct broker *broker, bool final)
+{
+    for (size_t i = 0; i < broker->shared->persist_section_count; i++)
+        if (put_section(p, broker, broker->shared->persist_sections[i], final)) return -1;
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The full save
  */
@@ -303,20 +343,36 @@ static void save_retained(struct message *msg, void *ctx)
     save->retained++;
 }
 
+/* The message's entry, and its row when it has none yet (a full save). */
+static struct stored_message *save_stored(struct save_context *save, struct message *msg)
+{
+    struct persist *p = save->p;
+    struct stored_message *stored = stored_find(p, msg);
+    if (stored) return stored;
+    if (!(stored = stored_add(p, msg, p->next_id++))) {
+        save->out_of_memory = true;
+        return NULL;
+    }
+    return put_message(p, save->broker, save->wall_now, stored) ? NULL : stored;
+}
+
 /* The delivery's row, after its message's row if this is the first delivery to use it. */
 static int save_delivery(struct save_context *save, struct session *session, struct delivery *d)
 {
-    struct persist *p = save->p;
-    struct stored_message *stored = d->msg ? stored_find(p, d->msg) : NULL;
-    if (d->msg && !stored) {
-        if (!(stored = stored_add(p, d->msg, p->next_id++))) {
-            save->out_of_memory = true;
-            return -1;
-        }
-        if (put_message(p, save->broker, save->wall_now, stored)) return -1;
-    }
+    struct stored_message *stored = NULL;
+    if (d->msg && !(stored = save_stored(save, d->msg))) return -1;
     if (stored) stored->refs++;
-    return put_delivery(p, session, d, stored);
+    return put_delivery(save->p, session, d, stored);
+}
+
+static int save_log(struct save_context *save)
+{
+    const struct message_log *log = &save->broker->shared->message_log;
+    for (uint64_t serial = log->head_serial; serial < message_log_end(log); serial++) {
+        if (put_log_entry(save->p, save->broker, save->wall_now, serial, message_log_at(log, serial)))
+            return -1;
+    }
+    return 0;
 }
 
 /* Before a full save: no message has a row any more, and no delivery (kept or not). */
@@ -352,8 +408,9 @@ static int save_session(struct save_context *save, struct session *session)
     return 0;
 }
 
-/* Write the whole state as one transaction, replacing what the file held. */
-static int save_all(struct persist *p, struct broker *broker)
+/* Write the whole state as one transaction, replacing what the file held; final: the last
+ * save of a clean shutdown. */
+static int save_all(struct persist *p, struct broker *broker, bool final)
 {
     struct save_context save = {.p = p, .broker = broker, .wall_now = wall_now_ms()};
     persist_store_rollback(p->store); /* a failed turn's rows, if any */
@@ -370,12 +427,13 @@ static int save_all(struct persist *p, struct broker *broker)
         if (save_session(&save, session)) goto failed;
         sessions += session->persisted;
     }
+    if (save_log(&save) || put_sections(p, broker, final)) goto failed;
     if (persist_store_commit(p->store)) goto failed;
     if (!p->durable) stored_clear(p); /* only durable mode follows the rows afterwards */
     p->pending = p->failed = false;
     p->changes = 0;
-    log_debug("Saved %zu retained messages and %zu sessions to %s.", save.retained, sessions,
-              p->path);
+    log_debug("Saved %zu retained messages, %zu sessions and %zu logged messages to %s.",
+              save.retained, sessions, (size_t)broker->shared->message_log.len, p->path);
     return 0;
 failed:
     log_error("Error saving persistence file %s: %s.", p->path,
@@ -407,6 +465,11 @@ struct restore {
     size_t expired;
     const char *why[PERSIST_KIND_COUNT]; /* the last reason a record of each kind was dropped */
     bool rewrite;                        /* what the file holds differs from what was restored */
+    size_t log_skipped; /* log entries for a log that is not enabled (no MQTT-ST now) */
+    /* The sections' bytes as read (copies), by index in broker->shared->persist_sections. */
+    uint8_t *section_data[PERSIST_SECTIONS_MAX];
+    size_t section_len[PERSIST_SECTIONS_MAX];
+    bool section_found[PERSIST_SECTIONS_MAX];
 };
 
 static void drop(struct restore *r, int kind, const char *why)
@@ -640,6 +703,67 @@ static void restore_delivery(struct restore *r, const void *key, size_t key_len,
     r->restored[PERSIST_DELIVERY]++;
 }
 
+static void restore_log_entry(struct restore *r, const void *key, size_t key_len,
+                              const void *value, size_t len)
+{
+    struct message_log *log = &r->broker->shared->message_log;
+    struct persist_log_entry e;
+    const char *why;
+    if (key_len != 8) return drop(r, PERSIST_LOG, "bad serial");
+    uint64_t serial = persist_key_id_value(key, key_len); /* the first is 0 */
+    if (persist_decode_log_entry(value, len, &e, &why)) return drop(r, PERSIST_LOG, why);
+    if (!log->enabled) { /* MQTT-ST is not configured now: nothing would use it */
+        r->log_skipped++;
+        r->rewrite = true;
+        return;
+    }
+    struct message *msg = build_message(r, &e.msg);
+    if (!msg) return drop(r, PERSIST_LOG, "out of memory");
+    if (log->len && serial != message_log_end(log)) r->rewrite = true; /* numbered again */
+    uint64_t evicted = log->evicted;
+    int rc = message_log_restore(log, msg, to_mono(r->broker, r->wall_now, e.at_wall_ms), serial);
+    message_unref(msg); /* the log holds it */
+    if (rc) return drop(r, PERSIST_LOG, "out of memory");
+    if (log->evicted != evicted) r->rewrite = true; /* the limits are lower now */
+    r->restored[PERSIST_LOG]++;
+}
+
+static void restore_section(struct restore *r, const void *key, size_t key_len, const void *value,
+                            size_t len)
+{
+    const uint8_t *data;
+    size_t data_len;
+    const char *why;
+    if (persist_decode_section(value, len, &data, &data_len, &why))
+        return drop(r, PERSIST_SECTION, why);
+    const struct broker_shared *shared = r->broker->shared;
+    for (size_t i = 0; i < shared->persist_section_count; i++) {
+        const char *name = shared->persist_sections[i]->name;
+        if (strlen(name) != key_len || memcmp(name, key, key_len)) continue;
+        free(r->section_data[i]);
+        r->section_data[i] = malloc(data_len ? data_len : 1);
+        if (!r->section_data[i]) return drop(r, PERSIST_SECTION, "out of memory");
+        memcpy(r->section_data[i], data, data_len);
+        r->section_len[i] = data_len;
+        r->section_found[i] = true;
+        return;
+    }
+    r->rewrite = true; /* a section nobody registered (MQTT-ST is not configured now) */
+}
+
+/* Hand each section what was read for it (or nothing), once everything else is back. */
+static void restore_sections(struct restore *r)
+{
+    const struct broker_shared *shared = r->broker->shared;
+    for (size_t i = 0; i < shared->persist_section_count; i++) {
+        const struct persist_section *section = shared->persist_sections[i];
+        section->restore(section->ctx, r->section_found[i] ? r->section_data[i] : NULL,
+                         r->section_len[i]);
+        free(r->section_data[i]);
+        r->section_data[i] = NULL;
+    }
+}
+
 static int restore_row(void *ctx, int kind, const void *key, size_t key_len, const void *value,
                        size_t value_len)
 {
@@ -667,6 +791,12 @@ static int restore_row(void *ctx, int kind, const void *key, size_t key_len, con
         break;
     case PERSIST_DELIVERY:
         restore_delivery(r, key, key_len, value, value_len);
+        break;
+    case PERSIST_LOG:
+        restore_log_entry(r, key, key_len, value, value_len);
+        break;
+    case PERSIST_SECTION:
+        restore_section(r, key, key_len, value, value_len);
         break;
     default:
         drop(r, 0, "unknown kind");
@@ -707,6 +837,7 @@ static int restore_all(struct persist *p, struct broker *broker)
     int64_t saved_at = persist_store_saved_at(p->store);
     int scanned = persist_store_scan(p->store, restore_row, &r, err, sizeof err);
     size_t messages = release_loaded_messages(&r);
+    restore_sections(&r);
     log_dropped(&r);
     struct session *session, *tmp;
     HASH_ITER(hh, broker->shared->sessions, session, tmp) session_update_timer(broker, session);
@@ -728,8 +859,15 @@ static int restore_all(struct persist *p, struct broker *broker)
                    r.restored[PERSIST_RETAINED], r.restored[PERSIST_SESSION],
                    r.restored[PERSIST_SUBSCRIPTION], r.restored[PERSIST_DELIVERY], p->path);
     (void)messages;
+    if (r.restored[PERSIST_LOG])
+        log_notice("Restored %zu messages of the MQTT-ST message log from %s.",
+                   r.restored[PERSIST_LOG], p->path);
+    if (r.log_skipped)
+        log_notice("%zu messages of the MQTT-ST message log in %s are dropped: no peer is "
+                   "configured.",
+                   r.log_skipped, p->path);
     if (r.expired) log_info("%zu retained messages expired while the broker was down.", r.expired);
-    if (r.rewrite && save_all(p, broker) != 0) return p->durable ? -1 : 0;
+    if (r.rewrite && save_all(p, broker, false) != 0) return p->durable ? -1 : 0;
     return 0;
 }
 
@@ -757,6 +895,9 @@ static void schedule_autosave(struct persist *p, const struct broker *broker)
                               : TIMER_NONE;
 }
 
+static void log_entry_added(void *ctx, uint64_t serial, const struct message_log_entry *e);
+static void log_entry_left(void *ctx, uint64_t serial, const struct message_log_entry *e);
+
 /* What the core reports (persist_hooks.h): each of these checks broker->shared->persist itself. */
 static const struct persist_hooks core_hooks = {
     .retained_changed = persist_retained_changed,
@@ -765,16 +906,19 @@ static const struct persist_hooks core_hooks = {
     .delivery_changed = persist_delivery_changed,
     .delivery_released = persist_delivery_released,
     .delivery_drops_message = persist_delivery_drops_message,
+    .section_changed = persist_section_changed,
 };
 
 /* Close the file and let go of everything persistence holds, the messages' entries too. */
 static void persist_free(struct broker *broker)
 {
     struct persist *p = broker->shared->persist;
+    broker->shared->message_log.observer = (struct message_log_observer){0};
     stored_clear(p);
     persist_store_close(p->store);
     abuf_free(&p->key);
     abuf_free(&p->value);
+    abuf_free(&p->section);
     free(p->path);
     free(p);
     broker->shared->persist = NULL;
@@ -810,6 +954,19 @@ int persist_start(struct broker *broker)
         persist_free(broker);
         return -1;
     }
+    /* The sections say at once that a run has started since the file was written (a crash
+     * from now on must not be taken for the clean shutdown the file may record). */
+    if (broker->shared->persist_section_count &&
+        (persist_store_begin(p->store) || put_sections(p, broker, false) ||
+         persist_store_commit(p->store))) {
+        log_error("Error writing persistence file %s: %s.", p->path,
+                  persist_store_error(p->store));
+        persist_store_rollback(p->store);
+        persist_free(broker);
+        return -1;
+    }
+    if (p->durable) broker->shared->message_log.observer = (struct message_log_observer){
+                        .added = log_entry_added, .left = log_entry_left, .ctx = broker};
     log_info("Persistence: %s mode, file %s (start-up took %lld ms).",
              p->durable ? "durable" : "snapshot", p->path,
              (long long)(clock_monotonic_ms() - started));
@@ -823,7 +980,7 @@ void persist_stop(struct broker *broker)
     struct persist *p = broker->shared->persist;
     if (!p) return;
     broker->shared->persist_hooks = NULL;
-    save_all(p, broker);
+    save_all(p, broker, true);
     persist_free(broker);
 }
 
@@ -831,7 +988,7 @@ void persist_save_now(struct broker *broker)
 {
     struct persist *p = broker->shared->persist;
     if (!p) return;
-    if (save_all(p, broker) == 0) log_notice("Saved the persistence file %s.", p->path);
+    if (save_all(p, broker, false) == 0) log_notice("Saved the persistence file %s.", p->path);
     if (!p->durable) schedule_autosave(p, broker);
 }
 
@@ -847,7 +1004,7 @@ void persist_commit(struct broker *broker)
     if (!p || !p->durable || !(p->pending || p->failed)) return;
     if (p->failed) {
         if (broker->now_ms < p->retry_at_ms) return;
-        if (save_all(p, broker) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
+        if (save_all(p, broker, false) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
         return;
     }
     if (persist_store_commit(p->store) == 0) {
@@ -859,7 +1016,7 @@ void persist_commit(struct broker *broker)
               p->path, persist_store_error(p->store));
     persist_store_rollback(p->store);
     p->failed = true;
-    if (save_all(p, broker) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
+    if (save_all(p, broker, false) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
 }
 
 void persist_turn_end(struct broker *broker)
@@ -875,7 +1032,7 @@ void persist_turn_end(struct broker *broker)
                    ? cfg->autosave_interval > 0 && p->changes >= (uint64_t)cfg->autosave_interval
                    : p->next_autosave_ms != TIMER_NONE && broker->now_ms >= p->next_autosave_ms;
     if (!due) return;
-    save_all(p, broker);
+    save_all(p, broker, false);
     schedule_autosave(p, broker);
 }
 
@@ -1046,4 +1203,29 @@ void persist_delivery_released(struct broker *broker, struct delivery *delivery)
     uint8_t key[8];
     persist_key_id(key, id);
     wrote(p, persist_store_delete(p->store, PERSIST_DELIVERY, key, sizeof key));
+}
+
+/* Durable mode: the message log's observer (message_log.h). */
+static void log_entry_added(void *ctx, uint64_t serial, const struct message_log_entry *e)
+{
+    struct broker *broker = ctx;
+    struct persist *p = writing(broker);
+    if (p) wrote(p, put_log_entry(p, broker, wall_now_ms(), serial, e));
+}
+
+static void log_entry_left(void *ctx, uint64_t serial, const struct message_log_entry *e)
+{
+    (void)e;
+    struct broker *broker = ctx;
+    struct persist *p = writing(broker);
+    if (!p) return;
+    uint8_t key[8];
+    persist_key_id(key, serial);
+    wrote(p, persist_store_delete(p->store, PERSIST_LOG, key, sizeof key));
+}
+
+void persist_section_changed(struct broker *broker, const struct persist_section *section)
+{
+    struct persist *p = writing(broker);
+    if (p) wrote(p, put_section(p, broker, section, false));
 }

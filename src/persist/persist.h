@@ -64,6 +64,7 @@ void persist_delivery_changed(struct broker *broker, struct session *session,
                               struct delivery *delivery);
 /* The delivery lets go of its message (QoS 2 PUBREC: only PUBREL/PUBCOMP remain). */
 void persist_delivery_drops_message(struct broker *broker, struct delivery *delivery);
+void persist_section_changed(struct broker *broker, const struct persist_section *section);
 /* The delivery is released (acknowledged, expired, dropped, or its session ended). */
 void persist_delivery_released(struct broker *broker, struct delivery *delivery);
 

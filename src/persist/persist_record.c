@@ -24,6 +24,10 @@ const char *persist_kind_name(int kind)
         return "queued message";
     case PERSIST_DELIVERY:
         return "queued or in-flight delivery";
+    case PERSIST_LOG:
+        return "message log entry";
+    case PERSIST_SECTION:
+        return "section";
     default:
         return "unknown record";
     }
@@ -187,6 +191,21 @@ int persist_encode_delivery(struct abuf *out, const void *key, size_t key_len,
     for (uint8_t i = 0; i < count; i++)
         rc |= abuf_append_u32(out, d->sub_ids[i]);
     return finish(out, start, PERSIST_DELIVERY, key, key_len, rc);
+}
+
+int persist_encode_log_entry(struct abuf *out, const void *key, size_t key_len,
+                             const struct persist_log_entry *e)
+{
+    size_t start = begin(out);
+    int rc = put_u64(out, (uint64_t)e->at_wall_ms) | put_message(out, &e->msg);
+    return finish(out, start, PERSIST_LOG, key, key_len, rc);
+}
+
+int persist_encode_section(struct abuf *out, const void *key, size_t key_len, const void *data,
+                           size_t len)
+{
+    size_t start = begin(out);
+    return finish(out, start, PERSIST_SECTION, key, key_len, put_bytes32(out, data, len));
 }
 
 int persist_key_pair(struct abuf *out, const char *client_id, const void *second, size_t len)
@@ -369,5 +388,22 @@ int persist_decode_delivery(const uint8_t *value, size_t value_len, struct persi
     for (uint8_t i = 0; !r.bad && i < d->sub_id_count; i++)
         d->sub_ids[i] = (uint32_t)get_uint(&r, 4);
     if (d->qos > 2 || d->state > 3) r.bad = true;
+    return done(&r, why);
+}
+
+int persist_decode_log_entry(const uint8_t *value, size_t value_len, struct persist_log_entry *e,
+                             const char **why)
+{
+    struct reader r = reader_for(value, value_len);
+    e->at_wall_ms = (int64_t)get_uint(&r, 8);
+    get_message(&r, &e->msg);
+    return done(&r, why);
+}
+
+int persist_decode_section(const uint8_t *value, size_t value_len, const uint8_t **data,
+                           size_t *len, const char **why)
+{
+    struct reader r = reader_for(value, value_len);
+    *data = get_bytes(&r, 4, len);
     return done(&r, why);
 }

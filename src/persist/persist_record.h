@@ -1,6 +1,7 @@
 /*
  * persist_record.h: the bytes of arbor's persistent store (persist.h), one record per retained
- * message, session, subscription, incoming QoS 2 packet id, queued message and delivery. The
+ * message, session, subscription, incoming QoS 2 packet id, queued message, delivery, entry of
+ * the message log and section of another layer's state (persist_hooks.h). The
  * store keeps them as (kind, key, value) rows; this file says what is in a key and a value and
  * checks them: every value ends with a CRC-32 over its kind, key and contents, so a flipped bit
  * anywhere in a row is found when it is read back, and a record that fails is dropped alone.
@@ -30,6 +31,8 @@ enum persist_kind {
     PERSIST_QOS2_IN = 4,      /* key: client id, NUL, packet id (2 bytes); value: empty */
     PERSIST_MESSAGE = 5,      /* key: id (8 bytes, big endian); value: message */
     PERSIST_DELIVERY = 6,     /* key: id (8 bytes, big endian); value: delivery */
+    PERSIST_LOG = 7,          /* key: serial (8 bytes, big endian); value: time, message */
+    PERSIST_SECTION = 8,      /* key: section name; value: its bytes */
     PERSIST_KIND_COUNT
 };
 
@@ -91,6 +94,13 @@ struct persist_delivery {
     uint32_t sub_ids[4];
 };
 
+/* An entry of the message log (message_log.h): when it was logged, and its message (kept in
+ * the row itself: most logged messages are queued for no kept session). */
+struct persist_log_entry {
+    int64_t at_wall_ms;
+    struct persist_message msg;
+};
+
 /* Encoders: append the value (layout byte, contents, CRC) for kind and key to out; keys are
  * built with the key helpers. Return 0, or -1 when out of memory. */
 int persist_encode_message(struct abuf *out, int kind, const void *key, size_t key_len,
@@ -102,6 +112,11 @@ int persist_encode_subscription(struct abuf *out, const void *key, size_t key_le
 int persist_encode_empty(struct abuf *out, int kind, const void *key, size_t key_len);
 int persist_encode_delivery(struct abuf *out, const void *key, size_t key_len,
                             const struct persist_delivery *d);
+int persist_encode_log_entry(struct abuf *out, const void *key, size_t key_len,
+                             const struct persist_log_entry *e);
+/* A section's bytes as they are (persist_hooks.h). */
+int persist_encode_section(struct abuf *out, const void *key, size_t key_len, const void *data,
+                           size_t len);
 
 /* Keys */
 int persist_key_pair(struct abuf *out, const char *client_id, const void *second, size_t len);
@@ -123,6 +138,11 @@ int persist_decode_subscription(const uint8_t *value, size_t value_len,
                                 struct persist_subscription *s, const char **why);
 int persist_decode_delivery(const uint8_t *value, size_t value_len, struct persist_delivery *d,
                             const char **why);
+int persist_decode_log_entry(const uint8_t *value, size_t value_len, struct persist_log_entry *e,
+                             const char **why);
+/* *data points into value. */
+int persist_decode_section(const uint8_t *value, size_t value_len, const uint8_t **data,
+                           size_t *len, const char **why);
 
 uint32_t persist_crc32(uint32_t crc, const void *data, size_t len);
 

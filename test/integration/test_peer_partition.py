@@ -36,6 +36,12 @@ def assert_in_order(col, streams):
                 k, s.tag, [(a, b) for a, b in zip(mine, s.sent) if a != b][:5])
 
 
+def stream_pair(c, i, topic, tag):
+    """A QoS 1 and a QoS 2 publisher on broker i (tags <tag>1, <tag>2), about 100 msg/s each."""
+    return [NumberedStream(c.client(i, version=5), "%s/%s%d" % (topic, tag, q), qos=q,
+                           tag="%s%d" % (tag, q), interval=0.01) for q in (1, 2)]
+
+
 def stp_number(c, i, name):
     value = c.stp(i, fresh=True).get(name)
     return int(value) if value not in (None, "") else None
@@ -54,12 +60,7 @@ def test_partition_heals_every_message_once_in_order(cluster, mode):
     c.wait_tree(timeout=15)
     topic = unique("part")
     with Collector(c.brokers, topic + "/#", qos=2) as col:
-        streams = [
-            NumberedStream(c.client(0, version=5), topic + "/a1", qos=1, tag="a1", interval=0.01),
-            NumberedStream(c.client(0, version=5), topic + "/a2", qos=2, tag="a2", interval=0.01),
-            NumberedStream(c.client(2, version=5), topic + "/b1", qos=1, tag="b1", interval=0.01),
-            NumberedStream(c.client(2, version=5), topic + "/b2", qos=2, tag="b2", interval=0.01),
-        ]
+        streams = stream_pair(c, 0, topic, "a") + stream_pair(c, 2, topic, "b")
         for s in streams:
             s.start()
         for s in streams:
@@ -138,3 +139,4 @@ def test_persistent_session_on_the_cut_off_broker_gets_the_partition_once(cluste
     for q in (1, 2):
         assert [p for p in got if int(p[1:]) % 2 == q - 1] == \
             [b"p%d" % n for n in range(300) if n % 2 == q - 1]
+

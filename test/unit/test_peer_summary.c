@@ -1,7 +1,7 @@
 /*
  * test_peer_summary.c: the resync's summary and lost notice text (src/peer/peer_summary.c,
  * docs/mqtt-st-protocol.md 7.3.1) both ways, its strictness, and the message log
- * (src/peer/peer_log.c): serials that keep counting, the count, byte and age limits.
+ * (src/peer/message_log.c): serials that keep counting, the count, byte and age limits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "message.h"
-#include "peer_log.h"
+#include "message_log.h"
 #include "peer_summary.h"
 
 static void summary_round_trip(void **state)
@@ -117,35 +117,71 @@ static void log_limits(void **state)
 {
     (void)state;
     struct message_counters counters = {0};
-    struct peer_log log = {.max_messages = 3000, .max_bytes = 100 * 1000, .max_age_ms = 1000};
+    struct message_log log = {.max_messages = 3000, .max_bytes = 100 * 1000, .max_age_ms = 1000};
     for (int i = 0; i < 5000; i++) { /* 11 bytes each: the count limit binds */
         struct message *m = msg_of(&counters, 10);
-        assert_int_equal(peer_log_add(&log, m, i / 10), 0);
+        assert_int_equal(message_log_add(&log, m, i / 10), 0);
         message_unref(m);
     }
     assert_int_equal(log.len, 3000);
     assert_int_equal(log.evicted, 2000);
     assert_int_equal(log.head_serial, 2000);
-    assert_int_equal(peer_log_end(&log), 5000);
-    assert_null(peer_log_at(&log, 1999));
-    assert_non_null(peer_log_at(&log, 2000));
-    assert_null(peer_log_at(&log, 5000));
+    assert_int_equal(message_log_end(&log), 5000);
+    assert_null(message_log_at(&log, 1999));
+    assert_non_null(message_log_at(&log, 2000));
+    assert_null(message_log_at(&log, 5000));
     assert_int_equal(log.bytes, 3000 * 11);
     /* bytes: a 4000-byte message pushes out what no longer fits */
     struct message *big = msg_of(&counters, 4000);
-    for (int i = 0; i < 30; i++) assert_int_equal(peer_log_add(&log, big, 500), 0);
+    for (int i = 0; i < 30; i++) assert_int_equal(message_log_add(&log, big, 500), 0);
     message_unref(big);
     assert_true(log.bytes <= 100 * 1000);
-    assert_int_equal(peer_log_at(&log, peer_log_end(&log) - 1)->msg->payload_len, 4000);
+    assert_int_equal(message_log_at(&log, message_log_end(&log) - 1)->msg->payload_len, 4000);
     /* age: only what was logged within the last second stays */
-    peer_log_expire(&log, 1450);
-    for (uint64_t s = log.head_serial; s < peer_log_end(&log); s++)
-        assert_true(peer_log_at(&log, s)->at_ms >= 450);
-    peer_log_expire(&log, 5000);
+    message_log_expire(&log, 1450);
+    for (uint64_t s = log.head_serial; s < message_log_end(&log); s++)
+        assert_true(message_log_at(&log, s)->at_ms >= 450);
+    message_log_expire(&log, 5000);
     assert_int_equal(log.len, 0);
     assert_int_equal(log.bytes, 0);
-    peer_log_free(&log);
+    message_log_free(&log);
     assert_int_equal(counters.count, 0); /* every reference given back */
+}
+
+/* The stream line of the state kept across restarts (peer_state.c). */
+static void state_header(void **state)
+{
+    (void)state;
+    struct peer_stream_state st = {.incarnation = 0x0123456789abcdeeu, .next = 7, .reserved = 4102,
+                                   .next0 = 0, .reserved0 = 65535, .clean = false, .durable = true};
+    struct abuf out = {0};
+    assert_int_equal(peer_state_format_header(&out, &st), 0);
+    const char *text = "state 1 0123456789abcdee 7 4102 0 65535 running durable\n";
+    assert_int_equal(out.len, strlen(text));
+    assert_memory_equal(out.data, text, out.len);
+    assert_int_equal(abuf_append(&out, "rest", 4), 0);
+    struct peer_stream_state back;
+    size_t used;
+    assert_int_equal(peer_state_parse_header(out.data, out.len, &back, &used), 0);
+    assert_int_equal(used, strlen(text));
+    assert_true(back.incarnation == st.incarnation && back.next == 7 && back.reserved == 4102 &&
+                back.next0 == 0 && back.reserved0 == 65535 && !back.clean && back.durable);
+    abuf_free(&out);
+    static const char *bad[] = {
+        "state 1 0123456789abcdee 7 4102 0 65535 running durable",      /* no LF */
+        "state 2 0123456789abcdee 7 4102 0 65535 running durable\n",    /* version */
+        "state 1 0123456789ABCDEE 7 4102 0 65535 running durable\n",    /* upper case */
+        "state 1 0123456789abcdee 7 6 0 65535 running durable\n",       /* reserved < next */
+        "state 1 0123456789abcdee 7 4102 0 65535 running\n",            /* a field short */
+        "state 1 0123456789abcdee 7 4102 0 65535 running durable x\n",  /* one too many */
+        "state 1 0123456789abcdee -7 4102 0 65535 running durable\n",   /* a sign */
+        "state 1 0123456789abcdee 7 4102 0 65535 stopped durable\n",    /* unknown word */
+        "state 1 0123456789abcdee 7  4102 0 65535 running durable\n",   /* two blanks */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(peer_state_parse_header((const uint8_t *)bad[i], strlen(bad[i]), &back,
+                                                 &used),
+                         -1);
 }
 
 int main(void)
@@ -155,6 +191,7 @@ int main(void)
         cmocka_unit_test(headers),
         cmocka_unit_test(malformed_text_is_refused),
         cmocka_unit_test(log_limits),
+        cmocka_unit_test(state_header),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -186,6 +186,42 @@ static void test_delivery_and_subscription_round_trip(void **state)
     abuf_free(&k);
 }
 
+/* A message log entry and a section's bytes come back as written. */
+static void test_log_entry_and_section_round_trip(void **state)
+{
+    (void)state;
+    uint8_t key[8];
+    persist_key_id(key, 0); /* the log's first serial is 0 */
+    struct persist_log_entry e = {.at_wall_ms = 1795752321123, .msg = sample_message()}, eback;
+    struct abuf out = {0};
+    const char *why;
+    assert_int_equal(persist_encode_log_entry(&out, key, 8, &e), 0);
+    assert_int_equal(persist_check(PERSIST_LOG, key, 8, out.data, out.len, &why), 0);
+    assert_int_equal(persist_check(PERSIST_MESSAGE, key, 8, out.data, out.len, &why), -1);
+    assert_int_equal(persist_decode_log_entry(out.data, out.len, &eback, &why), 0);
+    assert_true(eback.at_wall_ms == 1795752321123);
+    assert_int_equal(eback.msg.topic_len, e.msg.topic_len);
+    assert_memory_equal(eback.msg.topic, e.msg.topic, e.msg.topic_len);
+    assert_int_equal(eback.msg.payload_len, e.msg.payload_len);
+    assert_true(eback.msg.stamped == e.msg.stamped);
+    assert_true(eback.msg.origin.sequence == e.msg.origin.sequence);
+    abuf_free(&out);
+
+    static const uint8_t bytes[] = {'s', 0, 't', 0xff};
+    const uint8_t *data;
+    size_t len;
+    assert_int_equal(persist_encode_section(&out, "mqtt-st", 7, bytes, sizeof bytes), 0);
+    assert_int_equal(persist_check(PERSIST_SECTION, "mqtt-st", 7, out.data, out.len, &why), 0);
+    assert_int_equal(persist_check(PERSIST_SECTION, "mqtt-sx", 7, out.data, out.len, &why), -1);
+    assert_int_equal(persist_decode_section(out.data, out.len, &data, &len, &why), 0);
+    assert_int_equal(len, sizeof bytes);
+    assert_memory_equal(data, bytes, sizeof bytes);
+    out.len -= 5; /* cut: the length in front lies */
+    assert_int_equal(persist_decode_section(out.data, out.len + 4, &data, &len, &why), -1);
+    abuf_free(&out);
+    assert_string_equal(persist_kind_name(PERSIST_LOG), "message log entry");
+}
+
 /* Every single-bit flip anywhere in the value is caught. */
 static void test_every_bit_flip_is_detected(void **state)
 {
@@ -251,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_message_round_trip),
         cmocka_unit_test(test_session_round_trip),
         cmocka_unit_test(test_delivery_and_subscription_round_trip),
+        cmocka_unit_test(test_log_entry_and_section_round_trip),
         cmocka_unit_test(test_every_bit_flip_is_detected),
         cmocka_unit_test(test_lying_lengths_are_refused),
     };
