@@ -199,8 +199,8 @@ static void test_json_errors(void **state)
         "{\"topics\": [{\"name\": \"a\", \"publishers\": 1}]}",
         "{\"topics\": [{\"name\": \"a/+\", \"publishers\": 1, \"subscribers\": 1}]}",
         "{\"topics\": [{\"name\": \"a\", \"publishers\": 1, \"subscribers\": 1, \"x\": 1}]}",
-        "{\"topics\": [], \"topic_count\": 2, \"publishers_per_topic\": 1,"
-        " \"subscribers_per_topic\": 1}",
+        ("{\"topics\": [], \"topic_count\": 2, \"publishers_per_topic\": 1,"
+         " \"subscribers_per_topic\": 1}"),
         "{\"topic_count\": 2}",
         "{\"limit_search\": {\"splits\": 1}}",
         "{\"limit_search\": {\"whatever\": 1}}",

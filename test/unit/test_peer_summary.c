@@ -90,8 +90,8 @@ static void malformed_text_is_refused(void **state)
         "summary 1 want\nrun 10.0.0.1:1883 000000000000000 1\n",             /* 15 hex */
         "summary 1 want\nrun host:1883 0000000000000000 1\n",
         "summary 1 want\nrun 10.0.0.1:1883 0000000000000000\n",              /* no ranges */
-        "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 1\n"
-        "run 10.0.0.1:1883 0000000000000000 2\n",                            /* twice */
+        ("summary 1 want\nrun 10.0.0.1:1883 0000000000000000 1\n"
+         "run 10.0.0.1:1883 0000000000000000 2\n"),                          /* twice */
         "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 99999999999999999999\n",
         "summary 1 want\nrun 10.0.0.1:1883 0000000000000000 1",              /* no LF */
     };
