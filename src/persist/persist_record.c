@@ -35,15 +35,21 @@ const char *persist_kind_name(int kind)
 
 /* ---- CRC-32 (IEEE 802.3, reflected, as zlib's) ---- */
 
+/* A byte at a time through a table of the 256 bytes' remainders, computed by the compiler:
+ * CRC_BIT is one step of the bitwise division, CRC_BYTE eight of them. */
+#define CRC_BIT(c) (((c) >> 1) ^ (0xEDB88320u & (0u - ((c)&1u))))
+#define CRC_BYTE(n) CRC_BIT(CRC_BIT(CRC_BIT(CRC_BIT(CRC_BIT(CRC_BIT(CRC_BIT(CRC_BIT((uint32_t)(n)))))))))
+#define CRC_ROW4(n) CRC_BYTE(n), CRC_BYTE((n) + 1), CRC_BYTE((n) + 2), CRC_BYTE((n) + 3)
+#define CRC_ROW16(n) CRC_ROW4(n), CRC_ROW4((n) + 4), CRC_ROW4((n) + 8), CRC_ROW4((n) + 12)
+#define CRC_ROW64(n) CRC_ROW16(n), CRC_ROW16((n) + 16), CRC_ROW16((n) + 32), CRC_ROW16((n) + 48)
+static const uint32_t crc_table[256] = {CRC_ROW64(0), CRC_ROW64(64), CRC_ROW64(128),
+                                        CRC_ROW64(192)};
+
 uint32_t persist_crc32(uint32_t crc, const void *data, size_t len)
 {
     const uint8_t *p = data;
     crc = ~crc;
-    while (len--) {
-        crc ^= *p++;
-        for (int bit = 0; bit < 8; bit++)
-            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-    }
+    while (len--) crc = crc_table[(crc ^ *p++) & 0xffu] ^ (crc >> 8);
     return ~crc;
 }
 
