@@ -13,6 +13,15 @@
    the broker stopped with SIGTERM (timed: the save) and started again; start-up is the time
    from exec until a client's CONNECT is answered (the restore is done by then; arbor answers
    only after it, and so does Mosquitto).
+3. The MQTT-ST message log (docs/mqtt-st-protocol.md 7.6): arbor with a peer line (to a port
+   nobody listens on: the log fills as on any broker of a tree) keeps every QoS 1/2 message it
+   accepts in its log, and persistence keeps the log. QoS 1 throughput with 20 in flight
+   (non-persistent subscribers) for durable arbor without and with the peer line (durable
+   mode writes a row per logged message ahead of its PUBACK) and for the others; then
+   1 000 000 messages held for later: in arbor's log, in Mosquitto for one offline
+   persistent subscriber (what a bridge with cleansession false holds at the far end), each
+   broker stopped with SIGTERM (timed: the save), the file's size, start-up time and the
+   resident memory after the restore.
 
 Every broker it starts is stopped again by pid.
 """
@@ -37,6 +46,13 @@ KINDS = {
     "arbor-durable": ["persistence true", "persistence_mode durable"],
     "mosquitto": ["persistence true"],
 }
+# With a peer line (part 3): MQTT-ST runs, so every QoS 1/2 message is logged.
+PEER_KINDS = {
+    "arbor-snapshot-log": ["persistence true", "persistence_mode snapshot"],
+    "arbor-durable-log": ["persistence true", "persistence_mode durable"],
+}
+LOG_SCENARIO = ("qos1-pairs-20", ["-s", "qos1-pairs", "--inflight", "20"])
+LOG_MESSAGES = 1000000
 SCENARIOS = {
     "qos1-persistent-1": ("QoS 1, 10 pairs, persistent subscribers, 1 in flight",
                           ["-s", "qos1-pairs", "--persistent-subscribers"]),
@@ -54,14 +70,17 @@ def free_port():
 
 
 class Broker:
-    def __init__(self, kind, binary, out_dir, tag):
+    def __init__(self, kind, binary, out_dir, tag, extra=()):
         self.kind, self.binary = kind, binary
         self.dir = os.path.join(out_dir, "%s-%s" % (kind, tag))
         os.makedirs(self.dir, exist_ok=True)
         os.chmod(self.dir, 0o777)
         self.port = free_port()
         self.conf = os.path.join(self.dir, "broker.conf")
-        lines = ["listener %d 127.0.0.1" % self.port] + BASE + KINDS[kind] + [
+        kind_lines = KINDS.get(kind) or PEER_KINDS[kind] + [
+            "peer 127.0.0.1:%d" % free_port(), "peer_allow_unauthenticated true",
+            "peer_log_max_messages %d" % LOG_MESSAGES]
+        lines = ["listener %d 127.0.0.1" % self.port] + BASE + kind_lines + list(extra) + [
             "persistence_location %s/" % self.dir, "user root" if os.geteuid() == 0 else ""]
         if kind == "mosquitto":
             lines = [l for l in lines if l != "user root"] + (
@@ -84,6 +103,13 @@ class Broker:
                 return time.monotonic() - t0
             except OSError:
                 time.sleep(0.005)
+
+    def rss_mb(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+        return None
 
     def stop(self):
         t0 = time.monotonic()
@@ -185,6 +211,58 @@ def fill(port, retained, sessions):
     pub.close()
 
 
+def publish_many(port, count, chunk=10000):
+    """count QoS 1 messages (32-byte payloads) on log/<n % 100>, chunk at a time, each chunk's
+    PUBACKs (4 bytes each in MQTT 3.1.1) read before the next."""
+    pub = connect(port, "log-filler")
+    sent = 0
+    while sent < count:
+        n = min(chunk, count - sent)
+        batch = bytearray()
+        for i in range(sent, sent + n):
+            batch += packet(0x32, string("log/%d" % (i % 100)) + struct.pack("!H", i % 65535 + 1)
+                            + b"%08d" % i + b"." * 24)
+        pub.sendall(batch)
+        want, got = 4 * n, 0
+        while got < want:
+            data = pub.recv(want - got)
+            if not data:
+                raise OSError("closed while filling")
+            got += len(data)
+        sent += n
+    pub.close()
+
+
+def held_messages(kind, binary, out_dir):
+    """LOG_MESSAGES messages held for later: arbor's log, or Mosquitto's queue for one
+    offline persistent subscriber; the save, the file, the start-up and the memory."""
+    b = Broker(kind, binary, out_dir, "held", extra=["max_queued_messages 0"])
+    for name in os.listdir(b.dir):  # an empty file to start with
+        if name.endswith(".db") or ".db-" in name:
+            os.remove(os.path.join(b.dir, name))
+    b.start()
+    if kind == "mosquitto":
+        s = connect(b.port, "offline-subscriber", clean=False)
+        s.sendall(packet(0x82, struct.pack("!H", 1) + string("log/#") + b"\x01"))
+        read_packet(s)
+        s.sendall(b"\xe0\x00")
+        s.close()
+    rss_empty = b.rss_mb()
+    t0 = time.monotonic()
+    publish_many(b.port, LOG_MESSAGES)
+    fill_s = time.monotonic() - t0
+    rss_before = b.rss_mb()
+    save_s = b.stop()
+    size = sum(os.path.getsize(os.path.join(b.dir, n)) for n in os.listdir(b.dir)
+               if n.endswith(".db"))
+    start_s = b.start()
+    time.sleep(1.0)  # settled (arbor restores before it answers; so does Mosquitto)
+    rss_after = b.rss_mb()
+    b.stop()
+    return {"fill_s": fill_s, "save_s": save_s, "size": size, "start_s": start_s,
+            "rss_empty_mb": rss_empty, "rss_before_mb": rss_before, "rss_after_mb": rss_after}
+
+
 def run_bench(bench, broker, scenario, args, out_dir, rep, duration):
     json_path = os.path.join(out_dir, "%s__%s__%d.json" % (broker.kind, scenario, rep))
     cmd = [bench] + args + ["-d", str(duration), "--trim", "1", "--drain", "1", "-b",
@@ -217,6 +295,7 @@ def version_of(binary):
 
 
 def main():
+    global LOG_MESSAGES
     ap = argparse.ArgumentParser()
     ap.add_argument("--arbor", required=True)
     ap.add_argument("--mosquitto", default="/usr/sbin/mosquitto")
@@ -227,9 +306,13 @@ def main():
     ap.add_argument("--duration", type=float, default=5)
     ap.add_argument("--retained", type=int, default=100000)
     ap.add_argument("--sessions", type=int, default=10000)
+    ap.add_argument("--held", type=int, default=LOG_MESSAGES,
+                    help="messages held for later in part 3 (the log's size too)")
     a = ap.parse_args()
+    LOG_MESSAGES = a.held
     os.makedirs(a.out, exist_ok=True)
-    binaries = {"arbor-snapshot": a.arbor, "arbor-durable": a.arbor, "mosquitto": a.mosquitto}
+    binaries = {"arbor-snapshot": a.arbor, "arbor-durable": a.arbor, "mosquitto": a.mosquitto,
+                "arbor-snapshot-log": a.arbor, "arbor-durable-log": a.arbor}
     started = time.time()
     load_before = open("/proc/loadavg").read().split()[:3]
     results = {}
@@ -262,10 +345,26 @@ def main():
         startup[kind] = {"fill_s": fill_s, "save_s": save_s, "start_s": min(times),
                          "size": size}
         print("%s start-up: %s" % (kind, startup[kind]), flush=True)
-    write_section(a, results, startup, started, load_before)
+    log_order = ["arbor-durable", "arbor-durable-log", "arbor-snapshot-log", "mosquitto"]
+    scenario, args = LOG_SCENARIO
+    for rep in range(a.repeats):
+        for kind in (log_order if rep % 2 == 0 else log_order[::-1]):
+            b = Broker(kind, binaries[kind], a.out, "%s-%d" % (scenario, rep))
+            b.start()
+            try:
+                r = run_bench(a.bench, b, scenario, args, a.out, rep, a.duration)
+            finally:
+                b.stop()
+            results.setdefault((kind, scenario), []).append(r)
+            print("%s %s: %s" % (kind, scenario, r), flush=True)
+    held = {}
+    for kind in ["arbor-snapshot-log", "arbor-durable-log", "mosquitto"]:
+        held[kind] = held_messages(kind, binaries[kind], a.out)
+        print("%s held: %s" % (kind, held[kind]), flush=True)
+    write_section(a, results, startup, held, started, load_before)
 
 
-def write_section(a, results, startup, started, load_before):
+def write_section(a, results, startup, held, started, load_before):
     out = [SECTION, "",
            "Generated by `make bench-persist` (scripts/run-bench-persist.sh, "
            "test/bench/persist_bench.py). arbor with `persistence true` in each mode "
@@ -310,6 +409,48 @@ def write_section(a, results, startup, started, load_before):
         if s:
             out.append("| %s | %.2f | %.2f | %.1f |" % (kind, s["start_s"], s["save_s"],
                                                        s["size"] / 1e6))
+    scenario = LOG_SCENARIO[0]
+    out += ["", "### The MQTT-ST message log", "",
+            "arbor with a `peer` line (to a port nobody listens on) runs MQTT-ST, so every "
+            "QoS 1/2 message it accepts goes into its message log (`peer_log_max_messages "
+            "%s`), and persistence keeps the log (docs/mqtt-st-protocol.md 7.6): durable "
+            "mode writes a row per logged message ahead of its PUBACK, snapshot mode writes "
+            "the whole log with each save. `-log` marks the brokers with the peer line." % (
+                "{:,}".format(LOG_MESSAGES)), "",
+            "QoS 1 throughput: arbor_bench qos1-pairs, 20 in flight, subscribers without "
+            "persistent sessions, %g s, %d runs per broker (mean)." % (a.duration, a.repeats),
+            "",
+            "| Broker | throughput (msg/s) | latency mean (ms) | latency p99 (ms) | "
+            "broker CPU per msg (us) | loss % |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for kind in ["arbor-durable", "arbor-durable-log", "arbor-snapshot-log", "mosquitto"]:
+        runs = results.get((kind, scenario), [])
+        out.append("| %s | %s | %s | %s | %s | %s |" % (
+            kind, fmt(mean([r["egress"] for r in runs]), "{:,.0f}"),
+            fmt(mean([r["latency_mean"] for r in runs]), "{:.3f}"),
+            fmt(mean([r["latency_p99"] for r in runs]), "{:.3f}"),
+            fmt(mean([r["cpu_us"] for r in runs]), "{:.2f}"),
+            fmt(mean([100 * r["loss"] if r["loss"] is not None else None for r in runs]),
+                "{:.2f}")))
+    out += ["",
+            "%s QoS 1 messages (32-byte payloads, 100 topics) held for later: in arbor's "
+            "message log, and in Mosquitto for one offline persistent subscriber (what the far "
+            "end of a bridge with `cleansession false` holds). Per million messages: the file, "
+            "the save at SIGTERM, the start-up (exec until a CONNECT is answered) and the "
+            "resident memory the messages take (RSS with them, before the stop and after the "
+            "restore, minus the RSS of the freshly started empty broker)." % (
+                "{:,}".format(LOG_MESSAGES)), "",
+            "| Broker | file (MB per million) | save at SIGTERM (s) | start-up (s) | "
+            "memory before stop / after restore (MB) |",
+            "|---|---:|---:|---:|---:|"]
+    for kind in ["arbor-snapshot-log", "arbor-durable-log", "mosquitto"]:
+        h = held.get(kind)
+        if h:
+            per = 1e6 / LOG_MESSAGES
+            empty = h["rss_empty_mb"] or 0
+            out.append("| %s | %.0f | %.2f | %.2f | %.0f / %.0f |" % (
+                kind, h["size"] / 1e6 * per, h["save_s"] * per, h["start_s"] * per,
+                ((h["rss_before_mb"] or 0) - empty) * per, ((h["rss_after_mb"] or 0) - empty) * per))
     out += ["", "| Item | Value |", "| --- | --- |",
             "| arbor | %s |" % version_of(a.arbor),
             "| Mosquitto | %s |" % version_of(a.mosquitto),
