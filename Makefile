@@ -10,7 +10,7 @@ DESTDIR ?=
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
-	chaos partition-soak crash fuzz install mosquitto-tests clean
+	bench-partition chaos partition-soak crash fuzz install mosquitto-tests clean
 
 all: build
 
@@ -98,6 +98,14 @@ bench-tree: deps
 # BENCH_BRIDGE_QUICK=1 is a half-minute smoke test of the pipeline.
 bench-bridge: deps
 	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-bridge.sh
+
+# Two brokers whose link is cut for BENCH_PARTITION_SECONDS (default 300) under 1000 QoS 1 msg/s
+# and healed, arbor peers (MQTT-ST resync) and Debian's mosquitto bridged with cleansession
+# false side by side: how the backlog drains, live latency meanwhile, memory and disk per
+# million messages (about 12 minutes; not part of `make test`): appends or replaces a section
+# of docs/benchmarks.md. BENCH_PARTITION_QUICK=1 is a half-minute smoke test of the pipeline.
+bench-partition: deps
+	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-partition.sh
 
 # Mosquitto 2.0.11's own broker tests (test/broker, groups 01-05, 07, 10-13) against arbor
 # and Debian's mosquitto, PASS/FAIL per test (not part of `make test`: they are not ours).

@@ -364,9 +364,11 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
 
 
 # Written into the same page by `make bench-tree` (tree_bench.py), `make bench-persist`
-# (persist_bench.py) and `make bench-bridge` (bridge_bench.py); kept when this page is redone.
+# (persist_bench.py), `make bench-bridge` (bridge_bench.py) and `make bench-partition`
+# (partition_bench.py); kept when this page is redone.
 KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto", "## Persistence",
-                 "## Bridges: arbor or Mosquitto at the edge")
+                 "## Bridges: arbor or Mosquitto at the edge",
+                 "## Partitions: MQTT-ST resync or a Mosquitto bridge")
 
 
 def kept_sections(path):

@@ -126,6 +126,20 @@ def publish_backlog(port, count, window=1000):
         s.close()
 
 
+def tally(seen, seq, r):
+    """Count sequence number seq in r's distinct, duplicates or unexpected, with seen a
+    bytearray of the numbers expected (1 once seen); True when it is new."""
+    if not 0 <= seq < len(seen):
+        r["unexpected"] += 1
+        return False
+    if seen[seq]:
+        r["duplicates"] += 1
+        return False
+    seen[seq] = 1
+    r["distinct"] += 1
+    return True
+
+
 class BacklogSubscriber:
     """A persistent session on the central, subscribed to bench/# at QoS 1, that counts the
     backlog's messages by sequence number (each acknowledged)."""
@@ -200,15 +214,8 @@ class BacklogSubscriber:
                         seq = int(buf[at:at + 8])
                     except ValueError:
                         seq = -1
-                    if not 0 <= seq < self.count:
-                        r["unexpected"] += 1
-                    elif seen[seq]:
-                        r["duplicates"] += 1
-                    else:
-                        seen[seq] = 1
-                        r["distinct"] += 1
-                        if r["distinct"] == self.count:
-                            r["last_s"], done_at = now - started, now
+                    if tally(seen, seq, r) and r["distinct"] == self.count:
+                        r["last_s"], done_at = now - started, now
                 del buf[:used]
                 if acks:
                     s.sendall(acks)
@@ -640,13 +647,9 @@ def main():
     ap.add_argument("--backlog", type=int, help="messages of the backlog drain (default "
                     "100000, 5000 with --quick)")
     args = ap.parse_args()
-    if args.render:
-        with open(args.render) as f:
-            write_section(args.markdown, json.load(f))
-        return 0
     if args.backlog is None:
         args.backlog = 5000 if args.quick else 100000
-    return tree_bench.measure(ap, args, BridgeRunner)
+    return tree_bench.render_or_measure(ap, args, BridgeRunner, write_section)
 
 
 if __name__ == "__main__":

@@ -1018,15 +1018,21 @@ def measure(ap, args, runner_class):
     return 0
 
 
+def render_or_measure(ap, args, runner_class, write):
+    """With --render, write(path, results) of an earlier run's results.json into --markdown;
+    else measure (see measure)."""
+    if args.render:
+        with open(args.render) as f:
+            write(args.markdown, json.load(f))
+        return 0
+    return measure(ap, args, runner_class)
+
+
 def main():
     ap = bench_parser(__doc__.split("\n")[0])
     args = ap.parse_args()
-    if args.render:
-        with open(args.render) as f:
-            results = json.load(f)
-        write_section(args.markdown, results, results["env"]["quick"])
-        return 0
-    return measure(ap, args, Runner)
+    return render_or_measure(ap, args, Runner, lambda path, results: write_section(
+        path, results, results["env"]["quick"]))
 
 
 if __name__ == "__main__":

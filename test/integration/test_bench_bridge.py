@@ -80,23 +80,36 @@ def still_running(pid):
         return False
 
 
-def test_quick_run_writes_the_section_with_every_row(tmp_path):
+def run_quick(script, tmp_path, old_page, section_title, kept, *args):
+    """Run a comparison script of test/bench (NAME_bench.py) in its quick mode, one round,
+    writing into a copy of old_page; checks that it succeeded, that the lines `kept` of the
+    other sections are still there, that its own old section (with "a stale row") was replaced
+    by one quick-run section. Returns (that section's text, the --out directory, the pid
+    file)."""
     page = tmp_path / "benchmarks.md"
-    page.write_text(OLD_PAGE)
+    page.write_text(old_page)
     out, pidfile = tmp_path / "out", tmp_path / "pids"
-    cmd = [sys.executable, SCRIPT, "--arbor", ARBOR_BIN, "--mosquitto", MOSQUITTO,
-           "--bench", BENCH, "--out", str(out), "--markdown", str(page), "--rounds", "1",
-           "--quick", "--pidfile", str(pidfile)]
+    cmd = [sys.executable, script, "--arbor", ARBOR_BIN, "--mosquitto", MOSQUITTO,
+           "--out", str(out), "--markdown", str(page), "--rounds", "1", "--quick",
+           "--pidfile", str(pidfile)] + list(args)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
-    assert p.returncode == 0, "bridge_bench failed (%d):\n%s%s" % (p.returncode, p.stdout,
-                                                                    p.stderr)
-
+    name = os.path.basename(script).split("_")[0]
+    assert p.returncode == 0, "%s failed (%d):\n%s%s" % (script, p.returncode, p.stdout,
+                                                          p.stderr)
     text = page.read_text()
-    assert "Tree rows that must stay." in text and "Persistence rows that must stay." in text
+    for line in kept:
+        assert line in text, line
     assert "a stale row" not in text
-    assert text.count(SECTION) == 1
-    section = text[text.index(SECTION):]
-    assert "**Quick run (BENCH_BRIDGE_QUICK=1)" in section
+    assert text.count(section_title) == 1
+    section = text[text.index(section_title):]
+    assert "**Quick run (BENCH_%s_QUICK=1)" % name.upper() in section
+    return section, out, pidfile
+
+
+def test_quick_run_writes_the_section_with_every_row(tmp_path):
+    section, out, pidfile = run_quick(
+        SCRIPT, tmp_path, OLD_PAGE, SECTION,
+        ["Tree rows that must stay.", "Persistence rows that must stay."], "--bench", BENCH)
 
     rows = table_rows(section[:section.index("### Run details")])
     for figure in FIGURES:
