@@ -42,6 +42,7 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
 {
     memset(broker, 0, sizeof *broker);
     memset(shared, 0, sizeof *shared);
+    broker->spare_fd = -1;
     broker->config = config;
     broker->tls = tls;
     broker->shared = shared;

@@ -32,6 +32,7 @@
 #include "password_file.h"
 #include "persist.h"
 #include "psk_file.h"
+#include "open_files.h"
 #include "run_as.h"
 #include "transport_tls.h"
 
@@ -395,6 +396,7 @@ int main(int argc, char **argv)
     log_info("arbor version %s starting", ARBOR_VERSION);
     if (opt.config_file) log_info("Config loaded from %s.", opt.config_file);
 
+    open_files_raise(cfg); /* before the listeners take descriptors */
     static struct broker broker;        /* the one event loop */
     static struct broker_shared shared; /* what every loop shares */
     size_t listener_count = cfg->listener_count;

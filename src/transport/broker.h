@@ -190,6 +190,9 @@ struct broker {
     struct tls_context_set *tls; /* the TLS contexts built from config (transport_tls.h) */
     struct event_loop loop;
     struct listener *listeners;
+    /* A descriptor kept open (on /dev/null) so that, out of descriptors, a listener can still
+     * accept a connection to close it at once (connection.c); -1: none. */
+    int spare_fd;
     struct connection *connections; /* all open connections */
     struct connection *flush_list;  /* connections with output to write this turn, in order */
     struct connection *flush_tail;

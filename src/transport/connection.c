@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +265,31 @@ static void connection_connected(struct connection *conn)
     activate_when_ready(conn);
 }
 
+/* Out of descriptors (the open files limit): give up the spare one to accept the oldest
+ * pending connection and close it at once, so that its client learns now, as Mosquitto's
+ * do, rather than complete the TCP handshake and wait for a CONNACK that never comes. False
+ * when that was not possible either. */
+static bool refuse_for_lack_of_descriptors(struct listener *listener)
+{
+    struct broker *broker = listener->broker;
+    if (broker->spare_fd < 0) return false;
+    close(broker->spare_fd);
+    struct sockaddr_storage addr;
+    socklen_t addrlen = sizeof addr;
+    int fd = accept4(listener->handler.fd, (struct sockaddr *)&addr, &addrlen, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        char peer[sizeof((struct connection *)0)->address];
+        format_peer(listener, &addr, peer, sizeof peer);
+        int host_len = (int)log_host_length(peer);
+        log_notice("Client connection from %.*s denied: out of file descriptors (the open "
+                   "files limit).",
+                   host_len, peer);
+        close(fd);
+    }
+    broker->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
+}
+
 void connection_accept_all(struct listener *listener)
 {
     for (int i = 0; i < 64; i++) {
@@ -274,9 +300,11 @@ void connection_accept_all(struct listener *listener)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            /* Out of descriptors or memory: the pending connection stays in the backlog and
-             * the socket stays readable, so stop watching it until the next tick rather
-             * than spin. */
+            if ((errno == EMFILE || errno == ENFILE) && refuse_for_lack_of_descriptors(listener))
+                continue;
+            /* Out of memory, or no descriptor even for that: the pending connection stays in
+             * the backlog and the socket stays readable, so stop watching it until the next
+             * tick rather than spin. */
             log_error("Error accepting connection on port %u: %s; pausing this listener.",
                       listener->port, strerror(errno));
             listener->paused = true;

@@ -9,6 +9,7 @@
 #include "listener.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +196,7 @@ static int open_unix_listener(struct broker *broker, const struct arbor_listener
 
 int listeners_open(struct broker *broker)
 {
+    broker->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     for (size_t i = 0; i < broker->config->listener_count; i++) {
         const struct arbor_listener *cfg = &broker->config->listeners[i];
         if ((cfg->unix_socket ? open_unix_listener(broker, cfg) : open_listener(broker, cfg)) != 0)
@@ -213,6 +215,8 @@ void listeners_give_unix_sockets(struct broker *broker, uid_t uid, gid_t gid)
 
 void listeners_close(struct broker *broker)
 {
+    if (broker->spare_fd >= 0) close(broker->spare_fd);
+    broker->spare_fd = -1;
     while (broker->listeners) {
         struct listener *l = broker->listeners;
         broker->listeners = l->next;
