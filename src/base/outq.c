@@ -223,5 +223,10 @@ ssize_t outq_flush(struct outq *q, outq_writer writer, void *ctx)
         advance(q, (size_t)written);
         total += written;
     }
+    /* Drained: a connection that only ever sends a few small packets (most are idle after
+     * their CONNACK) gives its buffers back now rather than at the next tick, so that a storm
+     * of new connections reuses them instead of holding one set each. Busy connections, whose
+     * blocks have grown, keep theirs for the next burst (outq_trim at the tick). */
+    if (q->cap <= 8 && (!q->tail || q->tail->cap <= OUTQ_BLOCK_MIN)) outq_trim(q);
     return total;
 }

@@ -105,46 +105,49 @@ enum subscriber_kind {
 };
 
 struct subscriber {
-    enum subscriber_kind kind;
     uint64_t serial; /* unique, for no local and match de-duplication */
-    bool no_echo;    /* no local on everything (a bridge connected as a client) */
-    bool online;     /* can take messages now: shared groups prefer such members */
     /* Scratch used while matching a PUBLISH: see subs.c. */
     uint64_t match_stamp;
     uint32_t match_index;
+    enum subscriber_kind kind;
+    bool no_echo; /* no local on everything (a bridge connected as a client) */
+    bool online;  /* can take messages now: shared groups prefer such members */
 };
 
 struct session {
+    /* Pointers and 8-byte fields first, the small ones at the end (no padding wasted: every
+     * connected client has one). */
     UT_hash_handle hh; /* broker->shared->sessions by client_id */
     char *client_id;
     struct subscriber subscriber; /* in the subscription tree; online: connection is set */
-    uint8_t version;
     struct connection *connection; /* NULL while offline (session_attach, session.h) */
-    uint32_t expiry_interval;      /* seconds after disconnect; UINT32_MAX never */
     int64_t disconnected_at_ms;
     struct session_subscription *subscriptions;
 
     struct outflow flow; /* QoS 1/2 in flight and what is queued (outflow.h, session_flow.c) */
     struct retained_snapshot *retained_head, *retained_tail; /* sent before flow.queued */
-    uint32_t retained_pending; /* references held by the snapshots, see session_add_retained */
 
     uint8_t *incoming_qos2; /* bitmap of packet ids awaiting PUBREL, allocated on use */
-    uint16_t incoming_qos2_count;
 
     /* Will whose publication is delayed (MQTT 5 will delay interval). */
     struct message *pending_will;
     int64_t pending_will_at_ms;
 
     struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
-    bool persisted;     /* its rows are in the persistence file (persist.c) */
-    /* The queue of a bridge (bridge.c, its local_clientid): kept by persistence like any
-     * session (unless local_cleansession), never expires, and no client may take it. */
-    bool bridge_owned;
 
     /* acl_file rules for this client (acl.h), compiled at CONNECT and on reload; NULL: no
      * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
     struct acl_client *acl;
     struct listener *acl_listener;
+
+    uint32_t expiry_interval;  /* seconds after disconnect; UINT32_MAX never */
+    uint32_t retained_pending; /* references held by the snapshots, see session_add_retained */
+    uint16_t incoming_qos2_count;
+    uint8_t version;
+    bool persisted; /* its rows are in the persistence file (persist.c) */
+    /* The queue of a bridge (bridge.c, its local_clientid): kept by persistence like any
+     * session (unless local_cleansession), never expires, and no client may take it. */
+    bool bridge_owned;
 };
 
 struct match_entry {

@@ -12,32 +12,34 @@
 #include "topic_alias_out.h"
 
 struct client {
+    /* Pointers first, the small fields at the end (no padding wasted: every client has one). */
     char *client_id;
     char *username;
     char *password; /* kept to re-check the client when a reload changes the users */
     size_t password_len;
-    bool username_from_transport; /* use_identity/subject_as_username: its certificate or
-                                     PSK identity authenticated it, not a password */
-    bool credentials_revoked;     /* marked by a reload's re-check, closed right after */
-    char *mount_point;            /* listener's topic prefix at CONNECT, or NULL */
+    char *mount_point; /* listener's topic prefix at CONNECT, or NULL */
     size_t mount_point_len;
-    uint32_t client_max_packet_size; /* 0: protocol maximum */
-    uint16_t client_receive_maximum;
-    uint16_t receive_maximum; /* ours, as told in CONNACK: QoS 2 PUBLISH awaiting PUBREL */
-    bool disconnect_clean;    /* DISCONNECT received: no will */
 
     /* Will, kept until the connection closes. */
     struct message *will;
-    uint32_t will_delay;
 
     /* Inbound topic aliases: index 1..topic_alias_maximum, allocated on first use. The
      * maximum is the one told to the client in CONNACK (a reload does not change it). */
     char **topic_aliases;
-    uint16_t topic_alias_maximum;
     /* Outbound topic aliases (topic_alias_outgoing): the ones arbor uses towards the client. */
     struct topic_alias_out aliases_out;
 
     struct session *session;
+
+    uint32_t client_max_packet_size; /* 0: protocol maximum */
+    uint32_t will_delay;
+    uint16_t client_receive_maximum;
+    uint16_t receive_maximum; /* ours, as told in CONNACK: QoS 2 PUBLISH awaiting PUBREL */
+    uint16_t topic_alias_maximum;
+    bool username_from_transport; /* use_identity/subject_as_username: its certificate or
+                                     PSK identity authenticated it, not a password */
+    bool credentials_revoked;     /* marked by a reload's re-check, closed right after */
+    bool disconnect_clean;        /* DISCONNECT received: no will */
 };
 
 /* The client state of a connection in the client role. */

@@ -143,7 +143,7 @@ static int list_put(struct subscriber_list *list, struct subscriber *subscriber,
         }
     }
     if (list->count == list->cap) {
-        size_t cap = list->cap ? list->cap * 2 : 4;
+        size_t cap = list->cap ? list->cap * 2 : 1; /* most filters have one subscriber */
         struct subscription_entry *items = realloc(list->items, cap * sizeof *items);
         if (!items) return -1;
         list->items = items;

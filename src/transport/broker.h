@@ -121,6 +121,8 @@ struct connection_role {
 };
 
 struct connection {
+    /* Pointers and 8-byte fields first, then the small ones, so that no padding is wasted:
+     * an idle connection's memory is mostly this struct (docs/architecture.md, memory). */
     struct event_handler handler;
     struct broker *broker;
     struct listener *listener; /* NULL for outgoing connections */
@@ -128,37 +130,37 @@ struct connection {
     void *role_data;  /* the role's own state (struct client: client_state.h; peer links') */
     const struct transport *transport; /* how its bytes cross the network (transport.h) */
     void *transport_data;              /* the transport's own state (an SSL), or NULL */
-    bool connecting;  /* outgoing: connect() in progress */
-    bool establishing; /* outgoing: connected, the transport's handshake not done yet (the
-                          role's on_active is called at its end) */
     int64_t handshake_timeout_ms; /* before CONNECT/CONNACK; 0: the default for clients */
-    enum connection_state state;
-    char address[INET6_ADDRSTRLEN + 8]; /* "host:port" for logs */
     struct abuf in;
     struct outq out;
+    size_t reply_backlog; /* output this client's own packets caused, not yet written */
+    int64_t last_output_ms; /* when the client last took some of its output */
+    struct connection *next_flush;
+    struct connection *next_pending_input;
+    struct connection *prev, *next; /* broker's list of connections */
+    /* From CONNECT, for every role */
+    const char *name; /* who it is, for logs: the client id or the peer's identity (owned by
+                         the role); NULL before CONNECT */
+    int64_t last_received_ms;
+    struct timer timer; /* CONNECT timeout, then keepalive; moved lazily (broker_loop.c) */
+
+    enum connection_state state;
+    /* QoS 1 PUBLISH acknowledged since output was last written: a lower bound of the PUBACKs
+     * the client cannot have yet, which count against our Receive Maximum (handle_publish.c) */
+    uint16_t puback_unwritten;
+    uint16_t keepalive; /* effective, seconds (0: none) */
+    bool connecting;    /* outgoing: connect() in progress */
+    bool establishing;  /* outgoing: connected, the transport's handshake not done yet (the
+                           role's on_active is called at its end) */
     bool want_write;
     bool input_paused;    /* reply_backlog over the high-water mark: not reading (connection.c) */
     bool held_for_peers;  /* paused because the peer links are backlogged */
     bool peer_gone;       /* socket ended: buffered input is handled without back-pressure */
-    size_t reply_backlog; /* output this client's own packets caused, not yet written */
-    /* QoS 1 PUBLISH acknowledged since output was last written: a lower bound of the PUBACKs
-     * the client cannot have yet, which count against our Receive Maximum (handle_publish.c) */
-    uint16_t puback_unwritten;
-    int64_t last_output_ms; /* when the client last took some of its output */
     bool in_flush_list;
-    struct connection *next_flush;
     bool in_pending_input; /* the transport holds input to read next turn (transport.h) */
-    struct connection *next_pending_input;
-    struct connection *prev, *next; /* broker's list of connections */
-
-    /* From CONNECT, for every role */
-    uint8_t version;
-    const char *name; /* who it is, for logs: the client id or the peer's identity (owned by
-                         the role); NULL before CONNECT */
-    uint16_t keepalive; /* effective, seconds (0: none) */
-    int64_t last_received_ms;
-    struct timer timer; /* CONNECT timeout, then keepalive; moved lazily (broker_loop.c) */
     bool request_problem_information; /* MQTT 5: reason strings may be sent */
+    uint8_t version;                  /* from CONNECT */
+    char address[INET6_ADDRSTRLEN + 8]; /* "host:port" for logs */
 };
 
 struct broker_stats {

@@ -59,7 +59,11 @@ def test_quick_run_writes_the_section_and_delivers_the_backlog_once(tmp_path):
             rows[cells[0]] = cells[1:]
     for figure in FIGURES:
         assert figure in rows, "no row %r in:\n%s" % (figure, section)
-        assert all(NUMBER.match(c) for c in rows[figure]), (figure, rows[figure])
+        cells = rows[figure]
+        if "after a clean stop" in figure:  # mosquitto's queue is empty then: no ratio
+            assert cells[2] == "n/a", (figure, cells)
+            cells = cells[:2]
+        assert all(NUMBER.match(c) for c in cells), (figure, cells)
 
     with open(out / "results.json") as f:
         results = json.load(f)
