@@ -60,6 +60,7 @@ static int save(void *ctx, struct abuf *out, const struct persist_section_save *
         .reserved0 = net->reserved0,
         .clean = how->final,
         .durable = how->durable,
+        .joined = net->joined,
     };
     net->state_dirty = false;
     if (peer_state_format_header(out, &st) || format_runs(out, net, false) ||
@@ -148,7 +149,7 @@ static void restore(void *ctx, const uint8_t *data, size_t len)
         if (peer_state_parse_header(data, len, &st, &used) == 0 &&
             restore_runs(net, data + used, len - used)) {
             restore_stream(net, &st);
-            net->joined = true;
+            net->joined = st.joined;
         } else {
             log_warning("Warning: MQTT-ST: the state kept in the persistence file is not "
                         "readable: a new stream starts, and what this broker had seen is "
@@ -156,7 +157,6 @@ static void restore(void *ctx, const uint8_t *data, size_t len)
         }
     }
     restore_from_log(net);
-    if (net->log->len) net->joined = true;
     net->reserved = net->next_sequence;
     net->reserved0 = net->next_sequence0;
 }

@@ -199,9 +199,11 @@ int peer_state_format_header(struct abuf *out, const struct peer_stream_state *s
 {
     char text[200];
     int n = snprintf(text, sizeof text,
-                     "state 1 %016" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %s %s\n",
+                     "state 1 %016" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                     " %s %s %s\n",
                      st->incarnation, st->next, st->reserved, st->next0, st->reserved0,
-                     st->clean ? "clean" : "running", st->durable ? "durable" : "snapshot");
+                     st->clean ? "clean" : "running", st->durable ? "durable" : "snapshot",
+                     st->joined ? "joined" : "fresh");
     return n < 0 || (size_t)n >= sizeof text ? -1 : abuf_append(out, text, (size_t)n);
 }
 
@@ -237,7 +239,8 @@ int peer_state_parse_header(const uint8_t *text, size_t len, struct peer_stream_
               hex16(f, flen, &st->incarnation) && number_field(&c, &st->next) &&
               number_field(&c, &st->reserved) && number_field(&c, &st->next0) &&
               number_field(&c, &st->reserved0) && one_of(&c, "clean", "running", &st->clean) &&
-              one_of(&c, "durable", "snapshot", &st->durable) && c.p == c.end &&
+              one_of(&c, "durable", "snapshot", &st->durable) &&
+              one_of(&c, "joined", "fresh", &st->joined) && c.p == c.end &&
               st->reserved >= st->next && st->reserved0 >= st->next0;
     if (!ok) return -1;
     *used = (size_t)(nl + 1 - p);

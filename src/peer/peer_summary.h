@@ -48,15 +48,17 @@ void peer_summary_free(struct peer_summary *s);
 
 /* What MQTT-ST keeps across restarts (peer_state.c, docs/mqtt-st-protocol.md 7.6) starts with
  * a line about its own stream:
- * "state 1 <incarnation> <next> <reserved> <next0> <reserved0> clean|running durable|snapshot"
+ * "state 1 <incarnation> <next> <reserved> <next0> <reserved0> clean|running durable|snapshot
+ *  joined|fresh"
  * next/next0: the last sequence number used on the QoS 1/2 and the QoS 0 stream; reserved,
  * reserved0: the highest one the broker may have used when the line was written (durable
  * mode writes a new line before it goes past them); clean: written by a clean shutdown (next
- * and next0 are exact); durable: written in durable mode (reserved and reserved0 hold). */
+ * and next0 are exact); durable: written in durable mode (reserved and reserved0 hold);
+ * joined: the broker had joined the network (7.3, item 4), so it is not fresh after a restart. */
 struct peer_stream_state {
     uint64_t incarnation;
     uint64_t next, reserved, next0, reserved0;
-    bool clean, durable;
+    bool clean, durable, joined;
 };
 int peer_state_format_header(struct abuf *out, const struct peer_stream_state *st);
 /* Parse the first line of text: 0 with *used its length (with the LF), or -1. */

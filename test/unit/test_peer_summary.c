@@ -153,10 +153,11 @@ static void state_header(void **state)
 {
     (void)state;
     struct peer_stream_state st = {.incarnation = 0x0123456789abcdeeu, .next = 7, .reserved = 4102,
-                                   .next0 = 0, .reserved0 = 65535, .clean = false, .durable = true};
+                                   .next0 = 0, .reserved0 = 65535, .clean = false, .durable = true,
+                                   .joined = true};
     struct abuf out = {0};
     assert_int_equal(peer_state_format_header(&out, &st), 0);
-    const char *text = "state 1 0123456789abcdee 7 4102 0 65535 running durable\n";
+    const char *text = "state 1 0123456789abcdee 7 4102 0 65535 running durable joined\n";
     assert_int_equal(out.len, strlen(text));
     assert_memory_equal(out.data, text, out.len);
     assert_int_equal(abuf_append(&out, "rest", 4), 0);
@@ -165,18 +166,19 @@ static void state_header(void **state)
     assert_int_equal(peer_state_parse_header(out.data, out.len, &back, &used), 0);
     assert_int_equal(used, strlen(text));
     assert_true(back.incarnation == st.incarnation && back.next == 7 && back.reserved == 4102 &&
-                back.next0 == 0 && back.reserved0 == 65535 && !back.clean && back.durable);
+                back.next0 == 0 && back.reserved0 == 65535 && !back.clean && back.durable &&
+                back.joined);
     abuf_free(&out);
     static const char *bad[] = {
-        "state 1 0123456789abcdee 7 4102 0 65535 running durable",      /* no LF */
-        "state 2 0123456789abcdee 7 4102 0 65535 running durable\n",    /* version */
-        "state 1 0123456789ABCDEE 7 4102 0 65535 running durable\n",    /* upper case */
-        "state 1 0123456789abcdee 7 6 0 65535 running durable\n",       /* reserved < next */
-        "state 1 0123456789abcdee 7 4102 0 65535 running\n",            /* a field short */
-        "state 1 0123456789abcdee 7 4102 0 65535 running durable x\n",  /* one too many */
-        "state 1 0123456789abcdee -7 4102 0 65535 running durable\n",   /* a sign */
-        "state 1 0123456789abcdee 7 4102 0 65535 stopped durable\n",    /* unknown word */
-        "state 1 0123456789abcdee 7  4102 0 65535 running durable\n",   /* two blanks */
+        "state 1 0123456789abcdee 7 4102 0 65535 running durable joined",      /* no LF */
+        "state 2 0123456789abcdee 7 4102 0 65535 running durable joined\n",    /* version */
+        "state 1 0123456789ABCDEE 7 4102 0 65535 running durable joined\n",    /* upper case */
+        "state 1 0123456789abcdee 7 6 0 65535 running durable joined\n",       /* reserved < next */
+        "state 1 0123456789abcdee 7 4102 0 65535 running durable\n",           /* a field short */
+        "state 1 0123456789abcdee 7 4102 0 65535 running durable joined x\n",  /* one too many */
+        "state 1 0123456789abcdee -7 4102 0 65535 running durable joined\n",   /* a sign */
+        "state 1 0123456789abcdee 7 4102 0 65535 stopped durable joined\n",    /* unknown word */
+        "state 1 0123456789abcdee 7  4102 0 65535 running durable joined\n",   /* two blanks */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         assert_int_equal(peer_state_parse_header((const uint8_t *)bad[i], strlen(bad[i]), &back,
