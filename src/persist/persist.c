@@ -293,8 +293,7 @@ static int put_log_entry(struct persist *p, struct broker *broker, int64_t wall_
     return persist_store_put(p->store, PERSIST_LOG, key, sizeof key, p->value.data, p->value.len);
 }
 
-static int put_section(struct persist *p, struct broker *broker,
-                       const struct persist_section *section, bool final)
+static int put_section(struct persist *p, const struct persist_section *section, bool final)
 {
     struct persist_section_save how = {.final = final, .durable = p->durable};
     abuf_reset(&p->section);
@@ -304,7 +303,6 @@ static int put_section(struct persist *p, struct broker *broker,
     if (persist_encode_section(&p->value, section->name, name_len, p->section.data,
                                p->section.len))
         return -1;
-    (void)broker;
     return persist_store_put(p->store, PERSIST_SECTION, section->name, name_len, p->value.data,
                              p->value.len);
 }
@@ -312,7 +310,7 @@ static int put_section(struct persist *p, struct broker *broker,
 static int put_sections(struct persist *p, struct broker *broker, bool final)
 {
     for (size_t i = 0; i < broker->shared->persist_section_count; i++)
-        if (put_section(p, broker, broker->shared->persist_sections[i], final)) return -1;
+        if (put_section(p, broker->shared->persist_sections[i], final)) return -1;
     return 0;
 }
 
@@ -1227,5 +1225,5 @@ static void log_entry_left(void *ctx, uint64_t serial, const struct message_log_
 void persist_section_changed(struct broker *broker, const struct persist_section *section)
 {
     struct persist *p = writing(broker);
-    if (p) wrote(p, put_section(p, broker, section, false));
+    if (p) wrote(p, put_section(p, section, false));
 }
