@@ -552,7 +552,9 @@ def method_text(env):
         "received** = subscribers that got each repeat within %s s, summed; the rest were "
         "lost." % fmt(env.get("fan_out_limit_s", 10)),
         "- **Broker CPU per message fanned out** = the broker's CPU (user + system, "
-        "/proc/<pid>/stat, 10 ms ticks) from the publish until it went quiet, per repeat.",
+        "/proc/<pid>/stat, 10 ms ticks) from the publish until it went quiet, per repeat. On "
+        "loopback most of it is the kernel's: a write to a socket also runs the receiving "
+        "side's TCP in the writer's time (system CPU), once per subscriber.",
         "- The machine has 2 CPUs shared by the broker, the bench and other work; compare the "
         "two kinds within a round.", ""]
 
