@@ -1,4 +1,4 @@
-# Sourced by scripts/run-bench-tree.sh and scripts/run-bench-bridge.sh (bash): the process
+# Sourced by scripts/run-bench-*.sh (bash): the process
 # handling of a benchmark whose Python script starts brokers and lists the pid of each in
 # $pidfile. On EXIT every broker of that list still running is stopped by pid (TERM, then KILL
 # after a second), in case the script was killed; INT and TERM are passed on to the script
@@ -64,4 +64,23 @@ bench_measure() {
     python3 "$@" &
     py_pid=$!
     wait "$py_pid"
+}
+
+# bench_run NAME ARGS...: the whole of a comparison that needs no arbor_bench options:
+# test/bench/NAME_bench.py with --arbor (ARBOR_BIN or $build/arbor), --mosquitto, --out
+# (BENCH_<NAME>_OUT or $build/bench-NAME), --markdown, --rounds (BENCH_<NAME>_ROUNDS, default 1),
+# --pidfile, --quick when BENCH_<NAME>_QUICK=1, then ARGS.
+bench_run() {
+    local name=$1 upper
+    shift
+    upper=$(printf '%s' "$name" | tr '[:lower:]' '[:upper:]')
+    local out_var=BENCH_${upper}_OUT rounds_var=BENCH_${upper}_ROUNDS
+    local quick_var=BENCH_${upper}_QUICK
+    out_dir=${!out_var:-$build/bench-$name}
+    bench_setup
+    local args=(--arbor "${ARBOR_BIN:-$build/arbor}" --mosquitto "$mosquitto_bin"
+                --out "$out_dir" --markdown "$docs_dir/benchmarks.md"
+                --rounds "${!rounds_var:-1}" --pidfile "$pidfile")
+    if [ "${!quick_var:-0}" = 1 ]; then args+=(--quick); fi
+    bench_measure "test/bench/${name}_bench.py" "${args[@]}" "$@"
 }

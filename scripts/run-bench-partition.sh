@@ -24,14 +24,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-common.sh
 . scripts/bench-common.sh
-out_dir=${BENCH_PARTITION_OUT:-$build/bench-partition}
 
-bench_setup
-arbor_bin=${ARBOR_BIN:-$build/arbor}
-args=(--arbor "$arbor_bin" --mosquitto "$mosquitto_bin" --out "$out_dir"
-      --markdown "$docs_dir/benchmarks.md" --rounds "${BENCH_PARTITION_ROUNDS:-1}"
-      --pidfile "$pidfile")
+args=()
 [ -n "${BENCH_PARTITION_SECONDS:-}" ] && args+=(--partition-seconds "$BENCH_PARTITION_SECONDS")
 [ -n "${BENCH_PARTITION_RATE:-}" ] && args+=(--rate "$BENCH_PARTITION_RATE")
-[ "${BENCH_PARTITION_QUICK:-0}" = 1 ] && args+=(--quick)
-bench_measure test/bench/partition_bench.py "${args[@]}"
+bench_run partition "${args[@]}"

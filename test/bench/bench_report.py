@@ -364,11 +364,13 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
 
 
 # Written into the same page by `make bench-tree` (tree_bench.py), `make bench-persist`
-# (persist_bench.py), `make bench-bridge` (bridge_bench.py) and `make bench-partition`
-# (partition_bench.py); kept when this page is redone.
+# (persist_bench.py), `make bench-bridge` (bridge_bench.py), `make bench-partition`
+# (partition_bench.py) and `make bench-connections` (connections_bench.py); kept when this page
+# is redone.
 KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto", "## Persistence",
                  "## Bridges: arbor or Mosquitto at the edge",
-                 "## Partitions: MQTT-ST resync or a Mosquitto bridge")
+                 "## Partitions: MQTT-ST resync or a Mosquitto bridge",
+                 "## Many connections: memory and fan-out")
 
 
 def kept_sections(path):
