@@ -435,13 +435,27 @@ def projection(results, env):
         "in these figures. The broker needs an open files limit above %s (one descriptor per "
         "connection, a few more for listeners and logs, e.g. 131072): arbor raises its soft "
         "limit to the hard one at start-up, so the hard limit is what counts; the systemd unit "
-        "config/arbor.service sets `LimitNOFILE=65536` today, enough for about 65 000 "
-        "connections, so it must be raised for %s. Here a process may open %s files at most "
+        "config/arbor.service sets `LimitNOFILE=%s`. Here a process may open %s files at most "
         "(its hard limit), so every N measured stays below that. The clients need as many "
         "descriptors on their side, and ports: a client address has about 28 000 ports for "
         "one broker address and port, so %s connections need at least 4 source addresses "
-        "(or machines)." % (fmt(TARGET), fmt(n), "; ".join(parts), fmt(TARGET), fmt(TARGET),
-                            fmt(env["open_files_limit"][1]), fmt(TARGET)), ""]
+        "(or machines)." % (fmt(TARGET), fmt(n), "; ".join(parts), fmt(TARGET),
+                            unit_open_files_limit(), fmt(env["open_files_limit"][1]),
+                            fmt(TARGET)), ""]
+
+
+def unit_open_files_limit():
+    """LimitNOFILE= of the systemd unit config/arbor.service, as written there."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config",
+                        "arbor.service")
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("LimitNOFILE="):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
 
 
 def per_repeat(counts):
