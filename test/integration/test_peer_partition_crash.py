@@ -12,8 +12,8 @@ import pytest
 
 from helpers import wait_until
 from peer_net import Collector, NumberedStream, cluster, peer_support  # noqa: F401 (fixtures)
-from test_peer_partition import (BIG_QUEUES, PARTITION_SECONDS, assert_in_order, stp_number,
-                                 stream_pair, unique)
+from test_peer_partition import (ACK_TIMEOUT, BIG_QUEUES, PARTITION_SECONDS, assert_in_order,
+                                 publisher, stp_number, stream_pair, unique)
 
 
 @pytest.mark.timeout(PARTITION_SECONDS * 2 + 300)
@@ -32,7 +32,7 @@ def test_isolated_broker_killed_during_the_partition_loses_nothing(cluster, tmp_
     sub.subscribe(topic + "/#", 2)
     sub.close()
     with Collector(c.brokers[:2], topic + "/#", qos=2) as col:
-        far = [NumberedStream(c.client(0, version=5), topic + "/a1", qos=1, tag="a1",
+        far = [NumberedStream(publisher(c, 0), topic + "/a1", qos=1, tag="a1",
                               interval=0.01).start()]
         before = stream_pair(c, 2, topic, "b")
         for s in before:
@@ -57,7 +57,7 @@ def test_isolated_broker_killed_during_the_partition_loses_nothing(cluster, tmp_
         c.heal(1, 2)
         c.wait_tree(timeout=30)
         for s in after + far:
-            s.wait_sent(len(s.sent) + 20, timeout=30)
+            s.wait_sent(len(s.sent) + 20, timeout=30 + ACK_TIMEOUT)
         sent = [p for batch in sent_before for p in batch]
         sent += [p for s in after + far for p in s.stop()]
         print("published in all: %d (%d before the kill on broker 2)" % (
