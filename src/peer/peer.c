@@ -285,6 +285,7 @@ int peer_net_start(struct broker *broker)
     struct peer_net *net = calloc(1, sizeof *net);
     if (!net) return -1;
     net->broker = broker;
+    net->log = &broker->shared->message_log; /* before anything can fail: peer_net_free uses it */
     broker->shared->peers = net;
     if (derive_identity(net) != 0) return -1;
     net->capability = measure_capability(cfg);
@@ -294,7 +295,6 @@ int peer_net_start(struct broker *broker)
     net->next_link_id = 1;
     net->pressure.high = PEER_BACKLOG_HIGH;
     net->pressure.low = PEER_BACKLOG_LOW;
-    net->log = &broker->shared->message_log;
     net->log->enabled = true;
     net->log->max_messages = cfg->peer_log_max_messages;
     net->log->max_bytes = cfg->peer_log_max_bytes;
