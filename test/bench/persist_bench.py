@@ -253,8 +253,7 @@ def held_messages(kind, binary, out_dir):
     fill_s = time.monotonic() - t0
     rss_before = b.rss_mb()
     save_s = b.stop()
-    size = sum(os.path.getsize(os.path.join(b.dir, n)) for n in os.listdir(b.dir)
-               if n.endswith(".db"))
+    size = db_size(b.dir)
     start_s = b.start()
     time.sleep(1.0)  # settled (arbor restores before it answers; so does Mosquitto)
     rss_after = b.rss_mb()
@@ -275,6 +274,23 @@ def run_bench(bench, broker, scenario, args, out_dir, rep, duration):
     return {"egress": r.get("egress"), "latency_mean": (r.get("latency_ms") or {}).get("mean"),
             "latency_p99": (r.get("latency_ms") or {}).get("p99"),
             "loss": r.get("loss_rate"), "cpu_us": r.get("broker_cpu_us_per_msg")}
+
+
+def measure(a, binaries, kind, scenario, args, rep, results):
+    """One arbor_bench run of scenario on a freshly started broker of kind, into results."""
+    b = Broker(kind, binaries[kind], a.out, "%s-%d" % (scenario, rep))
+    b.start()
+    try:
+        r = run_bench(a.bench, b, scenario, args, a.out, rep, a.duration)
+    finally:
+        b.stop()
+    results.setdefault((kind, scenario), []).append(r)
+    print("%s %s: %s" % (kind, scenario, r), flush=True)
+
+
+def db_size(directory):
+    return sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory)
+               if n.endswith(".db"))
 
 
 def mean(values):
@@ -320,14 +336,7 @@ def main():
     for rep in range(a.repeats):
         for scenario, (_, args) in SCENARIOS.items():
             for kind in (order if rep % 2 == 0 else order[::-1]):
-                b = Broker(kind, binaries[kind], a.out, "%s-%d" % (scenario, rep))
-                b.start()
-                try:
-                    r = run_bench(a.bench, b, scenario, args, a.out, rep, a.duration)
-                finally:
-                    b.stop()
-                results.setdefault((kind, scenario), []).append(r)
-                print("%s %s: %s" % (kind, scenario, r), flush=True)
+                measure(a, binaries, kind, scenario, args, rep, results)
     startup = {}
     for kind in order:
         b = Broker(kind, binaries[kind], a.out, "startup")
@@ -336,8 +345,7 @@ def main():
         fill(b.port, a.retained, a.sessions)
         fill_s = time.monotonic() - t0
         save_s = b.stop()
-        size = sum(os.path.getsize(os.path.join(b.dir, n)) for n in os.listdir(b.dir)
-                   if n.endswith(".db"))
+        size = db_size(b.dir)
         times = [b.start()]
         b.stop()
         times.append(b.start())
@@ -349,14 +357,7 @@ def main():
     scenario, args = LOG_SCENARIO
     for rep in range(a.repeats):
         for kind in (log_order if rep % 2 == 0 else log_order[::-1]):
-            b = Broker(kind, binaries[kind], a.out, "%s-%d" % (scenario, rep))
-            b.start()
-            try:
-                r = run_bench(a.bench, b, scenario, args, a.out, rep, a.duration)
-            finally:
-                b.stop()
-            results.setdefault((kind, scenario), []).append(r)
-            print("%s %s: %s" % (kind, scenario, r), flush=True)
+            measure(a, binaries, kind, scenario, args, rep, results)
     held = {}
     for kind in ["arbor-snapshot-log", "arbor-durable-log", "mosquitto"]:
         held[kind] = held_messages(kind, binaries[kind], a.out)
