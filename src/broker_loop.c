@@ -26,6 +26,7 @@
 #include "peer.h"
 #include "bridge.h"
 #include "persist.h"
+#include "publisher_pressure.h"
 #include "retain.h"
 #include "session.h"
 #include "subs.h"
@@ -92,11 +93,17 @@ static void fire_due_timers(struct broker *broker)
     }
 }
 
-/* Idle connections keep no output memory. */
-static void trim_output(struct broker *broker)
+/* Idle connections keep no output memory; subscribers far behind stop holding publishers
+ * back (publisher_pressure.h). */
+static void check_connections(struct broker *broker)
 {
-    for (struct connection *conn = broker->connections; conn; conn = conn->next)
+    for (struct connection *conn = broker->connections; conn; conn = conn->next) {
         outq_trim(&conn->out);
+        if (conn->role != &client_role || conn->state != CONNECTION_ACTIVE) continue;
+        struct session *session = client_of(conn)->session;
+        if (session && session->connection == conn)
+            publisher_pressure_check_flow(broker, &session->flow);
+    }
 }
 
 static int retained_expired(struct message *msg, void *ctx)
@@ -108,7 +115,7 @@ static void tick(struct broker *broker)
 {
     listeners_resume(broker);
     websockets_tick(broker); /* libwebsockets' timers, see websocket.c */
-    trim_output(broker);
+    check_connections(broker);
     retain_remove_if(broker->shared->retained, retained_expired, &broker->now_ms);
     if (broker->config->memory_limit) /* memory_limit's measurement, a tick old at most */
         heap_guard_measure(&broker->shared->heap_guard,
@@ -233,6 +240,7 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
             broker->next_tick_ms = broker->now_ms + TICK_MS;
         }
         publish_sys_if_due(broker);
+        publishers_release(broker); /* their subscribers caught up: their PUBLISH goes on */
         persist_turn_end(broker); /* autosave; durable: the turn's commit */
         broker_flush_connections(broker);
         broker_reap_connections(broker);
@@ -310,6 +318,7 @@ void broker_shutdown(struct broker *broker)
     listeners_close(broker);
     subs_free(broker->shared->subscriptions);
     retain_free(broker->shared->retained);
+    publishers_release(broker); /* their connections are gone: the references only */
     while (broker->delivery_pool) {
         struct delivery *d = broker->delivery_pool;
         broker->delivery_pool = d->next;

@@ -1,6 +1,9 @@
 /*
  * event_loop.c: epoll backend for event_loop.h. Level-triggered: a handler that does not
  * drain its socket is called again on the next turn, which keeps fairness between clients.
+ * Egress before ingress: in each turn every handler that may write is called first, then those
+ * with input (and errors), so that what the broker already owes its clients leaves before it
+ * takes on more.
  */
 #include "event_loop.h"
 
@@ -60,13 +63,17 @@ int event_loop_run_once(struct event_loop *loop, int timeout_ms, int64_t *now_ms
     int n = epoll_wait(loop->epoll_fd, events, EVENT_BATCH, timeout_ms);
     *now_ms = clock_monotonic_ms();
     if (n < 0) return errno == EINTR ? 0 : -1;
+    /* Handlers stay valid for the whole turn (connections are freed at its end). */
+    for (int i = 0; i < n; i++) {
+        struct event_handler *handler = events[i].data.ptr;
+        if (events[i].events & EPOLLOUT) handler->on_event(handler, EVENT_WRITE);
+    }
     for (int i = 0; i < n; i++) {
         struct event_handler *handler = events[i].data.ptr;
         unsigned ready = 0;
         if (events[i].events & (EPOLLIN | EPOLLRDHUP)) ready |= EVENT_READ;
-        if (events[i].events & EPOLLOUT) ready |= EVENT_WRITE;
         if (events[i].events & (EPOLLERR | EPOLLHUP)) ready |= EVENT_ERROR | EVENT_READ;
-        handler->on_event(handler, ready);
+        if (ready) handler->on_event(handler, ready);
     }
     return n;
 }

@@ -1,6 +1,7 @@
 /*
  * message.c: creation and freeing of stored messages (the reference count itself is inline in
- * message.h), their expiry arithmetic, and the record of who published one (message_source).
+ * message.h), their expiry arithmetic, and the records of who published one (message_source,
+ * message_publisher).
  * Must not: write to a message after its creator has let it go (message.h).
  */
 #include "message.h"
@@ -26,6 +27,7 @@ struct message *message_create(struct message_counters *counters, const char *to
     msg->expiry_interval_s = expiry_interval_s;
     memset(&msg->origin, 0, sizeof msg->origin);
     msg->source = NULL;
+    msg->publisher = NULL;
     message_restart_expiry(msg, now_ms);
     uint8_t *p = msg->data;
     memcpy(p, topic, topic_len);
@@ -53,7 +55,22 @@ void message_free_last(struct message *msg)
         atomic_fetch_sub_explicit(&msg->counters->bytes, msg->payload_len, memory_order_relaxed);
     }
     message_source_free(msg->source);
+    if (msg->publisher) message_publisher_unref(msg->publisher);
     free(msg);
+}
+
+struct message_publisher *message_publisher_new(struct connection *conn)
+{
+    struct message_publisher *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    atomic_init(&p->refs, 1);
+    p->conn = conn;
+    return p;
+}
+
+void message_publisher_unref(struct message_publisher *p)
+{
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) free(p);
 }
 
 void message_restart_expiry(struct message *msg, int64_t now_ms)

@@ -55,6 +55,33 @@ struct message_origin {
     uint8_t qos;                 /* parsed from a peer: the QoS it was published with */
 };
 
+struct connection;
+
+/* The client connection that published a message, as its messages know it: how many of their
+ * QoS 1/2 deliveries wait in connected subscribers' queues, which holds the publisher back
+ * (core/publisher_pressure.c). Shared by the connection and each message it published, a
+ * counted reference each (the last one frees it); the fields after refs belong to the loop of
+ * the publishing connection. */
+struct message_publisher {
+    _Atomic uint32_t refs;
+    uint32_t waiting;             /* its messages' deliveries charged to it (publisher_pressure.h) */
+    struct connection *conn;      /* NULL once it closed */
+    struct message_publisher *next_listed; /* its broker's release list */
+    bool held;                    /* its PUBLISH packets wait */
+    bool listed;                  /* on the release list (which holds a reference) */
+};
+
+/* A new record for conn with one reference (conn's); NULL when out of memory. */
+struct message_publisher *message_publisher_new(struct connection *conn);
+
+static inline struct message_publisher *message_publisher_ref(struct message_publisher *p)
+{
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    return p;
+}
+
+void message_publisher_unref(struct message_publisher *p);
+
 struct message {
     struct message_counters *counters; /* NULL: not counted */
     _Atomic uint32_t refcount;         /* message_ref / message_unref only */
@@ -73,6 +100,10 @@ struct message {
      * the message; else NULL. Set before publication: handle_publish.c, handle_connect.c (a
      * will), persist.c (a restore). */
     struct message_source *source;
+    /* A client's QoS 1/2 message: its publisher (a reference), whose PUBLISH packets wait while
+     * too many of its deliveries wait in subscribers' queues; else NULL. Set before
+     * publication: handle_publish.c. */
+    struct message_publisher *publisher;
     const char *topic; /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;

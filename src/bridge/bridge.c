@@ -302,7 +302,7 @@ static int adopt_session(struct bridge *b)
         log_warning("Warning: client %s uses bridge %s's local_clientid; disconnecting it.",
                     cfg->local_clientid, cfg->name);
         connection_close(session->connection, MQTT_RC_SESSION_TAKEN_OVER, "session taken over");
-        session_attach(session, NULL);
+        session_attach(broker, session, NULL);
     }
     bool fresh = !session;
     if (!session) session = session_create(broker, cfg->local_clientid, cfg->protocol_version);

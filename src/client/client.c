@@ -17,6 +17,7 @@
 #include "message.h"
 #include "packet.h"
 #include "persist.h"
+#include "publisher_pressure.h"
 #include "session.h"
 #include "route.h"
 #include "session_flow.h"
@@ -145,7 +146,7 @@ static struct session *session_go_offline(struct connection *conn)
 {
     struct session *session = client_of(conn)->session;
     if (!session || session->connection != conn) return NULL;
-    session_attach(session, NULL);
+    session_attach(conn->broker, session, NULL);
     session->disconnected_at_ms = conn->broker->now_ms;
     return session;
 }
@@ -256,7 +257,14 @@ static void client_on_free(struct connection *conn)
 static bool client_packet_must_wait(const struct connection *conn,
                                     const struct mqtt_fixed_header *hdr)
 {
-    return hdr->type == MQTT_PUBLISH && conn->broker->shared->peer_backlog;
+    if (hdr->type != MQTT_PUBLISH) return false;
+    if (conn->broker->shared->peer_backlog) return true;
+    const struct client *client = client_of(conn);
+    if (!client->publisher) return false;
+    /* owed acknowledgements (PUBACK, PUBREC, PUBCOMP) come after this PUBLISH: never held
+     * then, so that no two clients wait for each other (publisher_pressure.h) */
+    bool owes_acks = client->session && client->session->flow.inflight.count > 0;
+    return publisher_must_wait(conn->broker, client->publisher, owes_acks);
 }
 
 /* Room again: the session's retained and queued messages that waited for it. */

@@ -226,7 +226,7 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
     session->version = c->version;
     session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
-    session_attach(session, conn);
+    session_attach(broker, session, conn);
     client->session = session;
     session_update_timer(conn->broker, session); /* online: its offline timer is cancelled */
     return session;

@@ -82,6 +82,11 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
                                          p->retain, client->session->subscriber.serial, expiry,
                                          broker->now_ms);
     if (!msg) return -1;
+    if (p->qos > 0 && broker->config->max_publisher_backlog) {
+        if (!client->publisher) client->publisher = message_publisher_new(conn);
+        /* out of memory: this message just does not hold its publisher back */
+        if (client->publisher) msg->publisher = message_publisher_ref(client->publisher);
+    }
     if (p->retain && client->session->acl && broker->config->check_retain_source &&
         !(msg->source = message_source_new(client->client_id, client->username))) {
         message_unref(msg);

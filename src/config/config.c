@@ -965,6 +965,14 @@ static int handle_max_queued_messages(struct parse_state *st, const struct direc
     return 0;
 }
 
+static int handle_max_publisher_backlog(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 0, 1000000, &value) != 0) return -1;
+    st->cfg->max_publisher_backlog = (uint32_t)value;
+    return 0;
+}
+
 static int handle_max_queued_bytes(struct parse_state *st, const struct directive_line *dl)
 {
     long long value;
@@ -1360,6 +1368,13 @@ static int parse_seconds_value(struct parse_state *st, const struct directive_li
     return 0;
 }
 
+/* arbor's own: how long a subscriber may hold publishers back (publisher_pressure.h). */
+static int handle_max_publisher_hold(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, SECONDS_WHAT) != 0) return -1;
+    return seconds_word_to_ms(st, dl->words[0], &st->cfg->max_publisher_hold_ms);
+}
+
 /* A broker's address as peer and peer_identity take it. */
 struct peer_address {
     char host[HOST_NAME_MAX_LENGTH + 1]; /* without brackets; a literal in canonical form */
@@ -1737,6 +1752,8 @@ static const struct {
     {"max_inflight_messages", handle_max_inflight_messages},
     {"max_inflight_bytes", handle_max_inflight_bytes},
     {"max_queued_messages", handle_max_queued_messages},
+    {"max_publisher_backlog", handle_max_publisher_backlog},
+    {"max_publisher_hold", handle_max_publisher_hold},
     {"max_queued_bytes", handle_max_queued_bytes},
     {"queue_qos0_messages", handle_queue_qos0_messages},
     {"message_size_limit", handle_message_size_limit},
@@ -2391,6 +2408,8 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->max_inflight_messages = 20;
     cfg->max_inflight_bytes = 0;
     cfg->max_queued_messages = 1000;
+    cfg->max_publisher_backlog = 1;
+    cfg->max_publisher_hold_ms = 1000;
     cfg->max_queued_bytes = 0;
     cfg->queue_qos0_messages = false;
     cfg->message_size_limit = 0;

@@ -123,6 +123,8 @@ struct arbor_config {
     uint16_t max_inflight_messages;   /* 0 unlimited; default 20 */
     uint64_t max_inflight_bytes;      /* 0 unlimited */
     int max_queued_messages;          /* 0 unlimited; default 1000 */
+    uint32_t max_publisher_backlog;   /* arbor's: publisher_pressure.h; 0 off */
+    uint32_t max_publisher_hold_ms;   /* arbor's: a subscriber behind this long is cut loose */
     uint64_t max_queued_bytes;        /* 0 unlimited */
     bool queue_qos0_messages;         /* default false */
     uint32_t message_size_limit;      /* 0 = MQTT maximum (268435455) */

@@ -41,7 +41,9 @@ struct delivery {
     bool retain;
     uint8_t sub_id_count;
     uint8_t owner_flags; /* the flow owner's own marks (peer links: PEER_SEND_RETAINED_SYNC) */
+    bool charged;        /* counted in its message's publisher's waiting (publisher_pressure.h) */
     uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
+    uint32_t queued_at_ms; /* charged: the loop's clock (truncated) when it was queued */
     uint64_t persist_id; /* durable persistence: its row in the store, 0: none (persist.c) */
 };
 
@@ -73,6 +75,11 @@ struct outflow {
     struct delivery_list inflight; /* sent, awaiting acknowledgement, in send order */
     struct delivery_list queued;   /* waiting for the window or the destination */
     uint16_t last_packet_id;
+    /* A connected client's session: QoS 1/2 deliveries that wait in the queue are charged to
+     * their publishers (publisher_pressure.h); cut_loose: it fell far behind, nothing is
+     * charged until its queue is empty again. */
+    bool charges_publishers;
+    bool cut_loose;
     struct outflow_index index;
     struct outflow_pressure *pressure; /* NULL: not accounted */
 };

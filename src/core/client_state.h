@@ -30,6 +30,9 @@ struct client {
     struct topic_alias_out aliases_out;
 
     struct session *session;
+    /* Its QoS 1/2 messages' record of what waits for subscribers (publisher_pressure.h),
+     * made at its first such PUBLISH; NULL before, or with max_publisher_backlog 0. */
+    struct message_publisher *publisher;
 
     uint32_t client_max_packet_size; /* 0: protocol maximum */
     uint32_t will_delay;

@@ -16,6 +16,7 @@
 #include "message.h"
 #include "packet.h"
 #include "persist_hooks.h"
+#include "publisher_pressure.h"
 
 #define INDEX_FROM 32
 
@@ -127,22 +128,26 @@ static void pressure_less(struct outflow *flow)
     if (p->engaged && p->queued <= p->low) p->release_pending = true;
 }
 
-static void queue_append(struct outflow *flow, struct delivery *d)
+/* broker: NULL at a restore (nothing is charged then: the destination is away). */
+static void queue_append(struct broker *broker, struct outflow *flow, struct delivery *d)
 {
     delivery_list_append(&flow->queued, d);
     pressure_more(flow);
+    if (broker) publisher_charge(broker, flow, d);
 }
 
-static void queue_remove(struct outflow *flow, struct delivery *d)
+static void queue_remove(struct broker *broker, struct outflow *flow, struct delivery *d)
 {
+    publisher_discharge(broker, flow, d);
     delivery_list_remove(&flow->queued, d);
     pressure_less(flow);
+    if (!flow->queued.head) flow->cut_loose = false; /* caught up: charged again */
 }
 
 void outflow_restore(struct outflow *flow, struct delivery *d)
 {
     if (d->state == DELIVERY_QUEUED)
-        queue_append(flow, d);
+        queue_append(NULL, flow, d);
     else
         inflight_add(flow, d);
 }
@@ -246,7 +251,7 @@ enum outflow_taken outflow_offer(struct broker *broker, struct outflow *flow,
         start_flight(broker, flow, ops, owner, d);
         return OUTFLOW_IN_FLIGHT;
     }
-    queue_append(flow, d);
+    queue_append(broker, flow, d);
     if (ops->changed) ops->changed(broker, owner, d);
     if (ops->queued) ops->queued(broker, owner, d);
     return OUTFLOW_QUEUED;
@@ -273,7 +278,7 @@ void outflow_pump(struct broker *broker, struct outflow *flow, const struct outf
         if (output_full(broker, ops, owner)) break; /* the owner pumps again when it drains */
         if (d->qos > 0 && !window_fits(flow, &lim, d->msg)) break;
         if (lim.window == 0) break; /* away: QoS 0 waits for it too */
-        queue_remove(flow, d);
+        queue_remove(broker, flow, d);
         if (d->qos > 0) {
             start_flight(broker, flow, ops, owner, d);
             continue;
@@ -393,7 +398,7 @@ size_t outflow_drop_if(struct broker *broker, struct outflow *flow, bool in_flig
     for (struct delivery *d = flow->queued.head, *next; d; d = next) {
         next = d->next;
         if (!d->msg || !drop(d->msg, ctx)) continue;
-        queue_remove(flow, d);
+        queue_remove(broker, flow, d);
         delivery_release(broker, d);
         dropped++;
     }
@@ -421,7 +426,7 @@ void outflow_release(struct broker *broker, struct outflow *flow)
 {
     while (flow->queued.head) {
         struct delivery *d = flow->queued.head;
-        queue_remove(flow, d);
+        queue_remove(broker, flow, d);
         delivery_release(broker, d);
     }
     index_free(&flow->index);

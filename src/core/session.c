@@ -13,6 +13,7 @@
 #include "acl.h"
 #include "log.h"
 #include "message.h"
+#include "publisher_pressure.h"
 #include "subs.h"
 
 /* Expired messages are dropped from an offline queue at most this often (delivery checks
@@ -142,6 +143,13 @@ static void set_timer(struct broker *broker, struct session *session, int64_t de
 {
     if (timer_set(&broker->timers, &session->timer, deadline) != 0)
         log_error("Error: out of memory arming the timer of session %s.", session->client_id);
+}
+
+void session_attach(struct broker *broker, struct session *session, struct connection *conn)
+{
+    session->connection = conn;
+    session->subscriber.online = conn != NULL;
+    publisher_pressure_flow_online(broker, &session->flow, conn != NULL);
 }
 
 void session_update_timer(struct broker *broker, struct session *session)

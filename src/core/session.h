@@ -37,11 +37,8 @@ int64_t session_expiry_deadline(const struct broker *broker, const struct sessio
 void sessions_rearm_timers(struct broker *broker);
 
 /* The session's client connects (conn) or goes away (NULL): shared subscription groups prefer
- * members that are online. */
-static inline void session_attach(struct session *session, struct connection *conn)
-{
-    session->connection = conn;
-    session->subscriber.online = conn != NULL;
-}
+ * members that are online; while it is connected, messages waiting in its queue hold their
+ * publishers back (publisher_pressure.h). */
+void session_attach(struct broker *broker, struct session *session, struct connection *conn);
 
 #endif

@@ -22,6 +22,7 @@
 #include "outflow.h"
 #include "packet.h"
 #include "persist_hooks.h"
+#include "publisher_pressure.h"
 #include "retain.h"
 #include "retain_source.h"
 #include "session.h"
@@ -141,7 +142,9 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
                                        d->packet_id, d->sub_ids, d->sub_id_count);
     if (r == OUTFLOW_FAILED && d->qos > 0 && !dup)
         log_error("Out of memory sending to %s.", session->client_id);
-    (void)broker;
+    /* It owes an acknowledgement now: if its own PUBLISH packets are held, they go on. */
+    struct message_publisher *publisher = client_of(session->connection)->publisher;
+    if (r == OUTFLOW_SENT && d->qos > 0 && publisher) publisher_owes_acks(broker, publisher);
     return r;
 }
 

@@ -154,7 +154,8 @@ struct connection {
                            role's on_active is called at its end) */
     bool want_write;
     bool input_paused;    /* reply_backlog over the high-water mark: not reading (connection.c) */
-    bool held_for_peers;  /* paused because the peer links are backlogged */
+    bool held;            /* paused because the role said its next packet must wait (the peer
+                             links are backlogged, or its publisher's deliveries are behind) */
     bool peer_gone;       /* socket ended: buffered input is handled without back-pressure */
     bool in_flush_list;
     bool in_pending_input; /* the transport holds input to read next turn (transport.h) */
@@ -200,6 +201,9 @@ struct broker {
     struct connection *flush_tail;
     struct connection *pending_input; /* transports hold input for these: read next turn */
     struct connection *closed_list; /* freed at the end of the turn */
+    /* Publishers whose waiting went down while their PUBLISH packets were held: resumed at the
+     * next safe point of the turn (publisher_pressure.c). */
+    struct message_publisher *released_publishers;
     uint32_t connection_count;
     uint32_t client_count;    /* connections past CONNECT */
     struct delivery *delivery_pool; /* free list (delivery.c) */

@@ -118,8 +118,9 @@ static int64_t connection_deadline(const struct connection *conn)
      * alive while it takes its output, and is dropped when it does neither. */
     int64_t from = conn->last_received_ms;
     if (conn->input_paused && conn->last_output_ms > from) from = conn->last_output_ms;
-    /* Held because the peer links are backlogged: the broker, not the client, is waiting. */
-    if (conn->held_for_peers) from = conn->broker->now_ms;
+    /* Held (the peer links are backlogged, its deliveries behind): the broker, not the
+     * client, is waiting. */
+    if (conn->held) from = conn->broker->now_ms;
     if (conn->state == CONNECTION_ACTIVE && conn->keepalive)
         return from + (int64_t)conn->keepalive * 1500;
     return TIMER_NONE;
@@ -661,10 +662,11 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
         if (conn->role->packet_must_wait && conn->role->packet_must_wait(conn, &hdr) &&
             !conn->peer_gone) {
             /* The role says this packet cannot be handled now (a client's PUBLISH while the
-             * peer links are backlogged): it and what follows wait in conn->in until
-             * connection_release_held. */
+             * peer links are backlogged, or while its earlier messages wait for subscribers):
+             * it and what follows wait in conn->in until connection_release_held or
+             * connection_resume_held. */
             conn->input_paused = true;
-            conn->held_for_peers = true;
+            conn->held = true;
             update_interest(conn);
             break;
         }
@@ -761,9 +763,27 @@ void connection_received(struct connection *conn, const uint8_t *data, size_t le
 static void resume_input(struct connection *conn)
 {
     conn->input_paused = false;
-    conn->held_for_peers = false;
+    conn->held = false;
     conn->last_received_ms = conn->broker->now_ms;
     if (conn->in.len) process_buffered_input(conn);
+}
+
+/* Let a held connection go on: handle what it sent meanwhile (the role decides again whether
+ * its next packet must wait), then read its socket again. */
+static void resume_held(struct connection *conn)
+{
+    conn->held = false;
+    if (conn->state == CONNECTION_CLOSED || !conn->input_paused ||
+        conn->reply_backlog >= OUTPUT_LOW_WATER) /* paused for its output too: it drains first */
+        return;
+    resume_input(conn);
+    if (conn->state != CONNECTION_CLOSED) update_interest(conn);
+    schedule_pending_input(conn);
+}
+
+void connection_resume_held(struct connection *conn)
+{
+    if (conn->held) resume_held(conn);
 }
 
 void connection_release_held(struct broker *broker)
@@ -772,7 +792,7 @@ void connection_release_held(struct broker *broker)
     size_t count = 0, cap = 0;
     struct connection **held = NULL;
     for (struct connection *conn = broker->connections; conn; conn = conn->next) {
-        if (!conn->held_for_peers) continue;
+        if (!conn->held) continue;
         if (count == cap) {
             size_t grown_cap = cap ? cap * 2 : 64;
             struct connection **grown = realloc(held, grown_cap * sizeof *grown);
@@ -782,16 +802,8 @@ void connection_release_held(struct broker *broker)
         }
         held[count++] = conn;
     }
-    for (size_t i = 0; i < count; i++) {
-        struct connection *conn = held[i]; /* closed ones are freed only at the end of the turn */
-        conn->held_for_peers = false;
-        if (conn->state == CONNECTION_CLOSED || !conn->input_paused ||
-            conn->reply_backlog >= OUTPUT_LOW_WATER)
-            continue;
-        resume_input(conn);
-        if (conn->state != CONNECTION_CLOSED) update_interest(conn);
-        schedule_pending_input(conn);
-    }
+    for (size_t i = 0; i < count; i++) /* closed ones are freed only at the end of the turn */
+        resume_held(held[i]);
     free(held);
 }
 

@@ -50,6 +50,10 @@ def test_bad_value(run_broker, line, directive):
 @pytest.mark.parametrize("line,directive", [
     ("max_inflight_messages abc", "max_inflight_messages"),
     ("max_queued_messages -5", "max_queued_messages"),
+    ("max_publisher_backlog -1", "max_publisher_backlog"),
+    ("max_publisher_backlog 1000001", "max_publisher_backlog"),
+    ("max_publisher_hold 0", "max_publisher_hold"),
+    ("max_publisher_hold soon", "max_publisher_hold"),
     ("sys_interval x", "sys_interval"),
     ("max_connections 12abc", "max_connections"),
 ])

@@ -131,6 +131,8 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.max_inflight_bytes, 0);
     assert_int_equal(cfg.max_queued_messages, 1000);
     assert_int_equal(cfg.max_queued_bytes, 0);
+    assert_int_equal(cfg.max_publisher_backlog, 1);
+    assert_int_equal(cfg.max_publisher_hold_ms, 1000);
     assert_false(cfg.queue_qos0_messages);
     assert_int_equal(cfg.message_size_limit, 0);
     assert_int_equal(cfg.max_packet_size, 0);

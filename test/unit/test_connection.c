@@ -738,16 +738,16 @@ static void test_packets_held_for_the_peer_links(void **state)
     feed(fake, stream, n);
     readable(fake);
     assert_string_equal(fake->events, "12/0");
-    assert_true(conn->held_for_peers);
+    assert_true(conn->held);
     assert_true(conn->input_paused);
     assert_int_equal(conn->handler.interest & EVENT_READ, 0);
     connection_release_held(&f->broker); /* still must wait: held again */
     assert_string_equal(fake->events, "12/0");
-    assert_true(conn->held_for_peers);
+    assert_true(conn->held);
     fake->hold_publish = false;
     connection_release_held(&f->broker);
     assert_string_equal(fake->events, "12/0 3/5 12/0");
-    assert_false(conn->held_for_peers);
+    assert_false(conn->held);
     assert_false(conn->input_paused);
     assert_true(conn->handler.interest & EVENT_READ);
     assert_body(fake, 1, 5, 2);

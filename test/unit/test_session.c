@@ -113,7 +113,7 @@ static int teardown(void **state)
     struct session *s, *tmp;
     HASH_ITER(hh, b->shared->sessions, s, tmp)
     {
-        session_attach(s, NULL);
+        session_attach(b, s, NULL);
         session_destroy(b, s);
     }
     assert_null(b->shared->sessions);
@@ -305,10 +305,10 @@ static void test_online_follows_attach(void **state)
     struct broker *b = &f->broker;
     struct session *s = create(b, "s", 5);
     assert_false(s->subscriber.online);
-    session_attach(s, &f->conn);
+    session_attach(&f->broker, s, &f->conn);
     assert_ptr_equal(s->connection, &f->conn);
     assert_true(s->subscriber.online);
-    session_attach(s, NULL);
+    session_attach(b, s, NULL);
     assert_null(s->connection);
     assert_false(s->subscriber.online);
 }
@@ -579,13 +579,13 @@ static void test_timer_follows_expiry_and_will(void **state)
     assert_int_equal(s->timer.deadline_ms, NOW + 60000);
 
     /* Online: no timer. */
-    session_attach(s, &f->conn);
+    session_attach(&f->broker, s, &f->conn);
     session_update_timer(b, s);
     assert_false(timer_armed(&s->timer));
     assert_int_equal(timers_next_deadline(&b->timers), TIMER_NONE);
 
     /* Offline again, never expiring and nothing else due: no timer either. */
-    session_attach(s, NULL);
+    session_attach(b, s, NULL);
     s->expiry_interval = UINT32_MAX;
     session_update_timer(b, s);
     assert_false(timer_armed(&s->timer));
@@ -693,7 +693,7 @@ static void test_note_queued(void **state)
 
     /* Online sessions have no timer. */
     struct session *on = create(b, "on", 5);
-    session_attach(on, &f->conn);
+    session_attach(&f->broker, on, &f->conn);
     session_note_queued(b, on, m3);
     assert_false(timer_armed(&on->timer));
 
@@ -711,7 +711,7 @@ static void test_rearm_after_reload(void **state)
     struct session *n = offline(b, "n", UINT32_MAX);
     struct session *on = create(b, "on", 5);
     on->expiry_interval = 10;
-    session_attach(on, &f->conn);
+    session_attach(&f->broker, on, &f->conn);
     session_update_timer(b, a);
     session_update_timer(b, n);
     assert_int_equal(a->timer.deadline_ms, NOW + 3600000);
@@ -729,7 +729,7 @@ static void test_rearm_after_reload(void **state)
     assert_int_equal(a->timer.deadline_ms, NOW + 3600000);
     assert_false(timer_armed(&n->timer));
     assert_int_equal(b->timers.count, 1);
-    session_attach(on, NULL);
+    session_attach(&f->broker, on, NULL);
 }
 
 static void test_expired_session_goes_when_looked_up(void **state)

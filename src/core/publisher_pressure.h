@@ -1,0 +1,49 @@
+/*
+ * publisher_pressure.h: bounded latency under overload. A client that publishes faster than
+ * its subscribers take the messages is slowed down, as TCP would slow it, instead of letting
+ * the queues inside the broker grow (docs/architecture.md, "Back-pressure on publishers").
+ *
+ * - Charge. A QoS 1/2 delivery that has to wait in a connected client's queue (its in-flight
+ *   window is full) is charged to the client that published the message (struct
+ *   message_publisher, message.h): its `waiting` count goes up, and down when the delivery
+ *   leaves the queue (into flight, dropped, the session gone or offline).
+ * - Hold. A client's next PUBLISH is not read while its waiting count is at max_publisher_backlog
+ *   or more (connection_role's packet_must_wait), and is read again once it is down to half of
+ *   it: what a publisher has in the queues stays near that bound, and its acknowledgements
+ *   pace it. A client that is owed acknowledgements itself (deliveries in flight to it) is never
+ *   held, so that no two clients wait for each other; one that gets a delivery in flight while
+ *   held is let go at once.
+ * - Cut loose. A subscriber whose oldest charged delivery has waited max_publisher_hold (1 s;
+ *   checked at the 1 s tick) is far behind: its queue stops counting (everything charged is
+ *   taken back) until it is empty again, and it queues and drops at max_queued_messages as in
+ *   Mosquitto. One stuck subscriber thus holds publishers back for a second or two at most,
+ *   never for good.
+ * QoS 0 is never charged: to a slow subscriber it is dropped at its queue limit.
+ */
+#ifndef ARBOR_PUBLISHER_PRESSURE_H
+#define ARBOR_PUBLISHER_PRESSURE_H
+
+#include "broker_shared.h"
+
+/* d was just appended to the queue of flow: charged when flow charges publishers and d is a
+ * client's QoS 1/2 message. */
+void publisher_charge(struct broker *broker, struct outflow *flow, struct delivery *d);
+/* d leaves a queue: its charge, if any, is taken back. */
+void publisher_discharge(struct broker *broker, struct outflow *flow, struct delivery *d);
+/* flow's destination connects (on) or goes away: while away nothing is charged, and what was
+ * is taken back. */
+void publisher_pressure_flow_online(struct broker *broker, struct outflow *flow, bool on);
+/* The 1 s tick: flow is cut loose if its oldest charged delivery waited too long. */
+void publisher_pressure_check_flow(struct broker *broker, struct outflow *flow);
+
+/* Must p's next PUBLISH wait? owes_acks: deliveries are in flight to the same client. */
+bool publisher_must_wait(const struct broker *broker, struct message_publisher *p,
+                         bool owes_acks);
+/* The client behind p was given a delivery in flight (it owes an acknowledgement now): a hold
+ * is let go. */
+void publisher_owes_acks(struct broker *broker, struct message_publisher *p);
+/* Resume the held publishers whose waiting went down (each loop turn, at a safe point: it
+ * runs their packets). */
+void publishers_release(struct broker *broker);
+
+#endif
