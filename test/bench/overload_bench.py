@@ -45,6 +45,12 @@ SIZE = 100
 QOS = 2
 TOPIC_PREFIX = "bench"
 DEADLINE_S = 120
+QUIET_S = 10  # the client ends a run once publishing is done and nothing arrived for this long
+DROPPED = "$SYS/broker/publish/messages/dropped"
+SYS_INTERVAL_S = 10  # both brokers' default: how often $SYS is published
+ENDED = {"complete": "with every message delivered",
+         "quiet": "%d s after the last delivery (publishing was done)" % QUIET_S,
+         "deadline": "at the deadline, %d s after the first publish" % DEADLINE_S}
 
 # Every broker (mosquitto.conf syntax, which arbor reads too), after its listener line: the
 # defaults otherwise (queue and in-flight limits included).
@@ -57,7 +63,7 @@ def client_args(port, subscribers, messages, json_path):
     return ["-broker", "tcp://%s:%d" % (HOST, port), "-publishers", str(PUBLISHERS),
             "-messages", str(messages), "-size", str(SIZE), "-subscribers", str(subscribers),
             "-qos", str(QOS), "-topic-prefix", TOPIC_PREFIX, "-deadline", "%ds" % DEADLINE_S,
-            "-json", json_path]
+            "-quiet", "%ds" % QUIET_S, "-json", json_path]
 
 
 def peak_rss_kib(pid):
@@ -66,6 +72,22 @@ def peak_rss_kib(pid):
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     return None
+
+
+def dropped_counter(port, tag):
+    """The broker's count of messages dropped (DROPPED) from its next $SYS update: the retained
+    value may predate the end of the run, so the one after it (or None)."""
+    c = tree_bench.MiniClient(port, "overload-sys-" + tag)
+    try:
+        c.subscribe(DROPPED)
+        values = [p for t, p in c.messages(quiet=SYS_INTERVAL_S + 2, limit=SYS_INTERVAL_S + 5)
+                  if t == DROPPED]
+    finally:
+        c.close()
+    try:
+        return int(values[-1]) if len(values) >= 2 else None
+    except ValueError:
+        return None
 
 
 class OverloadRunner(bridge_bench.BridgeRunner):
@@ -80,10 +102,11 @@ class OverloadRunner(bridge_bench.BridgeRunner):
         self.start_broker(b)
         pid = b.proc.pid
         json_path = os.path.join(a.out, tag + ".json")
+        client_log = os.path.join(a.out, tag + ".client.log")
         try:
             cpu_before = self.cpu_ticks([pid])
             started = time.monotonic()
-            with open(os.path.join(a.out, tag + ".client.log"), "w") as out:
+            with open(client_log, "w") as out:
                 p = subprocess.run([a.bench] + client_args(b.port, subscribers, a.messages,
                                                            json_path),
                                    stdout=out, stderr=subprocess.STDOUT, timeout=DEADLINE_S + 60)
@@ -92,24 +115,29 @@ class OverloadRunner(bridge_bench.BridgeRunner):
             rss = peak_rss_kib(pid)
             if b.proc.poll() is not None:
                 raise RuntimeError("%s exited during the run; see %s" % (kind, b.log))
+            if p.returncode not in (0, 1) or not os.path.exists(json_path):
+                raise RuntimeError("the Go client failed (exit %d) against %s; see %s" % (
+                    p.returncode, kind, client_log))
+            with open(json_path) as f:
+                r = json.load(f)
+            # where deliveries are missing: did the broker drop them (its queue limit)?
+            dropped = None if r["complete"] else dropped_counter(b.port, tag)
         finally:
             self.stop(b.proc)
-        if p.returncode not in (0, 1) or not os.path.exists(json_path):
-            raise RuntimeError("the Go client failed (exit %d) against %s; see %s" % (
-                p.returncode, kind, os.path.join(a.out, tag + ".client.log")))
-        with open(json_path) as f:
-            r = json.load(f)
         r.update(kind=kind, round=rnd, exit=p.returncode, wall_s=wall, broker_cpu_s=cpu_s,
-                 broker_peak_rss_kib=rss,
+                 broker_peak_rss_kib=rss, broker_dropped=dropped,
                  lost=r["expected"] - r["delivered"],
                  broker_cpu_us_per_delivery=1e6 * cpu_s / r["delivered"]
                  if r["delivered"] else None)
         if not r["complete"]:
-            notes.append("round %d, %s, %d subscribers: %s of %s delivered, %d duplicates, %d out "
-                         "of order, %d connections lost%s" % (
+            notes.append("round %d, %s, %d subscribers: %s of %s delivered (%s), %d duplicates, %d "
+                         "out of order, %d connections lost; the run ended %s; the broker's %s "
+                         "said %s" % (
                              rnd, kind, subscribers, fmt(r["delivered"]), fmt(r["expected"]),
+                             "per subscriber: " + ", ".join(
+                                 fmt(x) for x in r["per_subscriber_delivered"]),
                              r["duplicates"], r["out_of_order"], r["connections_lost"],
-                             ", deadline of %d s passed" % DEADLINE_S if r["timed_out"] else ""))
+                             ENDED[r["ended"]], DROPPED, fmt(dropped)))
         lat = r["latency_ms"]
         log("%s, %d subscribers: %s msg/s per publisher; e2e mean %s p99 %s max %s ms; %s/%s "
             "delivered; broker CPU %s s" % (
@@ -276,11 +304,15 @@ def method_text(env):
         "the broker takes messages in faster than it hands them out, the difference waits in "
         "its queues and shows here; **last PUBCOMP to last delivery** is how long the "
         "subscribers were still receiving after the publishers had finished.",
-        "- **Messages lost** = publishers x messages x subscribers - distinct deliveries "
-        "within %d s of the first publish (mosquitto's default `max_queued_messages` is "
-        "1000 per client; a message past it is dropped). Duplicates are a (publisher, "
-        "sequence) a subscriber already had; out of order, a sequence number below the "
-        "highest it already had from that publisher." % DEADLINE_S,
+        "- **Messages lost** = publishers x messages x subscribers - distinct deliveries. A "
+        "run ends when every subscriber has every message, or %d s after the last delivery "
+        "once the publishers are done, or %d s after the first publish. Both brokers queue "
+        "at most 1000 QoS 1 and 2 messages per client by default (`max_queued_messages`) "
+        "beyond those in flight and drop the rest: when a run misses deliveries, the bench "
+        "reads the broker's `%s` from its next `$SYS` update and the note under the details "
+        "gives it. Duplicates are a (publisher, sequence) a subscriber already had; out of "
+        "order, a sequence number below the highest it already had from that publisher." % (
+            QUIET_S, DEADLINE_S, DROPPED),
         "- **Broker CPU** = utime + stime of the broker process (/proc/<pid>/stat, 10 ms "
         "ticks) from before the clients connect to after they disconnect; per delivery, "
         "divided by the distinct deliveries. **Peak RSS** is the broker's VmHWM at the end.",

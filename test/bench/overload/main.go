@@ -19,7 +19,9 @@
 // time, over every delivery to every subscriber. It also counts duplicates (a (publisher,
 // sequence) it already had) and deliveries out of order (a sequence number below the highest
 // already received from that publisher). The run ends when every subscriber has every
-// message, or at -deadline after the first publish; the JSON (-json) is written either way.
+// message, or once every publisher is done and no subscriber has received anything for
+// -quiet (a broker that dropped messages at its queue limit), or at -deadline after the first
+// publish; the JSON (-json) is written either way.
 //
 // Exit status: 0 when every subscriber got every message once and in order, 1 when not
 // (deadline, loss, duplicates, disorder, a publish that failed), 2 when the run could not be
@@ -58,6 +60,7 @@ type config struct {
 	prefix      string
 	jsonPath    string
 	deadline    time.Duration
+	quiet       time.Duration
 }
 
 // subscriber is one receiving client's record of what it got.
@@ -156,8 +159,10 @@ type result struct {
 	Duplicates               int               `json:"duplicates"`
 	OutOfOrder               int               `json:"out_of_order"`
 	Foreign                  int               `json:"foreign"`
+	PerSubscriberDelivered   []int             `json:"per_subscriber_delivered"`
 	ConnectionsLost          int64             `json:"connections_lost"`
 	Complete                 bool              `json:"complete"`
+	Ended                    string            `json:"ended"` // complete, quiet or deadline
 	TimedOut                 bool              `json:"timed_out"`
 }
 
@@ -172,6 +177,7 @@ func main() {
 	flag.StringVar(&c.prefix, "topic-prefix", "bench", "publisher i publishes on PREFIX/i; subscribers take PREFIX/#")
 	flag.StringVar(&c.jsonPath, "json", "", "write the results here")
 	flag.DurationVar(&c.deadline, "deadline", 120*time.Second, "end the run this long after the first publish")
+	flag.DurationVar(&c.quiet, "quiet", 10*time.Second, "end the run when the publishers are done and nothing arrived for this long")
 	flag.Parse()
 	if c.size < 16 || c.publishers < 1 || c.messages < 1 || c.subscribers < 1 || c.qos < 0 || c.qos > 2 {
 		fmt.Fprintln(os.Stderr, "overload: need -size >= 16, -publishers/-messages/-subscribers >= 1, -qos 0..2")
@@ -191,11 +197,10 @@ func main() {
 	}
 	fmt.Printf("publishers %d x %d msg, subscribers %d, QoS %d: %.0f msg/s per publisher, "+
 		"publishing %.2f s; e2e mean %.2f p50 %.2f p90 %.2f p99 %.2f max %.2f ms; "+
-		"delivered %d/%d, duplicates %d, out of order %d%s\n",
+		"delivered %d/%d, duplicates %d, out of order %d; ended: %s\n",
 		c.publishers, c.messages, c.subscribers, c.qos, r.MeanPublisherThroughput,
 		r.PublishSeconds, r.LatencyMs.Mean, r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99,
-		r.LatencyMs.Max, r.Delivered, r.Expected, r.Duplicates, r.OutOfOrder,
-		map[bool]string{true: ", TIMED OUT", false: ""}[r.TimedOut])
+		r.LatencyMs.Max, r.Delivered, r.Expected, r.Duplicates, r.OutOfOrder, r.Ended)
 	if !r.Complete {
 		os.Exit(1)
 	}
@@ -301,8 +306,10 @@ func run(c config) (*result, error) {
 	}()
 	timer := time.NewTimer(c.deadline)
 	defer timer.Stop()
-	timedOut := false
-	for waiting := 2; waiting > 0 && !timedOut; {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	ended := ""
+	for waiting := 2; waiting > 0 && ended == ""; {
 		select {
 		case <-published:
 			published = nil
@@ -310,11 +317,31 @@ func run(c config) (*result, error) {
 		case <-allDone:
 			allDone = nil
 			waiting--
+		case <-tick.C:
+			if published == nil && now()-lastDelivery(subs) > int64(c.quiet) {
+				ended = "quiet"
+			}
 		case <-timer.C:
-			timedOut = true
+			ended = "deadline"
 		}
 	}
-	return summarise(c, subs, pubs, started, timedOut, atomic.LoadInt64(&lost)), nil
+	if ended == "" {
+		ended = "complete"
+	}
+	return summarise(c, subs, pubs, started, ended, atomic.LoadInt64(&lost)), nil
+}
+
+// lastDelivery is the time of the latest delivery to any subscriber (0 before the first).
+func lastDelivery(subs []*subscriber) int64 {
+	var last int64
+	for _, s := range subs {
+		s.mu.Lock()
+		if s.last > last {
+			last = s.last
+		}
+		s.mu.Unlock()
+	}
+	return last
 }
 
 func disconnect(clients []mqtt.Client) {
@@ -329,14 +356,15 @@ func disconnect(clients []mqtt.Client) {
 	wg.Wait()
 }
 
-func summarise(c config, subs []*subscriber, pubs []*publisher, started int64, timedOut bool,
+func summarise(c config, subs []*subscriber, pubs []*publisher, started int64, ended string,
 	lost int64) *result {
+	timedOut := ended == "deadline"
 	r := &result{Broker: c.broker, Publishers: c.publishers, Messages: c.messages, Size: c.size,
 		Subscribers: c.subscribers, QoS: c.qos, TopicPrefix: c.prefix,
 		Library: "github.com/eclipse/paho.mqtt.golang v1.5.1", GoMaxProcs: goMaxProcs(),
-		Expected: c.publishers * c.messages * c.subscribers, TimedOut: timedOut,
+		Expected: c.publishers * c.messages * c.subscribers, TimedOut: timedOut, Ended: ended,
 		ConnectionsLost: lost}
-	var lastAck, lastDelivery int64
+	var lastAck, latest int64
 	var sum float64
 	publishOK := true
 	for i, p := range pubs {
@@ -361,20 +389,21 @@ func summarise(c config, subs []*subscriber, pubs []*publisher, started int64, t
 		s.mu.Lock()
 		all = append(all, s.latencies...)
 		r.Delivered += s.unique
+		r.PerSubscriberDelivered = append(r.PerSubscriberDelivered, s.unique)
 		r.Duplicates += s.duplicates
 		r.OutOfOrder += s.disorder
 		r.Foreign += s.foreign
-		if s.last > lastDelivery {
-			lastDelivery = s.last
+		if s.last > latest {
+			latest = s.last
 		}
 		s.mu.Unlock()
 	}
-	if lastDelivery > 0 {
-		r.DeliverySeconds = float64(lastDelivery-started) / 1e9
-		r.DrainAfterPublishSeconds = float64(lastDelivery-lastAck) / 1e9
+	if latest > 0 {
+		r.DeliverySeconds = float64(latest-started) / 1e9
+		r.DrainAfterPublishSeconds = float64(latest-lastAck) / 1e9
 	}
 	r.LatencyMs = stats(all)
-	r.Complete = !timedOut && publishOK && r.Delivered == r.Expected && r.Duplicates == 0 &&
+	r.Complete = ended == "complete" && publishOK && r.Delivered == r.Expected && r.Duplicates == 0 &&
 		r.OutOfOrder == 0 && r.Foreign == 0
 	return r
 }
