@@ -10,7 +10,8 @@ DESTDIR ?=
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
-	bench-partition bench-connections bench-overload chaos partition-soak crash fuzz install mosquitto-tests clean
+	bench-partition bench-connections bench-overload chaos partition-soak crash fuzz install \
+	mosquitto-tests clean
 
 all: build
 

@@ -58,5 +58,7 @@ bench_prepare() {
 }
 
 args=(--bench "$client")
-if [ -n "${BENCH_OVERLOAD_SUBSCRIBERS:-}" ]; then args+=(--subscribers "$BENCH_OVERLOAD_SUBSCRIBERS"); fi
+if [ -n "${BENCH_OVERLOAD_SUBSCRIBERS:-}" ]; then
+    args+=(--subscribers "$BENCH_OVERLOAD_SUBSCRIBERS")
+fi
 bench_run overload "${args[@]}"
