@@ -33,6 +33,7 @@ import time
 import bridge_bench  # the modules of this folder: stdlib only, run under the system python3
 import tree_bench
 from bridge_bench import value
+from bridge_bench import cells as cells_of
 from tree_bench import HOST, Broker, fmt, log, ratio
 
 SECTION = "## Overload: slow subscribers (the MQTT-ST paper's local scenario)"
@@ -187,22 +188,24 @@ def field(*path):
     return lambda res, r, k, n: value(res, r, k, str(n), *path)
 
 
-# figure text, digits, value(results, round, kind, subscribers)
+# figure text, digits, value(results, round, kind, subscribers); the cells show the median over
+# the rounds, except for ROUND_BY_ROUND's, which show every round's value (a loss in one round
+# would vanish in a median)
 FIGURES = (
     ("publication throughput, mean per publisher (msg/s; higher is better)", 0,
      field("mean_publisher_throughput")),
 ) + tuple(("end-to-end latency %s (ms)" % w, 1, field("latency_ms", w))
           for w in ("mean", "p50", "p99", "max")) + (
-    ("last PUBCOMP to last delivery (s)", 2, field("drain_after_publish_seconds")),
-    ("messages lost (of %s)", 0, field("lost")),
-    ("duplicates + deliveries out of order", 0,
-     lambda res, r, k, n: sum_or_none(value(res, r, k, str(n), "duplicates"),
-                                      value(res, r, k, str(n), "out_of_order"))),
     ("broker CPU time over the run (s)", 2, field("broker_cpu_s")),
     ("broker CPU per delivery (us)", 1, field("broker_cpu_us_per_delivery")),
     ("broker peak RSS (MiB)", 1,
      lambda res, r, k, n: scaled(value(res, r, k, str(n), "broker_peak_rss_kib"), 1 / 1024)),
+    ("messages lost (of %s), each round", 0, field("lost")),
+    ("duplicates + deliveries out of order, each round", 0,
+     lambda res, r, k, n: sum_or_none(value(res, r, k, str(n), "duplicates"),
+                                      value(res, r, k, str(n), "out_of_order"))),
 )
+ROUND_BY_ROUND = ("each round",)
 
 
 def sum_or_none(*xs):
@@ -223,19 +226,24 @@ def write_section(path, results):
            "`%s/#` at QoS %d; all of them clients of the Go library "
            "github.com/eclipse/paho.mqtt.golang v1.5.1 in one Go process "
            "(test/bench/overload/), on the broker's machine. A fresh broker for every run, "
-           "default settings. Each cell is the median over the rounds; the ratio is of the "
-           "medians (below 1: arbor's figure is lower)." % (
+           "default settings. Each cell is the median over the rounds and the ratio is of "
+           "the medians (below 1: arbor's figure is lower), except for loss, duplicates and "
+           "disorder, given for each round." % (
                PUBLISHERS, env["qos"], fmt(env["messages"]), env["size"], TOPIC_PREFIX,
                " or ".join(str(n) for n in env["subscribers"]), TOPIC_PREFIX, env["qos"]), "",
            "| Figure | Subscribers | arbor | mosquitto | arbor/mosquitto |",
            "|---|---:|---:|---:|---:|"]
     for figure, digits, get in FIGURES:
         for n in env["subscribers"]:
-            meds = {k: median([get(results, r, k, n) for r in rounds]) for k in KINDS}
+            vals = {k: [get(results, r, k, n) for r in rounds] for k in KINDS}
             label = figure % fmt(expected * n) if "%s" in figure else figure
-            out.append("| %s | %d | %s | %s | %s |" % (
-                label, n, fmt(meds["arbor"], digits), fmt(meds["mosquitto"], digits),
-                fmt(ratio(meds["arbor"], meds["mosquitto"]), 2)))
+            if figure.endswith(ROUND_BY_ROUND):
+                cells = [cells_of(vals[k], digits) for k in KINDS] + [""]
+            else:
+                meds = {k: median(vals[k]) for k in KINDS}
+                cells = [fmt(meds[k], digits) for k in KINDS] + [
+                    fmt(ratio(meds["arbor"], meds["mosquitto"]), 2)]
+            out.append("| %s | %d | %s |" % (label, n, " | ".join(cells)))
     out += ["", "Lower is better except for the publication throughput.", "",
             "### Run details", "",
             "| Round | Subscribers | Broker | msg/s per publisher | publishing s | latency mean "
@@ -304,16 +312,17 @@ def method_text(env):
         "the time read just before `Publish` (carried in the payload; one monotonic clock, "
         "the clients being in one process), over every delivery to every subscriber. When "
         "the broker takes messages in faster than it hands them out, the difference waits in "
-        "its queues and shows here; **last PUBCOMP to last delivery** is how long the "
-        "subscribers were still receiving after the publishers had finished.",
+        "its queues and shows here (the JSON also has the time from the last PUBCOMP to the "
+        "last delivery, `drain_after_publish_seconds`).",
         "- **Messages lost** = publishers x messages x subscribers - distinct deliveries. A "
         "run ends when every subscriber has every message, or %d s after the last delivery "
         "once the publishers are done, or %d s after the first publish. Both brokers queue "
         "at most 1000 QoS 1 and 2 messages per client by default (`max_queued_messages`) "
         "beyond those in flight and drop the rest: when a run misses deliveries, the bench "
         "reads the broker's `%s` (the last value its `$SYS` gives within %d s) and the note "
-        "under the details gives it. Duplicates are a (publisher, sequence) a subscriber already had; out of "
-        "order, a sequence number below the highest it already had from that publisher." % (
+        "under the details gives it. Duplicates are a (publisher, sequence) a subscriber "
+        "already had; out of order, a sequence number below the highest it already had "
+        "from that publisher." % (
             QUIET_S, DEADLINE_S, DROPPED, SYS_INTERVAL_S + 2),
         "- **Broker CPU** = utime + stime of the broker process (/proc/<pid>/stat, 10 ms "
         "ticks) from before the clients connect to after they disconnect; per delivery, "
