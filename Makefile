@@ -10,7 +10,8 @@ DESTDIR ?=
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
-	bench-partition bench-connections chaos partition-soak crash fuzz install mosquitto-tests clean
+	bench-partition bench-connections bench-overload chaos partition-soak crash fuzz install \
+	mosquitto-tests clean
 
 all: build
 
@@ -114,6 +115,16 @@ bench-partition: deps
 # docs/benchmarks.md. BENCH_CONNECTIONS_QUICK=1 is a quarter-minute smoke test of the pipeline.
 bench-connections: deps
 	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-connections.sh
+
+# The MQTT-ST paper's single-broker "local" scenario with slow subscribers, arbor and Debian's
+# mosquitto side by side: 10 publishers at QoS 2 (each waits for PUBCOMP), 1000 messages of
+# 100 B each, 10 and 50 subscribers on bench/# at QoS 2, clients written with the Go library
+# paho.mqtt.golang (test/bench/overload; needs Go 1.24 or later): publication throughput,
+# end-to-end latency, loss, broker CPU, median of 3 rounds (about 5 minutes; not part of
+# `make test`): appends or replaces a section of docs/benchmarks.md.
+# BENCH_OVERLOAD_QUICK=1 is a half-minute smoke test of the pipeline.
+bench-overload: deps
+	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-overload.sh
 
 # Mosquitto 2.0.11's own broker tests (test/broker, groups 01-05, 07, 10-13) against arbor
 # and Debian's mosquitto, PASS/FAIL per test (not part of `make test`: they are not ours).

@@ -69,7 +69,9 @@ bench_measure() {
 # bench_run NAME ARGS...: the whole of a comparison that needs no arbor_bench options:
 # test/bench/NAME_bench.py with --arbor (ARBOR_BIN or $build/arbor), --mosquitto, --out
 # (BENCH_<NAME>_OUT or $build/bench-NAME), --markdown, --rounds (BENCH_<NAME>_ROUNDS, default 1),
-# --pidfile, --quick when BENCH_<NAME>_QUICK=1, then ARGS.
+# --pidfile, --quick when BENCH_<NAME>_QUICK=1, then ARGS. A caller that defines the function
+# bench_prepare has it run once $out_dir is laid out, before the measuring (e.g. to build a
+# client into it).
 bench_run() {
     local name=$1 upper
     shift
@@ -78,6 +80,7 @@ bench_run() {
     local quick_var=BENCH_${upper}_QUICK
     out_dir=${!out_var:-$build/bench-$name}
     bench_setup
+    if [ "$(type -t bench_prepare)" = function ]; then bench_prepare; fi
     local args=(--arbor "${ARBOR_BIN:-$build/arbor}" --mosquitto "$mosquitto_bin"
                 --out "$out_dir" --markdown "$docs_dir/benchmarks.md"
                 --rounds "${!rounds_var:-1}" --pidfile "$pidfile")

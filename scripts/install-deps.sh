@@ -9,6 +9,10 @@ set -euo pipefail
 # line shell, lets the tests and an operator look into the file); chromium: the browser test of it (with MQTT.js
 # from npm, below); clang and libclang-rt-dev: the libFuzzer targets (test/fuzz, make fuzz);
 # logrotate: the test of the installed logrotate snippet
+# Not here: Go, for `make bench-overload` only (its client, test/bench/overload, needs Go 1.24 or
+# later for paho.mqtt.golang v1.5.1; Debian 12's golang-go is 1.19, too old to build it, so
+# installing it would not help): scripts/run-bench-overload.sh says so when no Go is found, and
+# test/integration/test_bench_overload.py skips.
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
           libsqlite3-dev sqlite3 clang libclang-rt-dev
           libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
