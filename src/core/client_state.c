@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 
 #include "message.h"
+#include "publisher_pressure.h"
 #include "topic.h"
 
 int client_state_attach(struct connection *conn)
@@ -26,10 +27,8 @@ void client_state_free(struct connection *conn)
     struct client *client = client_of(conn);
     if (!client) return;
     if (client->will) message_unref(client->will);
-    if (client->publisher) { /* its messages may outlive it */
-        client->publisher->conn = NULL;
-        message_publisher_unref(client->publisher);
-    }
+    /* its messages may outlive it: they keep the record */
+    if (client->publisher) publisher_gone(conn->broker, client->publisher);
     if (client->topic_aliases) {
         for (size_t i = 0; i <= client->topic_alias_maximum; i++)
             free(client->topic_aliases[i]);

@@ -72,16 +72,35 @@ void publisher_pressure_check_flow(struct broker *broker, struct outflow *flow)
         return;
     discharge_queue(broker, flow);
     flow->cut_loose = true;
+    broker->stats.subscribers_cut_loose++;
 }
 
-bool publisher_must_wait(const struct broker *broker, struct message_publisher *p,
-                         bool owes_acks)
+static void set_held(struct broker *broker, struct message_publisher *p, bool held)
+{
+    if (held == p->held) return;
+    p->held = held;
+    if (held) {
+        broker->stats.publishers_held++;
+        broker->stats.publisher_holds++;
+    } else {
+        broker->stats.publishers_held--;
+    }
+}
+
+bool publisher_must_wait(struct broker *broker, struct message_publisher *p, bool owes_acks)
 {
     uint32_t high = high_mark(broker);
     bool wait = high && !owes_acks &&
                 (p->waiting >= high || (p->held && p->waiting > high / 2));
-    p->held = wait;
+    set_held(broker, p, wait);
     return wait;
+}
+
+void publisher_gone(struct broker *broker, struct message_publisher *p)
+{
+    set_held(broker, p, false);
+    p->conn = NULL;
+    message_publisher_unref(p);
 }
 
 void publisher_owes_acks(struct broker *broker, struct message_publisher *p)

@@ -37,8 +37,9 @@ void publisher_pressure_flow_online(struct broker *broker, struct outflow *flow,
 void publisher_pressure_check_flow(struct broker *broker, struct outflow *flow);
 
 /* Must p's next PUBLISH wait? owes_acks: deliveries are in flight to the same client. */
-bool publisher_must_wait(const struct broker *broker, struct message_publisher *p,
-                         bool owes_acks);
+bool publisher_must_wait(struct broker *broker, struct message_publisher *p, bool owes_acks);
+/* The client behind p is closed: p stays for its messages only. */
+void publisher_gone(struct broker *broker, struct message_publisher *p);
 /* The client behind p was given a delivery in flight (it owes an acknowledgement now): a hold
  * is let go. */
 void publisher_owes_acks(struct broker *broker, struct message_publisher *p);

@@ -156,6 +156,16 @@ void sys_tree_publish(struct broker *broker)
         snprintf(topic, sizeof topic, "$SYS/broker/%s", counters[i].topic);
         sys_tree_publish_value(broker, topic, "%llu", (unsigned long long)counters[i].value);
     }
+    /* arbor's own, from the first time a publisher is held back (max_publisher_backlog): until
+     * then the tree is Mosquitto's. */
+    if (s->publisher_holds || s->subscribers_cut_loose) {
+        sys_tree_publish_value(broker, "$SYS/broker/publish/clients/held", "%llu",
+                               (unsigned long long)s->publishers_held);
+        sys_tree_publish_value(broker, "$SYS/broker/publish/clients/holds", "%llu",
+                               (unsigned long long)s->publisher_holds);
+        sys_tree_publish_value(broker, "$SYS/broker/publish/subscribers/cut_loose", "%llu",
+                               (unsigned long long)s->subscribers_cut_loose);
+    }
     publish_loads(broker);
     for (size_t i = 0; i < broker->shared->sys.source_count; i++)
         broker->shared->sys.sources[i].publish(broker->shared->sys.sources[i].ctx);

@@ -180,6 +180,11 @@ struct broker_stats {
     uint64_t subscriptions;
     uint64_t shared_subscriptions;
     uint64_t clients_expired;
+    /* Back-pressure on publishers (publisher_pressure.h): clients held now, holds so far,
+     * subscribers cut loose so far. */
+    uint64_t publishers_held;
+    uint64_t publisher_holds;
+    uint64_t subscribers_cut_loose;
 };
 
 /* One event loop's state: its connections and listeners, timers, clock, scratch buffers and

@@ -36,7 +36,30 @@ def start(broker, backlog, window=2, queue=1000, hold=60):
     through a hold must not race it on a loaded machine)."""
     return broker(*QUIET, "max_publisher_backlog %d" % backlog,
                   "max_inflight_messages %d" % window, "max_queued_messages %d" % queue,
-                  "max_publisher_hold %s" % hold, defaults=False)
+                  "max_publisher_hold %s" % hold, "sys_interval 1", defaults=False)
+
+
+def sys_values(raw, b, want, timeout=15.0):
+    """Wait until the $SYS/broker/publish/... counters named in want (e.g. {"clients/held":
+    "1"}) all have those values; returns the last values seen."""
+    m = raw(b)
+    m.connect("sys-watch")
+    # only these: a burst of $SYS updates larger than a test's max_queued_messages would be
+    # dropped for this watcher (QoS 0 beyond the queue limit), as it is for any client
+    m.subscribe([("$SYS/broker/publish/" + k, 0) for k in want])
+    seen = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(seen.get(k) == v for k, v in want.items()):
+            break
+        try:
+            p = mp.Publish(m.recv(max(0.05, deadline - time.monotonic())), MQTT311)
+        except mp.PacketTimeout:
+            break
+        seen[p.topic[len("$SYS/broker/publish/"):]] = p.payload.decode()
+    m.close()
+    assert all(seen.get(k) == v for k, v in want.items()), (want, seen)
+    return seen
 
 
 def subscriber(raw, b, topic="press/t", qos=1, client_id="sub", clean=True):
@@ -92,6 +115,7 @@ def test_publisher_held_while_its_messages_wait(broker, raw):
     pipeline(p, MESSAGES)
     assert pubacks(p, 3, timeout=10) == [1, 2, 3]
     p.expect_no_packet(0.5)  # held: 4 is not read
+    sys_values(raw, b, {"clients/held": "1", "clients/holds": "1"})
     first = received(s, 2)
     assert [m.payload for m in first] == [b"m1", b"m2"]
     s.send(mp.puback(first[0].pid))  # 3 goes in flight: nothing waits, 4 is read
@@ -145,6 +169,7 @@ def test_stuck_subscriber_is_cut_loose(broker, raw):
     assert rest == list(range(4, 21))
     assert time.monotonic() - t0 >= 0.45  # not before the subscriber counted as far behind
     assert p.is_open()
+    sys_values(raw, b, {"clients/held": "0", "subscribers/cut_loose": "1"})
     # the subscriber gets its window, then its queue: 2 + 5, the rest was dropped
     got = received(s, 2, ack=True)
     got += received(s, 5, ack=True)

@@ -3,9 +3,11 @@
  * driven through a fake destination that records every PUBLISH and PUBREL it is asked to
  * send: the window and the queue behind it, packet ids (skipping ids in flight), the QoS 1 and
  * QoS 2 acknowledgements, resending on reconnect with a smaller window, the queue limits,
- * output back-pressure, expiry, the shared back-pressure accounting, and the packet id index
+ * output back-pressure, expiry, the shared back-pressure accounting, the packet id index
  * of large windows (acknowledged in random order, and with one message lingering while the
- * ids wrap around).
+ * ids wrap around), and the back-pressure on publishers (src/core/publisher_pressure.c):
+ * which deliveries are charged to their publisher, when it must wait, the release list, an
+ * offline destination and a subscriber cut loose.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,10 +20,12 @@
 #include <cmocka.h>
 
 #include "broker_shared.h"
+#include "config.h"
 #include "delivery.h"
 #include "message.h"
 #include "outflow.h"
 #include "packet.h"
+#include "publisher_pressure.h"
 
 #define MAX_SENT 4096
 
@@ -45,6 +49,7 @@ struct fake {
 struct fixture {
     struct broker broker;
     struct broker_shared shared;
+    struct arbor_config config;
     struct outflow flow;
     struct fake dest;
 };
@@ -109,6 +114,8 @@ static int setup(void **state)
     struct fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
     f->broker.shared = &f->shared;
+    config_init_defaults(&f->config); /* max_publisher_backlog 1, max_publisher_hold 1 s */
+    f->broker.config = &f->config;
     f->broker.now_ms = 1000;
     f->dest.limits = (struct outflow_limits){.window = 3};
     f->dest.answer = OUTFLOW_SENT;
@@ -125,6 +132,7 @@ static int teardown(void **state)
         f->broker.delivery_pool = d->next;
         free(d);
     }
+    config_free(&f->config);
     free(f);
     return 0;
 }
@@ -454,6 +462,123 @@ static void pressure_engages_and_releases(void **state)
     assert_int_equal(p.queued, 0);
 }
 
+/* ---- back-pressure on publishers ---------------------------------------------------------- */
+
+/* Offer a message of publisher p at qos. */
+static enum outflow_taken offer_from(struct fixture *f, struct message_publisher *p, uint8_t qos)
+{
+    struct message *m = msg_of(1, 0, f->broker.now_ms);
+    m->publisher = message_publisher_ref(p);
+    struct outflow_item item = {.msg = m, .qos = qos};
+    enum outflow_taken r = outflow_offer(&f->broker, &f->flow, &ops, &f->dest, &item, false);
+    message_unref(m);
+    return r;
+}
+
+static void publisher_charged_for_what_waits(void **state)
+{
+    struct fixture *f = *state;
+    struct connection *conn = calloc(1, sizeof *conn); /* not held: resuming does nothing */
+    assert_non_null(conn);
+    struct message_publisher *p = message_publisher_new(conn);
+    assert_non_null(p);
+    publisher_pressure_flow_online(&f->broker, &f->flow, true);
+    f->dest.limits.window = 2;
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_IN_FLIGHT); /* in flight: not charged */
+    assert_int_equal(offer_from(f, p, 2), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(p->waiting, 0);
+    assert_false(publisher_must_wait(&f->broker, p, false));
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_QUEUED);
+    assert_int_equal(p->waiting, 1);
+    assert_true(publisher_must_wait(&f->broker, p, false));
+    assert_int_equal(f->broker.stats.publishers_held, 1);
+    assert_int_equal(f->broker.stats.publisher_holds, 1);
+    assert_false(publisher_must_wait(&f->broker, p, true)); /* owed acknowledgements: never */
+    assert_int_equal(f->broker.stats.publishers_held, 0);
+    assert_true(publisher_must_wait(&f->broker, p, false));
+    assert_int_equal(f->broker.stats.publisher_holds, 2);
+    assert_null(f->broker.released_publishers);
+    /* the first message is acknowledged: the queued one goes in flight, the charge back */
+    assert_int_equal(ack(f, MQTT_PUBACK, 1, 0), OUTFLOW_ACK_FREED);
+    pump(f);
+    assert_int_equal(p->waiting, 0);
+    assert_ptr_equal(f->broker.released_publishers, p); /* listed, holding a reference */
+    assert_int_equal(atomic_load(&p->refs), 4); /* p's, the list's, the two messages' in flight */
+    publishers_release(&f->broker);
+    assert_null(f->broker.released_publishers);
+    assert_false(publisher_must_wait(&f->broker, p, false));
+    assert_int_equal(f->broker.stats.publishers_held, 0);
+    /* QoS 0 is never charged */
+    f->dest.output_full = true;
+    assert_int_equal(offer_from(f, p, 0), OUTFLOW_QUEUED);
+    assert_int_equal(p->waiting, 0);
+    publisher_gone(&f->broker, p);
+    free(conn);
+}
+
+/* A publisher with one message in flight on a connected destination whose window is 1 and
+ * one queued behind it (charged). */
+static struct message_publisher *one_charged(struct fixture *f)
+{
+    struct message_publisher *p = message_publisher_new(NULL);
+    assert_non_null(p);
+    publisher_pressure_flow_online(&f->broker, &f->flow, true);
+    f->dest.limits.window = 1;
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_QUEUED);
+    assert_int_equal(p->waiting, 1);
+    return p;
+}
+
+static void offline_destination_charges_nothing(void **state)
+{
+    struct fixture *f = *state;
+    struct message_publisher *p = one_charged(f);
+    assert_int_equal(offer_from(f, p, 2), OUTFLOW_QUEUED);
+    assert_int_equal(p->waiting, 2);
+    publisher_pressure_flow_online(&f->broker, &f->flow, false); /* it went away */
+    assert_int_equal(p->waiting, 0);
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_QUEUED);
+    assert_int_equal(p->waiting, 0);
+    /* back online: behind what waits uncharged, a new delivery is not charged either */
+    publisher_pressure_flow_online(&f->broker, &f->flow, true);
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_QUEUED);
+    assert_int_equal(p->waiting, 0);
+    outflow_release(&f->broker, &f->flow);
+    assert_int_equal(p->waiting, 0);
+    publisher_gone(&f->broker, p);
+}
+
+static void subscriber_far_behind_is_cut_loose(void **state)
+{
+    struct fixture *f = *state;
+    struct message_publisher *p = one_charged(f);
+    f->broker.now_ms += f->config.max_publisher_hold_ms - 1;
+    publisher_pressure_check_flow(&f->broker, &f->flow);
+    assert_false(f->flow.cut_loose); /* not yet */
+    assert_int_equal(p->waiting, 1);
+    f->broker.now_ms += 1;
+    publisher_pressure_check_flow(&f->broker, &f->flow);
+    assert_true(f->flow.cut_loose);
+    assert_int_equal(p->waiting, 0);
+    assert_int_equal(f->broker.stats.subscribers_cut_loose, 1);
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_QUEUED); /* not charged while cut loose */
+    assert_int_equal(p->waiting, 0);
+    /* it catches up: once its queue is empty it counts again */
+    for (uint16_t id = 1; id <= 3; id++) {
+        assert_int_equal(ack(f, MQTT_PUBACK, id, 0), OUTFLOW_ACK_FREED);
+        pump(f);
+    }
+    assert_int_equal(f->flow.queued.count, 0);
+    assert_false(f->flow.cut_loose);
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_QUEUED);
+    assert_int_equal(p->waiting, 1);
+    outflow_release(&f->broker, &f->flow);
+    assert_int_equal(p->waiting, 0);
+    publisher_gone(&f->broker, p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +596,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(large_window_index_in_random_order, setup, teardown),
         cmocka_unit_test_setup_teardown(lingering_message_across_id_wrap, setup, teardown),
         cmocka_unit_test_setup_teardown(pressure_engages_and_releases, setup, teardown),
+        cmocka_unit_test_setup_teardown(publisher_charged_for_what_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(offline_destination_charges_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(subscriber_far_behind_is_cut_loose, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
