@@ -204,6 +204,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config,
     bridges_reload(broker, old);
     log_reconfigure(config);
     broker->log_packets = packet_log_wanted(config);
+    connection_release_held(broker); /* max_publisher_backlog may have changed: asked again */
     config_free(old);
     free(old);
     tls_context_set_free(old_tls); /* listeners and peer links hold their own references */

@@ -17,6 +17,7 @@ raw sockets: which PUBACKs a pipelining publisher gets, and when.
 * QoS 0 deliveries never hold a publisher.
 """
 
+import signal
 import time
 
 import pytest
@@ -26,7 +27,8 @@ from mqttproto import MQTT311
 
 pytestmark = pytest.mark.arbor_only
 
-QUIET = ("allow_anonymous true", "log_dest stderr", "log_type error", "log_type warning")
+QUIET = ("allow_anonymous true", "log_dest stderr", "log_type error", "log_type warning",
+         "log_type notice")
 MESSAGES = 10
 
 
@@ -151,6 +153,23 @@ def test_backlog_zero_holds_nothing(broker, raw):
     p.connect("pub")
     pipeline(p, MESSAGES)
     assert pubacks(p, MESSAGES, timeout=10) == list(range(1, MESSAGES + 1))
+
+
+def test_reload_turning_it_off_releases_held_publishers(broker, raw):
+    """A reload to max_publisher_backlog 0 lets a held publisher go at once."""
+    b = start(broker, backlog=1, window=2)
+    subscriber(raw, b)
+    p = raw(b)
+    p.connect("pub")
+    pipeline(p, MESSAGES)
+    assert pubacks(p, 3, timeout=10) == [1, 2, 3]
+    p.expect_no_packet(0.3)
+    text = open(b.conf_path).read().replace("max_publisher_backlog 1", "max_publisher_backlog 0")
+    with open(b.conf_path, "w") as f:
+        f.write(text)
+    b.proc.send_signal(signal.SIGHUP)
+    b.wait_log("Reloaded configuration.")
+    assert pubacks(p, MESSAGES - 3, timeout=10) == list(range(4, MESSAGES + 1))
 
 
 def test_stuck_subscriber_is_cut_loose(broker, raw):
