@@ -2422,7 +2422,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->upgrade_outgoing_qos = false;
     cfg->persistent_client_expiry = -1;
     cfg->autosave_interval = 1800;
-    cfg->set_tcp_nodelay = false;
+    cfg->set_tcp_nodelay = true; /* Mosquitto: false; see arbor.conf(5) */
     cfg->sys_interval = 10;
     cfg->log_dest = ARBOR_LOG_DEST_STDERR;
     cfg->log_facility = -1;

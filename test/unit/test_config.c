@@ -141,7 +141,7 @@ static void test_defaults(void **state)
     assert_true(cfg.retain_available);
     assert_false(cfg.upgrade_outgoing_qos);
     assert_true(cfg.persistent_client_expiry == -1);
-    assert_false(cfg.set_tcp_nodelay);
+    assert_true(cfg.set_tcp_nodelay);
     assert_int_equal(cfg.sys_interval, 10);
     assert_int_equal(cfg.log_dest, ARBOR_LOG_DEST_STDERR);
     assert_null(cfg.log_file);
@@ -302,7 +302,7 @@ static const struct {
     {"queue_qos0_messages", get_queue_qos0_messages, false},
     {"retain_available", get_retain_available, true},
     {"upgrade_outgoing_qos", get_upgrade_outgoing_qos, false},
-    {"set_tcp_nodelay", get_set_tcp_nodelay, false},
+    {"set_tcp_nodelay", get_set_tcp_nodelay, true},
     {"log_timestamp", get_log_timestamp, true},
     {"connection_messages", get_connection_messages, true},
 };
