@@ -119,7 +119,7 @@ bench-connections: deps
 # (1, 8, 32) each connecting over and over (TLS handshake, CONNECT, CONNACK, DISCONNECT, close)
 # with ECDSA P-256 and RSA 2048 certificates, TLS 1.3 and 1.2, then set_tcp_nodelay true,
 # resumed sessions and plain TCP: connects/s, p50/p99 connect time, broker and client CPU per
-# connect (about 9 minutes; not part of `make test`): appends or replaces a section of
+# connect (about 8 minutes; not part of `make test`): appends or replaces a section of
 # docs/benchmarks.md. BENCH_TLS_QUICK=1 is a smoke test of the pipeline (under a minute).
 bench-tls: deps
 	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-tls.sh

@@ -20,6 +20,8 @@
 #   BENCH_TLS_ROUNDS=1             rounds (each measures both brokers, taking turns)
 #   BENCH_TLS_ARBOR_CONF="a 1;b 2" lines added to arbor's configuration only, separated by ';'
 #                                  (e.g. a number of event loops, once arbor has it)
+#   BENCH_TLS_CLIENT_THREADS=1     arbor_bench threads sharing the clients (more where the
+#                                  machine has cores to spare beside the broker's)
 #   BENCH_TLS_QUICK=1              1 and 8 clients, 1 s runs, fewer cases (a smoke test)
 #   BENCH_TLS_OUT=...              where certificates, configs, logs and raw JSON go (default
 #                                  $BUILD/bench-tls)
@@ -32,6 +34,9 @@ cd "$(dirname "$0")/.."
 command -v openssl >/dev/null || { echo "$(basename "$0"): no openssl CLI" >&2; exit 1; }
 args=(--bench "$build/test/bench/arbor_bench")
 if [ -n "${BENCH_TLS_CLIENTS:-}" ]; then args+=(--clients "$BENCH_TLS_CLIENTS"); fi
+if [ -n "${BENCH_TLS_CLIENT_THREADS:-}" ]; then
+    args+=(--client-threads "$BENCH_TLS_CLIENT_THREADS")
+fi
 IFS=';' read -r -a extra <<<"${BENCH_TLS_ARBOR_CONF:-}"
 for line in "${extra[@]}"; do
     line=$(printf '%s' "$line" | sed 's/^ *//; s/ *$//')

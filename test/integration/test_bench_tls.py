@@ -1,15 +1,14 @@
 """Smoke test of `make bench-tls` (test/bench/tls_bench.py): its quick mode (1 and 8 clients,
 1 s windows, the cases marked quick) runs the whole pipeline once, arbor and Debian's mosquitto,
 each broker fresh per measurement, and must write its section of benchmarks.md with a row for
-every case and client count, every figure filled in, no errors, every resumed connect resumed,
-the TLS versions asked for negotiated, the page's other sections kept and its own old section
-replaced, and every broker it started stopped. The figures themselves are not checked (a quick
-run's are not meaningful).
+every case and client count, every figure filled in, no errors, the connects of the resumed
+cases resumed (all but each client's first), the TLS versions asked for negotiated, the page's
+other sections kept and its own old section replaced, and every broker it started stopped. The
+figures themselves are not checked (a quick run's are not meaningful).
 """
 
 import json
 import os
-import re
 import shutil
 
 import pytest
@@ -36,7 +35,6 @@ ROWS = [("ECDSA P-256, TLS 1.3", (1, 8)), ("ECDSA P-256, TLS 1.2", (1, 8)),
         ("ECDSA P-256, TLS 1.3, `set_tcp_nodelay true`", (1, 8)),
         ("ECDSA P-256, TLS 1.3, resumed, `set_tcp_nodelay true`", (8,)),
         ("ECDSA P-256, TLS 1.2, resumed", (8,)), ("plain TCP, no TLS", (8,))]
-PAIR = re.compile(r"^(\S+) / (\S+)( \((\S+)\))?$")
 
 OLD_PAGE = "\n\n".join([
     "# Benchmarks: arbor and Mosquitto", "Intro written by make bench.",
@@ -44,12 +42,12 @@ OLD_PAGE = "\n\n".join([
     "## Many connections: memory and fan-out", "Connection rows that must stay."]) + "\n"
 
 
-def rows_of(section):
-    """{(case, C): [cells after them]} of the summary table."""
+def rows_of(text):
+    """{(case, C): [cells after them]} of a summary table."""
     rows = {}
-    for line in section[:section.index("### Run details")].splitlines():
+    for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 8 and cells[1][:1].isdigit():
+        if line.startswith("| ") and len(cells) == 9 and cells[1][:1].isdigit():
             rows[(cells[0], int(cells[1]))] = cells[2:]
     return rows
 
@@ -58,16 +56,19 @@ def test_quick_run_writes_every_case(tmp_path):
     section, out, pidfile = run_quick(
         SCRIPT, tmp_path, OLD_PAGE, SECTION,
         ["Intro written by make bench.", "Connection rows that must stay."], "--bench", BENCH)
-    rows = rows_of(section)
-    assert len(rows) == sum(len(counts) for _, counts in ROWS), rows
+    head = section[:section.index("### Run details")]
+    rate = rows_of(head[:head.index("**CPU per connect")])
+    cpu = rows_of(head[head.index("**CPU per connect"):])
+    assert len(rate) == len(cpu) == sum(len(counts) for _, counts in ROWS), (rate, cpu)
     for text, counts in ROWS:
         for n in counts:
-            cells = rows.get((text, n))
-            assert cells, "no row %r C=%d in:\n%s" % (text, n, section)
-            for cell in cells[:5]:  # connects/s, p50, p99, broker CPU, client CPU
-                m = PAIR.match(cell)
-                assert m and NUMBER.match(m.group(1)) and NUMBER.match(m.group(2)), (text, cell)
-            assert cells[5] == "0 / 0", (text, n, cells[5])  # errors
+            assert (text, n) in rate and (text, n) in cpu, "no row %r C=%d in:\n%s" % (
+                text, n, section)
+            # connects/s, ratio and p50 / p99 of each; broker CPU, ratio and client CPU of each
+            numbers = rate[(text, n)] + cpu[(text, n)][:5]
+            assert all(NUMBER.match(c) for c in numbers), (text, n, numbers)
+            assert cpu[(text, n)][5:] == ["0", "0"], (text, n, cpu[(text, n)])  # errors
+    rows = rate
 
     with open(out / "results.json") as f:
         results = json.load(f)
@@ -83,7 +84,10 @@ def test_quick_run_writes_every_case(tmp_path):
             version = "TLSv1.2" if "-1.2" in key else "TLSv1.3"
             assert r["tls"]["version"] == version, (kind, key, r["tls"])
             if "resumed" in key:
-                assert r["resumed"] == r["connects"], (kind, key, r)
+                # each client's first handshake is full; on a slow machine it may fall in the
+                # window
+                clients = int(key.rsplit("-", 1)[1])
+                assert r["resumed"] >= r["connects"] - clients, (kind, key, r)
             else:
                 assert r["resumed"] == 0, (kind, key, r)
     # the arbor configurations: certificates of both kinds, set_tcp_nodelay where asked
