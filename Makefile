@@ -10,8 +10,8 @@ DESTDIR ?=
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
-	bench-partition bench-connections bench-overload chaos partition-soak crash fuzz install \
-	mosquitto-tests clean
+	bench-partition bench-connections bench-overload bench-tls chaos partition-soak crash fuzz \
+	install mosquitto-tests clean
 
 all: build
 
@@ -125,6 +125,14 @@ bench-connections: deps
 # BENCH_OVERLOAD_QUICK=1 is a half-minute smoke test of the pipeline.
 bench-overload: deps
 	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-overload.sh
+# TLS handshakes per second on one broker, arbor and Debian's mosquitto side by side: C clients
+# (1, 8, 32) each connecting over and over (TLS handshake, CONNECT, CONNACK, DISCONNECT, close)
+# with ECDSA P-256 and RSA 2048 certificates, TLS 1.3 and 1.2, then set_tcp_nodelay true,
+# resumed sessions and plain TCP: connects/s, p50/p99 connect time, broker and client CPU per
+# connect (about 8 minutes; not part of `make test`): appends or replaces a section of
+# docs/benchmarks.md. BENCH_TLS_QUICK=1 is a smoke test of the pipeline (under a minute).
+bench-tls: deps
+	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-tls.sh
 
 # Mosquitto 2.0.11's own broker tests (test/broker, groups 01-05, 07, 10-13) against arbor
 # and Debian's mosquitto, PASS/FAIL per test (not part of `make test`: they are not ours).

@@ -365,13 +365,14 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
 
 # Written into the same page by `make bench-tree` (tree_bench.py), `make bench-persist`
 # (persist_bench.py), `make bench-bridge` (bridge_bench.py), `make bench-partition`
-# (partition_bench.py), `make bench-connections` (connections_bench.py) and `make bench-overload`
-# (overload_bench.py); kept when this page is redone.
+# (partition_bench.py), `make bench-connections` (connections_bench.py), `make bench-overload`
+# (overload_bench.py) and `make bench-tls` (tls_bench.py); kept when this page is redone.
 KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto", "## Persistence",
                  "## Bridges: arbor or Mosquitto at the edge",
                  "## Partitions: MQTT-ST resync or a Mosquitto bridge",
                  "## Many connections: memory and fan-out",
-                 "## Overload: slow subscribers (the MQTT-ST paper's local scenario)")
+                 "## Overload: slow subscribers (the MQTT-ST paper's local scenario)",
+                 "## TLS handshakes")
 
 
 def kept_sections(path):

@@ -499,16 +499,14 @@ def cells(vals, digits):
 
 
 def write_section(path, results):
-    env = results["env"]
-    rounds = [str(r) for r in range(1, env["rounds"] + 1)]
+    env, rounds, out = tree_bench.section_head(results, "bridge", SECTION)
     backlog = env["backlog"]
-    out = [SECTION, "", tree_bench.generated_line("bridge", env, env["quick"]), "",
-           "An edge broker (arbor or Debian's mosquitto) bridged to a central broker (always "
-           "Debian's mosquitto) over loopback, QoS 1. `out`: publishers on the edge, "
-           "subscribers on the central; `in`: publishers on the central, subscribers on the "
-           "edge. CPU is the edge broker's.", "",
-           "| Figure | Direction | arbor edge | mosquitto edge | arbor/mosquitto |",
-           "|---|---|---:|---:|---:|"]
+    out += ["An edge broker (arbor or Debian's mosquitto) bridged to a central broker (always "
+            "Debian's mosquitto) over loopback, QoS 1. `out`: publishers on the edge, "
+            "subscribers on the central; `in`: publishers on the central, subscribers on the "
+            "edge. CPU is the edge broker's.", "",
+            "| Figure | Direction | arbor edge | mosquitto edge | arbor/mosquitto |",
+            "|---|---|---:|---:|---:|"]
     for figure, digits, get in FIGURES:
         for d in DIRECTIONS:
             vals = {k: [get(results, r, k, d) for r in rounds] for k in KINDS}

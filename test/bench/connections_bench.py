@@ -466,16 +466,14 @@ def per_repeat(counts):
 
 
 def write_section(path, results):
-    env = results["env"]
-    rounds = [str(r) for r in range(1, env["rounds"] + 1)]
-    out = [SECTION, "", tree_bench.generated_line("connections", env, env["quick"]), "",
-           "N MQTT connections to one broker on loopback (from 127.0.0.2, 127.0.0.3, ..., at "
-           "most %s per source address), idle, then each subscribed to a topic of its own and "
-           "to `%s`, which gets one QoS 0 message %d times: arbor against Debian's mosquitto, "
-           "a broker started fresh for every measurement." % (
-               fmt(PER_ADDRESS), SHARED_TOPIC, env["repeats"]), "",
-           "| Figure | Connections | arbor | mosquitto | arbor/mosquitto |",
-           "|---|---:|---:|---:|---:|"]
+    env, rounds, out = tree_bench.section_head(results, "connections", SECTION)
+    out += ["N MQTT connections to one broker on loopback (from 127.0.0.2, 127.0.0.3, ..., at "
+            "most %s per source address), idle, then each subscribed to a topic of its own and "
+            "to `%s`, which gets one QoS 0 message %d times: arbor against Debian's mosquitto, "
+            "a broker started fresh for every measurement." % (
+                fmt(PER_ADDRESS), SHARED_TOPIC, env["repeats"]), "",
+            "| Figure | Connections | arbor | mosquitto | arbor/mosquitto |",
+            "|---|---:|---:|---:|---:|"]
     for figure, digits, get in FIGURES:
         for n in env["connections"]:
             vals = {k: [get(results, r, k, n) for r in rounds] for k in KINDS}

@@ -1,14 +1,17 @@
 /*
  * main.c: the arbor_bench command: build the scenario from the command line, run it once
  * or run the ILDM limit search (one engine run per step), then print the table and write
- * the JSON/CSV files. Exit status: 0 done, 1 bad usage, 2 a run could not be carried out.
+ * the JSON/CSV files; or, with --connect-loop, run the connect loop (connect_loop.h) instead.
+ * Exit status: 0 done, 1 bad usage, 2 a run could not be carried out.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
 
+#include "connect_loop.h"
 #include "engine.h"
 #include "limit_search.h"
 #include "options.h"
@@ -128,6 +131,42 @@ static int write_outputs(const struct bench_options *o, const struct bench_repor
     return 0;
 }
 
+static int connect_loop(const struct bench_options *o, const struct transport_context *transport,
+                        const struct bench_scenario *sc)
+{
+    struct connect_loop_params params = {
+        .scenario = sc,
+        .clients = o->connect_loop,
+        .cycle_timeout_s = o->cycle_timeout_s,
+        .broker_pids = o->broker_pids,
+        .broker_pid_count = o->broker_pid_count,
+        .transport = transport,
+    };
+    struct connect_loop_result *result;
+    char err[512];
+    if (connect_loop_run(&params, &result, err, sizeof(err)) != 0) {
+        fprintf(stderr, "arbor_bench: %s\n", err);
+        return -1;
+    }
+    int max = o->transport.tls_max_version;
+    struct connect_loop_report report = {
+        .params = &params,
+        .result = result,
+        .transport = transport_context_name(transport),
+        .label = o->label,
+        .tls_max = max == BENCH_TLS1_2 ? "1.2" : max == BENCH_TLS1_3 ? "1.3" : NULL,
+        .resume = o->transport.tls_resume,
+    };
+    int rc = 0;
+    if (!o->quiet) report_print_connect_loop(stdout, &report);
+    if (o->json_path && report_write_connect_loop_json(o->json_path, &report) != 0) {
+        perror(o->json_path);
+        rc = -1;
+    }
+    free(result);
+    return rc;
+}
+
 static void free_report(struct bench_report *r)
 {
     for (size_t i = 0; i < r->run_count; i++)
@@ -177,6 +216,14 @@ int main(int argc, char **argv)
         return 1;
     }
     raise_fd_limit();
+    /* OpenSSL writes with write(): a broker that closed must not end the run */
+    signal(SIGPIPE, SIG_IGN);
+    if (opts.connect_loop) {
+        int rc = connect_loop(&opts, transport, &sc);
+        transport_context_free(transport);
+        scenario_free(&sc);
+        return rc == 0 ? 0 : 2;
+    }
     const char *transport_name = transport_context_name(transport);
     if (!opts.quiet) {
         report_print_scenario(stdout, &sc, transport_name);

@@ -44,6 +44,10 @@ enum option_id {
     OPT_INSECURE,
     OPT_WEBSOCKETS,
     OPT_WS_PATH,
+    OPT_TLS_VERSION,
+    OPT_RESUME,
+    OPT_CONNECT_LOOP,
+    OPT_CYCLE_TIMEOUT,
 };
 
 static const struct option long_options[] = {
@@ -89,11 +93,18 @@ static const struct option long_options[] = {
     {"insecure", no_argument, NULL, OPT_INSECURE},
     {"websockets", no_argument, NULL, OPT_WEBSOCKETS},
     {"ws-path", required_argument, NULL, OPT_WS_PATH},
+    {"tls-version", required_argument, NULL, OPT_TLS_VERSION},
+    {"resume", no_argument, NULL, OPT_RESUME},
+    {"connect-loop", required_argument, NULL, OPT_CONNECT_LOOP},
+    {"cycle-timeout", required_argument, NULL, OPT_CYCLE_TIMEOUT},
     {"quiet", no_argument, NULL, 'Q'},
     {"list", no_argument, NULL, 'l'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+static int to_double(const char *text, double min, double max, double *out);
+static int to_uint(const char *text, uint32_t min, uint32_t max, uint32_t *out);
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -143,6 +154,14 @@ void options_usage(FILE *f)
           "      --insecure            do not check the broker's name in its certificate\n"
           "      --websockets          MQTT over WebSockets (subprotocol mqtt)\n"
           "      --ws-path PATH        path asked for in the upgrade (/mqtt); implies it\n"
+          "      --tls-version 1.2|1.3 the highest TLS version offered (default 1.3)\n"
+          "connect loop (instead of publishing; -b, -d, --trim, -T, -V, -P apply):\n"
+          "      --connect-loop C      C clients (per thread) each connecting over and over:\n"
+          "                            TCP connect, TLS handshake, CONNECT, CONNACK,\n"
+          "                            DISCONNECT, the broker's close; connects/s, connect\n"
+          "                            times, broker and own CPU per connect\n"
+          "      --resume              offer each client's last TLS session (tickets)\n"
+          "      --cycle-timeout S     a cycle not done in S s is an error (10)\n"
           "measurement and output:\n"
           "  -P, --broker-pid PID      charge CPU of this local broker process (repeatable)\n"
           "  -j, --json FILE           full results as JSON (- for stdout)\n"
@@ -243,6 +262,36 @@ static int parse_output_option(int c, const char *arg, struct bench_options *o, 
     return parse_transport_option(c, arg, &o->transport);
 }
 
+/* --tls-version and the connect loop's options. Returns 1 if handled, 0 if not, -1 on
+ * error. */
+static int parse_loop_option(int c, const char *arg, struct bench_options *o, char *err,
+                             size_t errlen)
+{
+    switch (c) {
+    case OPT_TLS_VERSION:
+        o->transport.tls = true;
+        if (!strcmp(arg, "1.2"))
+            o->transport.tls_max_version = BENCH_TLS1_2;
+        else if (!strcmp(arg, "1.3"))
+            o->transport.tls_max_version = BENCH_TLS1_3;
+        else
+            return fail(err, errlen, "--tls-version must be 1.2 or 1.3");
+        return 1;
+    case OPT_RESUME:
+        o->transport.tls_resume = true;
+        return 1;
+    case OPT_CONNECT_LOOP:
+        if (to_uint(arg, 1, 100000, &o->connect_loop) != 0)
+            return fail(err, errlen, "--connect-loop must be 1..100000 clients");
+        return 1;
+    case OPT_CYCLE_TIMEOUT:
+        if (to_double(arg, 0.01, 3600, &o->cycle_timeout_s) != 0)
+            return fail(err, errlen, "--cycle-timeout must be 0.01..3600 s");
+        return 1;
+    }
+    return 0;
+}
+
 int options_parse(int argc, char *const argv[], struct bench_options *o, char *err, size_t errlen)
 {
     memset(o, 0, sizeof(*o));
@@ -253,6 +302,7 @@ int options_parse(int argc, char *const argv[], struct bench_options *o, char *e
         if (c == '?') return fail(err, errlen, "unknown option '%s'", argv[optind - 1]);
         if (c == ':') return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
         int handled = parse_output_option(c, optarg, o, err, errlen);
+        if (handled == 0) handled = parse_loop_option(c, optarg, o, err, errlen);
         if (handled < 0) return -1;
         if (handled) continue;
         if (o->override_count >= BENCH_MAX_OVERRIDES) return fail(err, errlen, "too many options");
@@ -263,6 +313,11 @@ int options_parse(int argc, char *const argv[], struct bench_options *o, char *e
         return fail(err, errlen, "--cert and --key go together");
     if (o->transport.ws_path && o->transport.ws_path[0] != '/')
         return fail(err, errlen, "--ws-path must start with '/'");
+    if (o->transport.tls_resume && !o->transport.tls)
+        return fail(err, errlen, "--resume needs TLS (--tls, --cafile, ...)");
+    if (o->transport.tls_resume && !o->connect_loop)
+        return fail(err, errlen, "--resume is for --connect-loop (a run connects only once)");
+    if (o->cycle_timeout_s == 0) o->cycle_timeout_s = 10;
     return 0;
 }
 

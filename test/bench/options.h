@@ -34,6 +34,8 @@ struct bench_options {
     const char *csv_path;
     const char *label;
     struct bench_transport_options transport;
+    uint32_t connect_loop;  /* --connect-loop: clients per thread; 0: a publishing run */
+    double cycle_timeout_s; /* --cycle-timeout */
     bool per_second;
     bool per_second_set;
     bool quiet;

@@ -639,18 +639,16 @@ FIGURES = (
 
 
 def write_section(path, results):
-    env = results["env"]
-    rounds = [str(r) for r in range(1, env["rounds"] + 1)]
+    env, rounds, out = tree_bench.section_head(results, "partition", SECTION)
     short = env["partition_seconds"] < 300
-    out = [SECTION, "", tree_bench.generated_line("partition", env, env["quick"]), "",
-           "A partition of %s s between two brokers A and B on loopback while a publisher on A "
-           "sends %s QoS 1 msg/s, then the heal: arbor peers (MQTT-ST, the backlog sent by the "
-           "resync of docs/mqtt-st-protocol.md 7.3) against Debian's mosquitto bridged A to B "
-           "(`cleansession false`, the backlog queued by A's bridge). The subscribers are on "
-           "B; A's memory and disk hold the backlog.%s" % (
-               fmt(env["partition_seconds"]), fmt(env["rate"]),
-               " **A shorter partition than the default 300 s.**" if short else ""), "",
-           "| Figure | arbor | mosquitto | arbor/mosquitto |", "|---|---:|---:|---:|"]
+    out += ["A partition of %s s between two brokers A and B on loopback while a publisher on A "
+            "sends %s QoS 1 msg/s, then the heal: arbor peers (MQTT-ST, the backlog sent by the "
+            "resync of docs/mqtt-st-protocol.md 7.3) against Debian's mosquitto bridged A to B "
+            "(`cleansession false`, the backlog queued by A's bridge). The subscribers are on "
+            "B; A's memory and disk hold the backlog.%s" % (
+                fmt(env["partition_seconds"]), fmt(env["rate"]),
+                " **A shorter partition than the default 300 s.**" if short else ""), "",
+            "| Figure | arbor | mosquitto | arbor/mosquitto |", "|---|---:|---:|---:|"]
     for figure, digits, get in FIGURES:
         vals = {k: [get(results, r, k) for r in rounds] for k in KINDS}
         ratios = [ratio(vals["arbor"][i], vals["mosquitto"][i]) for i in range(len(rounds))]

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,9 +383,9 @@ static int close_output(FILE *f)
     return fclose(f) == 0 ? 0 : -1;
 }
 
-int report_write_json(const char *path, const struct bench_report *r)
+/* Prints root (freed here) to path ("-": stdout). Returns 0 or -1 (errno set). */
+static int write_json_document(const char *path, cJSON *root)
 {
-    cJSON *root = report_json(r);
     char *text = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!text) {
@@ -399,6 +400,11 @@ int report_write_json(const char *path, const struct bench_report *r)
     }
     free(text);
     return rc;
+}
+
+int report_write_json(const char *path, const struct bench_report *r)
+{
+    return write_json_document(path, report_json(r));
 }
 
 int report_write_csv(const char *path, const struct bench_report *r)
@@ -424,4 +430,146 @@ int report_write_csv(const char *path, const struct bench_report *r)
         }
     }
     return close_output(f);
+}
+
+/* ---- connect loop ---- */
+
+static double per_s(uint64_t n, double window_s)
+{
+    return window_s > 0 ? (double)n / window_s : NAN;
+}
+
+/* CPU ms per connect, NAN without connects. */
+static double ms_per_connect(double cpu_s, uint64_t connects)
+{
+    return connects ? 1e3 * cpu_s / (double)connects : NAN;
+}
+
+void report_print_connect_loop(FILE *f, const struct connect_loop_report *c)
+{
+    const struct connect_loop_result *r = c->result;
+    const struct connect_loop_tally *t = &r->tally;
+    const struct bench_scenario *sc = c->params->scenario;
+    fprintf(f, "connect loop: %u client(s) on %u thread(s) to %s:%s over %s", r->clients,
+            r->threads, sc->brokers[0].host, sc->brokers[0].port, c->transport);
+    if (c->tls_max) fprintf(f, " (at most TLS %s)", c->tls_max);
+    fprintf(f, ", MQTT %s\n", sc->mqtt_version == 5 ? "5.0" : "3.1.1");
+    if (t->tls_version[0])
+        fprintf(f, "  negotiated %s %s %s, session resumption %s\n", t->tls_version, t->tls_cipher,
+                t->tls_group[0] ? t->tls_group : "?", c->resume ? "offered" : "off");
+    fprintf(f,
+            "  window %.2f s: %" PRIu64 " connects (%.1f/s), %" PRIu64 " resumed, %" PRIu64
+            " whole cycles (%" PRIu64 " closed by a reset), %" PRIu64 " errors\n",
+            r->window_s, t->connects, per_s(t->connects, r->window_s), t->resumed, t->cycles,
+            t->resets, t->errors);
+    const struct {
+        const char *name;
+        const struct latency_hist *h;
+    } rows[] = {{"connect (socket to CONNACK)", &t->connect},
+                {"  TCP connect", &t->tcp},
+                {"  handshake", &t->shake},
+                {"  CONNECT to CONNACK", &t->connack},
+                {"cycle (socket to close)", &t->cycle}};
+    fprintf(f, "  %-28s %9s %9s %9s %9s %9s\n", "ms", "mean", "p50", "p90", "p99", "max");
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const struct latency_hist *h = rows[i].h;
+        fprintf(f, "  %-28s %9.3f %9.3f %9.3f %9.3f %9.3f\n", rows[i].name, hist_mean(h) / 1e6,
+                hist_quantile(h, 0.5) / 1e6, hist_quantile(h, 0.9) / 1e6,
+                hist_quantile(h, 0.99) / 1e6, hist_quantile(h, 1.0) / 1e6);
+    }
+    if (r->cpu.has_broker)
+        fprintf(f, "  broker CPU %.0f%%, %.3f ms per connect\n", 100 * r->cpu.broker_s / r->window_s,
+                ms_per_connect(r->cpu.broker_s, t->connects));
+    fprintf(f, "  arbor_bench CPU %.0f%%, %.3f ms per connect\n",
+            100 * r->cpu.bench_s / r->window_s, ms_per_connect(r->cpu.bench_s, t->connects));
+    for (size_t i = 0; i < t->kind_count; i++)
+        fprintf(f, "  error x%" PRIu64 ": %s\n", t->kinds[i].count, t->kinds[i].what);
+    if (t->other_errors) fprintf(f, "  %" PRIu64 " more errors of other kinds\n", t->other_errors);
+}
+
+static cJSON *hist_json(const struct latency_hist *h)
+{
+    cJSON *o = cJSON_CreateObject();
+    bool any = h->count > 0;
+    add_number(o, "count", (double)h->count);
+    add_number(o, "mean", any ? hist_mean(h) / 1e6 : NAN);
+    add_number(o, "p50", any ? hist_quantile(h, 0.5) / 1e6 : NAN);
+    add_number(o, "p90", any ? hist_quantile(h, 0.9) / 1e6 : NAN);
+    add_number(o, "p99", any ? hist_quantile(h, 0.99) / 1e6 : NAN);
+    add_number(o, "max", any ? hist_quantile(h, 1.0) / 1e6 : NAN);
+    return o;
+}
+
+static void add_connect_loop_errors(cJSON *o, const struct connect_loop_tally *t)
+{
+    add_number(o, "errors", (double)t->errors);
+    add_number(o, "errors_total", (double)t->errors_total);
+    cJSON *kinds = cJSON_AddArrayToObject(o, "error_kinds");
+    for (size_t i = 0; i < t->kind_count; i++) {
+        cJSON *k = cJSON_CreateObject();
+        cJSON_AddStringToObject(k, "what", t->kinds[i].what);
+        add_number(k, "count", (double)t->kinds[i].count);
+        cJSON_AddItemToArray(kinds, k);
+    }
+    add_number(o, "other_errors", (double)t->other_errors);
+}
+
+static cJSON *connect_loop_result_json(const struct connect_loop_result *r)
+{
+    const struct connect_loop_tally *t = &r->tally;
+    cJSON *o = cJSON_CreateObject();
+    add_number(o, "window_s", r->window_s);
+    add_number(o, "connects", (double)t->connects);
+    add_number(o, "connects_per_s", per_s(t->connects, r->window_s));
+    add_number(o, "resumed", (double)t->resumed);
+    add_number(o, "cycles", (double)t->cycles);
+    add_number(o, "cycles_per_s", per_s(t->cycles, r->window_s));
+    add_number(o, "resets", (double)t->resets);
+    add_connect_loop_errors(o, t);
+    cJSON_AddItemToObject(o, "connect_ms", hist_json(&t->connect));
+    cJSON_AddItemToObject(o, "tcp_ms", hist_json(&t->tcp));
+    cJSON_AddItemToObject(o, "handshake_ms", hist_json(&t->shake));
+    cJSON_AddItemToObject(o, "connack_ms", hist_json(&t->connack));
+    cJSON_AddItemToObject(o, "cycle_ms", hist_json(&t->cycle));
+    if (t->tls_version[0]) {
+        cJSON *tls = cJSON_AddObjectToObject(o, "tls");
+        cJSON_AddStringToObject(tls, "version", t->tls_version);
+        cJSON_AddStringToObject(tls, "cipher", t->tls_cipher);
+        cJSON_AddStringToObject(tls, "group", t->tls_group);
+    } else {
+        cJSON_AddNullToObject(o, "tls");
+    }
+    double broker = r->cpu.has_broker ? r->cpu.broker_s : NAN;
+    add_number(o, "broker_cpu_s", broker);
+    add_number(o, "broker_cpu_pct", 100 * broker / r->window_s);
+    add_number(o, "broker_cpu_ms_per_connect", ms_per_connect(broker, t->connects));
+    add_number(o, "bench_cpu_s", r->cpu.bench_s);
+    add_number(o, "bench_cpu_pct", 100 * r->cpu.bench_s / r->window_s);
+    add_number(o, "bench_cpu_ms_per_connect", ms_per_connect(r->cpu.bench_s, t->connects));
+    return o;
+}
+
+int report_write_connect_loop_json(const char *path, const struct connect_loop_report *c)
+{
+    const struct bench_scenario *sc = c->params->scenario;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "mode", "connect-loop");
+    if (c->label) cJSON_AddStringToObject(root, "label", c->label);
+    cJSON_AddStringToObject(root, "transport", c->transport);
+    char broker[BENCH_HOST_MAX + 16];
+    snprintf(broker, sizeof(broker), "%s:%s", sc->brokers[0].host, sc->brokers[0].port);
+    cJSON_AddStringToObject(root, "broker", broker);
+    cJSON_AddStringToObject(root, "mqtt_version", sc->mqtt_version == 5 ? "5.0" : "3.1.1");
+    add_number(root, "clients", c->result->clients);
+    add_number(root, "threads", c->result->threads);
+    if (c->tls_max)
+        cJSON_AddStringToObject(root, "tls_max_version", c->tls_max);
+    else
+        cJSON_AddNullToObject(root, "tls_max_version");
+    cJSON_AddBoolToObject(root, "resume", c->resume);
+    add_number(root, "duration_s", sc->duration_s);
+    add_number(root, "trim_s", sc->trim_s);
+    add_number(root, "cycle_timeout_s", c->params->cycle_timeout_s);
+    cJSON_AddItemToObject(root, "result", connect_loop_result_json(c->result));
+    return write_json_document(path, root);
 }

@@ -1,7 +1,8 @@
 /*
  * report.h: arbor_bench's outputs: a human-readable table, a JSON document for scripts (the
  * scenario, every run with its summary, per-topic and per-broker figures and per-second
- * series, and the limit-search result), and a CSV of the per-second series.
+ * series, and the limit-search result), and a CSV of the per-second series; and the same
+ * two (text and JSON) for a connect loop (connect_loop.h).
  *
  * Formatting only: the figures come computed in struct run_summary.
  */
@@ -11,6 +12,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "connect_loop.h"
 #include "engine.h"
 #include "limit_search.h"
 #include "results.h"
@@ -47,5 +49,18 @@ void report_print_table(FILE *f, const struct bench_report *r, bool per_second, 
 /* path "-" writes to stdout. Return 0 or -1 (errno set). */
 int report_write_json(const char *path, const struct bench_report *r);
 int report_write_csv(const char *path, const struct bench_report *r);
+
+/* A connect loop's result: what was run (the transport by name, "tls"; label may be NULL)
+ * and its figures. */
+struct connect_loop_report {
+    const struct connect_loop_params *params;
+    const struct connect_loop_result *result;
+    const char *transport;
+    const char *label;
+    const char *tls_max; /* "1.2", "1.3", or NULL: not capped */
+    bool resume;
+};
+void report_print_connect_loop(FILE *f, const struct connect_loop_report *r);
+int report_write_connect_loop_json(const char *path, const struct connect_loop_report *r);
 
 #endif

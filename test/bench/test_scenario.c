@@ -376,6 +376,45 @@ static int parse_only(int argc, char **argv, struct bench_options *o)
 
 #define ARGC(argv) ((int)(sizeof(argv) / sizeof((argv)[0])))
 
+static void test_cli_connect_loop(void **state)
+{
+    struct bench_options o;
+    char *plain[] = {"arbor_bench", "-b", "h"};
+    assert_int_equal(parse_only(ARGC(plain), plain, &o), 0);
+    assert_int_equal(o.connect_loop, 0); /* a publishing run */
+    assert_int_equal(o.transport.tls_max_version, 0);
+
+    char *loop[] = {"arbor_bench", "-b", "h:8883", "--connect-loop", "32", "--cafile", "ca.pem",
+                    "--tls-version", "1.2", "--resume", "--cycle-timeout", "2.5", "-d", "12"};
+    assert_int_equal(parse_only(ARGC(loop), loop, &o), 0);
+    assert_int_equal(o.connect_loop, 32);
+    assert_true(o.transport.tls);
+    assert_int_equal(o.transport.tls_max_version, BENCH_TLS1_2);
+    assert_true(o.transport.tls_resume);
+    assert_true(o.cycle_timeout_s == 2.5);
+    assert_int_equal(o.override_count, 2); /* -b and -d still shape the scenario */
+
+    char *v13[] = {"arbor_bench", "--connect-loop", "1", "--tls-version", "1.3"};
+    assert_int_equal(parse_only(ARGC(v13), v13, &o), 0);
+    assert_true(o.transport.tls); /* --tls-version implies TLS */
+    assert_int_equal(o.transport.tls_max_version, BENCH_TLS1_3);
+    assert_true(o.cycle_timeout_s == 10); /* the default */
+
+    char *bad_version[] = {"arbor_bench", "--tls-version", "1.1"};
+    assert_int_equal(parse_only(ARGC(bad_version), bad_version, &o), -1);
+    assert_non_null(strstr(err, "1.2 or 1.3"));
+    char *no_clients[] = {"arbor_bench", "--connect-loop", "0"};
+    assert_int_equal(parse_only(ARGC(no_clients), no_clients, &o), -1);
+    char *resume_tcp[] = {"arbor_bench", "--connect-loop", "4", "--resume"};
+    assert_int_equal(parse_only(ARGC(resume_tcp), resume_tcp, &o), -1);
+    assert_non_null(strstr(err, "needs TLS"));
+    char *resume_run[] = {"arbor_bench", "--tls", "--resume"};
+    assert_int_equal(parse_only(ARGC(resume_run), resume_run, &o), -1);
+    assert_non_null(strstr(err, "--connect-loop"));
+    char *bad_timeout[] = {"arbor_bench", "--connect-loop", "4", "--cycle-timeout", "0"};
+    assert_int_equal(parse_only(ARGC(bad_timeout), bad_timeout, &o), -1);
+}
+
 static void test_cli_transport(void **state)
 {
     struct bench_options o;
@@ -558,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_validate),         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_cli_overrides),    cmocka_unit_test(test_cli_custom_and_file),
         cmocka_unit_test(test_cli_errors),       cmocka_unit_test(test_cli_transport),
+        cmocka_unit_test(test_cli_connect_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,11 +31,18 @@ struct bench_transport_options {
     const char *certfile; /* client certificate, with keyfile */
     const char *keyfile;
     bool insecure; /* do not check the broker's name against its certificate */
+    int tls_max_version; /* 0: the highest OpenSSL offers (TLS 1.3); else BENCH_TLS1_2 or
+                            BENCH_TLS1_3 (--tls-version) */
+    bool tls_resume;     /* sessions are kept for transport_tls_take_session (--resume) */
     bool websockets;
     const char *ws_path; /* NULL: "/mqtt" */
 };
 
 #define TRANSPORT_DEFAULT_WS_PATH "/mqtt"
+/* tls_max_version values (OpenSSL's TLS1_2_VERSION and TLS1_3_VERSION, which options.c,
+ * free of OpenSSL, cannot include) */
+#define BENCH_TLS1_2 0x0303
+#define BENCH_TLS1_3 0x0304
 
 /* Results of handshake/recv/send besides a byte count (> 0) or handshake done (0). */
 enum {
@@ -129,6 +136,26 @@ struct transport *transport_ws_new(struct transport *lower, const char *host_hea
 /* Why the transport failed: the error of the topmost layer that set one, or NULL (a plain
  * close by the broker). */
 const char *transport_error(const struct transport *t);
+
+/* TLS sessions and what a handshake negotiated, for the connect loop (connect_loop.c). Each
+ * looks for the tls layer in the stack; on a stack without one they do nothing and say so. */
+struct ssl_session_st;
+struct transport_tls_details {
+    const char *version; /* "TLSv1.3" */
+    const char *cipher;  /* "TLS_AES_256_GCM_SHA384" */
+    const char *group;   /* the key exchange group, "X25519"; NULL if OpenSSL does not say */
+    bool resumed;        /* the broker accepted the session offered */
+};
+/* false without a finished TLS handshake. */
+bool transport_tls_describe(const struct transport *t, struct transport_tls_details *out);
+/* The connection's session with a reference of its own if the broker made it resumable (a
+ * session ticket, or an id it caches), else NULL. In TLS 1.3 the tickets come after the
+ * handshake: ask once the broker has answered (CONNACK). Free with transport_tls_session_free. */
+struct ssl_session_st *transport_tls_take_session(const struct transport *t);
+/* Offers a session (from transport_tls_take_session) in t's handshake, before it starts.
+ * Returns 0, or -1 (no tls layer, or OpenSSL refused it). */
+int transport_tls_offer_session(struct transport *t, struct ssl_session_st *session);
+void transport_tls_session_free(struct ssl_session_st *session);
 
 /* For the layers: the SSL_CTX of the context (transport_tls.c), and setting t->error. */
 int transport_tls_context_init(struct transport_context *ctx, char *err, size_t errlen);

@@ -7,13 +7,17 @@
  * Verification follows mosquitto_pub: the broker's chain is checked against --cafile/--capath
  * (else the system store) and its name against the certificate unless --insecure. Partial
  * writes and moving write buffers are enabled, so SSL_write behaves like send() on the
- * caller's growing output buffer. Sessions are not resumed: every connection does a full
- * handshake, before the measured window.
+ * caller's growing output buffer. Sessions are not resumed unless asked (--resume, for the
+ * connect loop): then the client keeps nothing itself, and the caller takes a connection's
+ * session (transport_tls_take_session) and offers it in a later handshake; otherwise every
+ * connection does a full handshake, before the measured window. --tls-version caps the
+ * highest version offered (TLS 1.2 or 1.3; the lowest is always TLS 1.2).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <openssl/err.h>
+#include <openssl/objects.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -56,7 +60,10 @@ int transport_tls_context_init(struct transport_context *ctx, char *err, size_t 
     if (!c) return context_fail(c, err, errlen, "SSL_CTX_new", NULL);
     SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
     SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+    if (o->tls_max_version) SSL_CTX_set_max_proto_version(c, o->tls_max_version);
+    SSL_CTX_set_session_cache_mode(c, o->tls_resume
+                                          ? SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE
+                                          : SSL_SESS_CACHE_OFF);
     if (o->cafile || o->capath) {
         if (SSL_CTX_load_verify_locations(c, o->cafile, o->capath) != 1)
             return context_fail(c, err, errlen, "cannot load CA certificates from",
@@ -177,6 +184,53 @@ static const struct transport_ops tls_ops = {
     .shutdown = tls_shutdown,
     .destroy = tls_destroy,
 };
+
+/* ---- sessions and what was negotiated (the connect loop) ---- */
+
+_Static_assert(BENCH_TLS1_2 == TLS1_2_VERSION && BENCH_TLS1_3 == TLS1_3_VERSION,
+               "transport.h names the OpenSSL versions");
+
+static SSL *ssl_in_stack(const struct transport *t)
+{
+    for (; t; t = t->lower)
+        if (t->ops == &tls_ops) return ((const struct tls_transport *)t)->ssl;
+    return NULL;
+}
+
+bool transport_tls_describe(const struct transport *t, struct transport_tls_details *out)
+{
+    SSL *ssl = ssl_in_stack(t);
+    if (!ssl || !SSL_is_init_finished(ssl)) return false;
+    int group = (int)SSL_get_negotiated_group(ssl);
+    *out = (struct transport_tls_details){
+        .version = SSL_get_version(ssl),
+        .cipher = SSL_get_cipher_name(ssl),
+        .group = group > 0 ? OBJ_nid2sn(group & ~TLSEXT_nid_unknown) : NULL,
+        .resumed = SSL_session_reused(ssl) == 1,
+    };
+    return true;
+}
+
+struct ssl_session_st *transport_tls_take_session(const struct transport *t)
+{
+    /* A copy: OpenSSL marks the connection's own session not resumable when the connection
+     * is freed without a close_notify sent, and the connect loop closes after the broker
+     * does, sending none (as after a DISCONNECT the server closes the connection). */
+    SSL *ssl = ssl_in_stack(t);
+    SSL_SESSION *s = ssl ? SSL_get0_session(ssl) : NULL;
+    return s && SSL_SESSION_is_resumable(s) ? SSL_SESSION_dup(s) : NULL;
+}
+
+int transport_tls_offer_session(struct transport *t, struct ssl_session_st *session)
+{
+    SSL *ssl = ssl_in_stack(t);
+    return ssl && SSL_set_session(ssl, session) == 1 ? 0 : -1;
+}
+
+void transport_tls_session_free(struct ssl_session_st *session)
+{
+    SSL_SESSION_free(session);
+}
 
 static bool is_ip_address(const char *host)
 {

@@ -821,6 +821,14 @@ def generated_line(name, env, quick):
                 if quick else ""))
 
 
+def section_head(results, name, title):
+    """What a section written by `make bench-NAME` starts with: (env, the rounds as "1", "2",
+    ..., its first lines: the heading and the generated_line)."""
+    env = results["env"]
+    rounds = [str(r) for r in range(1, env["rounds"] + 1)]
+    return env, rounds, [title, "", generated_line(name, env, env["quick"]), ""]
+
+
 def replace_section(path, title, text):
     """Write `text` (starting with the heading `title`) into the markdown file at path: in place
     of the section with that heading (up to the next "## "), which moves to the end, or

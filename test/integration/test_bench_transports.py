@@ -8,7 +8,9 @@ all but the TLS websockets listener, then wss is skipped for it), and is skipped
 reason while it refuses it. Checks: QoS 1 and 2 runs are exact over every
 transport, a full-speed QoS 0 run gets through frames and records larger than one read, and
 a broker whose certificate is not trusted, or a listener that speaks something else, makes
-arbor_bench fail with a message that says why.
+arbor_bench fail with a message that says why. The connect loop (--connect-loop, what `make
+bench-tls` runs) completes cycles without errors over TLS 1.3, 1.2 and TCP, resumes sessions
+with --resume on both brokers, and counts refused handshakes under their reason.
 """
 
 import json
@@ -129,6 +131,7 @@ def needs(b, transport):
 
 
 TRANSPORT_ARGS = {
+    "tcp": [],
     "tls": ["--cafile", "{certs}/ca.crt"],
     "ws": ["--websockets"],
     "wss": ["--websockets", "--cafile", "{certs}/ca.crt"],
@@ -199,3 +202,57 @@ def test_wrong_listener_fails_with_reason(broker, certs, tmp_path):
         assert "arbor_bench:" in err, err
     finally:
         b.ports = saved
+
+
+# ---- the connect loop (arbor_bench --connect-loop: connect, handshake, CONNECT, DISCONNECT) ----
+
+def connect_loop(b, certs, tmp_path, transport, *args, clients=4):
+    doc = run_bench(b, certs, tmp_path, transport, "--connect-loop", str(clients), "-d", "2",
+                    "--trim", "0.5", "--cycle-timeout", "5", *args)
+    assert doc["mode"] == "connect-loop" and doc["clients"] == clients
+    return doc["result"]
+
+
+def check_clean_loop(r):
+    assert r["errors_total"] == 0 and r["error_kinds"] == [], r
+    assert r["connects"] > 10, r
+    # every connect in the window was timed, and its whole cycle ended with the broker's close
+    assert r["connect_ms"]["count"] == r["connects"]
+    assert abs(r["cycles"] - r["connects"]) <= 4, r
+    assert 0 < r["connect_ms"]["p50"] <= r["connect_ms"]["p99"] <= r["connect_ms"]["max"]
+    assert r["connect_ms"]["p50"] < r["cycle_ms"]["max"]
+    assert r["broker_cpu_s"] > 0 and r["broker_cpu_ms_per_connect"] > 0, r
+    assert r["bench_cpu_s"] > 0
+
+
+def test_connect_loop_full_handshakes(broker, certs, tmp_path):
+    r = connect_loop(broker, certs, tmp_path, "tls")
+    check_clean_loop(r)
+    assert r["tls"]["version"] == "TLSv1.3" and r["tls"]["group"], r["tls"]
+    assert r["resumed"] == 0
+    assert r["handshake_ms"]["count"] == r["connects"] and r["handshake_ms"]["p50"] > 0
+
+    r12 = connect_loop(broker, certs, tmp_path, "tls", "--tls-version", "1.2")
+    check_clean_loop(r12)
+    assert r12["tls"]["version"] == "TLSv1.2" and r12["resumed"] == 0
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+def test_connect_loop_resumes_sessions(broker, certs, tmp_path, version):
+    # both brokers issue session tickets (OpenSSL's defaults); only each client's first
+    # handshake, before the window, is full
+    r = connect_loop(broker, certs, tmp_path, "tls", "--tls-version", version, "--resume")
+    check_clean_loop(r)
+    assert r["tls"]["version"] == "TLSv" + version
+    assert r["resumed"] >= r["connects"] - 4, r
+
+
+def test_connect_loop_over_tcp_and_refusals(broker, certs, tmp_path):
+    r = run_bench(broker, certs, tmp_path, "tcp", "--connect-loop", "4", "-d", "2", "--trim",
+                  "0.5")["result"]
+    check_clean_loop(r)
+    assert r["tls"] is None and r["resumed"] == 0
+    # an untrusted CA: every handshake fails, counted under its reason, and the run goes on
+    bad = connect_loop(broker, certs, tmp_path, "tls", "--cafile", str(certs / "other.crt"))
+    assert bad["connects"] == 0 and bad["errors"] > 0
+    assert "certificate" in bad["error_kinds"][0]["what"], bad["error_kinds"]
