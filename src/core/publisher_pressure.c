@@ -5,7 +5,6 @@
  */
 #include "publisher_pressure.h"
 
-#include "client_state.h"
 #include "connection.h"
 #include "message.h"
 
