@@ -98,7 +98,7 @@ static void fire_due_timers(struct broker *broker)
 static void check_connections(struct broker *broker)
 {
     for (struct connection *conn = broker->connections; conn; conn = conn->next) {
-        outq_trim(&conn->out);
+        outq_trim(&conn->out, &broker->outq_pool);
         if (conn->role != &client_role || conn->state != CONNECTION_ACTIVE) continue;
         struct session *session = client_of(conn)->session;
         if (session && session->connection == conn)
@@ -325,6 +325,7 @@ void broker_shutdown(struct broker *broker)
         broker->delivery_pool = d->next;
         free(d);
     }
+    outq_pool_free(&broker->outq_pool);
     abuf_free(&broker->scratch);
     abuf_free(&broker->scratch_props);
     timers_free(&broker->timers);

@@ -6,7 +6,7 @@
 #ifndef ARBOR_BRIDGE_INTERNAL_H
 #define ARBOR_BRIDGE_INTERNAL_H
 
-#include <uthash.h>
+#include "hash_table.h"
 
 #include "bridge_elect.h"
 #include "broker_shared.h"

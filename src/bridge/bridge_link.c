@@ -103,7 +103,7 @@ void bridge_link_connect(struct bridge *b)
         return;
     }
     /* connect and CONNACK within the keepalive interval */
-    b->conn->handshake_timeout_ms = (int64_t)cfg->keepalive * 1000;
+    b->conn->handshake_timeout_ms = (uint32_t)cfg->keepalive * 1000;
     connection_watch(b->conn);
 }
 
@@ -308,9 +308,7 @@ static enum outflow_send send_publish(struct bridge *b, struct message *msg, uin
     uint32_t limit = packet_limit(b);
     if (limit && mqtt_publish_packet_size(&out) > limit) return OUTFLOW_TOO_LARGE;
     abuf_reset(&broker->scratch);
-    if (mqtt_encode_publish_header(&broker->scratch, &out) ||
-        outq_reserve_segments(&conn->out, 2) || connection_send_scratch(conn) ||
-        outq_append_message(&conn->out, msg, msg->payload, msg->payload_len))
+    if (mqtt_encode_publish_header(&broker->scratch, &out) || connection_send_publish(conn, msg))
         return OUTFLOW_FAILED;
     b->sent++;
     b->last_used_ms = broker->now_ms;

@@ -155,7 +155,7 @@ static struct session *session_go_offline(struct connection *conn)
 static void log_client_gone(const struct connection *conn, uint8_t reason, const char *why)
 {
     bool identified = conn->state == CONNECTION_ACTIVE;
-    const char *id = identified ? client_of(conn)->client_id : "<unknown>";
+    const char *id = identified ? conn->name : "<unknown>";
     bool socket_end = reason == 0 && why && (!strcmp(why, CLOSED_BY_CLIENT) ||
                                              !strcmp(why, SOCKET_ERROR) ||
                                              !strcmp(why, STREAM_PROTOCOL_ERROR));
@@ -214,7 +214,7 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
     struct broker *broker = conn->broker;
     bool was_active = conn->state == CONNECTION_ACTIVE;
     if (was_active && reason == MQTT_RC_KEEP_ALIVE_TIMEOUT)
-        log_notice("Client %s has exceeded timeout, disconnecting.", client->client_id);
+        log_notice("Client %s has exceeded timeout, disconnecting.", conn->name);
     if (was_active && conn->version == MQTT_V5 && reason >= 0x80)
         connection_send_disconnect(conn, reason, why);
     if (broker->config->connection_messages && connection_carries_mqtt(conn))
@@ -223,6 +223,7 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
     struct session *offline = session_go_offline(conn);
     if (was_active && !client->disconnect_clean) publish_will(conn);
     client->session = NULL;
+    conn->name = NULL; /* the session's client id, which may go now */
     if (offline && offline->expiry_interval == 0) {
         session_destroy(broker, offline);
     } else if (offline) {
@@ -240,7 +241,7 @@ static const char *client_topic_alias(const struct connection *conn, uint16_t al
 
 static const char *client_sent_topic_alias(const struct connection *conn, uint16_t alias)
 {
-    return topic_alias_out_topic(&client_of(conn)->aliases_out, alias);
+    return topic_alias_out_topic(client_of(conn)->aliases_out, alias);
 }
 
 static int client_on_accept(struct connection *conn)

@@ -159,7 +159,8 @@ static int send_connack(struct connection *conn, bool session_present, bool assi
             rc |= mqtt_property_add_u16(props, MQTT_PROP_SERVER_KEEP_ALIVE, conn->keepalive);
         if (assigned_id)
             rc |= mqtt_property_add_bytes(props, MQTT_PROP_ASSIGNED_CLIENT_IDENTIFIER,
-                                          client->client_id, strlen(client->client_id));
+                                          client->session->client_id,
+                                          strlen(client->session->client_id));
         if (!cfg->retain_available)
             rc |= mqtt_property_add_u8(props, MQTT_PROP_RETAIN_AVAILABLE, 0);
         if (cfg->max_packet_size)
@@ -198,16 +199,17 @@ static void take_over_existing(struct connection *conn, struct session *session)
     connection_close(old, MQTT_RC_SESSION_TAKEN_OVER, "session taken over");
 }
 
+/* From here on the client id is its session's: conn->name names the client in logs. */
 static struct session *attach_session(struct connection *conn, const struct mqtt_connect *c,
-                                      bool *session_present)
+                                      const char *client_id, bool *session_present)
 {
     struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
-    struct session *session = session_find_live(broker, client->client_id);
+    struct session *session = session_find_live(broker, client_id);
     if (session) {
         take_over_existing(conn, session);
         /* The takeover may have destroyed a session with expiry 0. */
-        session = session_find(broker, client->client_id);
+        session = session_find(broker, client_id);
     }
     if (session && session->pending_will) {
         /* Reconnected within the will delay: the will is cancelled, also when Clean Start
@@ -221,19 +223,22 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
         session = NULL;
     }
     *session_present = session != NULL;
-    if (!session) session = session_create(broker, client->client_id, c->version);
+    if (!session) session = session_create(broker, client_id, c->version);
     if (!session) return NULL;
     session->version = c->version;
     session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
     session->expiry_interval = session_expiry_for(c);
     session_attach(broker, session, conn);
     client->session = session;
+    conn->name = session->client_id;
     session_update_timer(conn->broker, session); /* online: its offline timer is cancelled */
     return session;
 }
 
+/* The client id (*client_id: allocated here, the caller's to free) and the user name. */
 static int check_identity(struct connection *conn, const struct mqtt_connect *c,
-                          const struct arbor_security_settings *sec, bool *assigned)
+                          const struct arbor_security_settings *sec, bool *assigned,
+                          char **client_id)
 {
     *assigned = false;
     if (c->client_id.len == 0) {
@@ -244,17 +249,15 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
         if (!allowed)
             return refuse_telling(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
                                   MQTT_RC_UNSPECIFIED, "zero length client id not allowed");
-        client_of(conn)->client_id = generate_client_id(sec);
+        *client_id = generate_client_id(sec);
         *assigned = true;
     } else {
-        client_of(conn)->client_id = copy_string(c->client_id);
+        *client_id = copy_string(c->client_id);
     }
-    if (!client_of(conn)->client_id)
-        return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    conn->name = client_of(conn)->client_id;
-    if (!*assigned && !has_allowed_prefix(sec, client_of(conn)->client_id))
+    if (!*client_id) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    if (!*assigned && !has_allowed_prefix(sec, *client_id))
         return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "client id prefix not allowed");
-    struct session *taken = session_find(conn->broker, client_of(conn)->client_id);
+    struct session *taken = session_find(conn->broker, *client_id);
     if (taken && taken->bridge_owned)
         return refuse(conn, c->version, MQTT_RC_CLIENT_ID_NOT_VALID,
                       "client id is a bridge's local_clientid");
@@ -291,7 +294,7 @@ static int authenticate(struct connection *conn, const struct mqtt_connect *c,
             return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
         memcpy(client->password, c->password.data, c->password.len);
         client->password[c->password.len] = '\0';
-        client->password_len = c->password.len;
+        client->password_len = (uint16_t)c->password.len; /* a 2-byte length on the wire */
     }
     if (credentials_valid(sec, client->username, client->password, client->password_len)) return 0;
     return refuse(conn, c->version, MQTT_RC_NOT_AUTHORIZED, "not authorised");
@@ -302,7 +305,7 @@ static int authenticate(struct connection *conn, const struct mqtt_connect *c,
  * without a user name is not authorised. A v5 client that sent an empty id is told the new
  * one (Assigned Client Identifier); one that sent an id is not, as with Mosquitto. */
 static int take_username_as_client_id(struct connection *conn, const struct mqtt_connect *c,
-                                      const struct arbor_security_settings *sec)
+                                      const struct arbor_security_settings *sec, char **client_id)
 {
     struct client *client = client_of(conn);
     if (!sec->use_username_as_clientid) return 0;
@@ -311,9 +314,8 @@ static int take_username_as_client_id(struct connection *conn, const struct mqtt
                       "no user name (use_username_as_clientid)");
     char *id = strdup(client->username);
     if (!id) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    free(client->client_id);
-    client->client_id = id;
-    conn->name = id;
+    free(*client_id);
+    *client_id = id;
     return 0;
 }
 
@@ -376,21 +378,22 @@ void clients_recheck_credentials(struct broker *broker)
  * publish is dropped, as Mosquitto 2.0 does: the CONNECT is accepted, the will never sent.
  * Returns 0, or -1 when out of memory. */
 static int compile_acl(struct connection *conn, const struct arbor_security_settings *sec,
-                       struct acl_client **out)
+                       const char *client_id, struct acl_client **out)
 {
     struct client *client = client_of(conn);
     *out = NULL;
     if (!sec->acl) return 0;
-    *out = acl_client_compile(sec->acl, client->client_id, client->username);
+    *out = acl_client_compile(sec->acl, client_id, client->username);
     return *out ? 0 : -1;
 }
 
-static void drop_will_if_denied(struct connection *conn, const struct acl_client *acl)
+static void drop_will_if_denied(struct connection *conn, const struct acl_client *acl,
+                                const char *client_id)
 {
     struct client *client = client_of(conn);
     if (!acl || !client->will) return;
     if (acl_client_allows(acl, client->will->topic, client->will->topic_len, ACL_WRITE)) return;
-    log_debug("Denied will of %s on %s.", client->client_id, client->will->topic);
+    log_debug("Denied will of %s on %s.", client_id, client->will->topic);
     message_unref(client->will);
     client->will = NULL;
 }
@@ -439,10 +442,14 @@ static void read_client_limits(struct connection *conn, const struct mqtt_connec
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_RECEIVE_MAXIMUM))
         client->client_receive_maximum = p->receive_maximum;
     if (conn->broker->config->topic_alias_outgoing &&
-        (p->present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS_MAXIMUM)))
-        client->aliases_out.max = p->topic_alias_maximum < TOPIC_ALIAS_OUT_LIMIT
-                                      ? p->topic_alias_maximum
-                                      : TOPIC_ALIAS_OUT_LIMIT;
+        (p->present & MQTT_PROP_BIT(MQTT_PROP_TOPIC_ALIAS_MAXIMUM)) && p->topic_alias_maximum) {
+        /* Out of memory, none are used: the client cannot tell. */
+        client->aliases_out = calloc(1, sizeof *client->aliases_out);
+        if (client->aliases_out)
+            client->aliases_out->max = p->topic_alias_maximum < TOPIC_ALIAS_OUT_LIMIT
+                                           ? p->topic_alias_maximum
+                                           : TOPIC_ALIAS_OUT_LIMIT;
+    }
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_MAXIMUM_PACKET_SIZE))
         client->client_max_packet_size = p->maximum_packet_size;
     if (p->present & MQTT_PROP_BIT(MQTT_PROP_REQUEST_PROBLEM_INFORMATION))
@@ -459,7 +466,7 @@ static void log_connected(const struct connection *conn, const struct mqtt_conne
         const struct client *client = client_of(conn);
         if (client->username) snprintf(user, sizeof user, ", u'%.256s'", client->username);
         log_notice("New client connected from %s as %s (p%u, c%u, k%u%s).", conn->address,
-                   client->client_id, p, c->clean_start, conn->keepalive, user);
+                   conn->name, p, c->clean_start, conn->keepalive, user);
     }
     if (!c->will_flag) {
         log_debug("No will message specified.");
@@ -468,6 +475,76 @@ static void log_connected(const struct connection *conn, const struct mqtt_conne
     log_debug("Will message specified (%u bytes) (r%d, q%u).", (unsigned)c->will_payload.len,
               c->will_retain, c->will_qos);
     log_debug("\t%.*s", (int)c->will_topic.len, (const char *)c->will_topic.data);
+}
+
+/* Everything after the protocol checks: identity, credentials, limits, will, session and
+ * CONNACK. *client_id is the id being admitted, the caller's to free: the session keeps its
+ * own copy, the only one once it is attached. */
+static int admit_client(struct connection *conn, const struct mqtt_connect *c,
+                        const struct arbor_security_settings *sec, char **client_id)
+{
+    struct broker *broker = conn->broker;
+    int rc;
+    bool assigned, named_by_transport;
+    if ((rc = check_identity(conn, c, sec, &assigned, client_id)) != 0) return rc;
+    if ((rc = take_transport_identity(conn, c, &named_by_transport)) != 0) return rc;
+    if (!named_by_transport && (rc = authenticate(conn, c, sec)) != 0) return rc;
+    if ((rc = take_username_as_client_id(conn, c, sec, client_id)) != 0) return rc;
+    if ((rc = apply_keepalive(conn, c)) != 0) return rc;
+    read_client_limits(conn, c);
+    if (take_mount_point(conn))
+        return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    if (c->will_flag) {
+        if (c->will_qos > broker->config->max_qos)
+            return refuse(conn, c->version, MQTT_RC_QOS_NOT_SUPPORTED, "will QoS not supported");
+        if (c->will_retain && !broker->config->retain_available && c->version == MQTT_V5)
+            return refuse(conn, c->version, MQTT_RC_RETAIN_NOT_SUPPORTED, "retain not available");
+        uint32_t size_limit = broker->config->message_size_limit;
+        if (size_limit && c->will_payload.len > size_limit)
+            return refuse(conn, c->version, MQTT_RC_PACKET_TOO_LARGE,
+                          "will payload larger than message_size_limit");
+        if ((rc = store_will(conn, c)) == -2) {
+            /* as a will topic that is invalid on its own: closed without CONNACK */
+            connection_close(conn, 0, "malformed CONNECT");
+            return HANDLER_CLOSED;
+        }
+        struct client *client = client_of(conn);
+        if (rc == 0 && client->will && client->will->retain && sec->acl &&
+            broker->config->check_retain_source &&
+            !(client->will->source = message_source_new(*client_id, client->username)))
+            rc = -1;
+        if (rc != 0) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    }
+    struct acl_client *acl;
+    if (compile_acl(conn, sec, *client_id, &acl))
+        return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    drop_will_if_denied(conn, acl, *client_id);
+    bool session_present;
+    struct session *session = attach_session(conn, c, *client_id, &session_present);
+    if (!session) {
+        acl_client_free(acl);
+        return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    }
+    acl_client_free(session->acl);
+    session->acl = acl;
+    session->acl_listener = conn->listener;
+    conn->state = CONNECTION_ACTIVE;
+    persist_session_changed(broker, session); /* written before the CONNACK goes out */
+    connection_watch(conn); /* keepalive from now on */
+    broker->stats.connects_total++;
+    broker->client_count++;
+    if (broker->client_count > broker->stats.clients_maximum)
+        broker->stats.clients_maximum = broker->client_count;
+    log_connected(conn, c);
+    int sent = send_connack(conn, session_present, assigned, c->keepalive);
+    if (sent) {
+        /* A CONNACK too large for the client: closed without one, as by Mosquitto. */
+        if (sent > 0) connection_close(conn, 0, "CONNACK larger than its Maximum Packet Size");
+        else connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
+        return HANDLER_CLOSED;
+    }
+    if (session_present) session_resume(broker, session);
+    return 0;
 }
 
 int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
@@ -502,64 +579,8 @@ int handle_connect(struct connection *conn, const uint8_t *body, size_t len)
         return refuse(conn, c.version, MQTT_RC_NOT_AUTHORIZED, "listener no longer configured");
     const struct arbor_security_settings *sec =
         config_security_for(broker->config, conn->listener->config);
-    bool assigned, named_by_transport;
-    if ((rc = check_identity(conn, &c, sec, &assigned)) != 0) return rc;
-    if ((rc = take_transport_identity(conn, &c, &named_by_transport)) != 0) return rc;
-    if (!named_by_transport && (rc = authenticate(conn, &c, sec)) != 0) return rc;
-    if ((rc = take_username_as_client_id(conn, &c, sec)) != 0) return rc;
-    if ((rc = apply_keepalive(conn, &c)) != 0) return rc;
-    read_client_limits(conn, &c);
-    if (take_mount_point(conn))
-        return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    if (c.will_flag) {
-        if (c.will_qos > broker->config->max_qos)
-            return refuse(conn, c.version, MQTT_RC_QOS_NOT_SUPPORTED, "will QoS not supported");
-        if (c.will_retain && !broker->config->retain_available && c.version == MQTT_V5)
-            return refuse(conn, c.version, MQTT_RC_RETAIN_NOT_SUPPORTED, "retain not available");
-        uint32_t size_limit = broker->config->message_size_limit;
-        if (size_limit && c.will_payload.len > size_limit)
-            return refuse(conn, c.version, MQTT_RC_PACKET_TOO_LARGE,
-                          "will payload larger than message_size_limit");
-        if ((rc = store_will(conn, &c)) == -2) {
-            /* as a will topic that is invalid on its own: closed without CONNACK */
-            connection_close(conn, 0, "malformed CONNECT");
-            return HANDLER_CLOSED;
-        }
-        struct client *client = client_of(conn);
-        if (rc == 0 && client->will && client->will->retain && sec->acl &&
-            broker->config->check_retain_source &&
-            !(client->will->source = message_source_new(client->client_id, client->username)))
-            rc = -1;
-        if (rc != 0) return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    }
-    struct acl_client *acl;
-    if (compile_acl(conn, sec, &acl))
-        return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    drop_will_if_denied(conn, acl);
-    bool session_present;
-    struct session *session = attach_session(conn, &c, &session_present);
-    if (!session) {
-        acl_client_free(acl);
-        return refuse(conn, c.version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
-    }
-    acl_client_free(session->acl);
-    session->acl = acl;
-    session->acl_listener = conn->listener;
-    conn->state = CONNECTION_ACTIVE;
-    persist_session_changed(broker, session); /* written before the CONNACK goes out */
-    connection_watch(conn); /* keepalive from now on */
-    broker->stats.connects_total++;
-    broker->client_count++;
-    if (broker->client_count > broker->stats.clients_maximum)
-        broker->stats.clients_maximum = broker->client_count;
-    log_connected(conn, &c);
-    int sent = send_connack(conn, session_present, assigned, c.keepalive);
-    if (sent) {
-        /* A CONNACK too large for the client: closed without one, as by Mosquitto. */
-        if (sent > 0) connection_close(conn, 0, "CONNACK larger than its Maximum Packet Size");
-        else connection_close(conn, MQTT_RC_UNSPECIFIED, "out of memory");
-        return HANDLER_CLOSED;
-    }
-    if (session_present) session_resume(broker, session);
-    return 0;
+    char *client_id = NULL;
+    rc = admit_client(conn, &c, sec, &client_id);
+    free(client_id); /* the session has its own copy */
+    return rc;
 }

@@ -93,7 +93,7 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
                 if (!replaced && shared) broker->stats.shared_subscriptions++;
                 send_retained_for[n] = !shared && (req->retain_handling == 0 ||
                                                    (req->retain_handling == 1 && !replaced));
-                log_printf(ARBOR_LOG_SUBSCRIBE, "%s %u %s", client->client_id, codes[n], filter);
+                log_printf(ARBOR_LOG_SUBSCRIBE, "%s %u %s", conn->name, codes[n], filter);
             }
         }
         n++;
@@ -109,7 +109,7 @@ int handle_subscribe(struct connection *conn, const uint8_t *body, size_t len)
         long filter_len =
             client_mount_filter(client, reqs[i].filter.data, reqs[i].filter.len, filter);
         if (session_add_retained(broker, session, filter, (size_t)filter_len, codes[i], sub_id))
-            log_error("Out of memory sending retained messages to %s.", client->client_id);
+            log_error("Out of memory sending retained messages to %s.", conn->name);
     }
     session_pump(broker, session);
     return 0;

@@ -38,7 +38,7 @@ int handle_unsubscribe(struct connection *conn, const uint8_t *body, size_t len)
             if (is_shared_filter(filter)) broker->stats.shared_subscriptions--;
             codes[n] = MQTT_RC_SUCCESS;
         }
-        log_printf(ARBOR_LOG_UNSUBSCRIBE, "%s %s", client->client_id, filter);
+        log_printf(ARBOR_LOG_UNSUBSCRIBE, "%s %s", conn->name, filter);
         n++;
     }
     abuf_reset(&broker->scratch);

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uthash.h>
+#include "hash_table.h"
 
 #include "text_file.h"
 #include "topic.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uthash.h>
+#include "hash_table.h"
 
 #include "password_hash.h"
 #include "text_file.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <uthash.h>
+#include "hash_table.h"
 
 #include "text_file.h"
 

@@ -9,7 +9,7 @@
 #ifndef ARBOR_BROKER_SHARED_H
 #define ARBOR_BROKER_SHARED_H
 
-#include <uthash.h>
+#include "hash_table.h"
 
 #include "bridge_marks.h"
 
@@ -99,9 +99,9 @@ struct retained_snapshot {
 /* A subscription as the session remembers it (for UNSUBSCRIBE and cleanup). */
 struct session_subscription {
     UT_hash_handle hh;
-    char *filter;    /* full filter as given, including any $share/group/ prefix */
-    uint8_t options; /* SUBSCRIBE options byte */
     uint32_t identifier;
+    uint8_t options; /* SUBSCRIBE options byte */
+    char filter[];   /* full filter as given, including any $share/group/ prefix */
 };
 
 /* What the subscription tree holds (subs.h): a subscriber of some kind, embedded in it: a
@@ -116,7 +116,7 @@ struct subscriber {
     /* Scratch used while matching a PUBLISH: see subs.c. */
     uint64_t match_stamp;
     uint32_t match_index;
-    enum subscriber_kind kind;
+    uint8_t kind; /* enum subscriber_kind */
     bool no_echo; /* no local on everything (a bridge connected as a client) */
     bool online;  /* can take messages now: shared groups prefer such members */
 };
@@ -125,7 +125,6 @@ struct session {
     /* Pointers and 8-byte fields first, the small ones at the end (no padding wasted: every
      * connected client has one). */
     UT_hash_handle hh; /* broker->shared->sessions by client_id */
-    char *client_id;
     struct subscriber subscriber; /* in the subscription tree; online: connection is set */
     struct connection *connection; /* NULL while offline (session_attach, session.h) */
     int64_t disconnected_at_ms;
@@ -155,6 +154,9 @@ struct session {
     /* The queue of a bridge (bridge.c, its local_clientid): kept by persistence like any
      * session (unless local_cleansession), never expires, and no client may take it. */
     bool bridge_owned;
+    /* The one copy of the client id, in the session's own allocation: the key of the
+     * sessions table, read by the client role (and named in logs) while it is attached. */
+    char client_id[];
 };
 
 struct match_entry {

@@ -34,8 +34,8 @@ void client_state_free(struct connection *conn)
             free(client->topic_aliases[i]);
         free(client->topic_aliases);
     }
-    topic_alias_out_clear(&client->aliases_out);
-    free(client->client_id);
+    topic_alias_out_clear(client->aliases_out);
+    free(client->aliases_out);
     free(client->username);
     if (client->password) OPENSSL_cleanse(client->password, client->password_len);
     free(client->password);

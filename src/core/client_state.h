@@ -13,12 +13,9 @@
 
 struct client {
     /* Pointers first, the small fields at the end (no padding wasted: every client has one). */
-    char *client_id;
     char *username;
     char *password; /* kept to re-check the client when a reload changes the users */
-    size_t password_len;
     char *mount_point; /* listener's topic prefix at CONNECT, or NULL */
-    size_t mount_point_len;
 
     /* Will, kept until the connection closes. */
     struct message *will;
@@ -26,16 +23,19 @@ struct client {
     /* Inbound topic aliases: index 1..topic_alias_maximum, allocated on first use. The
      * maximum is the one told to the client in CONNACK (a reload does not change it). */
     char **topic_aliases;
-    /* Outbound topic aliases (topic_alias_outgoing): the ones arbor uses towards the client. */
-    struct topic_alias_out aliases_out;
+    /* Outbound topic aliases (topic_alias_outgoing): the ones arbor uses towards the client;
+     * NULL unless its CONNECT allows some (few clients do: most go without the 32 bytes). */
+    struct topic_alias_out *aliases_out;
 
     struct session *session;
     /* Its QoS 1/2 messages' record of what waits for subscribers (publisher_pressure.h),
      * made at its first such PUBLISH; NULL before, or with max_publisher_backlog 0. */
     struct message_publisher *publisher;
 
+    uint32_t mount_point_len;
     uint32_t client_max_packet_size; /* 0: protocol maximum */
     uint32_t will_delay;
+    uint16_t password_len; /* MQTT binary data: at most 65535 bytes */
     uint16_t client_receive_maximum;
     uint16_t receive_maximum; /* ours, as told in CONNACK: QoS 2 PUBLISH awaiting PUBREL */
     uint16_t topic_alias_maximum;

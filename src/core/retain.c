@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uthash.h>
+#include "hash_table.h"
 
 #include "message.h"
 #include "topic.h"

@@ -79,7 +79,7 @@ size_t route_message(struct broker *broker, struct message *msg)
     struct acl_read_cache acl_cache = {0}; /* acl_file: one verdict per user section */
     for (size_t i = 0; i < count; i++) {
         const struct match_entry *e = &broker->match->entries[i];
-        switch (e->subscriber->kind) {
+        switch ((enum subscriber_kind)e->subscriber->kind) {
         case SUBSCRIBER_SESSION:
             deliver_to_session(broker, e, msg, &acl_cache);
             break;

@@ -7,6 +7,7 @@
  */
 #include "session.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,15 +32,11 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
 {
     /* One session per client id: a second with the same key would sit unseen in the table. */
     if (session_find(broker, client_id)) return NULL;
-    struct session *session = calloc(1, sizeof *session);
+    size_t id_len = strlen(client_id);
+    struct session *session = calloc(1, offsetof(struct session, client_id) + id_len + 1);
     if (!session) return NULL;
-    session->client_id = strdup(client_id);
-    if (!session->client_id) {
-        free(session);
-        return NULL;
-    }
+    memcpy(session->client_id, client_id, id_len + 1);
     if (timers_reserve(&broker->timers) != 0) {
-        free(session->client_id);
         free(session);
         return NULL;
     }
@@ -47,8 +44,7 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
     session->subscriber.serial = ++broker->shared->next_session_serial;
     session->timer.kind = TIMER_SESSION;
     session->version = version;
-    HASH_ADD_KEYPTR(hh, broker->shared->sessions, session->client_id, strlen(session->client_id),
-                    session);
+    HASH_ADD_KEYPTR(hh, broker->shared->sessions, session->client_id, id_len, session);
     return session;
 }
 
@@ -63,12 +59,11 @@ int session_remember_subscription(struct session *session, const char *filter, u
     struct session_subscription *sub;
     HASH_FIND_STR(session->subscriptions, filter, sub);
     if (!sub) {
-        sub = calloc(1, sizeof *sub);
-        if (!sub || !(sub->filter = strdup(filter))) {
-            free(sub);
-            return -1;
-        }
-        HASH_ADD_KEYPTR(hh, session->subscriptions, sub->filter, strlen(sub->filter), sub);
+        size_t len = strlen(filter);
+        sub = calloc(1, offsetof(struct session_subscription, filter) + len + 1);
+        if (!sub) return -1;
+        memcpy(sub->filter, filter, len + 1);
+        HASH_ADD_KEYPTR(hh, session->subscriptions, sub->filter, len, sub);
     }
     sub->options = options;
     sub->identifier = identifier;
@@ -81,7 +76,6 @@ bool session_forget_subscription(struct session *session, const char *filter)
     HASH_FIND_STR(session->subscriptions, filter, sub);
     if (!sub) return false;
     HASH_DEL(session->subscriptions, sub);
-    free(sub->filter);
     free(sub);
     return true;
 }

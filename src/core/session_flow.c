@@ -82,7 +82,7 @@ static enum outflow_send send_publish(struct connection *conn, struct message *m
     uint16_t alias = 0;
     bool with_topic = true;
     if (conn->version == MQTT_V5) {
-        alias = topic_alias_out_choose(&client->aliases_out, topic, topic_len, &with_topic);
+        alias = topic_alias_out_choose(client->aliases_out, topic, topic_len, &with_topic);
         if (!with_topic) out.topic_len = 0;
         if (build_publish_props(broker, msg, sub_ids, sub_id_count, alias, &out.props))
             return OUTFLOW_FAILED;
@@ -92,11 +92,8 @@ static enum outflow_send send_publish(struct connection *conn, struct message *m
         return OUTFLOW_TOO_LARGE;
     abuf_reset(&broker->scratch);
     if (mqtt_encode_publish_header(&broker->scratch, &out)) return OUTFLOW_FAILED;
-    /* Header and payload are queued together or not at all. */
-    if (outq_reserve_segments(&conn->out, 2)) return OUTFLOW_FAILED;
-    if (connection_send_scratch(conn)) return OUTFLOW_FAILED;
-    if (outq_append_message(&conn->out, msg, msg->payload, msg->payload_len)) return OUTFLOW_FAILED;
-    topic_alias_out_commit(&client->aliases_out, topic, topic_len, alias, with_topic);
+    if (connection_send_publish(conn, msg)) return OUTFLOW_FAILED; /* both or neither */
+    topic_alias_out_commit(client->aliases_out, topic, topic_len, alias, with_topic);
     broker->stats.publish_sent++;
     broker->stats.publish_bytes_sent += msg->payload_len;
     return OUTFLOW_SENT;

@@ -30,7 +30,6 @@ void session_destroy(struct broker *broker, struct session *session)
         broker->stats.subscriptions--;
         if (is_shared_filter(sub->filter)) broker->stats.shared_subscriptions--;
         HASH_DEL(session->subscriptions, sub);
-        free(sub->filter);
         free(sub);
     }
     outflow_release(broker, &session->flow);
@@ -44,7 +43,6 @@ void session_destroy(struct broker *broker, struct session *session)
     session->pending_will = NULL;
     acl_client_free(session->acl);
     free(session->incoming_qos2);
-    free(session->client_id);
     free(session);
     if (will) route_will(broker, will);
 }

@@ -8,6 +8,7 @@
  */
 #include "subs.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +23,8 @@ struct subscription_entry {
 
 struct subscriber_list {
     struct subscription_entry *items;
-    size_t count;
-    size_t cap;
+    uint32_t count;
+    uint32_t cap;
 };
 
 struct shared_group {
@@ -35,23 +36,40 @@ struct shared_group {
 
 struct subs_node {
     UT_hash_handle hh;
-    char *level;
     struct subs_node *parent;
     struct subs_node *children; /* hash of ordinary levels */
     struct subs_node *plus;     /* '+' child */
     struct subs_node *hash;     /* '#' child */
     struct subscriber_list subscribers;
     struct shared_group *groups;
+    char level[]; /* in the node's own allocation: the key of its parent's children */
 };
 
 struct subscription_tree {
-    struct subs_node root;
+    struct subs_node *root; /* level "" */
     uint64_t stamp;
 };
 
+static struct subs_node *node_new(struct subs_node *parent, const char *level, size_t len)
+{
+    struct subs_node *node = calloc(1, offsetof(struct subs_node, level) + len + 1);
+    if (!node) return NULL;
+    memcpy(node->level, level, len);
+    node->level[len] = '\0';
+    node->parent = parent;
+    return node;
+}
+
 struct subscription_tree *subs_create(void)
 {
-    return calloc(1, sizeof(struct subscription_tree));
+    struct subscription_tree *tree = calloc(1, sizeof *tree);
+    if (!tree) return NULL;
+    tree->root = node_new(NULL, "", 0);
+    if (!tree->root) {
+        free(tree);
+        return NULL;
+    }
+    return tree;
 }
 
 static void free_node_contents(struct subs_node *node)
@@ -80,13 +98,13 @@ static void free_node_contents(struct subs_node *node)
         free(group);
     }
     free(node->subscribers.items);
-    free(node->level);
 }
 
 void subs_free(struct subscription_tree *tree)
 {
     if (!tree) return;
-    free_node_contents(&tree->root);
+    free_node_contents(tree->root);
+    free(tree->root);
     free(tree);
 }
 
@@ -102,14 +120,8 @@ static struct subs_node *child_get(struct subs_node *node, const char *level, si
     struct subs_node *child = NULL;
     if (!slot) HASH_FIND(hh, node->children, level, len, child);
     if (child || !create) return child;
-    child = calloc(1, sizeof *child);
+    child = node_new(node, level, len);
     if (!child) return NULL;
-    child->level = strndup(level, len);
-    if (!child->level) {
-        free(child);
-        return NULL;
-    }
-    child->parent = node;
     if (slot)
         *slot = child;
     else
@@ -120,7 +132,7 @@ static struct subs_node *child_get(struct subs_node *node, const char *level, si
 static struct subs_node *node_for_filter(struct subscription_tree *tree, const char *filter,
                                          size_t len, bool create)
 {
-    struct subs_node *node = &tree->root;
+    struct subs_node *node = tree->root;
     const char *p = filter, *end = filter + len;
     for (;;) {
         const char *slash = memchr(p, '/', (size_t)(end - p));
@@ -134,7 +146,7 @@ static struct subs_node *node_for_filter(struct subscription_tree *tree, const c
 static int list_put(struct subscriber_list *list, struct subscriber *subscriber, uint8_t options,
                     uint32_t identifier, bool *replaced)
 {
-    for (size_t i = 0; i < list->count; i++) {
+    for (uint32_t i = 0; i < list->count; i++) {
         if (list->items[i].subscriber == subscriber) {
             list->items[i].options = options;
             list->items[i].identifier = identifier;
@@ -143,8 +155,9 @@ static int list_put(struct subscriber_list *list, struct subscriber *subscriber,
         }
     }
     if (list->count == list->cap) {
-        size_t cap = list->cap ? list->cap * 2 : 1; /* most filters have one subscriber */
-        struct subscription_entry *items = realloc(list->items, cap * sizeof *items);
+        if (list->cap > UINT32_MAX / 2) return -1;
+        uint32_t cap = list->cap ? list->cap * 2 : 1; /* most filters have one subscriber */
+        struct subscription_entry *items = realloc(list->items, (size_t)cap * sizeof *items);
         if (!items) return -1;
         list->items = items;
         list->cap = cap;
@@ -156,7 +169,7 @@ static int list_put(struct subscriber_list *list, struct subscriber *subscriber,
 
 static bool list_remove(struct subscriber_list *list, struct subscriber *subscriber)
 {
-    for (size_t i = 0; i < list->count; i++) {
+    for (uint32_t i = 0; i < list->count; i++) {
         if (list->items[i].subscriber == subscriber) {
             list->items[i] = list->items[--list->count];
             return true;
@@ -182,7 +195,6 @@ static void prune(struct subs_node *node)
         else
             HASH_DEL(parent->children, node);
         free(node->subscribers.items);
-        free(node->level);
         free(node);
         node = parent;
     }
@@ -368,7 +380,7 @@ int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_l
     result->count = 0;
     tree->stamp++;
     struct match_context ctx = {.tree = tree, .origin = origin_session, .result = result};
-    match_walk(&ctx, &tree->root, topic, topic + topic_len, true, topic_len > 0 && topic[0] == '$');
+    match_walk(&ctx, tree->root, topic, topic + topic_len, true, topic_len > 0 && topic[0] == '$');
     return ctx.oom ? -1 : 0;
 }
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uthash.h>
+#include "hash_table.h"
 #include <utlist.h>
 
 struct topic_alias_out_entry {
@@ -32,7 +32,7 @@ uint16_t topic_alias_out_choose(const struct topic_alias_out *t, const char *top
                                 bool *with_topic)
 {
     *with_topic = true;
-    if (t->max == 0 || len == 0) return 0;
+    if (!t || t->max == 0 || len == 0) return 0;
     struct topic_alias_out_entry *e = find(t, topic, len);
     if (e) {
         *with_topic = false;
@@ -45,7 +45,7 @@ uint16_t topic_alias_out_choose(const struct topic_alias_out *t, const char *top
 int topic_alias_out_commit(struct topic_alias_out *t, const char *topic, size_t len,
                            uint16_t alias, bool with_topic)
 {
-    if (alias == 0) return 0;
+    if (!t || alias == 0) return 0;
     if (!with_topic) {
         struct topic_alias_out_entry *e = find(t, topic, len);
         if (e && t->recent != e) {
@@ -80,12 +80,13 @@ int topic_alias_out_commit(struct topic_alias_out *t, const char *topic, size_t 
 
 const char *topic_alias_out_topic(const struct topic_alias_out *t, uint16_t alias)
 {
-    if (!t->by_alias || alias == 0 || alias > t->max || !t->by_alias[alias]) return NULL;
+    if (!t || !t->by_alias || alias == 0 || alias > t->max || !t->by_alias[alias]) return NULL;
     return t->by_alias[alias]->topic;
 }
 
 void topic_alias_out_clear(struct topic_alias_out *t)
 {
+    if (!t) return;
     struct topic_alias_out_entry *e, *tmp;
     HASH_ITER(hh, t->by_topic, e, tmp) {
         HASH_DEL(t->by_topic, e);

@@ -26,6 +26,9 @@ struct topic_alias_out {
     uint16_t used; /* numbers 1..used are given out */
 };
 
+/* A connection that uses no aliases has none of these: every function below takes t NULL
+ * as "no aliases" (always the topic itself, no alias stands for anything). */
+
 /* What to put in a PUBLISH for topic: alias 0 (none: the topic as it is), or an alias with
  * the topic too (*with_topic, first use of that alias for this topic) or without it. Changes
  * nothing: topic_alias_out_commit does, once the packet is queued, so that a packet that is

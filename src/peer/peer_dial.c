@@ -458,9 +458,7 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
         .payload_len = msg->payload_len,
     };
     abuf_reset(&broker->scratch);
-    if (mqtt_encode_publish_header(&broker->scratch, &out) ||
-        outq_reserve_segments(&conn->out, 2) || connection_send_scratch(conn) ||
-        outq_append_message(&conn->out, msg, msg->payload, msg->payload_len))
+    if (mqtt_encode_publish_header(&broker->scratch, &out) || connection_send_publish(conn, msg))
         return OUTFLOW_FAILED;
     if (!(delivery->owner_flags & PEER_SEND_LINK_CONTROL)) d->net->counters.forwarded++;
     if ((delivery->owner_flags & PEER_SEND_RESYNC) && !dup) {

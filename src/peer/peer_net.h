@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <uthash.h>
+#include "hash_table.h"
 
 #include "broker_shared.h"
 #include "message.h"

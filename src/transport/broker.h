@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 
-#include <uthash.h>
+#include "hash_table.h"
 
 #include "buffer.h"
 #include "config.h"
@@ -130,7 +130,6 @@ struct connection {
     void *role_data;  /* the role's own state (struct client: client_state.h; peer links') */
     const struct transport *transport; /* how its bytes cross the network (transport.h) */
     void *transport_data;              /* the transport's own state (an SSL), or NULL */
-    int64_t handshake_timeout_ms; /* before CONNECT/CONNACK; 0: the default for clients */
     struct abuf in;
     struct outq out;
     size_t reply_backlog; /* output this client's own packets caused, not yet written */
@@ -145,6 +144,7 @@ struct connection {
     struct timer timer; /* CONNECT timeout, then keepalive; moved lazily (broker_loop.c) */
 
     enum connection_state state;
+    uint32_t handshake_timeout_ms; /* before CONNECT/CONNACK; 0: the default for clients */
     /* QoS 1 PUBLISH acknowledged since output was last written: a lower bound of the PUBACKs
      * the client cannot have yet, which count against our Receive Maximum (handle_publish.c) */
     uint16_t puback_unwritten;
@@ -161,8 +161,12 @@ struct connection {
     bool in_pending_input; /* the transport holds input to read next turn (transport.h) */
     bool request_problem_information; /* MQTT 5: reason strings may be sent */
     uint8_t version;                  /* from CONNECT */
-    char address[INET6_ADDRSTRLEN + 8]; /* "host:port" for logs */
+    /* "host:port" for logs, as long as it is, in the connection's own allocation. */
+    char address[];
 };
+
+/* Room for the "host:port" of an IP address, for formatting one. */
+#define CONNECTION_ADDRESS_MAX (INET6_ADDRSTRLEN + 8)
 
 struct broker_stats {
     uint64_t messages_received;
@@ -212,6 +216,7 @@ struct broker {
     uint32_t connection_count;
     uint32_t client_count;    /* connections past CONNECT */
     struct delivery *delivery_pool; /* free list (delivery.c) */
+    struct outq_pool outq_pool;     /* the connections' first output buffers (outq.h) */
     struct match_result *match;     /* reused for every PUBLISH (subs.h) */
     struct broker_stats stats;      /* this loop's; $SYS adds the loops' together */
     struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,8 @@ static bool over_connection_limit(struct listener *listener)
 /* The parts of a new connection shared by accepted and dialled ones. */
 static struct connection *connection_new(struct broker *broker, int fd, const char *address)
 {
-    struct connection *conn = calloc(1, sizeof *conn);
+    size_t address_len = strlen(address);
+    struct connection *conn = calloc(1, offsetof(struct connection, address) + address_len + 1);
     if (!conn) return NULL;
     if (timers_reserve(&broker->timers) != 0) {
         free(conn);
@@ -87,7 +89,7 @@ static struct connection *connection_new(struct broker *broker, int fd, const ch
     conn->transport = &transport_tcp;
     conn->state = CONNECTION_AWAITING_CONNECT;
     conn->last_received_ms = broker->now_ms;
-    snprintf(conn->address, sizeof conn->address, "%s", address);
+    memcpy(conn->address, address, address_len + 1);
     outq_init(&conn->out);
     if (broker->config->set_tcp_nodelay) {
         int one = 1;
@@ -200,7 +202,7 @@ void connection_set_nodelay(struct connection *conn)
 static void accept_one(struct listener *listener, int fd, const struct sockaddr_storage *addr)
 {
     struct broker *broker = listener->broker;
-    char peer[sizeof((struct connection *)0)->address];
+    char peer[CONNECTION_ADDRESS_MAX];
     format_peer(listener, addr, peer, sizeof peer);
     if (over_connection_limit(listener)) {
         int host_len = (int)log_host_length(peer); /* Mosquitto prints the host only */
@@ -279,7 +281,7 @@ static bool refuse_for_lack_of_descriptors(struct listener *listener)
     socklen_t addrlen = sizeof addr;
     int fd = accept4(listener->handler.fd, (struct sockaddr *)&addr, &addrlen, SOCK_CLOEXEC);
     if (fd >= 0) {
-        char peer[sizeof((struct connection *)0)->address];
+        char peer[CONNECTION_ADDRESS_MAX];
         format_peer(listener, &addr, peer, sizeof peer);
         int host_len = (int)log_host_length(peer);
         log_notice("Client connection from %.*s denied: out of file descriptors (the open "
@@ -336,8 +338,18 @@ void connection_schedule_flush(struct connection *conn)
 int connection_send(struct connection *conn, const void *data, size_t len)
 {
     if (conn->state == CONNECTION_CLOSED) return 0;
-    if (outq_append_copy(&conn->out, data, len)) return -1;
+    if (outq_append_copy(&conn->out, &conn->broker->outq_pool, data, len)) return -1;
     connection_schedule_flush(conn);
+    return 0;
+}
+
+int connection_send_publish(struct connection *conn, struct message *msg)
+{
+    struct broker *broker = conn->broker;
+    if (outq_reserve_segments(&conn->out, &broker->outq_pool, 2) ||
+        connection_send_scratch(conn) ||
+        outq_append_message(&conn->out, &broker->outq_pool, msg, msg->payload, msg->payload_len))
+        return -1;
     return 0;
 }
 
@@ -431,7 +443,7 @@ static ssize_t transport_write(void *ctx, const struct iovec *iov, int count)
 static void connection_flush(struct connection *conn)
 {
     if (conn->state == CONNECTION_CLOSED || conn->connecting) return;
-    ssize_t n = outq_flush(&conn->out, transport_write, conn);
+    ssize_t n = outq_flush(&conn->out, &conn->broker->outq_pool, transport_write, conn);
     if (n < 0) {
         close_after_pending_input(conn, failure_reason(errno));
         return;
@@ -571,14 +583,15 @@ void connection_send_disconnect(struct connection *conn, uint8_t reason, const c
 void connection_write_now(struct connection *conn)
 {
     if (!output_may_go(conn->broker)) return; /* what earlier output acknowledges first */
-    if (conn->state != CONNECTION_CLOSED) outq_flush(&conn->out, transport_write, conn);
+    if (conn->state != CONNECTION_CLOSED)
+        outq_flush(&conn->out, &conn->broker->outq_pool, transport_write, conn);
 }
 
 static void connection_free(struct connection *conn)
 {
     conn->role->on_free(conn);
     abuf_free(&conn->in);
-    outq_free(&conn->out);
+    outq_free(&conn->out, &conn->broker->outq_pool);
     free(conn);
 }
 

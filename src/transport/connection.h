@@ -72,6 +72,9 @@ static inline bool connection_carries_mqtt(const struct connection *conn)
 int connection_send(struct connection *conn, const void *data, size_t len);
 /* Queue the broker's scratch buffer contents, then empty it. */
 int connection_send_scratch(struct connection *conn);
+/* Queue a PUBLISH: its header, encoded in the broker's scratch buffer (emptied), then msg's
+ * payload (referenced, or copied when small: outq.h), both or neither. Returns 0 or -1. */
+int connection_send_publish(struct connection *conn, struct message *msg);
 void connection_schedule_flush(struct connection *conn);
 /* Does the pending output hold 64 KiB or more? Then the broker's own backlog for this
  * client (retained streams, queued messages) waits until a flush drains it. Reading the

@@ -88,7 +88,7 @@ static void describe_received_ack(const struct connection *conn, const char *nam
 void packet_log_describe_received(const struct connection *conn,
                                   const struct mqtt_fixed_header *hdr, const uint8_t *body)
 {
-    char buf[sizeof conn->address];
+    char buf[CONNECTION_ADDRESS_MAX];
     const char *name = client_name(conn, buf, sizeof buf);
     size_t len = hdr->remaining_length;
     struct mqtt_publish p;
@@ -162,7 +162,7 @@ void packet_log_describe_sent(const struct connection *conn, const uint8_t *data
     struct mqtt_fixed_header hdr;
     if (conn->state == CONNECTION_CLOSED || mqtt_fixed_header_parse(data, len, &hdr) != WIRE_OK)
         return;
-    char buf[sizeof conn->address];
+    char buf[CONNECTION_ADDRESS_MAX];
     const char *name = client_name(conn, buf, sizeof buf);
     const uint8_t *body = data + hdr.header_len;
     size_t avail = len - hdr.header_len;

@@ -344,6 +344,7 @@ static int teardown(void **state)
     close(f->listener.handler.fd);
     event_loop_free(&b->loop);
     timers_free(&b->timers);
+    outq_pool_free(&b->outq_pool); /* the closed connections' first output buffers */
     abuf_free(&b->scratch);
     abuf_free(&b->scratch_props);
     config_free(&f->config);

@@ -68,16 +68,16 @@ static void test_order_and_references(void **state)
         message_create(NULL, "t", 1, large, sizeof large, NULL, 0, 0, false, 0, 0, 0);
     struct outq q;
     outq_init(&q);
-    assert_int_equal(outq_append_copy(&q, "ab", 2), 0);
-    assert_int_equal(outq_append_copy(&q, "cd", 2), 0); /* merged with the previous segment */
-    assert_int_equal(outq_append_message(&q, msg, msg->payload, msg->payload_len), 0);
-    assert_int_equal(outq_append_copy(&q, "ef", 2), 0);
+    assert_int_equal(outq_append_copy(&q, NULL, "ab", 2), 0);
+    assert_int_equal(outq_append_copy(&q, NULL, "cd", 2), 0); /* merged with the previous segment */
+    assert_int_equal(outq_append_message(&q, NULL, msg, msg->payload, msg->payload_len), 0);
+    assert_int_equal(outq_append_copy(&q, NULL, "ef", 2), 0);
     assert_int_equal(q.count, 3);
     assert_int_equal(q.messages, 1);
     assert_ptr_equal(q.segments[q.head + 1].data, msg->payload); /* the message's own bytes */
     assert_int_equal(message_refcount(msg), 2);
     size_t total = 4 + sizeof large + 2;
-    assert_int_equal(outq_flush(&q, fd_writer, &sv[0]), (ssize_t)total);
+    assert_int_equal(outq_flush(&q, NULL, fd_writer, &sv[0]), (ssize_t)total);
     assert_int_equal(q.count, 0);
     assert_int_equal(q.bytes, 0);
     assert_int_equal(q.messages, 0);
@@ -87,7 +87,7 @@ static void test_order_and_references(void **state)
     assert_memory_equal(buf, "abcd", 4);
     assert_memory_equal(buf + 4, large, sizeof large);
     assert_memory_equal(buf + 4 + sizeof large, "ef", 2);
-    outq_free(&q);
+    outq_free(&q, NULL);
     message_unref(msg);
     close(sv[0]);
     close(sv[1]);
@@ -102,11 +102,11 @@ static void test_small_payloads_are_copied_and_counted(void **state)
     struct message *empty = message_create(NULL, "t", 1, NULL, 0, NULL, 0, 0, false, 0, 0, 0);
     struct outq q;
     outq_init(&q);
-    assert_int_equal(outq_reserve_segments(&q, 2), 0);
-    assert_int_equal(outq_append_copy(&q, "H1", 2), 0);
-    assert_int_equal(outq_append_message(&q, msg, msg->payload, msg->payload_len), 0);
-    assert_int_equal(outq_append_copy(&q, "H2", 2), 0);
-    assert_int_equal(outq_append_message(&q, empty, empty->payload, 0), 0); /* empty payload */
+    assert_int_equal(outq_reserve_segments(&q, NULL, 2), 0);
+    assert_int_equal(outq_append_copy(&q, NULL, "H1", 2), 0);
+    assert_int_equal(outq_append_message(&q, NULL, msg, msg->payload, msg->payload_len), 0);
+    assert_int_equal(outq_append_copy(&q, NULL, "H2", 2), 0);
+    assert_int_equal(outq_append_message(&q, NULL, empty, empty->payload, 0), 0); /* empty payload */
     assert_int_equal(q.count, 1);
     assert_int_equal(q.messages, 2);
     assert_int_equal(message_refcount(msg), 1); /* not referenced */
@@ -117,17 +117,17 @@ static void test_small_payloads_are_copied_and_counted(void **state)
     /* Written 5 bytes at a time: a message counts until the bytes that end it are out. */
     size_t budget = 5;
     assert_int_equal(q.bytes, 11);
-    assert_int_equal(outq_flush(&q, budget_writer, &budget), 5);
+    assert_int_equal(outq_flush(&q, NULL, budget_writer, &budget), 5);
     assert_int_equal(q.messages, 2);
     budget = 5;
-    assert_int_equal(outq_flush(&q, budget_writer, &budget), 5);
+    assert_int_equal(outq_flush(&q, NULL, budget_writer, &budget), 5);
     assert_int_equal(q.messages, 2); /* "H1PAYLOAD" ends in the same buffer as "H2" */
     budget = 5;
-    assert_int_equal(outq_flush(&q, budget_writer, &budget), 1);
+    assert_int_equal(outq_flush(&q, NULL, budget_writer, &budget), 1);
     assert_int_equal(q.messages, 0);
     assert_int_equal(q.bytes, 0);
     assert_memory_equal(written, "H1PAYLOADH2", 11);
-    outq_free(&q);
+    outq_free(&q, NULL);
 }
 
 static void test_partial_writes_resume(void **state)
@@ -145,13 +145,13 @@ static void test_partial_writes_resume(void **state)
     outq_init(&q);
     uint8_t header[5000]; /* larger than half a block: its own allocation */
     memset(header, 0x5a, sizeof header);
-    assert_int_equal(outq_append_copy(&q, header, sizeof header), 0);
-    assert_int_equal(outq_append_message(&q, msg, msg->payload, msg->payload_len), 0);
+    assert_int_equal(outq_append_copy(&q, NULL, header, sizeof header), 0);
+    assert_int_equal(outq_append_message(&q, NULL, msg, msg->payload, msg->payload_len), 0);
     assert_int_equal(q.messages, 1);
     size_t total = sizeof header + sizeof big, received = 0;
     static uint8_t out[sizeof header + sizeof big];
     while (received < total) {
-        assert_true(outq_flush(&q, fd_writer, &sv[0]) >= 0);
+        assert_true(outq_flush(&q, NULL, fd_writer, &sv[0]) >= 0);
         ssize_t n = read(sv[1], out + received, total - received);
         assert_true(n > 0);
         received += (size_t)n;
@@ -160,7 +160,7 @@ static void test_partial_writes_resume(void **state)
     assert_int_equal(q.messages, 0);
     assert_memory_equal(out, header, sizeof header);
     assert_memory_equal(out + sizeof header, big, sizeof big);
-    outq_free(&q);
+    outq_free(&q, NULL);
     message_unref(msg);
     close(sv[0]);
     close(sv[1]);
@@ -173,20 +173,20 @@ static void test_trim_releases_idle_memory_only(void **state)
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     struct outq q;
     outq_init(&q);
-    assert_int_equal(outq_append_copy(&q, "abc", 3), 0);
-    outq_trim(&q); /* data pending: nothing released */
+    assert_int_equal(outq_append_copy(&q, NULL, "abc", 3), 0);
+    outq_trim(&q, NULL); /* data pending: nothing released */
     assert_non_null(q.tail);
     assert_int_equal(q.count, 1);
-    assert_int_equal(outq_flush(&q, fd_writer, &sv[0]), 3);
-    outq_trim(&q);
+    assert_int_equal(outq_flush(&q, NULL, fd_writer, &sv[0]), 3);
+    outq_trim(&q, NULL);
     assert_null(q.tail);
     assert_null(q.segments);
-    assert_int_equal(outq_append_copy(&q, "de", 2), 0); /* usable again after a trim */
-    assert_int_equal(outq_flush(&q, fd_writer, &sv[0]), 2);
+    assert_int_equal(outq_append_copy(&q, NULL, "de", 2), 0); /* usable again after a trim */
+    assert_int_equal(outq_flush(&q, NULL, fd_writer, &sv[0]), 2);
     uint8_t buf[5];
     read_all(sv[1], buf, sizeof buf);
     assert_memory_equal(buf, "abcde", 5);
-    outq_free(&q);
+    outq_free(&q, NULL);
     close(sv[0]);
     close(sv[1]);
 }
@@ -200,16 +200,63 @@ static void test_free_with_pending_data_releases_everything(void **state)
     struct outq q;
     outq_init(&q);
     for (int i = 0; i < 5000; i++) {
-        assert_int_equal(outq_append_copy(&q, "header", 6), 0);
-        assert_int_equal(outq_append_message(&q, msg, msg->payload, msg->payload_len), 0);
-        assert_int_equal(outq_append_copy(&q, "header", 6), 0);
-        assert_int_equal(outq_append_message(&q, msg, msg->payload, 3), 0); /* copied */
+        assert_int_equal(outq_append_copy(&q, NULL, "header", 6), 0);
+        assert_int_equal(outq_append_message(&q, NULL, msg, msg->payload, msg->payload_len), 0);
+        assert_int_equal(outq_append_copy(&q, NULL, "header", 6), 0);
+        assert_int_equal(outq_append_message(&q, NULL, msg, msg->payload, 3), 0); /* copied */
     }
     assert_int_equal(message_refcount(msg), 5001);
     assert_int_equal(q.messages, 10000);
-    outq_free(&q);
+    outq_free(&q, NULL);
     assert_int_equal(message_refcount(msg), 1);
     message_unref(msg);
+}
+
+/* A drained queue's first buffers go to the pool, the next queue takes them from there (the
+ * same memory, no malloc), a full pool frees what it cannot keep, and outq_pool_free frees
+ * the rest (LeakSanitizer checks that nothing is lost). */
+static void test_pool_passes_first_buffers_on(void **state)
+{
+    (void)state;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    static struct outq_pool pool; /* zeroed: empty */
+    struct outq a, b;
+    outq_init(&a);
+    outq_init(&b);
+    assert_int_equal(outq_append_copy(&a, &pool, "CONNACK", 7), 0);
+    const void *segments = a.segments, *block = a.tail;
+    assert_int_equal(outq_flush(&a, &pool, fd_writer, &sv[0]), 7); /* drained: given up */
+    assert_null(a.segments);
+    assert_null(a.tail);
+    assert_int_equal(pool.segment_array_count, 1);
+    assert_int_equal(pool.block_count, 1);
+    assert_int_equal(outq_append_copy(&b, &pool, "SUBACK", 6), 0);
+    assert_ptr_equal(b.segments, segments);
+    assert_ptr_equal(b.tail, block);
+    assert_int_equal(pool.segment_array_count, 0);
+    assert_int_equal(pool.block_count, 0);
+    outq_free(&b, &pool); /* pending data released, the buffers pooled */
+    assert_int_equal(pool.segment_array_count, 1);
+    assert_int_equal(pool.block_count, 1);
+
+    /* A full pool keeps no more. */
+    struct outq many[OUTQ_POOL_MAX + 2];
+    for (size_t i = 0; i < OUTQ_POOL_MAX + 2; i++) {
+        outq_init(&many[i]);
+        assert_int_equal(outq_append_copy(&many[i], &pool, "x", 1), 0);
+    }
+    for (size_t i = 0; i < OUTQ_POOL_MAX + 2; i++)
+        outq_free(&many[i], &pool);
+    assert_int_equal(pool.segment_array_count, OUTQ_POOL_MAX);
+    assert_int_equal(pool.block_count, OUTQ_POOL_MAX);
+    outq_pool_free(&pool);
+    assert_int_equal(pool.segment_array_count, 0);
+    assert_int_equal(pool.block_count, 0);
+    uint8_t buf[7];
+    read_all(sv[1], buf, sizeof buf);
+    close(sv[0]);
+    close(sv[1]);
 }
 
 int main(void)
@@ -220,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_partial_writes_resume),
         cmocka_unit_test(test_trim_releases_idle_memory_only),
         cmocka_unit_test(test_free_with_pending_data_releases_everything),
+        cmocka_unit_test(test_pool_passes_first_buffers_on),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,7 +37,7 @@ struct fixture {
     struct match_result match;
     struct arbor_config config;
     struct broker broker;
-    struct connection conn; /* never used as a connection: only its address is */
+    struct connection *conn; /* never used as a connection: only its address is */
     /* A forwarder that records the messages routed (a will published by session_destroy). */
     struct route_forwarder forwarder;
     int forwarded;
@@ -101,6 +101,8 @@ static int setup(void **state)
     f->hooks.session_removed = fake_session_removed;
     f->hooks.delivery_released = fake_delivery_released;
     f->hooks.session_changed = fake_unexpected;
+    f->conn = calloc(1, sizeof *f->conn);
+    assert_non_null(f->conn);
     *state = f;
     return 0;
 }
@@ -132,6 +134,7 @@ static int teardown(void **state)
     /* No message outlives the sessions that held it. */
     assert_int_equal(b->shared->messages.count, 0);
     config_free(&f->config);
+    free(f->conn);
     free(f);
     return 0;
 }
@@ -305,8 +308,8 @@ static void test_online_follows_attach(void **state)
     struct broker *b = &f->broker;
     struct session *s = create(b, "s", 5);
     assert_false(s->subscriber.online);
-    session_attach(&f->broker, s, &f->conn);
-    assert_ptr_equal(s->connection, &f->conn);
+    session_attach(&f->broker, s, f->conn);
+    assert_ptr_equal(s->connection, f->conn);
     assert_true(s->subscriber.online);
     session_attach(b, s, NULL);
     assert_null(s->connection);
@@ -579,7 +582,7 @@ static void test_timer_follows_expiry_and_will(void **state)
     assert_int_equal(s->timer.deadline_ms, NOW + 60000);
 
     /* Online: no timer. */
-    session_attach(&f->broker, s, &f->conn);
+    session_attach(&f->broker, s, f->conn);
     session_update_timer(b, s);
     assert_false(timer_armed(&s->timer));
     assert_int_equal(timers_next_deadline(&b->timers), TIMER_NONE);
@@ -693,7 +696,7 @@ static void test_note_queued(void **state)
 
     /* Online sessions have no timer. */
     struct session *on = create(b, "on", 5);
-    session_attach(&f->broker, on, &f->conn);
+    session_attach(&f->broker, on, f->conn);
     session_note_queued(b, on, m3);
     assert_false(timer_armed(&on->timer));
 
@@ -711,7 +714,7 @@ static void test_rearm_after_reload(void **state)
     struct session *n = offline(b, "n", UINT32_MAX);
     struct session *on = create(b, "on", 5);
     on->expiry_interval = 10;
-    session_attach(&f->broker, on, &f->conn);
+    session_attach(&f->broker, on, f->conn);
     session_update_timer(b, a);
     session_update_timer(b, n);
     assert_int_equal(a->timer.deadline_ms, NOW + 3600000);
