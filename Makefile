@@ -62,13 +62,14 @@ chaos: build
 # Store and forward between brokers across long partitions (make test runs 120 s): the
 # partition tests (reset, black hole, and the cut-off broker killed -9 halfway with durable
 # persistence) with the middle link cut for 5 minutes, then for 30 minutes, the three side by
-# side (about 75 minutes in all; ARBOR_PARTITION_LIST="300" for the short one only).
+# side (about 75 minutes in all; ARBOR_PARTITION_LIST="300" for the short one only);
+# -rP prints each test's figures (messages, time until everything arrived after the heal).
 partition-soak: build
 	@scripts/setup-venv.sh
 	@for seconds in $${ARBOR_PARTITION_LIST:-300 1800}; do \
 		echo "partition of $$seconds s"; \
 		ARBOR_PARTITION_SECONDS=$$seconds ARBOR_BIN=$(CURDIR)/$(BUILD)/arbor \
-		ARBOR_BUILD_DIR=$(CURDIR)/$(BUILD) .venv/bin/python -m pytest -q -p no:cacheprovider \
+		ARBOR_BUILD_DIR=$(CURDIR)/$(BUILD) .venv/bin/python -m pytest -q -rP -p no:cacheprovider \
 		-n 3 --dist load --timeout=$$((seconds * 3 + 600)) \
 		test/integration/test_peer_partition.py test/integration/test_peer_partition_crash.py \
 		-k "heals or killed" || exit 1; \

@@ -20,6 +20,10 @@ HOST = "127.0.0.1"
 _EOF = "eof"      # queue markers: the side that sent it closed (FIN) / was reset
 _RESET = "reset"
 _QUEUE_LIMIT = 4 << 20   # bytes held per direction before the proxy stops reading
+# How long a method waits for the proxy thread to apply it. The thread shares the
+# interpreter with whatever the test runs beside it (paho clients, a drain of a big backlog):
+# a pause of the whole process must not read as a dead proxy.
+CALL_TIMEOUT = 30.0
 
 
 class _Relay:
@@ -136,7 +140,7 @@ class DelayProxy:
         self._call(lambda: setattr(self, "_stopping", True))
         self._thread.join(5.0)
 
-    def _call(self, fn, timeout=5.0):
+    def _call(self, fn, timeout=CALL_TIMEOUT):
         if threading.current_thread() is self._thread:
             return fn()
         if not self._thread.is_alive():

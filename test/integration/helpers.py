@@ -30,13 +30,22 @@ HOST = "127.0.0.1"
 PAHO_VERSIONS = {3: paho.MQTTv31, 4: paho.MQTTv311, 5: paho.MQTTv5}
 
 
+# paho decodes each MQTT 5 PUBLISH into a Properties object of its own, about 6 KB even with
+# no property set (it carries its own tables of every property's name and type): a Message
+# without properties shares this one instead (read it, never change it), so that a test that
+# keeps a few million messages does not keep gigabytes (and the garbage collector does not
+# walk millions of their containers, holding every thread of the process meanwhile).
+NO_PROPERTIES = Properties(PacketTypes.PUBLISH)
+
+
 class Message:
     def __init__(self, msg):
         self.topic = msg.topic
         self.payload = bytes(msg.payload)
         self.qos = msg.qos
         self.retain = bool(msg.retain)
-        self.props = getattr(msg, "properties", None)
+        props = getattr(msg, "properties", None)
+        self.props = NO_PROPERTIES if props is not None and props.isEmpty() else props
 
     def __repr__(self):
         return "Message(%r, %r, qos=%d, retain=%s)" % (self.topic, self.payload, self.qos,
@@ -46,16 +55,19 @@ class Message:
 class PahoClient:
     """A paho-mqtt client running its network loop in a thread; every wait has a timeout.
 
-    messages   queue.Queue of Message (decoded copies)
+    messages   queue.Queue of Message (decoded copies), unless a sink takes them
     connack    (reason_code, flags, properties) of the last CONNACK
     """
 
     def __init__(self, b, client_id="", version=4, clean=True, keepalive=30,
                  will=None, username=None, password=None, properties=None,
-                 connect=True, timeout=5.0, transport="tcp", port=None, tls_context=None):
+                 connect=True, timeout=5.0, transport="tcp", port=None, tls_context=None,
+                 sink=None):
         """transport "websockets" for MQTT over WebSockets, to port (default b.port);
-        tls_context an ssl.SSLContext for TLS (wss with websockets)."""
+        tls_context an ssl.SSLContext for TLS (wss with websockets); sink a callable given
+        each Message in the network thread instead of `messages`."""
         self.broker = b
+        self.sink = sink
         self.port = port or b.port
         self.version = version
         self.timeout = timeout
@@ -80,7 +92,6 @@ class PahoClient:
         c.on_message = self._on_message
         c.on_subscribe = self._on_subscribe
         c.on_unsubscribe = self._on_unsubscribe
-        c.on_publish = self._on_publish
         if will is not None:
             c.will_set(will["topic"], will.get("payload"), will.get("qos", 0),
                        will.get("retain", False), properties=will.get("props"))
@@ -101,7 +112,7 @@ class PahoClient:
         self.disconnected.set()
 
     def _on_message(self, client, userdata, msg):
-        self.messages.put(Message(msg))
+        (self.sink or self.messages.put)(Message(msg))
 
     def _ack_event(self, mid):
         with self._lock:
@@ -117,15 +128,15 @@ class PahoClient:
         e[1] = reason_codes
         e[0].set()
 
-    def _on_publish(self, client, userdata, mid, reason_code, properties):
-        e = self._ack_event(mid)
-        e[1] = reason_code
-        e[0].set()
-
     def _wait_ack(self, mid, what):
+        """The SUBACK or UNSUBACK of mid (the entry goes: paho hands out mids again)."""
         e = self._ack_event(mid)
-        assert e[0].wait(self.timeout), "no %s for mid %d within %.1fs" % (what, mid,
-                                                                            self.timeout)
+        try:
+            assert e[0].wait(self.timeout), "no %s for mid %d within %.1fs" % (
+                what, mid, self.timeout)
+        finally:
+            with self._lock:
+                self._acks.pop(mid, None)
         return e[1]
 
     # API
@@ -164,11 +175,17 @@ class PahoClient:
         return self._wait_ack(mid, "UNSUBACK")
 
     def publish(self, topic, payload=b"", qos=0, retain=False, properties=None, wait=True):
-        """Publish; for QoS>0 waits for the handshake to finish (PUBACK / PUBCOMP)."""
+        """Publish; for QoS>0 waits for the handshake to finish (PUBACK / PUBCOMP).
+
+        paho's own MQTTMessageInfo tells when: it lives as long as the message does (a
+        long-lived publisher must not keep something per message), and it belongs to this
+        message, while a mid is handed out again after 65535 publishes."""
         info = self.client.publish(topic, payload, qos, retain, properties=properties)
         assert info.rc == paho.MQTT_ERR_SUCCESS, info.rc
         if wait and qos > 0:
-            self._wait_ack(info.mid, "PUBACK/PUBCOMP")
+            info.wait_for_publish(self.timeout)
+            assert info.is_published(), "no PUBACK/PUBCOMP for mid %d within %.1fs" % (
+                info.mid, self.timeout)
         return info
 
     def get_message(self, timeout=None):

@@ -42,10 +42,10 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from conftest import (START_TIMEOUT, STOP_TIMEOUT, port_accepts, port_listening,
-                      sanitizer_findings)
+from conftest import (SANITIZER_MARKERS, START_TIMEOUT, STOP_TIMEOUT, port_accepts,
+                      port_listening)
 from delay_proxy import DelayProxy  # noqa: F401 (the tests import it from here too)
-from helpers import ARBOR_BIN, HOST, PahoClient, free_port, wait_until
+from helpers import ARBOR_BIN, HOST, NO_PROPERTIES, PahoClient, free_port, wait_until
 
 DEFAULT_SECRET = "arbor-peer-test-secret-0123456789"
 STP_PREFIX = "$SYS/broker/stp/"
@@ -481,6 +481,33 @@ def _listening(port):
     return port_accepts(HOST, port) if listening is None else listening
 
 
+def find_in_file(path, needles, start=0, chunk=1 << 20):
+    """(the set of `needles` (bytes) found in the file from byte `start` on, where to start
+    next time to see only what is written after this). Reads a chunk at a time: a broker's
+    log at log_type all grows by about 700 bytes per message it forwards, gigabytes in a long
+    partition test. A file shorter than `start` (replaced) is read from its beginning."""
+    found = set()
+    overlap = max(len(n) for n in needles) - 1
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size < start:
+                start = 0
+            f.seek(start)
+            tail = b""
+            while True:
+                data = f.read(chunk)
+                if not data:
+                    break
+                window = tail + data
+                found.update(n for n in needles if n in window)
+                tail = window[-overlap:] if overlap else b""
+                start += len(data)
+            start -= len(tail)
+    except FileNotFoundError:
+        pass
+    return found, start
+
+
 class PeerBroker:
     """One broker of a Cluster (host and port, like conftest's Broker, so PahoClient and
     Collector accept it). peer_port is the listener peers dial (its identity's port): the
@@ -523,9 +550,31 @@ class PeerBroker:
                 pass
         return "\n".join(out)
 
+    def log_tail(self, size=3000):
+        """The last `size` bytes of the log and of stdout/stderr, without reading the rest (a
+        long test at log_type all writes hundreds of megabytes)."""
+        out = []
+        for path in (self.log_path, self.out_path):
+            try:
+                with open(path, "rb") as f:
+                    f.seek(max(0, os.path.getsize(path) - size))
+                    out.append(f.read().decode("utf-8", "replace"))
+            except FileNotFoundError:
+                pass
+        return "\n".join(out)[-size:]
+
     def wait_log(self, text, timeout=15.0):
-        return wait_until(lambda: text in self.log_text(), timeout,
-                          what="%r in b%d's log" % (text, self.index))
+        """Until `text` is in the log (or stdout/stderr): what was there before counts; each
+        look reads only what was written since the last one."""
+        offsets = dict.fromkeys((self.log_path, self.out_path), 0)
+
+        def found():
+            hit = False
+            for path, start in offsets.items():
+                seen, offsets[path] = find_in_file(path, [text.encode()], start)
+                hit = hit or bool(seen)
+            return hit
+        return wait_until(found, timeout, what="%r in b%d's log" % (text, self.index))
 
     def spawn(self):
         with open(self.out_path, "ab") as out:
@@ -539,12 +588,12 @@ class PeerBroker:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise BrokerError("b%d exited with %s during start-up:\n%s" % (
-                    self.index, self.proc.returncode, self.log_text()[-3000:]))
+                    self.index, self.proc.returncode, self.log_tail()))
             if all(_listening(p) for p in {self.port, self.peer_port}):
                 return
             time.sleep(0.01)
         raise BrokerError("b%d did not listen on %d within %.0fs:\n%s" % (
-            self.index, self.port, START_TIMEOUT, self.log_text()[-3000:]))
+            self.index, self.port, START_TIMEOUT, self.log_tail()))
 
     def signal(self, sig):
         if self.running():
@@ -570,7 +619,11 @@ class PeerBroker:
 
     def problems(self):
         out = ["exit status %s" % rc for rc in self.exit_codes if rc not in (0, None)]
-        found = sanitizer_findings(self.log_text())
+        markers = [m.encode() for m in SANITIZER_MARKERS]
+        seen = set()
+        for path in (self.log_path, self.out_path):
+            seen |= find_in_file(path, markers)[0]
+        found = [m for m in SANITIZER_MARKERS if m.encode() in seen]
         if found:
             out.append("sanitizer reports %s" % ", ".join(found))
         return out
@@ -966,7 +1019,7 @@ class Cluster:
             problems = b.problems()
             if problems:
                 failures.append("b%d (%s): %s\n--- log tail ---\n%s" % (
-                    b.index, b.identity, "; ".join(problems), b.log_text()[-3000:]))
+                    b.index, b.identity, "; ".join(problems), b.log_tail()))
         if self._own_tmp and not failures:
             shutil.rmtree(self.tmp_dir, ignore_errors=True)
         return failures
@@ -1005,6 +1058,13 @@ class Collector:
                       every subscriber has every payload exactly once and nothing else, and
                       no message carries the internal mqtt-st-origin user property
     Usable as a context manager (closes the subscribers).
+
+    Each message is recorded as it arrives (in the client's network thread), compactly: its
+    payload, its topic (one string per distinct topic), a byte for QoS and retain, and its
+    properties only if it has any. A partition of 30 minutes (make partition-soak) brings
+    about two million messages to the subscribers of one test; whole paho messages would
+    take gigabytes, and a full garbage collection over them seconds during which no thread
+    of the process (the DelayProxies included) runs.
     """
 
     INTERNAL_PROPERTY = "mqtt-st-origin"
@@ -1012,12 +1072,14 @@ class Collector:
     def __init__(self, brokers, topic, qos=2, version=5, name="collector"):
         self.brokers = list(brokers)
         self.topic = topic
-        self._records = [[] for _ in self.brokers]
+        self._lock = threading.Lock()
+        self._topics = {}
+        self._received = [_Received() for _ in self.brokers]
         self.clients = []
         try:
             for k, b in enumerate(self.brokers):
                 c = PahoClient(b, client_id="%s-%d-%s" % (name, k, uuid.uuid4().hex[:6]),
-                               version=version)
+                               version=version, sink=self._recorder(k))
                 self.clients.append(c)
                 codes = c.subscribe(topic, qos)
                 assert codes[0] < 0x80, "subscription refused on %r: %s" % (b, codes)
@@ -1025,38 +1087,43 @@ class Collector:
             self.close()
             raise
 
-    def _drain(self):
-        for k, c in enumerate(self.clients):
-            while True:
-                try:
-                    m = c.messages.get_nowait()
-                except queue.Empty:
-                    break
-                m.broker = k
-                self._records[k].append(m)
+    def _recorder(self, k):
+        def record(m):
+            with self._lock:
+                self._received[k].add(m, self._topics.setdefault(m.topic, m.topic))
+        return record
 
     def records(self, k):
-        self._drain()
-        return list(self._records[k])
+        with self._lock:
+            return self._received[k].messages(k)
 
     def payloads(self, k):
-        return [m.payload for m in self.records(k)]
+        return self._payloads(k)
+
+    def _payloads(self, k, start=0):
+        with self._lock:
+            return self._received[k].payloads[start:]
+
+    def _with_properties(self, k):
+        with self._lock:
+            return list(self._received[k].props.values())
 
     def wait_for(self, payloads, timeout=10.0, subscribers=None):
         """Until each subscriber (all, or the indices given) has every payload."""
         wanted = [p if isinstance(p, bytes) else str(p).encode() for p in payloads]
         which = range(len(self.clients)) if subscribers is None else subscribers
+        lacking = {k: set(wanted) for k in which}
+        seen = dict.fromkeys(which, 0)     # how many of each subscriber's records are counted
         deadline = time.monotonic() + timeout
         while True:
-            missing = {}
             for k in which:
-                got = set(self.payloads(k))
-                lacking = [p for p in wanted if p not in got]
-                if lacking:
-                    missing[k] = lacking
-            if not missing:
+                new = self._payloads(k, seen[k])
+                seen[k] += len(new)
+                lacking[k].difference_update(new)
+            if not any(lacking.values()):
                 return
             if time.monotonic() >= deadline:
+                missing = {k: [p for p in wanted if p in v] for k, v in lacking.items() if v}
                 raise AssertionError(
                     "after %.1fs still missing (subscriber: how many of %d, the first 10): %s" % (
                         timeout, len(wanted),
@@ -1067,25 +1134,26 @@ class Collector:
         wanted = [p if isinstance(p, bytes) else str(p).encode() for p in payloads]
         self.wait_for(wanted, timeout)
         time.sleep(quiet)
+        wanted = set(wanted)
         wrong = {}
         for k in range(len(self.clients)):
             counts = collections.Counter(self.payloads(k))
             bad = {p: n for p, n in counts.items() if n != 1 or p not in wanted}
             if bad:
                 wrong[k] = bad
-            for m in self.records(k):
-                self.assert_no_internal_property(m)
+            for props in self._with_properties(k):   # a message without any has no leak
+                self.assert_no_internal_property(props)
         assert not wrong, "not exactly once (subscriber: {payload: count}): %s" % wrong
 
     @classmethod
-    def assert_no_internal_property(cls, message):
-        user = getattr(message.props, "UserProperty", None) or []
+    def assert_no_internal_property(cls, props):
+        user = getattr(props, "UserProperty", None) or []
         leaked = [kv for kv in user if kv[0] == cls.INTERNAL_PROPERTY]
         assert not leaked, "internal property reached a client: %r" % (leaked,)
 
     def clear(self):
-        self._drain()
-        self._records = [[] for _ in self.clients]
+        with self._lock:
+            self._received = [_Received() for _ in self.clients]
 
     def close(self):
         for c in self.clients:
@@ -1098,12 +1166,44 @@ class Collector:
         self.close()
 
 
+class _Received:
+    """One Collector subscriber's messages in arrival order: payloads (bytes), topics (shared
+    strings), flags (a byte each: QoS, and 4 for retain) and props {index: Properties} of the
+    messages that had any (the others share helpers.NO_PROPERTIES, or None before MQTT 5)."""
+
+    def __init__(self):
+        self.payloads = []
+        self.topics = []
+        self.flags = bytearray()
+        self.props = {}
+        self.no_props = None
+
+    def add(self, m, topic):
+        if m.props is None or m.props is NO_PROPERTIES:
+            self.no_props = m.props
+        else:
+            self.props[len(self.payloads)] = m.props
+        self.topics.append(topic)
+        self.flags.append(m.qos | (4 if m.retain else 0))
+        self.payloads.append(m.payload)
+
+    def messages(self, k):
+        return [Record(t, p, f & 3, bool(f & 4), self.props.get(i, self.no_props), k)
+                for i, (t, p, f) in enumerate(zip(self.topics, self.payloads, self.flags))]
+
+
+# A message as a Collector gives it back: the attributes of helpers.Message, and the
+# subscriber's index as .broker.
+Record = collections.namedtuple("Record", "topic payload qos retain props broker")
+
+
 class NumberedStream:
     """Publishes "<tag>-<n>" (n = 0, 1, ...) on topic through a PahoClient from a thread, one
     message every `interval` seconds at `qos`, each waiting for its acknowledgement.
 
     start(); wait_sent(count, timeout); stop() -> the payloads sent, in order (raises what
-    went wrong in the thread, e.g. an acknowledgement that never came)."""
+    went wrong in the thread, e.g. an acknowledgement that never came); slowest: the longest
+    a publish took (seconds, its acknowledgement included)."""
 
     def __init__(self, client, topic, qos=1, tag="m", interval=0.02):
         self.client = client
@@ -1112,6 +1212,7 @@ class NumberedStream:
         self.tag = tag
         self.interval = interval
         self.sent = []
+        self.slowest = 0.0
         self.error = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -1122,7 +1223,9 @@ class NumberedStream:
         try:
             while not self._stop.is_set():
                 payload = ("%s-%d" % (self.tag, n)).encode()
+                began = time.monotonic()
                 self.client.publish(self.topic, payload, qos=self.qos)
+                self.slowest = max(self.slowest, time.monotonic() - began)
                 self.sent.append(payload)
                 n += 1
                 self._stop.wait(self.interval)

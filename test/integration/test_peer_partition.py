@@ -20,13 +20,15 @@ from helpers import wait_until
 from peer_net import Collector, NumberedStream, cluster, peer_support  # noqa: F401 (fixtures)
 
 PARTITION_SECONDS = float(os.environ.get("ARBOR_PARTITION_SECONDS", "120"))
-# How long a publisher waits for an acknowledgement. After a long partition the heal brings a
-# backlog of 100 msg/s per stream times the partition to this test's own paho subscribers, all
-# in this Python process: their QoS 2 handshakes take the interpreter, and the publishers'
-# acknowledgements wait their turn (a 30-minute partition in `make partition-soak` made them
-# wait over 5 s; the brokers answer live publishers within a second meanwhile, see
-# docs/benchmarks.md, Partitions).
-ACK_TIMEOUT = max(5.0, PARTITION_SECONDS / 10)
+# How long a publisher waits for an acknowledgement, whatever the partition's length: arbor
+# holds a publisher for max_publisher_hold (1 s) to 2 s at most, and the slowest publish
+# measured was 1.2 s (three 300 s tests side by side on 2 loaded cores; each test prints its
+# own). The 30-minute soak once waited over 5 s here, and later the proxy's heal timed out:
+# the test process itself stopped for seconds at a time, in full garbage collections over the
+# paho Properties (6 KB each) its subscribers kept for every message, and the publishers
+# stopped waiting at all after 65535 messages (the acknowledgement of an earlier publish
+# with the same mid answered for the new one). Both are fixed in helpers.py and peer_net.py.
+ACK_TIMEOUT = 15.0
 
 
 def publisher(c, i):
@@ -86,6 +88,7 @@ def test_partition_heals_every_message_once_in_order(cluster, mode):
         time.sleep(PARTITION_SECONDS)  # the partition itself: its length is the test
         during = [len(s.sent) - n for s, n in zip(streams, cut_at)]
         c.heal(1, 2)
+        healed = time.monotonic()
         c.wait_tree(timeout=30)
         for s in streams:
             s.wait_sent(len(s.sent) + 20, timeout=30 + ACK_TIMEOUT)
@@ -93,6 +96,8 @@ def test_partition_heals_every_message_once_in_order(cluster, mode):
         print("published during the %.0f s partition (per stream): %s; in all %d" % (
             PARTITION_SECONDS, during, len(sent)))
         col.assert_exactly_once(sent, timeout=60 + PARTITION_SECONDS / 4, quiet=1.0)
+        print("every subscriber had everything %.1f s after the heal; slowest publish %.2f s" % (
+            time.monotonic() - healed - 1.0, max(s.slowest for s in streams)))
         assert_in_order(col, streams)
     resynced = [stp_number(c, i, "messages/resynced") for i in range(3)]
     print("resynced per broker:", resynced)

@@ -55,6 +55,7 @@ def test_isolated_broker_killed_during_the_partition_loses_nothing(cluster, tmp_
             s.wait_sent(20)
         time.sleep(PARTITION_SECONDS / 2)  # the second half
         c.heal(1, 2)
+        healed = time.monotonic()
         c.wait_tree(timeout=30)
         for s in after + far:
             s.wait_sent(len(s.sent) + 20, timeout=30 + ACK_TIMEOUT)
@@ -63,6 +64,8 @@ def test_isolated_broker_killed_during_the_partition_loses_nothing(cluster, tmp_
         print("published in all: %d (%d before the kill on broker 2)" % (
             len(sent), sum(len(b) for b in sent_before)))
         col.assert_exactly_once(sent, timeout=60 + PARTITION_SECONDS / 4, quiet=1.0)
+        print("every subscriber had everything %.1f s after the heal; slowest publish %.2f s" % (
+            time.monotonic() - healed - 1.0, max(s.slowest for s in before + after + far)))
         assert_in_order(col, before + after + far)
     sub = c.client(2, client_id="offline-sub", clean=False)
     got = []
