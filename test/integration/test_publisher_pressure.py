@@ -145,23 +145,26 @@ def test_publisher_held_while_its_messages_wait(broker, raw):
     assert acked == list(range(1, MESSAGES + 1))
 
 
-def test_backlog_zero_holds_nothing(broker, raw):
-    """max_publisher_backlog 0: every PUBACK at once (the messages queue, as in Mosquitto)."""
-    b = start(broker, backlog=0, window=2)
-    subscriber(raw, b)
+def pipelining_publisher(broker, raw, backlog):
+    """A broker (window 2), a QoS 1 subscriber that acknowledges nothing yet, and a publisher
+    that has just sent MESSAGES QoS 1 PUBLISH packets at once: (broker, subscriber, publisher)."""
+    b = start(broker, backlog=backlog, window=2)
+    s = subscriber(raw, b)
     p = raw(b)
     p.connect("pub")
     pipeline(p, MESSAGES)
+    return b, s, p
+
+
+def test_backlog_zero_holds_nothing(broker, raw):
+    """max_publisher_backlog 0: every PUBACK at once (the messages queue, as in Mosquitto)."""
+    _, _, p = pipelining_publisher(broker, raw, backlog=0)
     assert pubacks(p, MESSAGES, timeout=10) == list(range(1, MESSAGES + 1))
 
 
 def test_reload_turning_it_off_releases_held_publishers(broker, raw):
     """A reload to max_publisher_backlog 0 lets a held publisher go at once."""
-    b = start(broker, backlog=1, window=2)
-    subscriber(raw, b)
-    p = raw(b)
-    p.connect("pub")
-    pipeline(p, MESSAGES)
+    b, _, p = pipelining_publisher(broker, raw, backlog=1)
     assert pubacks(p, 3, timeout=10) == [1, 2, 3]
     p.expect_no_packet(0.3)
     text = open(b.conf_path).read().replace("max_publisher_backlog 1", "max_publisher_backlog 0")
