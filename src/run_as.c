@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,15 +101,30 @@ void run_user_prepare_directories(const struct arbor_config *cfg, struct run_use
     if (cfg->persistence) prepare_directory(cfg->persistence_location, user);
 }
 
+/* The kernel forgets a parent-death signal (prctl PR_SET_PDEATHSIG, set by a supervisor
+ * such as `setpriv --pdeathsig`) when the user changes; ask for it again, so that a broker
+ * told to die with its parent still does after the switch, and raise it at once if the
+ * parent went in between. */
+static void keep_parent_death_signal(int signal_number, pid_t parent)
+{
+    if (signal_number <= 0) return;
+    if (prctl(PR_SET_PDEATHSIG, (unsigned long)signal_number) != 0) return;
+    if (getppid() != parent) raise(signal_number);
+}
+
 int run_user_drop_privileges(const struct run_user *user)
 {
     if (user->switch_user) {
+        int death_signal = 0;
+        pid_t parent = getppid();
+        if (prctl(PR_GET_PDEATHSIG, &death_signal) != 0) death_signal = 0;
         if (initgroups(user->name, user->gid) != 0 || setgid(user->gid) != 0 ||
             setuid(user->uid) != 0) {
             log_error("Error: unable to drop privileges to '%s': %s", user->name,
                       strerror(errno));
             return -1;
         }
+        keep_parent_death_signal(death_signal, parent);
     }
     struct passwd *pw = getpwuid(geteuid());
     log_notice("Running as user %s (uid %ld).", pw ? pw->pw_name : "?", (long)geteuid());

@@ -35,7 +35,8 @@ import pytest
 import mqttproto
 from mqttproto import RawClient
 
-from helpers import (ARBOR_BIN, HOST, IS_MOSQUITTO, PahoClient, binary_notifies_systemd,
+from helpers import (ARBOR_BIN, DIE_WITH_PARENT, HOST, IS_MOSQUITTO, PahoClient,
+                     binary_notifies_systemd,
                      free_port, open_notify_socket)
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer", "ThreadSanitizer")
@@ -137,7 +138,7 @@ class Broker:
 
     def argv(self):
         conf = ["-c", self.conf_path] if self.conf_path else []
-        return [ARBOR_BIN] + conf + self.extra_args
+        return DIE_WITH_PARENT + [ARBOR_BIN] + conf + self.extra_args
 
     def _write_conf(self, lines, defaults):
         conf = ["listener %d %s" % (self.port, HOST)]

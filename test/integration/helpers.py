@@ -330,11 +330,31 @@ def measure(attempt, tries=3):
     raise AssertionError("\n".join(failures))
 
 
+# Prefix for the command line of every broker a test starts: the kernel kills the broker
+# when the test process that started it dies (a killed pytest worker, a timeout), so that no
+# orphaned broker lives on to answer, or join the tree of, a later test's brokers on a
+# reused port. (setpriv is util-linux, present on every Debian.)
+if shutil.which("setpriv"):
+    DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL"]
+else:
+    DIE_WITH_PARENT = []
+
+
+_PORTS_GIVEN = set()
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago and that this test process has not
+    handed out before: two calls in a row may otherwise get the same port back from the
+    kernel (a broker with two listeners then fails to start, as CI saw once)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no free port that was not handed out already")
 
 
 def v5_client(b, raw, cid, **kw):
@@ -381,7 +401,7 @@ def start_mosquitto(conf_path, log_path, port, cwd=None):
     """Start Debian's mosquitto on conf_path, its output appended to log_path, and wait until
     it accepts on port. Returns (process, log file); stop_mosquitto ends both."""
     log = open(log_path, "ab")
-    proc = subprocess.Popen([MOSQUITTO_BIN, "-c", conf_path], stdout=log,
+    proc = subprocess.Popen(DIE_WITH_PARENT + [MOSQUITTO_BIN, "-c", conf_path], stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

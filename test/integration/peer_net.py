@@ -45,7 +45,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 from conftest import (SANITIZER_MARKERS, START_TIMEOUT, STOP_TIMEOUT, port_accepts,
                       port_listening)
 from delay_proxy import DelayProxy  # noqa: F401 (the tests import it from here too)
-from helpers import ARBOR_BIN, HOST, NO_PROPERTIES, PahoClient, free_port, wait_until
+from helpers import (ARBOR_BIN, DIE_WITH_PARENT, HOST, NO_PROPERTIES, PahoClient, free_port,
+                     wait_until)
 
 DEFAULT_SECRET = "arbor-peer-test-secret-0123456789"
 STP_PREFIX = "$SYS/broker/stp/"
@@ -578,7 +579,8 @@ class PeerBroker:
 
     def spawn(self):
         with open(self.out_path, "ab") as out:
-            self.proc = subprocess.Popen([ARBOR_BIN, "-c", self.conf_path], stdout=out,
+            self.proc = subprocess.Popen(DIE_WITH_PARENT + [ARBOR_BIN, "-c", self.conf_path],
+                                         stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          cwd=self.cluster.tmp_dir)
         self.stopped = False

@@ -8,6 +8,7 @@ import shutil
 import socket
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -258,6 +259,45 @@ def test_root_with_named_user_runs_as_it(broker):
     b = broker("user nobody")
     # The listeners open (and the port answers) before the switch: wait for it.
     wait_for(lambda: proc_uid(b.proc.pid) == (65534, 65534), what="uid 65534")
+
+
+@needs_root
+def test_parent_death_signal_survives_the_switch_of_user(tmp_path):
+    # arbor(8): Linux clears PR_SET_PDEATHSIG at setuid; arbor asks for it again, so a broker
+    # started under `setpriv --pdeathsig KILL` dies with its starter even after it dropped
+    # root (what keeps the test suite from leaving orphaned brokers behind).
+    port = free_port()
+    conf = tmp_path / "a.conf"
+    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\n" % port)
+    starter = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time\n"
+         "p = subprocess.Popen(['setpriv', '--pdeathsig', 'KILL', sys.argv[1], '-c', sys.argv[2]],"
+         " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+         "print(p.pid, flush=True)\n"
+         "time.sleep(600)\n", ARBOR_BIN, str(conf)],
+        stdout=subprocess.PIPE, text=True)
+    pid = int(starter.stdout.readline())
+    try:
+        user = fallback_user()
+        wait_for(lambda: proc_uid(pid) == (user.pw_uid, user.pw_uid), what="the switch of user")
+        starter.kill()
+        starter.wait()
+        wait_for(lambda: not process_alive(pid), what="the broker to die with its starter")
+    finally:
+        starter.kill()
+        starter.wait()
+        if process_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def process_alive(pid):
+    """False once pid has gone or is a zombie waiting for init to reap it."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
 
 
 @needs_root
