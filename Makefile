@@ -11,7 +11,7 @@ FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
 	bench-partition bench-connections bench-overload bench-tls chaos partition-soak crash fuzz \
-	install mosquitto-tests clean
+	install mosquitto-tests test-tsan clean
 
 all: build
 
@@ -140,5 +140,11 @@ bench-tls: deps
 mosquitto-tests: build
 	@scripts/run-mosquitto-tests.sh $(CURDIR)/$(BUILD)/arbor /usr/sbin/mosquitto
 
+# The unit tests on a ThreadSanitizer build (build-tsan): the primitives several event loops
+# share (logger, mailboxes, reference counts) are tested from several threads there. Also a
+# step of `make test`.
+test-tsan: deps
+	@scripts/run-tests.sh --tsan-only
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-release build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) build-release build-fuzz build-tsan

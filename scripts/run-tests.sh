@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds arbor twice (normal and ASan+UBSan) and runs unit tests (ctest) and integration
-# tests (pytest) against each build; also builds (only) a Release tree, so that warnings
+# tests (pytest) against each build, and the unit tests once more on a ThreadSanitizer build; also builds (only) a Release tree, so that warnings
 # that only gcc -O3 finds fail here under -Werror, and builds the libFuzzer targets with clang
 # (build-fuzz) and runs each briefly on its checked-in corpus (scripts/run-fuzz.sh --smoke,
 # about a minute; ARBOR_SKIP_FUZZ=1 skips it). Used by `make test` and by CI.
@@ -19,6 +19,22 @@ workers=${TEST_WORKERS:-2}
 xdist=()
 if [ "$workers" -gt 0 ]; then
     xdist=(-n "$workers" --dist loadfile)
+fi
+
+# The unit tests on a ThreadSanitizer build: what several threads share is tested from
+# several threads in them (test_log_threads.c, ...).
+run_tsan_units() {
+    echo "=== [tsan] build (build-tsan)"
+    cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DARBOR_TSAN=ON >/dev/null
+    cmake --build build-tsan -j "$jobs"
+    echo "=== [tsan] unit tests"
+    (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        ctest --output-on-failure -j "$jobs")
+    echo "=== [tsan] done at ${SECONDS}s"
+}
+if [ "${1:-}" = --tsan-only ]; then
+    run_tsan_units
+    exit 0
 fi
 
 scripts/setup-venv.sh
@@ -51,6 +67,10 @@ fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 run_suite build plain
+
+if [ "${ARBOR_SKIP_SANITIZE:-0}" != 1 ]; then
+    run_tsan_units
+fi
 
 if [ "${ARBOR_SKIP_SANITIZE:-0}" != 1 ]; then
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DARBOR_SANITIZE=ON >/dev/null

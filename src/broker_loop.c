@@ -47,6 +47,7 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
     broker->config = config;
     broker->tls = tls;
     broker->shared = shared;
+    loop_set_self(broker); /* this thread runs it */
     broker->match = calloc(1, sizeof *broker->match); /* this loop's scratch */
     if (!broker->match) {
         log_error("Error: out of memory.");
@@ -215,6 +216,7 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
                 struct arbor_config *(*reload_config)(void *ctx, struct tls_context_set **tls),
                 void *ctx)
 {
+    loop_set_self(broker);
     while (!signals->stop) {
         if (event_loop_run_once(&broker->loop, wait_timeout(broker), &broker->now_ms) < 0) {
             log_error("Error: event loop failed.");

@@ -7,10 +7,10 @@
 #include <malloc.h>
 #include <stddef.h>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ARBOR_ASAN_ALLOCATOR 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define ARBOR_ASAN_ALLOCATOR 1
 #endif
 #endif
@@ -20,7 +20,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 /* glibc's mallinfo2(), or the sanitizer's allocator, which replaces glibc's in the sanitizer
- * build. Mosquitto counts only its own allocations; the topic means the same. */
+ * builds (ASan, TSan). Mosquitto counts only its own allocations; the topic means the same. */
 uint64_t heap_bytes_in_use(void)
 {
 #ifdef ARBOR_ASAN_ALLOCATOR

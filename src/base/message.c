@@ -48,8 +48,6 @@ struct message *message_create(struct message_counters *counters, const char *to
 
 void message_free_last(struct message *msg)
 {
-    /* Pairs with the release of every other holder's message_unref. */
-    atomic_thread_fence(memory_order_acquire);
     if (msg->counters) {
         atomic_fetch_sub_explicit(&msg->counters->count, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&msg->counters->bytes, msg->payload_len, memory_order_relaxed);

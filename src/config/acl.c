@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ struct acl_entry {
  * client one (a session may outlive the rules it was compiled from). One block with its
  * strings. */
 struct acl_section {
-    unsigned refs; /* one event loop touches it (a loop per core will need atomics) */
+    atomic_uint refs; /* clients on any event loop hold it */
     size_t count;
     struct acl_entry entries[];
 };
@@ -236,7 +237,8 @@ static bool has_substitution(const char *pattern)
 
 static void section_unref(struct acl_section *section)
 {
-    if (section && --section->refs == 0) free(section);
+    if (section && atomic_fetch_sub_explicit(&section->refs, 1, memory_order_acq_rel) == 1)
+        free(section);
 }
 
 /* own's rules plus the patterns without substitutions, in one block. */
@@ -254,7 +256,7 @@ static struct acl_section *section_create(const struct acl_list *own,
     size_t head = sizeof(struct acl_section) + count * sizeof(struct acl_entry);
     struct acl_section *section = malloc(head + bytes);
     if (!section) return NULL;
-    section->refs = 1;
+    atomic_init(&section->refs, 1);
     section->count = 0;
     char *strings = (char *)section + head;
     const struct acl_list *lists[2] = {own, patterns};
@@ -424,7 +426,7 @@ struct acl_client *acl_client_compile(const struct acl_rules *rules, const char 
         return NULL;
     }
     acl->section = section;
-    section->refs++;
+    atomic_fetch_add_explicit(&section->refs, 1, memory_order_relaxed);
     char *strings = (char *)acl + head;
     size_t n = 0;
     for (size_t i = 0; i < rules->patterns.count; i++) {

@@ -3,11 +3,15 @@
  * "<timestamp>: <message>", the timestamp in seconds since the epoch unless
  * log_timestamp_format gives a strftime format. Must not allocate per line. Control
  * characters in a line (client-supplied strings) are escaped, so one call is one line.
+ * Any thread may log: lines are written under the read side of one lock, and the settings and
+ * the file change only under its write side (start-up, reload, SIGHUP), so a line never meets
+ * a half-changed logger or a closed FILE.
  */
 #include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,8 +37,12 @@ struct logger {
     /* log_dest topic: the broker's publisher of $SYS/broker/log lines (log_set_topic_sink) */
     log_topic_sink topic_sink;
     void *topic_sink_ctx;
-    bool in_topic_sink; /* a line logged while one is published is not published */
 };
+
+/* Read side: writing a line. Write side: changing anything in logger. */
+static pthread_rwlock_t logger_lock = PTHREAD_RWLOCK_INITIALIZER;
+/* This thread is publishing a line (log_dest topic): a line it logs meanwhile is not. */
+static _Thread_local bool in_topic_sink;
 
 static struct logger logger = {
     .dest = ARBOR_LOG_DEST_STDERR,
@@ -111,37 +119,71 @@ static void apply_settings(const struct arbor_config *cfg)
     }
 }
 
+/* Apply cfg's settings (NULL: keep them) and open the log file; returns open_log_file's
+ * result with errno kept. On failure, stderr becomes a destination when no file is open, and
+ * failure gets what report_open_failure needs (the lock is not held while it logs). */
+struct open_failure {
+    char path[sizeof logger.file_path];
+    bool kept_old_file;
+};
+
+static int change_settings(const struct arbor_config *cfg, bool reopen,
+                           struct open_failure *failure)
+{
+    pthread_rwlock_wrlock(&logger_lock);
+    if (cfg) apply_settings(cfg);
+    int rc = open_log_file(reopen);
+    int saved = errno;
+    if (rc != 0) {
+        if (!logger.file) logger.dest |= ARBOR_LOG_DEST_STDERR;
+        snprintf(failure->path, sizeof failure->path, "%s", logger.file_path);
+        failure->kept_old_file = logger.file != NULL;
+    }
+    pthread_rwlock_unlock(&logger_lock);
+    errno = saved;
+    return rc;
+}
+
 int log_configure(const struct arbor_config *cfg)
 {
-    apply_settings(cfg);
-    return open_log_file(false);
+    struct open_failure failure;
+    return change_settings(cfg, false, &failure);
 }
 
 /* A log file that cannot be opened is reported once, where lines still go: the file opened
  * before, else stderr as well. */
-static void report_open_failure(const char *what, int error)
+static void report_open_failure(const char *what, int error, const struct open_failure *failure)
 {
-    if (!logger.file) logger.dest |= ARBOR_LOG_DEST_STDERR;
-    log_error("Error: unable to %s log file %s: %s%s", what, logger.file_path, strerror(error),
-              logger.file ? "; still writing to the file opened before" : "");
+    log_error("Error: unable to %s log file %s: %s%s", what, failure->path, strerror(error),
+              failure->kept_old_file ? "; still writing to the file opened before" : "");
 }
 
 void log_reconfigure(const struct arbor_config *cfg)
 {
-    apply_settings(cfg);
-    if (open_log_file(false) != 0) report_open_failure("open", errno);
+    struct open_failure failure;
+    if (change_settings(cfg, false, &failure) != 0) report_open_failure("open", errno, &failure);
 }
 
 void log_reopen(void)
 {
-    if (open_log_file(true) != 0) report_open_failure("reopen", errno);
+    struct open_failure failure;
+    if (change_settings(NULL, true, &failure) != 0)
+        report_open_failure("reopen", errno, &failure);
 }
 
 void log_give_file_to(uid_t uid, gid_t gid)
 {
-    if (logger.file && logger.file_created && fchown(fileno(logger.file), uid, gid) != 0)
-        log_warning("Warning: unable to give log file %s to uid %ld: %s", logger.open_path,
-                    (long)uid, strerror(errno));
+    char path[sizeof logger.open_path];
+    int error = 0;
+    pthread_rwlock_rdlock(&logger_lock);
+    if (logger.file && logger.file_created && fchown(fileno(logger.file), uid, gid) != 0) {
+        error = errno;
+        snprintf(path, sizeof path, "%s", logger.open_path);
+    }
+    pthread_rwlock_unlock(&logger_lock);
+    if (error)
+        log_warning("Warning: unable to give log file %s to uid %ld: %s", path, (long)uid,
+                    strerror(error));
 }
 
 /* Is stderr somewhere the log does not already write to: a terminal, or another file than
@@ -164,20 +206,26 @@ static bool stderr_is_elsewhere(void)
 
 void log_errors_to_stderr(bool on)
 {
+    pthread_rwlock_wrlock(&logger_lock);
     logger.errors_to_stderr = on && stderr_is_elsewhere();
+    pthread_rwlock_unlock(&logger_lock);
 }
 
 void log_set_topic_sink(log_topic_sink sink, void *ctx)
 {
+    pthread_rwlock_wrlock(&logger_lock);
     logger.topic_sink = sink;
     logger.topic_sink_ctx = ctx;
+    pthread_rwlock_unlock(&logger_lock);
 }
 
 void log_close(void)
 {
+    pthread_rwlock_wrlock(&logger_lock);
     close_log_file();
     if (logger.syslog_open) closelog();
     logger.syslog_open = 0;
+    pthread_rwlock_unlock(&logger_lock);
 }
 
 static int syslog_priority(unsigned type)
@@ -242,7 +290,11 @@ static const char *escape_controls(const char *text, char *out, size_t outlen)
 
 void log_printf(unsigned type, const char *fmt, ...)
 {
-    if (!(logger.types & type)) return;
+    pthread_rwlock_rdlock(&logger_lock);
+    if (!(logger.types & type)) {
+        pthread_rwlock_unlock(&logger_lock);
+        return;
+    }
     char formatted[2048];
     va_list ap;
     va_start(ap, fmt);
@@ -263,14 +315,19 @@ void log_printf(unsigned type, const char *fmt, ...)
         fprintf(logger.file, "%s%s\n", stamp, message);
     if (logger.dest & ARBOR_LOG_DEST_SYSLOG) syslog(syslog_priority(type), "%s", message);
     /* as Mosquitto, debug lines are not published (each PUBLISH sent would log another) */
-    if ((logger.dest & ARBOR_LOG_DEST_TOPIC) && type != ARBOR_LOG_DEBUG && logger.topic_sink &&
-        !logger.in_topic_sink) {
+    log_topic_sink sink = NULL;
+    void *sink_ctx = NULL;
+    if ((logger.dest & ARBOR_LOG_DEST_TOPIC) && type != ARBOR_LOG_DEBUG && !in_topic_sink) {
+        sink = logger.topic_sink;
+        sink_ctx = logger.topic_sink_ctx;
+    }
+    pthread_rwlock_unlock(&logger_lock);
+    if (sink) { /* unlocked: what it publishes may log (debug lines), or reload the logger */
         char line[sizeof stamp + sizeof escaped];
         int length = snprintf(line, sizeof line, "%s%s", stamp, message);
-        logger.in_topic_sink = true;
-        logger.topic_sink(logger.topic_sink_ctx, type, line,
-                          length < 0 ? 0 : (size_t)length < sizeof line ? (size_t)length
-                                                                          : sizeof line - 1);
-        logger.in_topic_sink = false;
+        in_topic_sink = true;
+        sink(sink_ctx, type, line,
+             length < 0 ? 0 : (size_t)length < sizeof line ? (size_t)length : sizeof line - 1);
+        in_topic_sink = false;
     }
 }

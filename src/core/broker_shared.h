@@ -9,6 +9,8 @@
 #ifndef ARBOR_BROKER_SHARED_H
 #define ARBOR_BROKER_SHARED_H
 
+#include <stdatomic.h>
+
 #include "hash_table.h"
 
 #include "bridge_marks.h"
@@ -198,7 +200,7 @@ struct persist_section;
 
 struct broker_shared {
     struct session *sessions; /* by client id */
-    uint64_t next_session_serial;
+    _Atomic uint64_t next_session_serial; /* sessions are made on any event loop */
     struct subscription_tree *subscriptions;
     struct retained_store *retained;
     /* The QoS 1/2 messages accepted, for MQTT-ST's resyncs (message_log.h; enabled by peer.c,

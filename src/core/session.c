@@ -41,7 +41,9 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
         return NULL;
     }
     session->subscriber.kind = SUBSCRIBER_SESSION;
-    session->subscriber.serial = ++broker->shared->next_session_serial;
+    session->subscriber.serial =
+        atomic_fetch_add_explicit(&broker->shared->next_session_serial, 1,
+                                  memory_order_relaxed) + 1;
     session->timer.kind = TIMER_SESSION;
     session->version = version;
     HASH_ADD_KEYPTR(hh, broker->shared->sessions, session->client_id, id_len, session);

@@ -145,11 +145,14 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
     return r;
 }
 
+/* Encoded into the connection's loop's scratch, which connection_send_scratch sends (the
+ * broker passed in is the caller's: the same loop, see loop_self in broker.h). */
 static int flow_send_pubrel(struct broker *broker, void *owner, uint16_t packet_id)
 {
+    (void)broker;
     struct connection *conn = ((struct session *)owner)->connection;
-    abuf_reset(&broker->scratch);
-    if (mqtt_encode_ack(&broker->scratch, conn->version, MQTT_PUBREL, packet_id, 0,
+    abuf_reset(&conn->broker->scratch);
+    if (mqtt_encode_ack(&conn->broker->scratch, conn->version, MQTT_PUBREL, packet_id, 0,
                         (struct mqtt_props_out){0}))
         return -1;
     return connection_send_scratch(conn);

@@ -445,10 +445,23 @@ failed:
  * Restore
  */
 
-/* A message row read back, by its id, until the deliveries that use it are restored. */
+/* What names an MQTT-ST stamped message (message.h, struct message_origin) as a hash key. */
+struct stamp_key {
+    uint8_t addr[16];
+    uint16_t port;
+    uint8_t zero[6]; /* padding, kept zero for the hash */
+    uint64_t incarnation;
+    uint64_t sequence;
+};
+
+/* A message row read back, by its id, until the deliveries that use it are restored; a stamped
+ * one also by its stamp, so that the MQTT-ST log entry of the same message (stored again in its
+ * own row) shares it instead of loading a second copy. */
 struct loaded_message {
     UT_hash_handle hh;
+    UT_hash_handle stamp_hh;
     uint64_t id;
+    struct stamp_key stamp;
     struct stored_message *stored;
 };
 
@@ -458,6 +471,7 @@ struct restore {
     int64_t wall_now;
     struct session *last_session; /* rows of a session follow it: looked up once */
     struct loaded_message *messages;
+    struct loaded_message *by_stamp; /* the stamped ones among messages */
     size_t restored[PERSIST_KIND_COUNT];
     size_t dropped[PERSIST_KIND_COUNT];
     size_t expired;
@@ -646,6 +660,35 @@ static void restore_qos2(struct restore *r, const void *key, size_t key_len)
     r->restored[PERSIST_QOS2_IN]++;
 }
 
+static void stamp_key_of(const struct message_origin *origin, struct stamp_key *key)
+{
+    memset(key, 0, sizeof *key);
+    memcpy(key->addr, origin->broker.addr, sizeof key->addr);
+    key->port = origin->broker.port;
+    key->incarnation = origin->incarnation;
+    key->sequence = origin->sequence;
+}
+
+/* The message of a message row restored before with the same stamp and contents as m, with a
+ * reference for the caller; NULL: none. */
+static struct message *loaded_twin(struct restore *r, const struct persist_message *m)
+{
+    if (!m->stamped) return NULL;
+    struct stamp_key key;
+    struct loaded_message *loaded = NULL;
+    stamp_key_of(&m->origin, &key);
+    HASH_FIND(stamp_hh, r->by_stamp, &key, sizeof key, loaded);
+    if (!loaded) return NULL;
+    struct message *msg = loaded->stored->msg;
+    if (msg->topic_len != m->topic_len || msg->payload_len != m->payload_len ||
+        msg->props_len != m->props_len || msg->qos != m->qos || msg->retain != m->retain ||
+        memcmp(msg->topic, m->topic, m->topic_len) != 0 ||
+        (m->payload_len && memcmp(msg->payload, m->payload, m->payload_len) != 0) ||
+        (m->props_len && memcmp(msg->props, m->props, m->props_len) != 0))
+        return NULL;
+    return message_ref(msg);
+}
+
 static void restore_message(struct restore *r, const void *key, size_t key_len, const void *value,
                             size_t len)
 {
@@ -668,6 +711,12 @@ static void restore_message(struct restore *r, const void *key, size_t key_len, 
     loaded->id = id;
     HASH_ADD(hh, r->messages, id, sizeof loaded->id, loaded);
     if (id >= r->p->next_id) r->p->next_id = id + 1;
+    if (msg->origin.stamped) {
+        struct loaded_message *same = NULL;
+        stamp_key_of(&msg->origin, &loaded->stamp);
+        HASH_FIND(stamp_hh, r->by_stamp, &loaded->stamp, sizeof loaded->stamp, same);
+        if (!same) HASH_ADD(stamp_hh, r->by_stamp, stamp, sizeof loaded->stamp, loaded);
+    }
 }
 
 static void restore_delivery(struct restore *r, const void *key, size_t key_len, const void *value,
@@ -715,7 +764,9 @@ static void restore_log_entry(struct restore *r, const void *key, size_t key_len
         r->rewrite = true;
         return;
     }
-    struct message *msg = build_message(r, &e.msg);
+    /* Rows are read by kind: message rows (the deliveries') come before log entries. */
+    struct message *msg = loaded_twin(r, &e.msg);
+    if (!msg) msg = build_message(r, &e.msg);
     if (!msg) return drop(r, PERSIST_LOG, "out of memory");
     if (log->len && serial != message_log_end(log)) r->rewrite = true; /* numbered again */
     uint64_t evicted = log->evicted;
@@ -808,6 +859,7 @@ static size_t release_loaded_messages(struct restore *r)
 {
     size_t queued = 0;
     struct loaded_message *loaded, *tmp;
+    HASH_CLEAR(stamp_hh, r->by_stamp);
     HASH_ITER(hh, r->messages, loaded, tmp)
     {
         struct stored_message *stored = loaded->stored;

@@ -244,6 +244,13 @@ struct broker {
     uint8_t send_buffer[TRANSPORT_SEND_BUFFER]; /* used within one transport send call */
 };
 
+/* The event loop this thread runs (set by broker_init and broker_run, broker_loop.c); NULL on
+ * a thread that runs none (unit tests with hand-made brokers). Ownership rule: a connection's
+ * output, scratch buffers and pools are touched only by the thread running conn->broker, which
+ * connection.c asserts (debug builds) where output is queued. */
+struct broker *loop_self(void);
+void loop_set_self(struct broker *broker);
+
 /* Has the broker's clock passed deadline_ms (stamped as now_ms + an interval)? now_ms is
  * read when the loop wakes, rounded down to the millisecond, so an event may have happened up
  * to 1 ms after the now_ms it was stamped with: a deadline is only passed once a whole

@@ -10,6 +10,7 @@
 #include "connection.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
@@ -335,8 +336,28 @@ void connection_schedule_flush(struct connection *conn)
     broker->flush_tail = conn;
 }
 
+static _Thread_local struct broker *running_loop;
+
+struct broker *loop_self(void)
+{
+    return running_loop;
+}
+
+void loop_set_self(struct broker *broker)
+{
+    running_loop = broker;
+}
+
+/* Only the thread running conn's loop queues output on it (broker.h, loop_self). */
+static inline void assert_own_loop(const struct connection *conn)
+{
+    assert(running_loop == NULL || running_loop == conn->broker);
+    (void)conn;
+}
+
 int connection_send(struct connection *conn, const void *data, size_t len)
 {
+    assert_own_loop(conn);
     if (conn->state == CONNECTION_CLOSED) return 0;
     if (outq_append_copy(&conn->out, &conn->broker->outq_pool, data, len)) return -1;
     connection_schedule_flush(conn);
@@ -345,6 +366,7 @@ int connection_send(struct connection *conn, const void *data, size_t len)
 
 int connection_send_publish(struct connection *conn, struct message *msg)
 {
+    assert_own_loop(conn);
     struct broker *broker = conn->broker;
     if (outq_reserve_segments(&conn->out, &broker->outq_pool, 2) ||
         connection_send_scratch(conn) ||
@@ -356,6 +378,9 @@ int connection_send_publish(struct connection *conn, struct message *msg)
 int connection_send_scratch(struct connection *conn)
 {
     struct abuf *scratch = &conn->broker->scratch;
+    /* Empty: the packet went into another loop's scratch (the caller's broker was not
+     * conn->broker: the mismatch loop_self exists to rule out). */
+    assert(scratch->len > 0);
     conn->broker->stats.messages_sent++; /* the scratch buffer holds one packet */
     packet_log_sent(conn, scratch->data, scratch->len);
     int rc = connection_send(conn, scratch->data, scratch->len);
@@ -582,6 +607,7 @@ void connection_send_disconnect(struct connection *conn, uint8_t reason, const c
 
 void connection_write_now(struct connection *conn)
 {
+    assert_own_loop(conn);
     if (!output_may_go(conn->broker)) return; /* what earlier output acknowledges first */
     if (conn->state != CONNECTION_CLOSED)
         outq_flush(&conn->out, &conn->broker->outq_pool, transport_write, conn);

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,7 @@
 
 struct tls_context {
     SSL_CTX *ssl_ctx;
-    int refs;
+    atomic_int refs; /* connections on any event loop hold it */
     /* A client context's pre-shared key (bridge_identity, bridge_psk), offered in every
      * handshake (psk_client_callback). */
     char *psk_identity;
@@ -303,7 +304,7 @@ int tls_context_build(const struct arbor_listener *listener, struct tls_context 
         return -1;
     }
     context->ssl_ctx = ctx;
-    context->refs = 1;
+    atomic_init(&context->refs, 1);
     *out = context;
     return 0;
 }
@@ -520,7 +521,7 @@ static int client_context_build(const struct arbor_tls_settings *tls, const char
         return build_error(err, errlen, &tls->cafile.at, "TLS", "cannot set up TLS");
     }
     context->ssl_ctx = ctx;
-    context->refs = 1;
+    atomic_init(&context->refs, 1);
     /* Every dial is a full handshake: a link is long-lived, and a resumed session would skip
      * the check of a certificate the CA may have replaced since. */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
@@ -551,13 +552,14 @@ int tls_bridge_context_build(const struct arbor_tls_settings *tls, struct tls_co
 
 struct tls_context *tls_context_ref(struct tls_context *context)
 {
-    if (context) context->refs++;
+    if (context) atomic_fetch_add_explicit(&context->refs, 1, memory_order_relaxed);
     return context;
 }
 
 void tls_context_release(struct tls_context *context)
 {
-    if (!context || --context->refs > 0) return;
+    if (!context || atomic_fetch_sub_explicit(&context->refs, 1, memory_order_acq_rel) > 1)
+        return;
     SSL_CTX_free(context->ssl_ctx); /* connections still using it hold their own reference */
     OPENSSL_clear_free(context->psk, context->psk_len);
     free(context->psk_identity);
