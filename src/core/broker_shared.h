@@ -114,13 +114,16 @@ enum subscriber_kind {
 };
 
 struct subscriber {
-    uint64_t serial; /* unique, for no local and match de-duplication */
-    /* Scratch used while matching a PUBLISH: see subs.c. */
-    uint64_t match_stamp;
-    uint32_t match_index;
+    uint64_t serial; /* unique, for no local */
+    /* Its subscriptions in the tree outside shared groups (written by subs_add and
+     * subs_remove only): matching looks for a second entry of it only when above 1, so that
+     * matching writes nothing into subscribers (several loops match at once). */
+    uint32_t plain_filters;
     uint8_t kind; /* enum subscriber_kind */
     bool no_echo; /* no local on everything (a bridge connected as a client) */
-    bool online;  /* can take messages now: shared groups prefer such members */
+    /* can take messages now: shared groups prefer such members (written by the session's
+     * loop, read by any loop's match: relaxed atomic, a stale answer only moves the pick) */
+    atomic_bool online;
 };
 
 struct session {
@@ -169,11 +172,26 @@ struct match_entry {
     uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
 };
 
-/* Result of matching a topic against the subscription tree (see subs.h). */
+/* A subscriber with several subscriptions seen during one match, and its entry (subs.c). */
+struct match_seen {
+    const struct subscriber *subscriber;
+    uint64_t generation; /* the slot is in use for the match of this generation only */
+    uint32_t index;      /* in match_result.entries */
+};
+
+/* Result of matching a topic against the subscription tree (see subs.h); one per loop, reused
+ * for every match, never shared. */
 struct match_result {
     struct match_entry *entries;
     size_t count;
     size_t cap;
+    /* Open-addressing set of the subscribers with several subscriptions met in this match
+     * (so each gets one entry); stale slots are those of an older generation: nothing to
+     * clear between matches. */
+    struct match_seen *seen;
+    size_t seen_cap; /* a power of two, or 0 */
+    size_t seen_count;
+    uint64_t generation;
 };
 
 /* $SYS load averages (sys_tree.c): one per counter, like Mosquitto's. */

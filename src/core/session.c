@@ -144,7 +144,7 @@ static void set_timer(struct broker *broker, struct session *session, int64_t de
 void session_attach(struct broker *broker, struct session *session, struct connection *conn)
 {
     session->connection = conn;
-    session->subscriber.online = conn != NULL;
+    atomic_store_explicit(&session->subscriber.online, conn != NULL, memory_order_relaxed);
     publisher_pressure_flow_online(broker, &session->flow, conn != NULL);
 }
 

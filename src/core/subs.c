@@ -31,7 +31,9 @@ struct shared_group {
     UT_hash_handle hh;
     char *name;
     struct subscriber_list members;
-    size_t next; /* round-robin position */
+    /* round-robin position; matches on several loops move it at once (relaxed: two of them
+     * may pick the same member, each message still goes to one) */
+    atomic_size_t next;
 };
 
 struct subs_node {
@@ -47,7 +49,6 @@ struct subs_node {
 
 struct subscription_tree {
     struct subs_node *root; /* level "" */
-    uint64_t stamp;
 };
 
 static struct subs_node *node_new(struct subs_node *parent, const char *level, size_t len)
@@ -215,7 +216,11 @@ int subs_add(struct subscription_tree *tree, const char *filter, struct subscrib
     }
     struct subs_node *node = node_for_filter(tree, inner, inner_len, true);
     if (!node) return -1;
-    if (!shared) return list_put(&node->subscribers, subscriber, options, identifier, replaced);
+    if (!shared) {
+        int rc = list_put(&node->subscribers, subscriber, options, identifier, replaced);
+        if (rc == 0 && !*replaced) subscriber->plain_filters++;
+        return rc;
+    }
     struct shared_group *group;
     HASH_FIND(hh, node->groups, group_name, group_len, group);
     if (!group) {
@@ -247,6 +252,7 @@ int subs_remove(struct subscription_tree *tree, const char *filter, struct subsc
     bool removed;
     if (!shared) {
         removed = list_remove(&node->subscribers, subscriber);
+        if (removed) subscriber->plain_filters--;
     } else {
         struct shared_group *group;
         HASH_FIND(hh, node->groups, group_name, group_len, group);
@@ -265,7 +271,6 @@ int subs_remove(struct subscription_tree *tree, const char *filter, struct subsc
 /* ---- matching ---- */
 
 struct match_context {
-    struct subscription_tree *tree;
     uint64_t origin;
     struct match_result *result;
     bool oom;
@@ -293,6 +298,47 @@ static void entry_add_id(struct match_entry *entry, uint32_t identifier)
         entry->sub_ids[entry->sub_id_count++] = identifier;
 }
 
+static size_t seen_hash(const struct subscriber *subscriber, size_t mask)
+{
+    uint64_t h = (uint64_t)(uintptr_t)subscriber * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 32) & mask;
+}
+
+/* Grow the seen set to hold twice what it holds, keeping this match's slots. */
+static bool seen_grow(struct match_result *r)
+{
+    size_t cap = r->seen_cap ? r->seen_cap * 2 : 64;
+    struct match_seen *slots = calloc(cap, sizeof *slots);
+    if (!slots) return false;
+    for (size_t i = 0; i < r->seen_cap; i++) {
+        if (r->seen[i].generation != r->generation) continue;
+        size_t j = seen_hash(r->seen[i].subscriber, cap - 1);
+        while (slots[j].generation == r->generation)
+            j = (j + 1) & (cap - 1);
+        slots[j] = r->seen[i];
+    }
+    free(r->seen);
+    r->seen = slots;
+    r->seen_cap = cap;
+    return true;
+}
+
+/* subscriber's slot in this match's seen set: in use (this generation) when it has an entry
+ * already, else free for it. NULL: out of memory. */
+static struct match_seen *seen_slot(struct match_context *ctx, const struct subscriber *subscriber)
+{
+    struct match_result *r = ctx->result;
+    if ((r->seen_count + 1) * 2 > r->seen_cap && !seen_grow(r)) {
+        ctx->oom = true;
+        return NULL;
+    }
+    size_t mask = r->seen_cap - 1;
+    size_t i = seen_hash(subscriber, mask);
+    while (r->seen[i].generation == r->generation && r->seen[i].subscriber != subscriber)
+        i = (i + 1) & mask;
+    return &r->seen[i];
+}
+
 static void add_subscriber(struct match_context *ctx, const struct subscription_entry *sub)
 {
     struct subscriber *subscriber = sub->subscriber;
@@ -301,17 +347,25 @@ static void add_subscriber(struct match_context *ctx, const struct subscription_
         return;
     uint8_t qos = SUB_OPT_QOS(sub->options);
     bool rap = (sub->options & SUB_OPT_RETAIN_AS_PUBLISHED) != 0;
-    if (subscriber->match_stamp == ctx->tree->stamp) {
-        struct match_entry *entry = &ctx->result->entries[subscriber->match_index];
-        if (qos > entry->qos) entry->qos = qos;
-        entry->retain_as_published |= rap;
-        entry_add_id(entry, sub->identifier);
-        return;
+    struct match_seen *seen = NULL;
+    if (subscriber->plain_filters > 1) { /* it may have an entry already */
+        seen = seen_slot(ctx, subscriber);
+        if (!seen) return;
+        if (seen->generation == ctx->result->generation) {
+            struct match_entry *entry = &ctx->result->entries[seen->index];
+            if (qos > entry->qos) entry->qos = qos;
+            entry->retain_as_published |= rap;
+            entry_add_id(entry, sub->identifier);
+            return;
+        }
     }
     struct match_entry *entry = result_push(ctx);
     if (!entry) return;
-    subscriber->match_stamp = ctx->tree->stamp;
-    subscriber->match_index = (uint32_t)(ctx->result->count - 1);
+    if (seen) {
+        *seen = (struct match_seen){subscriber, ctx->result->generation,
+                                    (uint32_t)(ctx->result->count - 1)};
+        ctx->result->seen_count++;
+    }
     *entry = (struct match_entry){.subscriber = subscriber, .qos = qos, .retain_as_published = rap};
     entry_add_id(entry, sub->identifier);
 }
@@ -321,15 +375,17 @@ static void add_shared_group(struct match_context *ctx, struct shared_group *gro
     size_t n = group->members.count;
     if (n == 0) return;
     /* Next member in turn, preferring one that is connected. */
-    size_t pick = group->next % n;
+    size_t next = atomic_load_explicit(&group->next, memory_order_relaxed);
+    size_t pick = next % n;
     for (size_t i = 0; i < n; i++) {
-        size_t candidate = (group->next + i) % n;
-        if (group->members.items[candidate].subscriber->online) {
+        size_t candidate = (next + i) % n;
+        if (atomic_load_explicit(&group->members.items[candidate].subscriber->online,
+                                 memory_order_relaxed)) {
             pick = candidate;
             break;
         }
     }
-    group->next = pick + 1;
+    atomic_store_explicit(&group->next, pick + 1, memory_order_relaxed);
     const struct subscription_entry *sub = &group->members.items[pick];
     struct match_entry *entry = result_push(ctx);
     if (!entry) return;
@@ -378,14 +434,16 @@ int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_l
                uint64_t origin_session, struct match_result *result)
 {
     result->count = 0;
-    tree->stamp++;
-    struct match_context ctx = {.tree = tree, .origin = origin_session, .result = result};
+    result->seen_count = 0;
+    result->generation++; /* every slot of the seen set is free again */
+    struct match_context ctx = {.origin = origin_session, .result = result};
     match_walk(&ctx, tree->root, topic, topic + topic_len, true, topic_len > 0 && topic[0] == '$');
     return ctx.oom ? -1 : 0;
 }
 
 void match_result_free(struct match_result *result)
 {
+    free(result->seen);
     free(result->entries);
     memset(result, 0, sizeof *result);
 }

@@ -1,6 +1,6 @@
 /*
  * test_subs.c: the subscription tree: matching with wildcards, '$' topics, per-subscriber
- * de-duplication (highest QoS, all identifiers), no local, shared-group round robin,
+ * de-duplication (highest QoS, all identifiers; nothing written into subscribers), no local, shared-group round robin,
  * removal and pruning.
  */
 #include <setjmp.h>
@@ -81,12 +81,70 @@ static void test_overlap_gives_one_entry_with_max_qos_and_all_ids(void **state)
     assert_int_equal(r.entries[0].sub_id_count, 2);
     uint32_t ids = r.entries[0].sub_ids[0] + r.entries[0].sub_ids[1];
     assert_int_equal(ids, 16);
-    /* A second publish starts fresh (stamp changes). */
+    /* A second publish starts fresh (a new generation of the seen set). */
     assert_int_equal(match(tree, "a/c", 0, &r), 1);
     assert_int_equal(r.entries[0].qos, 2);
     match_result_free(&r);
     subs_free(tree);
     free(a);
+}
+
+/* Hundreds of subscribers with overlapping filters (the seen set grows past its first size
+ * within one match) among ones with a single filter: one entry each, every time; matching
+ * writes nothing into the subscribers (several loops will match at once); a subscriber back
+ * to one filter is counted once without the set. */
+static void test_many_overlapping_subscribers_get_one_entry_each(void **state)
+{
+    (void)state;
+    enum { MULTI = 300, SINGLE = 200 };
+    struct subscription_tree *tree = subs_create();
+    struct subscriber *multi[MULTI], *single[SINGLE];
+    for (int i = 0; i < MULTI; i++) {
+        multi[i] = new_subscriber(100 + (uint64_t)i, true);
+        add(tree, "f/+", multi[i], 0, 1);
+        add(tree, "f/#", multi[i], 1, 2);
+        add(tree, "f/x", multi[i], 2, 3);
+        assert_int_equal(multi[i]->plain_filters, 3);
+    }
+    for (int i = 0; i < SINGLE; i++) {
+        single[i] = new_subscriber(1000 + (uint64_t)i, true);
+        add(tree, "f/x", single[i], 1, 0);
+    }
+    add(tree, "f/x", single[0], 2, 0); /* replaced, not a second filter */
+    assert_int_equal(single[0]->plain_filters, 1);
+    struct subscriber before = *multi[7];
+    struct match_result r = {0};
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(match(tree, "f/x", 0, &r), MULTI + SINGLE);
+        int multi_entries = 0;
+        for (size_t e = 0; e < r.count; e++) {
+            if (r.entries[e].subscriber->serial >= 1000) {
+                assert_int_equal(r.entries[e].sub_id_count, 0);
+                continue;
+            }
+            multi_entries++;
+            assert_int_equal(r.entries[e].qos, 2);
+            assert_int_equal(r.entries[e].sub_id_count, 3);
+            assert_int_equal(r.entries[e].sub_ids[0] + r.entries[e].sub_ids[1] +
+                                 r.entries[e].sub_ids[2],
+                             6);
+        }
+        assert_int_equal(multi_entries, MULTI);
+        assert_int_equal(match(tree, "f/y", 0, &r), MULTI); /* f/+ and f/# */
+    }
+    assert_memory_equal(&before, multi[7], sizeof before);
+    assert_int_equal(subs_remove(tree, "f/+", multi[7]), 0);
+    assert_int_equal(subs_remove(tree, "f/#", multi[7]), 0);
+    assert_int_equal(subs_remove(tree, "f/#", multi[7]), 1); /* not there: no change */
+    assert_int_equal(multi[7]->plain_filters, 1);
+    assert_int_equal(match(tree, "f/x", 0, &r), MULTI + SINGLE);
+    assert_int_equal(match(tree, "f/y", 0, &r), MULTI - 1);
+    match_result_free(&r);
+    subs_free(tree);
+    for (int i = 0; i < MULTI; i++)
+        free(multi[i]);
+    for (int i = 0; i < SINGLE; i++)
+        free(single[i]);
 }
 
 static void test_no_local(void **state)
@@ -166,6 +224,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wildcards),
         cmocka_unit_test(test_overlap_gives_one_entry_with_max_qos_and_all_ids),
+        cmocka_unit_test(test_many_overlapping_subscribers_get_one_entry_each),
         cmocka_unit_test(test_no_local),
         cmocka_unit_test(test_shared_round_robin_prefers_connected),
         cmocka_unit_test(test_remove_and_prune),
