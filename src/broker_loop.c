@@ -35,6 +35,7 @@
 #include "websocket.h"
 #include "route.h"
 #include "session_life.h"
+#include "session_inbox.h"
 
 #define TICK_MS 1000
 
@@ -61,10 +62,12 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
     broker->now_ms = clock_monotonic_ms();
     broker->shared->start_wall = clock_wall_seconds();
     timers_init(&broker->timers);
-    if (event_loop_init(&broker->loop) != 0) {
+    if (event_loop_init(&broker->loop) != 0 ||
+        mailbox_init(&broker->mailbox, &broker->loop, broker) != 0) {
         log_error("Error: unable to create event loop.");
         return -1;
     }
+    session_inbox_init_loop(broker);
     broker->shared->subscriptions = subs_create();
     broker->shared->retained = retain_create();
     if (!broker->shared->subscriptions || !broker->shared->retained) {
@@ -331,6 +334,7 @@ void broker_shutdown(struct broker *broker)
     abuf_free(&broker->scratch);
     abuf_free(&broker->scratch_props);
     timers_free(&broker->timers);
+    if (broker->mailbox.loop) mailbox_free(&broker->mailbox);
     event_loop_free(&broker->loop);
     free_foundations(broker);
 }

@@ -146,6 +146,13 @@ struct session {
 
     struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
 
+    /* The event loop that owns it: only that loop's thread touches its flow, snapshots,
+     * timer and connection. Other loops post to its inbox (session_inbox.h); next_ready links
+     * it on the owner's ready stack while the inbox holds something. */
+    struct broker *owner;
+    struct session_inbox_item *_Atomic inbox;
+    struct session *next_ready;
+
     /* acl_file rules for this client (acl.h), compiled at CONNECT and on reload; NULL: no
      * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
     struct acl_client *acl;
@@ -163,6 +170,8 @@ struct session {
      * sessions table, read by the client role (and named in logs) while it is attached. */
     char client_id[];
 };
+
+struct session_inbox_item; /* session_inbox.c */
 
 struct match_entry {
     struct subscriber *subscriber;

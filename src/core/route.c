@@ -17,6 +17,7 @@
 #include "persist_hooks.h"
 #include "retain.h"
 #include "session_flow.h"
+#include "session_inbox.h"
 #include "subs.h"
 
 int route_add_forwarder(struct broker *broker, const struct route_forwarder *forwarder)
@@ -47,17 +48,18 @@ static bool retained_wins(struct broker *broker, struct message *msg)
     return true;
 }
 
-/* A match that is a session: under its acl_file read rules, at the QoS its subscription
- * and upgrade_outgoing_qos give, into its outbound flow. */
+/* A match that is a session: delivered here when this loop owns it, else posted to its inbox
+ * for its owner (session_inbox.h). */
 static void deliver_to_session(struct broker *broker, const struct match_entry *e,
                                struct message *msg, struct acl_read_cache *acl_cache)
 {
     struct session *session = container_of(e->subscriber, struct session, subscriber);
-    const struct acl_client *acl = session->acl;
-    if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, acl_cache)) return;
-    uint8_t qos = session_outgoing_qos(broker, e->qos, msg->qos);
-    bool retain = e->retain_as_published && msg->retain;
-    session_deliver(broker, session, msg, qos, retain, e->sub_ids, e->sub_id_count);
+    if (session->owner != broker) {
+        if (session_inbox_post(broker, session, e, msg) != 0) broker->stats.publish_dropped++;
+        return;
+    }
+    session_deliver_match(broker, session, msg, e->qos, e->retain_as_published, e->sub_ids,
+                          e->sub_id_count, acl_cache);
 }
 
 size_t route_message(struct broker *broker, struct message *msg)

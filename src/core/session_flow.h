@@ -8,6 +8,8 @@
 #include "broker_shared.h"
 #include "outflow.h"
 
+struct acl_read_cache; /* acl.h */
+
 /* The QoS a message published at `published` goes out at to a subscription granted
  * `granted` (upgrade_outgoing_qos: always the granted one). */
 static inline uint8_t session_outgoing_qos(const struct broker *broker, uint8_t granted,
@@ -21,6 +23,14 @@ static inline uint8_t session_outgoing_qos(const struct broker *broker, uint8_t 
  * retain flag as it should appear and the subscription identifiers to attach. */
 void session_deliver(struct broker *broker, struct session *session, struct message *msg,
                      uint8_t qos, bool retain, const uint32_t *sub_ids, uint8_t sub_id_count);
+
+/* Give msg to session as a subscription match gave it (the subscription's QoS, retain as
+ * published, its identifiers): under its acl_file read rules (acl_cache: one verdict per user
+ * section for the message being routed), at the QoS upgrade_outgoing_qos gives. On the
+ * session's owner loop only (routing on it, or its inbox). */
+void session_deliver_match(struct broker *broker, struct session *session, struct message *msg,
+                           uint8_t sub_qos, bool retain_as_published, const uint32_t *sub_ids,
+                           uint8_t sub_id_count, struct acl_read_cache *acl_cache);
 
 /* Snapshot the retained messages matching filter for a new subscription at qos: they are
  * handed to the session by session_pump as its window (QoS 1/2) and output (QoS 0) allow,

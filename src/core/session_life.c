@@ -16,6 +16,7 @@
 #include "route.h"
 #include "session.h"
 #include "session_flow.h"
+#include "session_inbox.h"
 #include "subs.h"
 
 void session_destroy(struct broker *broker, struct session *session)
@@ -32,6 +33,7 @@ void session_destroy(struct broker *broker, struct session *session)
         HASH_DEL(session->subscriptions, sub);
         free(sub);
     }
+    session_inbox_settle(broker, session); /* out of the tree: nothing more is posted */
     outflow_release(broker, &session->flow);
     while (session->retained_head) {
         struct retained_snapshot *snap = session->retained_head;

@@ -18,6 +18,7 @@
 #include "buffer.h"
 #include "config.h"
 #include "event_loop.h"
+#include "mailbox.h"
 #include "message.h"
 #include "outq.h"
 #include "timers.h"
@@ -219,6 +220,12 @@ struct broker {
     struct outq_pool outq_pool;     /* the connections' first output buffers (outq.h) */
     struct match_result *match;     /* reused for every PUBLISH (subs.h) */
     struct broker_stats stats;      /* this loop's; $SYS adds the loops' together */
+    /* Work other threads hand this loop (mailbox.h), and the sessions it owns that other
+     * loops posted messages to (session_inbox.h: a lock-free stack this loop takes whole,
+     * drained by ready_item through the mailbox). */
+    struct mailbox mailbox;
+    struct mailbox_item ready_item;
+    struct session *_Atomic ready_sessions;
     struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without
                                       websockets listeners */
     /* Set by the loop (broker_loop.c), used by the transport layer (connection.c), which

@@ -1,0 +1,128 @@
+/*
+ * session_inbox.c: messages posted to a session by loops that do not own it, delivered by its
+ * owner (session_inbox.h). Two Treiber stacks: the session's inbox of items, and the owner's
+ * stack of sessions whose inbox went from empty to not empty. The owner takes each whole with
+ * one exchange and reverses it, which gives back the order of the posts. A session is pushed
+ * on the ready stack only by the post that found its inbox empty, and its inbox is emptied only
+ * after the owner took the ready stack holding it, so a session is on the stack at most once
+ * and its link is free whenever it is pushed.
+ */
+#include "session_inbox.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "acl.h"
+#include "mailbox.h"
+#include "message.h"
+#include "session_flow.h"
+
+struct session_inbox_item {
+    struct session_inbox_item *next;
+    struct message *msg; /* a reference */
+    uint8_t sub_qos;
+    bool retain_as_published;
+    uint8_t sub_id_count;
+    uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
+};
+
+static void schedule(struct session *session)
+{
+    struct broker *owner = session->owner;
+    struct session *head = atomic_load_explicit(&owner->ready_sessions, memory_order_relaxed);
+    do {
+        session->next_ready = head;
+    } while (!atomic_compare_exchange_weak_explicit(&owner->ready_sessions, &head, session,
+                                                    memory_order_release, memory_order_relaxed));
+    if (!head) mailbox_post(&owner->mailbox, &owner->ready_item); /* it was idle */
+}
+
+int session_inbox_post(struct broker *broker, struct session *session, const struct match_entry *e,
+                       struct message *msg)
+{
+    (void)broker;
+    struct session_inbox_item *item = malloc(sizeof *item);
+    if (!item) return -1;
+    item->msg = message_ref(msg);
+    item->sub_qos = e->qos;
+    item->retain_as_published = e->retain_as_published;
+    item->sub_id_count = e->sub_id_count;
+    memcpy(item->sub_ids, e->sub_ids, sizeof item->sub_ids);
+    /* acq_rel: finding it empty, this post comes after the owner's take (take_items), and so
+     * after the owner let go of the session's ready link, which schedule writes. */
+    struct session_inbox_item *head = atomic_load_explicit(&session->inbox, memory_order_acquire);
+    do {
+        item->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&session->inbox, &head, item,
+                                                    memory_order_acq_rel, memory_order_acquire));
+    if (!head) schedule(session);
+    return 0;
+}
+
+/* Take a stack whole, oldest first. */
+static struct session_inbox_item *take_items(struct session *session)
+{
+    struct session_inbox_item *item =
+        atomic_exchange_explicit(&session->inbox, NULL, memory_order_acq_rel);
+    struct session_inbox_item *oldest_first = NULL;
+    while (item) {
+        struct session_inbox_item *next = item->next;
+        item->next = oldest_first;
+        oldest_first = item;
+        item = next;
+    }
+    return oldest_first;
+}
+
+size_t session_inbox_drain(struct broker *owner)
+{
+    struct session *session =
+        atomic_exchange_explicit(&owner->ready_sessions, NULL, memory_order_acquire);
+    /* Reverse the whole stack before emptying any inbox: once a session's inbox is taken, a
+     * post may push it on the ready stack again, which rewrites its link. */
+    struct session *oldest_first = NULL;
+    while (session) {
+        struct session *next = session->next_ready;
+        session->next_ready = oldest_first;
+        oldest_first = session;
+        session = next;
+    }
+    size_t count = 0;
+    while (oldest_first) {
+        session = oldest_first;
+        oldest_first = session->next_ready;
+        session->next_ready = NULL;
+        struct acl_read_cache acl_cache = {0};
+        struct session_inbox_item *item = take_items(session);
+        while (item) {
+            struct session_inbox_item *next = item->next;
+            memset(&acl_cache, 0, sizeof acl_cache); /* a verdict is per message */
+            session_deliver_match(owner, session, item->msg, item->sub_qos,
+                                  item->retain_as_published, item->sub_ids, item->sub_id_count,
+                                  &acl_cache);
+            message_unref(item->msg);
+            free(item);
+            item = next;
+            count++;
+        }
+    }
+    return count;
+}
+
+void session_inbox_settle(struct broker *owner, struct session *session)
+{
+    /* Outside a drain, a session is on the ready stack exactly while its inbox holds items. */
+    if (atomic_load_explicit(&session->inbox, memory_order_acquire)) session_inbox_drain(owner);
+}
+
+static void run_ready(struct mailbox_item *item, void *ctx)
+{
+    (void)item;
+    session_inbox_drain(ctx);
+}
+
+void session_inbox_init_loop(struct broker *broker)
+{
+    atomic_init(&broker->ready_sessions, NULL);
+    mailbox_item_init(&broker->ready_item, run_ready);
+}

@@ -1,0 +1,246 @@
+/*
+ * test_session_inbox.c: routing to a session another loop owns (src/core/session_inbox.c).
+ * Two loops share one broker_shared: loop A routes messages to sessions loop B owns, which
+ * post them to the sessions' inboxes; B's mailbox wakes its event loop, which delivers them.
+ * Stepped by hand: 10,000 messages, alternately routed on A and on B, reach each session
+ * once, each loop's in the order it routed them, after B's turn runs (not before); a session
+ * destroyed with posts pending gets them first and leaves nothing behind. On two threads: A's
+ * thread routes 20,000 messages while B's thread runs its loop (also under ThreadSanitizer).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "broker_shared.h"
+#include "config.h"
+#include "message.h"
+#include "retain.h"
+#include "route.h"
+#include "session.h"
+#include "session_inbox.h"
+#include "session_life.h"
+#include "subs.h"
+
+#define NOW 100000
+#define SESSIONS 3
+
+struct loop_fixture {
+    struct broker broker;
+    struct match_result match;
+};
+
+struct fixture {
+    struct broker_shared shared;
+    struct arbor_config config;
+    struct loop_fixture a, b;
+    struct session *sessions[SESSIONS]; /* owned by B */
+};
+
+static void loop_setup(struct fixture *f, struct loop_fixture *l)
+{
+    struct broker *b = &l->broker;
+    b->config = &f->config;
+    b->shared = &f->shared;
+    b->match = &l->match;
+    b->now_ms = NOW;
+    timers_init(&b->timers);
+    assert_int_equal(event_loop_init(&b->loop), 0);
+    assert_int_equal(mailbox_init(&b->mailbox, &b->loop, b), 0);
+    session_inbox_init_loop(b);
+}
+
+static void loop_teardown(struct loop_fixture *l)
+{
+    struct broker *b = &l->broker;
+    while (b->delivery_pool) {
+        struct delivery *d = b->delivery_pool;
+        b->delivery_pool = d->next;
+        free(d);
+    }
+    mailbox_free(&b->mailbox);
+    event_loop_free(&b->loop);
+    match_result_free(b->match);
+    timers_free(&b->timers);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    config_init_defaults(&f->config);
+    f->config.max_queued_messages = 0; /* no limit: every message stays queued to be checked */
+    f->shared.subscriptions = subs_create();
+    f->shared.retained = retain_create();
+    loop_setup(f, &f->a);
+    loop_setup(f, &f->b);
+    for (int i = 0; i < SESSIONS; i++) { /* offline persistent sessions, made on B */
+        char id[16];
+        snprintf(id, sizeof id, "sub%d", i);
+        struct session *s = session_create(&f->b.broker, id, 5);
+        assert_non_null(s);
+        assert_ptr_equal(s->owner, &f->b.broker);
+        s->expiry_interval = UINT32_MAX;
+        bool replaced;
+        assert_int_equal(subs_add(f->shared.subscriptions, "t/#", &s->subscriber, 1, 0, &replaced),
+                         0);
+        assert_int_equal(session_remember_subscription(s, "t/#", 1, 0), 0);
+        f->sessions[i] = s;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    struct session *s, *tmp;
+    HASH_ITER(hh, f->shared.sessions, s, tmp) session_destroy(&f->b.broker, s);
+    assert_null(atomic_load(&f->b.broker.ready_sessions));
+    loop_teardown(&f->a);
+    loop_teardown(&f->b);
+    retain_free(f->shared.retained);
+    subs_free(f->shared.subscriptions);
+    assert_int_equal(f->shared.messages.count, 0); /* no message left behind anywhere */
+    config_free(&f->config);
+    free(f);
+    return 0;
+}
+
+/* Route a QoS 1 message "t/<loop>" with payload "<loop><number>" on loop. */
+static void route_numbered(struct fixture *f, struct broker *loop, char name, int number)
+{
+    char topic[8], payload[16];
+    snprintf(topic, sizeof topic, "t/%c", name);
+    int len = snprintf(payload, sizeof payload, "%c%d", name, number);
+    struct message *m = message_create(&f->shared.messages, topic, strlen(topic), payload,
+                                       (size_t)len, NULL, 0, 1, false, 0, 0, NOW);
+    assert_non_null(m);
+    route_message(loop, m);
+    message_unref(m);
+}
+
+/* The number in a payload "<loop><number>" (not NUL-terminated). */
+static int payload_number(const struct message *m)
+{
+    char text[16];
+    snprintf(text, sizeof text, "%.*s", (int)m->payload_len - 1, (const char *)m->payload + 1);
+    return atoi(text);
+}
+
+/* Every queued message of s, per loop name in the order queued: the numbers must run 0..n-1. */
+static void check_queue(const struct session *s, int per_loop)
+{
+    int next[2] = {0, 0};
+    uint32_t count = 0;
+    for (const struct delivery *d = s->flow.queued.head; d; d = d->next, count++) {
+        const struct message *m = d->msg;
+        int which = m->payload[0] == 'A' ? 0 : 1;
+        int number = payload_number(m);
+        assert_int_equal(number, next[which]);
+        next[which]++;
+    }
+    assert_int_equal(next[0], per_loop);
+    assert_int_equal(next[1], per_loop);
+    assert_int_equal(count, (uint32_t)(2 * per_loop));
+}
+
+static int run_turn(struct broker *b)
+{
+    int64_t now;
+    return event_loop_run_once(&b->loop, 0, &now);
+}
+
+static void test_posts_from_another_loop_arrive_in_order_after_the_owners_turn(void **state)
+{
+    struct fixture *f = *state;
+    enum { PER_LOOP = 5000 };
+    for (int n = 0; n < PER_LOOP; n++) {
+        route_numbered(f, &f->a.broker, 'A', n); /* posted: B owns the sessions */
+        route_numbered(f, &f->b.broker, 'B', n); /* B's own: delivered at once */
+    }
+    for (int i = 0; i < SESSIONS; i++)
+        assert_int_equal(f->sessions[i]->flow.queued.count, PER_LOOP);
+    assert_int_equal(run_turn(&f->a.broker), 0); /* nothing for A */
+    assert_int_equal(run_turn(&f->b.broker), 1); /* B's mailbox */
+    for (int i = 0; i < SESSIONS; i++)
+        check_queue(f->sessions[i], PER_LOOP);
+    assert_null(atomic_load(&f->b.broker.ready_sessions));
+    /* one wake for the whole batch */
+    assert_int_equal(atomic_load(&f->b.broker.mailbox.wakes), 1);
+    assert_int_equal(run_turn(&f->b.broker), 0);
+}
+
+static void test_a_session_destroyed_with_posts_pending_takes_them_first(void **state)
+{
+    struct fixture *f = *state;
+    for (int n = 0; n < 10; n++)
+        route_numbered(f, &f->a.broker, 'A', n);
+    struct session *s = f->sessions[1];
+    assert_non_null(atomic_load(&s->inbox));
+    /* its owner destroys it (a clean start, an expiry) before its mailbox ran */
+    session_destroy(&f->b.broker, s);
+    f->sessions[1] = NULL;
+    /* the others' posts were delivered on the way, and the ready stack is empty */
+    assert_null(atomic_load(&f->b.broker.ready_sessions));
+    assert_int_equal(f->sessions[0]->flow.queued.count, 10);
+    assert_int_equal(f->sessions[2]->flow.queued.count, 10);
+    /* the mailbox wake finds nothing left, and no message was lost track of (teardown) */
+    run_turn(&f->b.broker);
+    assert_int_equal(f->sessions[0]->flow.queued.count, 10);
+}
+
+struct router {
+    struct fixture *f;
+    int count;
+};
+
+static void *route_on_a(void *arg)
+{
+    struct router *r = arg;
+    for (int n = 0; n < r->count; n++)
+        route_numbered(r->f, &r->f->a.broker, 'A', n);
+    return NULL;
+}
+
+static void test_a_loop_on_another_thread_posts_while_the_owner_runs(void **state)
+{
+    struct fixture *f = *state;
+    enum { COUNT = 20000 };
+    struct router r = {f, COUNT};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, route_on_a, &r), 0);
+    int turns = 0;
+    while (f->sessions[2]->flow.queued.count < COUNT && turns < 1000000) {
+        int64_t now;
+        assert_true(event_loop_run_once(&f->b.broker.loop, 1000, &now) >= 0);
+        turns++;
+    }
+    pthread_join(thread, NULL);
+    run_turn(&f->b.broker);
+    for (int i = 0; i < SESSIONS; i++) {
+        int next = 0;
+        for (const struct delivery *d = f->sessions[i]->flow.queued.head; d; d = d->next)
+            assert_int_equal(payload_number(d->msg), next++);
+        assert_int_equal(next, COUNT);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            test_posts_from_another_loop_arrive_in_order_after_the_owners_turn, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_session_destroyed_with_posts_pending_takes_them_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_loop_on_another_thread_posts_while_the_owner_runs,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
