@@ -1,5 +1,8 @@
 /*
- * retain.c: retained messages in a uthash table keyed by topic.
+ * retain.c: retained messages in a uthash table keyed by topic, under a big-reader lock
+ * (brlock.h): every loop reads it when a subscription is made and writes it when a retained
+ * message is published. The public functions take the lock; the callbacks they run hold the
+ * read side and must not change the store.
  */
 #include "retain.h"
 
@@ -7,6 +10,8 @@
 #include <string.h>
 
 #include "hash_table.h"
+
+#include "brlock.h"
 
 #include "message.h"
 #include "topic.h"
@@ -18,11 +23,14 @@ struct retained_entry {
 
 struct retained_store {
     struct retained_entry *entries;
+    struct brlock lock;
 };
 
 struct retained_store *retain_create(void)
 {
-    return calloc(1, sizeof(struct retained_store));
+    struct retained_store *store = calloc(1, sizeof(struct retained_store));
+    if (store) brlock_init(&store->lock);
+    return store;
 }
 
 static void remove_entry(struct retained_store *store, struct retained_entry *entry)
@@ -37,10 +45,11 @@ void retain_free(struct retained_store *store)
     if (!store) return;
     struct retained_entry *entry, *tmp;
     HASH_ITER(hh, store->entries, entry, tmp) remove_entry(store, entry);
+    brlock_destroy(&store->lock);
     free(store);
 }
 
-int retain_set(struct retained_store *store, struct message *msg)
+static int set_locked(struct retained_store *store, struct message *msg)
 {
     struct retained_entry *entry;
     HASH_FIND(hh, store->entries, msg->topic, msg->topic_len, entry);
@@ -67,6 +76,14 @@ int retain_set(struct retained_store *store, struct message *msg)
     return 0;
 }
 
+int retain_set(struct retained_store *store, struct message *msg)
+{
+    brlock_write_lock(&store->lock);
+    int rc = set_locked(store, msg);
+    brlock_write_unlock(&store->lock);
+    return rc;
+}
+
 static bool has_wildcard(const char *filter, size_t len)
 {
     return memchr(filter, '+', len) || memchr(filter, '#', len);
@@ -75,38 +92,47 @@ static bool has_wildcard(const char *filter, size_t len)
 void retain_for_each_match(struct retained_store *store, const char *filter, size_t filter_len,
                            void (*fn)(struct message *msg, void *ctx), void *ctx)
 {
+    brlock_read_lock(&store->lock);
     if (!has_wildcard(filter, filter_len)) {
         struct retained_entry *entry;
         HASH_FIND(hh, store->entries, filter, filter_len, entry);
         if (entry) fn(entry->msg, ctx);
-        return;
+    } else {
+        struct retained_entry *entry, *tmp;
+        HASH_ITER(hh, store->entries, entry, tmp)
+        {
+            if (topic_matches(filter, filter_len, entry->msg->topic, entry->msg->topic_len))
+                fn(entry->msg, ctx);
+        }
     }
-    struct retained_entry *entry, *tmp;
-    HASH_ITER(hh, store->entries, entry, tmp)
-    {
-        if (topic_matches(filter, filter_len, entry->msg->topic, entry->msg->topic_len))
-            fn(entry->msg, ctx);
-    }
+    brlock_read_unlock(&store->lock);
 }
 
 void retain_for_each(struct retained_store *store, void (*fn)(struct message *msg, void *ctx),
                      void *ctx)
 {
+    brlock_read_lock(&store->lock);
     struct retained_entry *entry, *tmp;
     HASH_ITER(hh, store->entries, entry, tmp) fn(entry->msg, ctx);
+    brlock_read_unlock(&store->lock);
 }
 
 void retain_remove_if(struct retained_store *store, int (*fn)(struct message *msg, void *ctx),
                       void *ctx)
 {
+    brlock_write_lock(&store->lock);
     struct retained_entry *entry, *tmp;
     HASH_ITER(hh, store->entries, entry, tmp)
     {
         if (fn(entry->msg, ctx)) remove_entry(store, entry);
     }
+    brlock_write_unlock(&store->lock);
 }
 
-size_t retain_count(const struct retained_store *store)
+size_t retain_count(struct retained_store *store)
 {
-    return HASH_COUNT(store->entries);
+    brlock_read_lock(&store->lock);
+    size_t count = HASH_COUNT(store->entries);
+    brlock_read_unlock(&store->lock);
+    return count;
 }

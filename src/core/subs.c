@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "brlock.h"
 #include "topic.h"
 
 /* One subscription of a node: who, and with which options. */
@@ -49,6 +50,9 @@ struct subs_node {
 
 struct subscription_tree {
     struct subs_node *root; /* level "" */
+    /* Matching reads under it on any loop, in parallel; SUBSCRIBE, UNSUBSCRIBE and a
+     * session's end write under it (brlock.h). */
+    struct brlock lock;
 };
 
 static struct subs_node *node_new(struct subs_node *parent, const char *level, size_t len)
@@ -70,6 +74,7 @@ struct subscription_tree *subs_create(void)
         free(tree);
         return NULL;
     }
+    brlock_init(&tree->lock);
     return tree;
 }
 
@@ -106,6 +111,7 @@ void subs_free(struct subscription_tree *tree)
     if (!tree) return;
     free_node_contents(tree->root);
     free(tree->root);
+    brlock_destroy(&tree->lock);
     free(tree);
 }
 
@@ -201,8 +207,9 @@ static void prune(struct subs_node *node)
     }
 }
 
-int subs_add(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber,
-             uint8_t options, uint32_t identifier, bool *replaced)
+static int add_locked(struct subscription_tree *tree, const char *filter,
+                      struct subscriber *subscriber, uint8_t options, uint32_t identifier,
+                      bool *replaced)
 {
     bool shared;
     const char *group_name, *inner;
@@ -235,7 +242,17 @@ int subs_add(struct subscription_tree *tree, const char *filter, struct subscrib
     return list_put(&group->members, subscriber, options, identifier, replaced);
 }
 
-int subs_remove(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber)
+int subs_add(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber,
+             uint8_t options, uint32_t identifier, bool *replaced)
+{
+    brlock_write_lock(&tree->lock);
+    int rc = add_locked(tree, filter, subscriber, options, identifier, replaced);
+    brlock_write_unlock(&tree->lock);
+    return rc;
+}
+
+static int remove_locked(struct subscription_tree *tree, const char *filter,
+                         struct subscriber *subscriber)
 {
     bool shared;
     const char *group_name, *inner;
@@ -266,6 +283,14 @@ int subs_remove(struct subscription_tree *tree, const char *filter, struct subsc
     }
     prune(node);
     return removed ? 0 : 1;
+}
+
+int subs_remove(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber)
+{
+    brlock_write_lock(&tree->lock);
+    int rc = remove_locked(tree, filter, subscriber);
+    brlock_write_unlock(&tree->lock);
+    return rc;
 }
 
 /* ---- matching ---- */
@@ -437,7 +462,9 @@ int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_l
     result->seen_count = 0;
     result->generation++; /* every slot of the seen set is free again */
     struct match_context ctx = {.origin = origin_session, .result = result};
+    brlock_read_lock(&tree->lock);
     match_walk(&ctx, tree->root, topic, topic + topic_len, true, topic_len > 0 && topic[0] == '$');
+    brlock_read_unlock(&tree->lock);
     return ctx.oom ? -1 : 0;
 }
 

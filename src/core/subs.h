@@ -3,7 +3,10 @@
  * subscribers (struct subscriber: a session today) subscribed to exactly that filter, plus
  * shared-subscription groups. Matching a topic yields one entry per subscriber (the highest
  * QoS and every subscription identifier of its matching subscriptions) and one entry per
- * shared group.
+ * shared group. Safe from every loop: matching reads under a big-reader lock (brlock.h),
+ * adding and removing write under it. The subscribers a match returns stay valid until the
+ * end of the matching loop's turn only where their owners free them after a grace period
+ * (qsbr.h; with one loop, the owner is the matching loop).
  */
 #ifndef ARBOR_SUBS_H
 #define ARBOR_SUBS_H

@@ -199,6 +199,7 @@ struct broker_stats {
  * docs/architecture.md, "Ownership rules". */
 struct broker {
     struct broker_shared *shared;
+    unsigned loop_index; /* 0 .. loops - 1: its slot in the shared big-reader locks (brlock.h) */
     struct arbor_config *config;
     struct tls_context_set *tls; /* the TLS contexts built from config (transport_tls.h) */
     struct event_loop loop;
@@ -251,8 +252,9 @@ struct broker {
     uint8_t send_buffer[TRANSPORT_SEND_BUFFER]; /* used within one transport send call */
 };
 
-/* The event loop this thread runs (set by broker_init and broker_run, broker_loop.c); NULL on
- * a thread that runs none (unit tests with hand-made brokers). Ownership rule: a connection's
+/* The event loop this thread runs (set by broker_init and broker_run, broker_loop.c, with
+ * the thread's big-reader lock slot, brlock.h); NULL on a thread that runs none (unit tests
+ * with hand-made brokers). Ownership rule: a connection's
  * output, scratch buffers and pools are touched only by the thread running conn->broker, which
  * connection.c asserts (debug builds) where output is queued. */
 struct broker *loop_self(void);

@@ -9,6 +9,8 @@
  */
 #include "connection.h"
 
+#include "brlock.h"
+
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
@@ -346,6 +348,7 @@ struct broker *loop_self(void)
 void loop_set_self(struct broker *broker)
 {
     running_loop = broker;
+    brlock_self_slot = broker ? broker->loop_index : 0;
 }
 
 /* Only the thread running conn's loop queues output on it (broker.h, loop_self). */

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "brlock.h"
 #include "broker_shared.h"
 #include "config.h"
 #include "message.h"
@@ -76,8 +77,11 @@ static int setup(void **state)
     assert_non_null(f);
     config_init_defaults(&f->config);
     f->config.max_queued_messages = 0; /* no limit: every message stays queued to be checked */
+    brlock_set_slots_for_new_locks(2); /* the two loops' slots in the tree's lock */
     f->shared.subscriptions = subs_create();
     f->shared.retained = retain_create();
+    brlock_set_slots_for_new_locks(1);
+    f->b.broker.loop_index = 1;
     loop_setup(f, &f->a);
     loop_setup(f, &f->b);
     for (int i = 0; i < SESSIONS; i++) { /* offline persistent sessions, made on B */
@@ -204,6 +208,7 @@ struct router {
 static void *route_on_a(void *arg)
 {
     struct router *r = arg;
+    loop_set_self(&r->f->a.broker); /* this thread runs loop A (slot 0) */
     for (int n = 0; n < r->count; n++)
         route_numbered(r->f, &r->f->a.broker, 'A', n);
     return NULL;
@@ -215,6 +220,7 @@ static void test_a_loop_on_another_thread_posts_while_the_owner_runs(void **stat
     enum { COUNT = 20000 };
     struct router r = {f, COUNT};
     pthread_t thread;
+    loop_set_self(&f->b.broker); /* and this one loop B (slot 1) */
     assert_int_equal(pthread_create(&thread, NULL, route_on_a, &r), 0);
     int turns = 0;
     while (f->sessions[2]->flow.queued.count < COUNT && turns < 1000000) {
@@ -224,6 +230,7 @@ static void test_a_loop_on_another_thread_posts_while_the_owner_runs(void **stat
     }
     pthread_join(thread, NULL);
     run_turn(&f->b.broker);
+    loop_set_self(NULL);
     for (int i = 0; i < SESSIONS; i++) {
         int next = 0;
         for (const struct delivery *d = f->sessions[i]->flow.queued.head; d; d = d->next)
