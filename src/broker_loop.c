@@ -67,6 +67,9 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
         log_error("Error: unable to create event loop.");
         return -1;
     }
+    qsbr_init(&shared->qsbr);
+    qsbr_register(&shared->qsbr, &broker->qsbr); /* the first of QSBR_MAX_THREADS */
+    broker->loop.qsbr = &broker->qsbr;
     session_inbox_init_loop(broker);
     broker->shared->subscriptions = subs_create();
     broker->shared->retained = retain_create();
@@ -250,6 +253,8 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
         persist_turn_end(broker); /* autosave; durable: the turn's commit */
         broker_flush_connections(broker);
         broker_reap_connections(broker);
+        qsbr_quiescent(&broker->qsbr); /* the turn holds nothing it found without a reference */
+        qsbr_reclaim(&broker->qsbr);
     }
 }
 
@@ -334,6 +339,7 @@ void broker_shutdown(struct broker *broker)
     abuf_free(&broker->scratch);
     abuf_free(&broker->scratch_props);
     timers_free(&broker->timers);
+    if (broker->qsbr.domain) qsbr_unregister(&broker->qsbr); /* the deferred frees run */
     if (broker->mailbox.loop) mailbox_free(&broker->mailbox);
     event_loop_free(&broker->loop);
     free_foundations(broker);

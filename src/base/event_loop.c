@@ -12,10 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "qsbr.h"
+
 #define EVENT_BATCH 256
 
 int event_loop_init(struct event_loop *loop)
 {
+    loop->qsbr = NULL;
     loop->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     return loop->epoll_fd < 0 ? -1 : 0;
 }
@@ -60,7 +63,10 @@ void event_loop_remove(struct event_loop *loop, struct event_handler *handler)
 int event_loop_run_once(struct event_loop *loop, int timeout_ms, int64_t *now_ms)
 {
     struct epoll_event events[EVENT_BATCH];
+    bool offline = loop->qsbr && timeout_ms != 0;
+    if (offline) qsbr_offline(loop->qsbr);
     int n = epoll_wait(loop->epoll_fd, events, EVENT_BATCH, timeout_ms);
+    if (offline) qsbr_online(loop->qsbr);
     *now_ms = clock_monotonic_ms();
     if (n < 0) return errno == EINTR ? 0 : -1;
     /* Handlers stay valid for the whole turn (connections are freed at its end). */

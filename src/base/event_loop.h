@@ -22,8 +22,13 @@ struct event_handler {
     void (*on_event)(struct event_handler *handler, unsigned events);
 };
 
+struct qsbr_thread;
+
 struct event_loop {
     int epoll_fd;
+    /* Set: this loop's thread frees through it (qsbr.h) and is offline while it blocks in
+     * epoll_wait, so that a sleeping loop holds no other loop's frees back. */
+    struct qsbr_thread *qsbr;
 };
 
 int event_loop_init(struct event_loop *loop);
@@ -32,8 +37,8 @@ void event_loop_free(struct event_loop *loop);
 int event_loop_add(struct event_loop *loop, struct event_handler *handler, unsigned interest);
 int event_loop_modify(struct event_loop *loop, struct event_handler *handler, unsigned interest);
 void event_loop_remove(struct event_loop *loop, struct event_handler *handler);
-/* Wait up to timeout_ms (-1 forever), store the monotonic time of the wake-up in *now_ms,
- * then dispatch ready handlers: handlers see the time their events arrived, not the time
+/* Wait up to timeout_ms (-1 forever; offline for loop->qsbr meanwhile), store the monotonic
+ * time of the wake-up in *now_ms, then dispatch ready handlers: handlers see the time their events arrived, not the time
  * the wait began. Returns the number of events dispatched, or -1 on error other than EINTR. */
 int event_loop_run_once(struct event_loop *loop, int timeout_ms, int64_t *now_ms);
 

@@ -17,6 +17,7 @@
 
 #include "broker.h"
 #include "heap_guard.h"
+#include "qsbr.h"
 #include "message_log.h"
 
 /* Forwarders the routing point can hold (route.h): MQTT-ST flooding, and room for bridges. */
@@ -152,6 +153,7 @@ struct session {
     struct broker *owner;
     struct session_inbox_item *_Atomic inbox;
     struct session *next_ready;
+    bool gone; /* destroyed, its free deferred (session_life.c): posts to it are dropped */
 
     /* acl_file rules for this client (acl.h), compiled at CONNECT and on reload; NULL: no
      * acl_file, everything allowed. acl_listener: where it last connected, for the reload. */
@@ -226,6 +228,9 @@ struct sys_tree_state {
 struct persist_section;
 
 struct broker_shared {
+    /* The loops' deferred frees (qsbr.h): a session goes once every loop that might have
+     * found it in a match has finished that turn. */
+    struct qsbr qsbr;
     struct session *sessions; /* by client id */
     _Atomic uint64_t next_session_serial; /* sessions are made on any event loop */
     struct subscription_tree *subscriptions;

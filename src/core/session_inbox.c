@@ -97,9 +97,10 @@ size_t session_inbox_drain(struct broker *owner)
         while (item) {
             struct session_inbox_item *next = item->next;
             memset(&acl_cache, 0, sizeof acl_cache); /* a verdict is per message */
-            session_deliver_match(owner, session, item->msg, item->sub_qos,
-                                  item->retain_as_published, item->sub_ids, item->sub_id_count,
-                                  &acl_cache);
+            if (!session->gone) /* a post that raced its destroy: dropped */
+                session_deliver_match(owner, session, item->msg, item->sub_qos,
+                                      item->retain_as_published, item->sub_ids,
+                                      item->sub_id_count, &acl_cache);
             message_unref(item->msg);
             free(item);
             item = next;

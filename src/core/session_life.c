@@ -19,6 +19,29 @@
 #include "session_inbox.h"
 #include "subs.h"
 
+/* The deferred free (qsbr.h), on the owner's thread once every loop has finished the turn
+ * in which it might have found the session: a post that raced the destroy has pushed it on
+ * the ready stack by now; the drain takes it off (dropping what it holds: gone). */
+static void free_session(void *ptr)
+{
+    struct session *session = ptr;
+    session_inbox_settle(session->owner, session);
+    free(session);
+}
+
+/* Freed at once with no other loop (or no loops: unit tests); else after a grace period. */
+static void session_free_later(struct broker *broker, struct session *session)
+{
+    session->gone = true;
+    if (!broker->qsbr.domain || atomic_load(&broker->shared->qsbr.thread_count) <= 1) {
+        free_session(session);
+        return;
+    }
+    if (qsbr_defer(&broker->qsbr, free_session, session) != 0)
+        log_error("Out of memory: the record of a removed session (%zu bytes) is not freed.",
+                  sizeof *session);
+}
+
 void session_destroy(struct broker *broker, struct session *session)
 {
     persist_hook_session_removed(broker, session);
@@ -45,7 +68,8 @@ void session_destroy(struct broker *broker, struct session *session)
     session->pending_will = NULL;
     acl_client_free(session->acl);
     free(session->incoming_qos2);
-    free(session);
+    session->incoming_qos2 = NULL;
+    session_free_later(broker, session);
     if (will) route_will(broker, will);
 }
 

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "event_loop.h"
 #include "mailbox.h"
+#include "qsbr.h"
 #include "message.h"
 #include "outq.h"
 #include "timers.h"
@@ -200,6 +201,7 @@ struct broker_stats {
 struct broker {
     struct broker_shared *shared;
     unsigned loop_index; /* 0 .. loops - 1: its slot in the shared big-reader locks (brlock.h) */
+    struct qsbr_thread qsbr; /* this loop in shared->qsbr; domain NULL: none (unit tests) */
     struct arbor_config *config;
     struct tls_context_set *tls; /* the TLS contexts built from config (transport_tls.h) */
     struct event_loop loop;

@@ -4,7 +4,9 @@
  * post them to the sessions' inboxes; B's mailbox wakes its event loop, which delivers them.
  * Stepped by hand: 10,000 messages, alternately routed on A and on B, reach each session
  * once, each loop's in the order it routed them, after B's turn runs (not before); a session
- * destroyed with posts pending gets them first and leaves nothing behind. On two threads: A's
+ * destroyed with posts pending gets them first and leaves nothing behind; a session destroyed
+ * while another loop may still post to it is freed after that loop's quiescent state, and
+ * the raced post is dropped then. On two threads: A's
  * thread routes 20,000 messages while B's thread runs its loop (also under ThreadSanitizer).
  */
 #include <pthread.h>
@@ -200,6 +202,36 @@ static void test_a_session_destroyed_with_posts_pending_takes_them_first(void **
     assert_int_equal(f->sessions[0]->flow.queued.count, 10);
 }
 
+static void test_a_post_racing_the_destroy_is_dropped_after_the_grace_period(void **state)
+{
+    struct fixture *f = *state;
+    struct qsbr *domain = &f->shared.qsbr;
+    qsbr_init(domain);
+    assert_int_equal(qsbr_register(domain, &f->a.broker.qsbr), 0);
+    assert_int_equal(qsbr_register(domain, &f->b.broker.qsbr), 0);
+    struct session *s = f->sessions[0];
+    /* loop A matched s (its turn is under way) ... */
+    struct match_entry e = {.subscriber = &s->subscriber, .qos = 1};
+    struct message *m = message_create(&f->shared.messages, "t/x", 3, "late", 4, NULL, 0, 1,
+                                       false, 0, 0, NOW);
+    /* ... while its owner destroys it: the free waits for A's quiescent state */
+    session_destroy(&f->b.broker, s);
+    f->sessions[0] = NULL;
+    assert_true(s->gone); /* not freed yet: A may still post */
+    assert_int_equal(session_inbox_post(&f->a.broker, s, &e, m), 0); /* the raced post */
+    message_unref(m);
+    assert_int_equal(f->b.broker.qsbr.pending, 1);
+    qsbr_quiescent(&f->b.broker.qsbr);
+    assert_int_equal(qsbr_reclaim(&f->b.broker.qsbr), 0); /* A has not passed one */
+    qsbr_quiescent(&f->a.broker.qsbr);                    /* A's turn ends */
+    assert_int_equal(qsbr_reclaim(&f->b.broker.qsbr), 1); /* freed, the post dropped */
+    assert_null(atomic_load(&f->b.broker.ready_sessions));
+    assert_int_equal(f->shared.messages.count, 0); /* the late message went with it */
+    qsbr_unregister(&f->a.broker.qsbr);
+    qsbr_unregister(&f->b.broker.qsbr);
+    f->a.broker.qsbr.domain = f->b.broker.qsbr.domain = NULL; /* teardown frees at once */
+}
+
 struct router {
     struct fixture *f;
     int count;
@@ -246,6 +278,8 @@ int main(void)
             test_posts_from_another_loop_arrive_in_order_after_the_owners_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_a_session_destroyed_with_posts_pending_takes_them_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_post_racing_the_destroy_is_dropped_after_the_grace_period, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_loop_on_another_thread_posts_while_the_owner_runs,
                                         setup, teardown),
     };
