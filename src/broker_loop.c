@@ -71,6 +71,7 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
     qsbr_register(&shared->qsbr, &broker->qsbr); /* the first of QSBR_MAX_THREADS */
     broker->loop.qsbr = &broker->qsbr;
     session_inbox_init_loop(broker);
+    publisher_pressure_init_loop(broker);
     broker->shared->subscriptions = subs_create();
     broker->shared->retained = retain_create();
     if (!broker->shared->subscriptions || !broker->shared->retained) {

@@ -57,12 +57,16 @@ void message_free_last(struct message *msg)
     free(msg);
 }
 
-struct message_publisher *message_publisher_new(struct connection *conn)
+struct message_publisher *message_publisher_new(struct connection *conn, struct broker *loop)
 {
     struct message_publisher *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     atomic_init(&p->refs, 1);
+    atomic_init(&p->waiting, 0);
+    atomic_init(&p->held, false);
+    atomic_init(&p->listed, false);
     p->conn = conn;
+    p->loop = loop;
     return p;
 }
 

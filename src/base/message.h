@@ -56,23 +56,25 @@ struct message_origin {
 };
 
 struct connection;
+struct broker;
 
 /* The client connection that published a message, as its messages know it: how many of their
  * QoS 1/2 deliveries wait in connected subscribers' queues, which holds the publisher back
  * (core/publisher_pressure.c). Shared by the connection and each message it published, a
- * counted reference each (the last one frees it); the fields after refs belong to the loop of
- * the publishing connection. */
+ * counted reference each (the last one frees it). waiting, held and listed are atomics: the
+ * subscribers' loops charge, discharge and list it; conn is its own loop's. */
 struct message_publisher {
     _Atomic uint32_t refs;
-    uint32_t waiting;             /* its messages' deliveries charged to it (publisher_pressure.h) */
-    struct connection *conn;      /* NULL once it closed */
-    struct message_publisher *next_listed; /* its broker's release list */
-    bool held;                    /* its PUBLISH packets wait */
-    bool listed;                  /* on the release list (which holds a reference) */
+    _Atomic uint32_t waiting; /* its messages' deliveries charged to it (publisher_pressure.h) */
+    struct connection *conn;  /* NULL once it closed (its loop only) */
+    struct broker *loop;      /* the event loop its connection is on */
+    struct message_publisher *next_listed; /* on its loop's release list */
+    atomic_bool held;                      /* its PUBLISH packets wait */
+    atomic_bool listed; /* on a release list (which holds a reference) */
 };
 
-/* A new record for conn with one reference (conn's); NULL when out of memory. */
-struct message_publisher *message_publisher_new(struct connection *conn);
+/* A new record for conn, on loop, with one reference (conn's); NULL when out of memory. */
+struct message_publisher *message_publisher_new(struct connection *conn, struct broker *loop);
 
 static inline struct message_publisher *message_publisher_ref(struct message_publisher *p)
 {

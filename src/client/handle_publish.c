@@ -83,7 +83,7 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
                                          broker->now_ms);
     if (!msg) return -1;
     if (p->qos > 0 && broker->config->max_publisher_backlog) {
-        if (!client->publisher) client->publisher = message_publisher_new(conn);
+        if (!client->publisher) client->publisher = message_publisher_new(conn, conn->broker);
         /* out of memory: this message just does not hold its publisher back */
         if (client->publisher) msg->publisher = message_publisher_ref(client->publisher);
     }

@@ -2,10 +2,14 @@
  * publisher_pressure.c: charging a publisher for its deliveries that wait in connected
  * subscribers' queues, holding its PUBLISH packets while too many wait, letting it go when they
  * drain, and cutting loose subscribers that fell far behind (publisher_pressure.h).
+ * Several loops: a delivery is charged and discharged on its subscriber's loop (atomic
+ * waiting); a publisher to let go is listed on its own loop, directly when that is the running
+ * one, else through that loop's lock-free stack and a wake of its mailbox.
  */
 #include "publisher_pressure.h"
 
 #include "connection.h"
+#include "mailbox.h"
 #include "message.h"
 
 static uint32_t high_mark(const struct broker *broker)
@@ -13,13 +17,26 @@ static uint32_t high_mark(const struct broker *broker)
     return broker->config->max_publisher_backlog;
 }
 
-/* Put p on the broker's release list (once; the list holds a reference). */
+/* Put p on its loop's release list (once; the list holds a reference). */
 static void list_for_release(struct broker *broker, struct message_publisher *p)
 {
-    if (p->listed || !p->conn) return;
-    p->listed = true;
-    p->next_listed = broker->released_publishers;
-    broker->released_publishers = message_publisher_ref(p);
+    if (p->loop == broker && !p->conn) return; /* gone (read on its own loop only) */
+    bool unlisted = false;
+    if (!atomic_compare_exchange_strong(&p->listed, &unlisted, true)) return;
+    message_publisher_ref(p);
+    if (p->loop == broker) {
+        p->next_listed = broker->released_publishers;
+        broker->released_publishers = p;
+        return;
+    }
+    struct broker *loop = p->loop;
+    struct message_publisher *head =
+        atomic_load_explicit(&loop->released_elsewhere, memory_order_relaxed);
+    do {
+        p->next_listed = head;
+    } while (!atomic_compare_exchange_weak_explicit(&loop->released_elsewhere, &head, p,
+                                                    memory_order_release, memory_order_relaxed));
+    if (!head) mailbox_post(&loop->mailbox, &loop->release_wake); /* a turn takes it */
 }
 
 void publisher_charge(struct broker *broker, struct outflow *flow, struct delivery *d)
@@ -32,7 +49,7 @@ void publisher_charge(struct broker *broker, struct outflow *flow, struct delive
     if (d->prev && !d->prev->charged) return;
     d->charged = true;
     d->queued_at_ms = (uint32_t)broker->now_ms;
-    d->msg->publisher->waiting++;
+    atomic_fetch_add_explicit(&d->msg->publisher->waiting, 1, memory_order_relaxed);
 }
 
 void publisher_discharge(struct broker *broker, struct outflow *flow, struct delivery *d)
@@ -41,8 +58,9 @@ void publisher_discharge(struct broker *broker, struct outflow *flow, struct del
     if (!d->charged) return;
     d->charged = false;
     struct message_publisher *p = d->msg->publisher;
-    p->waiting--;
-    if (p->held && p->waiting <= high_mark(broker) / 2) list_for_release(broker, p);
+    uint32_t waiting = atomic_fetch_sub_explicit(&p->waiting, 1, memory_order_relaxed) - 1;
+    if (atomic_load_explicit(&p->held, memory_order_relaxed) && waiting <= high_mark(broker) / 2)
+        list_for_release(broker, p);
 }
 
 static void discharge_queue(struct broker *broker, struct outflow *flow)
@@ -76,8 +94,8 @@ void publisher_pressure_check_flow(struct broker *broker, struct outflow *flow)
 
 static void set_held(struct broker *broker, struct message_publisher *p, bool held)
 {
-    if (held == p->held) return;
-    p->held = held;
+    if (held == atomic_load_explicit(&p->held, memory_order_relaxed)) return;
+    atomic_store_explicit(&p->held, held, memory_order_relaxed);
     if (held) {
         broker->stats.publishers_held++;
         broker->stats.publisher_holds++;
@@ -89,8 +107,9 @@ static void set_held(struct broker *broker, struct message_publisher *p, bool he
 bool publisher_must_wait(struct broker *broker, struct message_publisher *p, bool owes_acks)
 {
     uint32_t high = high_mark(broker);
-    bool wait = high && !owes_acks &&
-                (p->waiting >= high || (p->held && p->waiting > high / 2));
+    uint32_t waiting = atomic_load_explicit(&p->waiting, memory_order_relaxed);
+    bool held = atomic_load_explicit(&p->held, memory_order_relaxed);
+    bool wait = high && !owes_acks && (waiting >= high || (held && waiting > high / 2));
     set_held(broker, p, wait);
     return wait;
 }
@@ -104,7 +123,32 @@ void publisher_gone(struct broker *broker, struct message_publisher *p)
 
 void publisher_owes_acks(struct broker *broker, struct message_publisher *p)
 {
-    if (p->held) list_for_release(broker, p);
+    if (atomic_load_explicit(&p->held, memory_order_relaxed)) list_for_release(broker, p);
+}
+
+/* The mailbox item: only the wake matters, publishers_release takes the stack. */
+static void release_wake(struct mailbox_item *item, void *ctx)
+{
+    (void)item;
+    (void)ctx;
+}
+
+void publisher_pressure_init_loop(struct broker *broker)
+{
+    atomic_init(&broker->released_elsewhere, NULL);
+    mailbox_item_init(&broker->release_wake, release_wake);
+}
+
+static void resume_list(struct message_publisher *list)
+{
+    while (list) {
+        struct message_publisher *p = list;
+        list = p->next_listed;
+        p->next_listed = NULL;
+        atomic_store(&p->listed, false);
+        if (p->conn) connection_resume_held(p->conn); /* its role asks publisher_must_wait */
+        message_publisher_unref(p);
+    }
 }
 
 void publishers_release(struct broker *broker)
@@ -112,12 +156,6 @@ void publishers_release(struct broker *broker)
     /* Resuming runs the held packets, which may list publishers again: for the next turn. */
     struct message_publisher *list = broker->released_publishers;
     broker->released_publishers = NULL;
-    while (list) {
-        struct message_publisher *p = list;
-        list = p->next_listed;
-        p->next_listed = NULL;
-        p->listed = false;
-        if (p->conn) connection_resume_held(p->conn); /* its role asks publisher_must_wait */
-        message_publisher_unref(p);
-    }
+    resume_list(atomic_exchange_explicit(&broker->released_elsewhere, NULL, memory_order_acquire));
+    resume_list(list);
 }

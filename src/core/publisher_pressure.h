@@ -46,5 +46,7 @@ void publisher_owes_acks(struct broker *broker, struct message_publisher *p);
 /* Resume the held publishers whose waiting went down (each loop turn, at a safe point: it
  * runs their packets). */
 void publishers_release(struct broker *broker);
+/* Set up the loop's stack of publishers other loops let go (broker_init). */
+void publisher_pressure_init_loop(struct broker *broker);
 
 #endif

@@ -217,6 +217,10 @@ struct broker {
     /* Publishers whose waiting went down while their PUBLISH packets were held: resumed at the
      * next safe point of the turn (publisher_pressure.c). */
     struct message_publisher *released_publishers;
+    /* The same, listed by other loops (their subscribers drained): a lock-free stack taken
+     * whole by publishers_release; release_wake wakes this loop when it was empty. */
+    struct message_publisher *_Atomic released_elsewhere;
+    struct mailbox_item release_wake;
     uint32_t connection_count;
     uint32_t client_count;    /* connections past CONNECT */
     struct delivery *delivery_pool; /* free list (delivery.c) */

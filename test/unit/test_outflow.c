@@ -480,7 +480,7 @@ static void publisher_charged_for_what_waits(void **state)
     struct fixture *f = *state;
     struct connection *conn = calloc(1, sizeof *conn); /* not held: resuming does nothing */
     assert_non_null(conn);
-    struct message_publisher *p = message_publisher_new(conn);
+    struct message_publisher *p = message_publisher_new(conn, &f->broker);
     assert_non_null(p);
     publisher_pressure_flow_online(&f->broker, &f->flow, true);
     f->dest.limits.window = 2;
@@ -516,11 +516,48 @@ static void publisher_charged_for_what_waits(void **state)
     free(conn);
 }
 
+/* The publisher's connection is on another loop than the subscriber's flow: the discharge
+ * (on the subscriber's loop) lists it on its own loop's stack and wakes that loop's mailbox;
+ * the publisher's loop lets it go at its next publishers_release. */
+static void publisher_on_another_loop_is_let_go_there(void **state)
+{
+    struct fixture *f = *state;
+    struct broker other = {.config = &f->config, .shared = &f->shared, .now_ms = 1000};
+    assert_int_equal(event_loop_init(&other.loop), 0);
+    assert_int_equal(mailbox_init(&other.mailbox, &other.loop, &other), 0);
+    publisher_pressure_init_loop(&other);
+    struct connection *conn = calloc(1, sizeof *conn); /* not held: resuming does nothing */
+    assert_non_null(conn);
+    struct message_publisher *p = message_publisher_new(conn, &other);
+    assert_non_null(p);
+    publisher_pressure_flow_online(&f->broker, &f->flow, true);
+    f->dest.limits.window = 1;
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(offer_from(f, p, 1), OUTFLOW_QUEUED); /* charged on f's loop */
+    assert_true(publisher_must_wait(&other, p, false));    /* held on its own */
+    assert_int_equal(ack(f, MQTT_PUBACK, 1, 0), OUTFLOW_ACK_FREED);
+    pump(f);
+    assert_int_equal(p->waiting, 0);
+    assert_null(f->broker.released_publishers); /* not on the subscriber's loop */
+    assert_ptr_equal(atomic_load(&other.released_elsewhere), p);
+    int64_t now;
+    assert_int_equal(event_loop_run_once(&other.loop, 1000, &now), 1); /* the wake */
+    publishers_release(&other);
+    assert_null(atomic_load(&other.released_elsewhere));
+    assert_false(atomic_load(&p->listed));
+    assert_false(publisher_must_wait(&other, p, false));
+    assert_int_equal(other.stats.publishers_held, 0);
+    publisher_gone(&other, p);
+    free(conn);
+    mailbox_free(&other.mailbox);
+    event_loop_free(&other.loop);
+}
+
 /* A publisher with one message in flight on a connected destination whose window is 1 and
  * one queued behind it (charged). */
 static struct message_publisher *one_charged(struct fixture *f)
 {
-    struct message_publisher *p = message_publisher_new(NULL);
+    struct message_publisher *p = message_publisher_new(NULL, &f->broker);
     assert_non_null(p);
     publisher_pressure_flow_online(&f->broker, &f->flow, true);
     f->dest.limits.window = 1;
@@ -597,6 +634,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(lingering_message_across_id_wrap, setup, teardown),
         cmocka_unit_test_setup_teardown(pressure_engages_and_releases, setup, teardown),
         cmocka_unit_test_setup_teardown(publisher_charged_for_what_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(publisher_on_another_loop_is_let_go_there, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(offline_destination_charges_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(subscriber_far_behind_is_cut_loose, setup, teardown),
     };
