@@ -69,6 +69,10 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
     }
     qsbr_init(&shared->qsbr);
     qsbr_register(&shared->qsbr, &broker->qsbr); /* the first of QSBR_MAX_THREADS */
+    for (unsigned i = 0; i < ARBOR_MAX_LOOPS; i++)
+        pthread_mutex_init(&shared->loop_stats[i].lock, NULL);
+    shared->loops[0] = broker; /* loop 0 */
+    shared->loop_count = 1;
     broker->loop.qsbr = &broker->qsbr;
     session_inbox_init_loop(broker);
     publisher_pressure_init_loop(broker);
@@ -122,6 +126,7 @@ static int retained_expired(struct message *msg, void *ctx)
 static void tick(struct broker *broker)
 {
     listeners_resume(broker);
+    sys_tree_share_stats(broker); /* for the loop that publishes $SYS */
     websockets_tick(broker); /* libwebsockets' timers, see websocket.c */
     check_connections(broker);
     retain_remove_if(broker->shared->retained, retained_expired, &broker->now_ms);

@@ -31,12 +31,32 @@ uint64_t heap_bytes_in_use(void)
 #endif
 }
 
-void heap_guard_measure(struct heap_guard *guard, uint64_t message_bytes, int64_t now_ms)
+static void lock(struct heap_guard *guard)
+{
+    bool free_now = false;
+    while (!atomic_compare_exchange_weak_explicit(&guard->busy, &free_now, true,
+                                                  memory_order_acquire, memory_order_relaxed))
+        free_now = false;
+}
+
+static void unlock(struct heap_guard *guard)
+{
+    atomic_store_explicit(&guard->busy, false, memory_order_release);
+}
+
+static void measure_locked(struct heap_guard *guard, uint64_t message_bytes, int64_t now_ms)
 {
     guard->measured = guard->measure ? guard->measure() : heap_bytes_in_use();
     guard->message_bytes_measured = message_bytes;
     guard->measured_at_ms = now_ms;
     guard->has_measured = true;
+}
+
+void heap_guard_measure(struct heap_guard *guard, uint64_t message_bytes, int64_t now_ms)
+{
+    lock(guard);
+    measure_locked(guard, message_bytes, now_ms);
+    unlock(guard);
 }
 
 static uint64_t estimate(const struct heap_guard *guard, uint64_t message_bytes)
@@ -51,10 +71,14 @@ bool heap_guard_over(struct heap_guard *guard, uint64_t limit, uint64_t incoming
                      uint64_t message_bytes, int64_t now_ms)
 {
     if (limit == 0) return false;
-    if (!guard->has_measured) heap_guard_measure(guard, message_bytes, now_ms);
-    if (estimate(guard, message_bytes) + incoming <= limit) return false;
+    lock(guard);
+    if (!guard->has_measured) measure_locked(guard, message_bytes, now_ms);
+    bool over = estimate(guard, message_bytes) + incoming > limit;
     /* over by the estimate: the heap may have shrunk since (messages freed, clients gone) */
-    if (now_ms - guard->measured_at_ms >= HEAP_GUARD_REMEASURE_MS)
-        heap_guard_measure(guard, message_bytes, now_ms);
-    return estimate(guard, message_bytes) + incoming > limit;
+    if (over && now_ms - guard->measured_at_ms >= HEAP_GUARD_REMEASURE_MS) {
+        measure_locked(guard, message_bytes, now_ms);
+        over = estimate(guard, message_bytes) + incoming > limit;
+    }
+    unlock(guard);
+    return over;
 }

@@ -9,6 +9,7 @@
 #ifndef ARBOR_HEAP_GUARD_H
 #define ARBOR_HEAP_GUARD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -17,13 +18,16 @@
 /* Bytes of heap in use (allocated and not freed, by arbor and the libraries it uses). */
 uint64_t heap_bytes_in_use(void);
 
-/* All zero is a guard that has measured nothing yet and measures heap_bytes_in_use. */
+/* All zero is a guard that has measured nothing yet and measures heap_bytes_in_use. Any loop
+ * may ask (a PUBLISH on it) while another measures (the tick): a spin lock (all zero: free)
+ * keeps the three figures of a measurement together; it is taken only with a limit set. */
 struct heap_guard {
     uint64_t (*measure)(void);        /* NULL: heap_bytes_in_use (a test gives its own) */
     uint64_t measured;                /* the heap at the last measurement */
     uint64_t message_bytes_measured;  /* the stored messages' bytes then */
     int64_t measured_at_ms;
     bool has_measured;
+    atomic_bool busy;
 };
 
 /* Measure now (each tick, while a limit is set); message_bytes: the stored messages' bytes. */

@@ -22,6 +22,7 @@
 #include "route.h"
 #include "session_flow.h"
 #include "session_life.h"
+#include "sys_tree.h"
 
 static int dispatch_active(struct connection *conn, uint8_t type, uint8_t flags,
                            const uint8_t *body, size_t len)
@@ -219,7 +220,10 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
         connection_send_disconnect(conn, reason, why);
     if (broker->config->connection_messages && connection_carries_mqtt(conn))
         log_client_gone(conn, reason, why);
-    if (was_active) broker->client_count--;
+    if (was_active) {
+        broker->client_count--;
+        sys_tree_client_gone(broker);
+    }
     struct session *offline = session_go_offline(conn);
     if (was_active && !client->disconnect_clean) publish_will(conn);
     client->session = NULL;
@@ -259,7 +263,8 @@ static bool client_packet_must_wait(const struct connection *conn,
                                     const struct mqtt_fixed_header *hdr)
 {
     if (hdr->type != MQTT_PUBLISH) return false;
-    if (conn->broker->shared->peer_backlog) return true;
+    if (atomic_load_explicit(&conn->broker->shared->peer_backlog, memory_order_relaxed))
+        return true;
     const struct client *client = client_of(conn);
     if (!client->publisher) return false;
     /* owed acknowledgements (PUBACK, PUBREC, PUBCOMP) come after this PUBLISH: never held

@@ -23,6 +23,7 @@
 #include "topic.h"
 #include "session_flow.h"
 #include "session_life.h"
+#include "sys_tree.h"
 
 /* Map an MQTT 5 reason to the v3.x CONNACK return code that means the same. */
 static uint8_t v3_connack_code(uint8_t reason)
@@ -533,8 +534,7 @@ static int admit_client(struct connection *conn, const struct mqtt_connect *c,
     connection_watch(conn); /* keepalive from now on */
     broker->stats.connects_total++;
     broker->client_count++;
-    if (broker->client_count > broker->stats.clients_maximum)
-        broker->stats.clients_maximum = broker->client_count;
+    sys_tree_client_connected(broker);
     log_connected(conn, c);
     int sent = send_connack(conn, session_present, assigned, c->keepalive);
     if (sent) {

@@ -9,6 +9,7 @@
 #ifndef ARBOR_BROKER_SHARED_H
 #define ARBOR_BROKER_SHARED_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "hash_table.h"
@@ -217,6 +218,9 @@ struct sys_tree_state {
     uint64_t last[SYS_LOAD_COUNT];
     struct sys_load_average avg[SYS_LOAD_COUNT];
     uint64_t heap_maximum; /* largest heap/current published */
+    /* Clients past CONNECT now and at most, over every loop. */
+    _Atomic uint64_t clients_active;
+    _Atomic uint64_t clients_maximum;
     /* Publishers of topics of their own (sys_tree_add_source), called after the broker's. */
     struct sys_tree_source {
         void (*publish)(void *ctx);
@@ -227,7 +231,21 @@ struct sys_tree_state {
 
 struct persist_section;
 
+/* The most event loops a broker runs (the loops directive, docs/multiloop-design.md). */
+#define ARBOR_MAX_LOOPS 64
+
+/* A loop's counters as it last shared them (each tick, sys_tree_share_stats), for the loop
+ * that publishes $SYS to add up. */
+struct loop_stats_slot {
+    pthread_mutex_t lock;
+    struct broker_stats stats;
+};
+
 struct broker_shared {
+    /* Every loop, by loop_index (loop 0 first, registered by broker_init). */
+    struct broker *loops[ARBOR_MAX_LOOPS];
+    unsigned loop_count;
+    struct loop_stats_slot loop_stats[ARBOR_MAX_LOOPS];
     /* The loops' deferred frees (qsbr.h): a session goes once every loop that might have
      * found it in a match has finished that turn. */
     struct qsbr qsbr;
@@ -252,7 +270,8 @@ struct broker_shared {
     /* The forwarders registered at the routing point (route.h), in order. */
     const struct route_forwarder *forwarders[ROUTE_MAX_FORWARDERS];
     size_t forwarder_count;
-    bool peer_backlog; /* peer links hold too many messages: clients wait (peer_dial.c) */
+    /* peer links hold too many messages: clients wait (peer_dial.c); read by every loop */
+    atomic_bool peer_backlog;
     int64_t start_wall;
 };
 

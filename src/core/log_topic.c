@@ -32,9 +32,13 @@ static const char *log_type_topic(unsigned type)
     }
 }
 
+/* Routed by the loop of the thread that logged (any loop may log); a line logged on a thread
+ * that runs no loop is not published (it has no scratch to route with). */
 static void publish_log_line(void *ctx, unsigned type, const char *line, size_t length)
 {
-    struct broker *broker = ctx;
+    (void)ctx;
+    struct broker *broker = loop_self();
+    if (!broker) return;
     const char *topic = log_type_topic(type);
     struct message *msg = message_create(&broker->shared->messages, topic, strlen(topic), line,
                                          length, NULL, 0, 2, false, 0, 0, broker->now_ms);

@@ -62,9 +62,59 @@ static void update_average(struct sys_load_average *avg, double rate_per_min, do
     avg->fifteen = rate_per_min + exp(-interval_s / 900.0) * (avg->fifteen - rate_per_min);
 }
 
-static void publish_loads(struct broker *broker)
+void sys_tree_client_connected(struct broker *broker)
 {
-    const struct broker_stats *s = &broker->stats;
+    struct broker_shared *shared = broker->shared;
+    uint64_t now = atomic_fetch_add_explicit(&shared->sys.clients_active, 1,
+                                             memory_order_relaxed) + 1;
+    uint64_t most = atomic_load_explicit(&shared->sys.clients_maximum, memory_order_relaxed);
+    while (now > most && !atomic_compare_exchange_weak_explicit(&shared->sys.clients_maximum,
+                                                                &most, now, memory_order_relaxed,
+                                                                memory_order_relaxed)) {
+    }
+}
+
+void sys_tree_client_gone(struct broker *broker)
+{
+    atomic_fetch_sub_explicit(&broker->shared->sys.clients_active, 1, memory_order_relaxed);
+}
+
+void sys_tree_share_stats(struct broker *broker)
+{
+    struct loop_stats_slot *slot = &broker->shared->loop_stats[broker->loop_index];
+    pthread_mutex_lock(&slot->lock);
+    slot->stats = broker->stats;
+    pthread_mutex_unlock(&slot->lock);
+}
+
+/* struct broker_stats is uint64_t counters only: added up field by field. */
+#define STATS_FIELDS (sizeof(struct broker_stats) / sizeof(uint64_t))
+_Static_assert(sizeof(struct broker_stats) % sizeof(uint64_t) == 0,
+               "struct broker_stats holds uint64_t counters only");
+
+static void add_stats(struct broker_stats *sum, const struct broker_stats *s)
+{
+    uint64_t *to = (uint64_t *)sum;
+    const uint64_t *from = (const uint64_t *)s;
+    for (size_t i = 0; i < STATS_FIELDS; i++)
+        to[i] += from[i];
+}
+
+void sys_tree_sum_stats(struct broker *broker, struct broker_stats *sum)
+{
+    struct broker_shared *shared = broker->shared;
+    *sum = broker->stats;
+    for (unsigned i = 0; i < shared->loop_count; i++) {
+        if (shared->loops[i] == broker) continue;
+        struct loop_stats_slot *slot = &shared->loop_stats[i];
+        pthread_mutex_lock(&slot->lock);
+        add_stats(sum, &slot->stats);
+        pthread_mutex_unlock(&slot->lock);
+    }
+}
+
+static void publish_loads(struct broker *broker, const struct broker_stats *s)
+{
     const struct {
         const char *name;
         uint64_t value;
@@ -111,7 +161,9 @@ static uint64_t count_sessions(const struct broker *broker, bool connected)
 
 void sys_tree_publish(struct broker *broker)
 {
-    const struct broker_stats *s = &broker->stats;
+    struct broker_stats sum;
+    sys_tree_sum_stats(broker, &sum);
+    const struct broker_stats *s = &sum;
     uint64_t connected = count_sessions(broker, true);
     uint64_t disconnected = count_sessions(broker, false);
     uint64_t heap = heap_bytes_in_use();
@@ -128,7 +180,8 @@ void sys_tree_publish(struct broker *broker)
         {"clients/disconnected", disconnected},
         {"clients/inactive", disconnected},
         {"clients/total", connected + disconnected},
-        {"clients/maximum", s->clients_maximum},
+        {"clients/maximum",
+         atomic_load_explicit(&broker->shared->sys.clients_maximum, memory_order_relaxed)},
         {"clients/expired", s->clients_expired},
         {"messages/received", s->messages_received},
         {"messages/sent", s->messages_sent},
@@ -166,7 +219,7 @@ void sys_tree_publish(struct broker *broker)
         sys_tree_publish_value(broker, "$SYS/broker/publish/subscribers/cut_loose", "%llu",
                                (unsigned long long)s->subscribers_cut_loose);
     }
-    publish_loads(broker);
+    publish_loads(broker, s);
     for (size_t i = 0; i < broker->shared->sys.source_count; i++)
         broker->shared->sys.sources[i].publish(broker->shared->sys.sources[i].ctx);
 }

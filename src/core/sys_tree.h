@@ -9,6 +9,15 @@
 
 /* Publish every $SYS topic now (also the static ones such as the version). */
 void sys_tree_publish(struct broker *broker);
+/* A client got past CONNECT / an active client went, on any loop (clients/maximum is the most
+ * at once over all loops). */
+void sys_tree_client_connected(struct broker *broker);
+void sys_tree_client_gone(struct broker *broker);
+/* Each loop, at its tick: its counters as the loop publishing $SYS adds them up. */
+void sys_tree_share_stats(struct broker *broker);
+/* The counters of every loop added up: broker's own as they are now, the others' as they
+ * last shared them. */
+void sys_tree_sum_stats(struct broker *broker, struct broker_stats *sum);
 
 /* A subsystem above this file that adds topics of its own ($SYS/broker/stp/... of MQTT-ST,
  * peer_sys.c) registers its publisher, called with ctx after the broker's own topics every

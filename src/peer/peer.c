@@ -459,7 +459,7 @@ void peer_net_run(struct broker *broker)
     if (net->pressure.release_pending) {
         net->pressure.release_pending = false;
         net->pressure.engaged = false;
-        broker->shared->peer_backlog = false;
+        atomic_store_explicit(&broker->shared->peer_backlog, false, memory_order_relaxed);
         connection_release_held(broker);
     }
     if (net->sys_dirty && broker->config->sys_interval > 0) {

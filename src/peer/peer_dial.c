@@ -60,7 +60,7 @@ struct peer_dialer *peer_dialer_add(struct peer_net *net, const char *host, uint
 static void peer_backlog_update(struct peer_net *net)
 {
     if (net->pressure.engaged && !net->pressure.release_pending)
-        net->broker->shared->peer_backlog = true;
+        atomic_store_explicit(&net->broker->shared->peer_backlog, true, memory_order_relaxed);
 }
 
 static void release_messages(struct peer_dialer *d)

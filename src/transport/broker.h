@@ -178,7 +178,6 @@ struct broker_stats {
     uint64_t publish_dropped;
     uint64_t bytes_received;
     uint64_t bytes_sent;
-    uint64_t clients_maximum;
     uint64_t connections_total; /* sockets accepted ($SYS load/sockets) */
     uint64_t connects_total;    /* CONNECTs accepted ($SYS load/connections) */
     uint64_t publish_bytes_received; /* PUBLISH payload bytes */
