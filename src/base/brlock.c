@@ -38,17 +38,19 @@ static struct brlock_slot *own_slot(struct brlock *lock)
     return &lock->slot[brlock_self_slot < lock->slots ? brlock_self_slot : 0];
 }
 
+/* With one slot there is one loop, whose thread alone reads and writes: the depth is kept
+ * (for the assertion below) but no mutex is taken, so one loop pays nothing. */
 void brlock_read_lock(struct brlock *lock)
 {
     struct brlock_slot *slot = own_slot(lock);
-    if (slot->depth++ == 0) pthread_mutex_lock(&slot->mutex);
+    if (slot->depth++ == 0 && lock->slots > 1) pthread_mutex_lock(&slot->mutex);
 }
 
 void brlock_read_unlock(struct brlock *lock)
 {
     struct brlock_slot *slot = own_slot(lock);
     assert(slot->depth > 0);
-    if (--slot->depth == 0) pthread_mutex_unlock(&slot->mutex);
+    if (--slot->depth == 0 && lock->slots > 1) pthread_mutex_unlock(&slot->mutex);
 }
 
 void brlock_write_lock(struct brlock *lock)
@@ -56,12 +58,14 @@ void brlock_write_lock(struct brlock *lock)
     /* A write inside a read of the same lock: with several loops, another loop's writer
      * holding the lower slots waits for ours while we wait for theirs. */
     assert(own_slot(lock)->depth == 0);
+    if (lock->slots == 1) return;
     for (unsigned i = 0; i < lock->slots; i++)
         pthread_mutex_lock(&lock->slot[i].mutex);
 }
 
 void brlock_write_unlock(struct brlock *lock)
 {
+    if (lock->slots == 1) return;
     for (unsigned i = lock->slots; i-- > 0;)
         pthread_mutex_unlock(&lock->slot[i].mutex);
 }

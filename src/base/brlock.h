@@ -3,7 +3,7 @@
  * writes: the subscription tree and the retained store (docs/multiloop-design.md step 7).
  * One mutex per loop: a reader takes only its own loop's (uncontended but by writers), a
  * writer takes every loop's in order. Readers scale with the loops; a write costs one lock per
- * loop. Recursive for readers (a thread reading may read again); a thread may not write while
+ * loop (with one loop, nothing: its thread is the only one). Recursive for readers (a thread reading may read again); a thread may not write while
  * it reads (debug builds assert it: that order could deadlock with another loop's writer).
  *
  * The calling thread's slot is brlock_self_slot (set with the thread's loop, broker.h

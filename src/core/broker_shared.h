@@ -134,6 +134,9 @@ struct session {
     UT_hash_handle hh; /* broker->shared->sessions by client_id */
     struct subscriber subscriber; /* in the subscription tree; online: connection is set */
     struct connection *connection; /* NULL while offline (session_attach, session.h) */
+    /* The event loop that owns it: only that loop's thread touches its flow, snapshots,
+     * timer and connection. Beside connection: routing reads both for every match. */
+    struct broker *owner;
     int64_t disconnected_at_ms;
     struct session_subscription *subscriptions;
 
@@ -148,10 +151,8 @@ struct session {
 
     struct timer timer; /* while offline: earliest of will, expiry, queued message expiry */
 
-    /* The event loop that owns it: only that loop's thread touches its flow, snapshots,
-     * timer and connection. Other loops post to its inbox (session_inbox.h); next_ready links
-     * it on the owner's ready stack while the inbox holds something. */
-    struct broker *owner;
+    /* Other loops post to its inbox (session_inbox.h); next_ready links it on the owner's
+     * ready stack while the inbox holds something. */
     struct session_inbox_item *_Atomic inbox;
     struct session *next_ready;
     bool gone; /* destroyed, its free deferred (session_life.c): posts to it are dropped */

@@ -223,17 +223,6 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
     }
 }
 
-void session_deliver_match(struct broker *broker, struct session *session, struct message *msg,
-                           uint8_t sub_qos, bool retain_as_published, const uint32_t *sub_ids,
-                           uint8_t sub_id_count, struct acl_read_cache *acl_cache)
-{
-    const struct acl_client *acl = session->acl;
-    if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, acl_cache)) return;
-    uint8_t qos = session_outgoing_qos(broker, sub_qos, msg->qos);
-    bool retain = retain_as_published && msg->retain;
-    session_deliver(broker, session, msg, qos, retain, sub_ids, sub_id_count);
-}
-
 /* Give msg (the snapshot's reference, consumed) to the session at qos: QoS 0 straight to the
  * socket, QoS 1/2 into flight (the caller checked the window). */
 static void hand_over_retained(struct broker *broker, struct session *session,

@@ -6,9 +6,8 @@
 #define ARBOR_SESSION_FLOW_H
 
 #include "broker_shared.h"
+#include "acl.h"
 #include "outflow.h"
-
-struct acl_read_cache; /* acl.h */
 
 /* The QoS a message published at `published` goes out at to a subscription granted
  * `granted` (upgrade_outgoing_qos: always the granted one). */
@@ -28,9 +27,17 @@ void session_deliver(struct broker *broker, struct session *session, struct mess
  * published, its identifiers): under its acl_file read rules (acl_cache: one verdict per user
  * section for the message being routed), at the QoS upgrade_outgoing_qos gives. On the
  * session's owner loop only (routing on it, or its inbox). */
-void session_deliver_match(struct broker *broker, struct session *session, struct message *msg,
-                           uint8_t sub_qos, bool retain_as_published, const uint32_t *sub_ids,
-                           uint8_t sub_id_count, struct acl_read_cache *acl_cache);
+static inline void session_deliver_match(struct broker *broker, struct session *session,
+                                         struct message *msg, uint8_t sub_qos,
+                                         bool retain_as_published, const uint32_t *sub_ids,
+                                         uint8_t sub_id_count, struct acl_read_cache *acl_cache)
+{
+    const struct acl_client *acl = session->acl;
+    if (acl && !acl_client_may_read(acl, msg->topic, msg->topic_len, acl_cache)) return;
+    uint8_t qos = session_outgoing_qos(broker, sub_qos, msg->qos);
+    bool retain = retain_as_published && msg->retain;
+    session_deliver(broker, session, msg, qos, retain, sub_ids, sub_id_count);
+}
 
 /* Snapshot the retained messages matching filter for a new subscription at qos: they are
  * handed to the session by session_pump as its window (QoS 1/2) and output (QoS 0) allow,
