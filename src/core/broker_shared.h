@@ -135,8 +135,9 @@ struct session {
     struct subscriber subscriber; /* in the subscription tree; online: connection is set */
     struct connection *connection; /* NULL while offline (session_attach, session.h) */
     /* The event loop that owns it: only that loop's thread touches its flow, snapshots,
-     * timer and connection. Beside connection: routing reads both for every match. */
-    struct broker *owner;
+     * timer and connection. Beside connection: routing reads both for every match. Changed
+     * only by session_move (session_move.h); read by any loop (session_owner). */
+    struct broker *_Atomic owner;
     int64_t disconnected_at_ms;
     struct session_subscription *subscriptions;
 
@@ -176,6 +177,13 @@ struct session {
 };
 
 struct session_inbox_item; /* session_inbox.c */
+
+/* The loop that owns session now (acquire: what the previous owner did before handing it
+ * over is seen by the new one). */
+static inline struct broker *session_owner(const struct session *session)
+{
+    return atomic_load_explicit(&((struct session *)session)->owner, memory_order_acquire);
+}
 
 struct match_entry {
     struct subscriber *subscriber;

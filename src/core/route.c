@@ -54,7 +54,7 @@ static void deliver_to_session(struct broker *broker, const struct match_entry *
                                struct message *msg, struct acl_read_cache *acl_cache)
 {
     struct session *session = container_of(e->subscriber, struct session, subscriber);
-    if (session->owner != broker) {
+    if (session_owner(session) != broker) {
         if (session_inbox_post(broker, session, e, msg) != 0) broker->stats.publish_dropped++;
         return;
     }

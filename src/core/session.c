@@ -45,7 +45,7 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
         atomic_fetch_add_explicit(&broker->shared->next_session_serial, 1,
                                   memory_order_relaxed) + 1;
     session->timer.kind = TIMER_SESSION;
-    session->owner = broker; /* the loop that made it (a restore, a CONNECT on it) */
+    atomic_init(&session->owner, broker); /* the loop that made it (a restore, a CONNECT on it) */
     session->version = version;
     HASH_ADD_KEYPTR(hh, broker->shared->sessions, session->client_id, id_len, session);
     return session;

@@ -28,7 +28,7 @@ struct session_inbox_item {
 
 static void schedule(struct session *session)
 {
-    struct broker *owner = session->owner;
+    struct broker *owner = session_owner(session);
     struct session *head = atomic_load_explicit(&owner->ready_sessions, memory_order_relaxed);
     do {
         session->next_ready = head;
@@ -92,6 +92,12 @@ size_t session_inbox_drain(struct broker *owner)
         session = oldest_first;
         oldest_first = session->next_ready;
         session->next_ready = NULL;
+        if (session_owner(session) != owner) {
+            /* Moved away (session_move) after a post had read the old owner: its items are
+             * the new owner's to deliver, after what this loop delivered before the move. */
+            schedule(session);
+            continue;
+        }
         struct acl_read_cache acl_cache = {0};
         struct session_inbox_item *item = take_items(session);
         while (item) {

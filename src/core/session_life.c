@@ -25,7 +25,7 @@
 static void free_session(void *ptr)
 {
     struct session *session = ptr;
-    session_inbox_settle(session->owner, session);
+    session_inbox_settle(session_owner(session), session);
     free(session);
 }
 

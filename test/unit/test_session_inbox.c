@@ -6,7 +6,8 @@
  * once, each loop's in the order it routed them, after B's turn runs (not before); a session
  * destroyed with posts pending gets them first and leaves nothing behind; a session destroyed
  * while another loop may still post to it is freed after that loop's quiescent state, and
- * the raced post is dropped then. On two threads: A's
+ * the raced post is dropped then; a session moved from one loop to the other (session_move.c)
+ * keeps each loop's order, and a post that raced the switch is forwarded to the new owner. On two threads: A's
  * thread routes 20,000 messages while B's thread runs its loop (also under ThreadSanitizer).
  */
 #include <pthread.h>
@@ -29,6 +30,7 @@
 #include "session.h"
 #include "session_inbox.h"
 #include "session_life.h"
+#include "session_move.h"
 #include "subs.h"
 
 #define NOW 100000
@@ -91,7 +93,7 @@ static int setup(void **state)
         snprintf(id, sizeof id, "sub%d", i);
         struct session *s = session_create(&f->b.broker, id, 5);
         assert_non_null(s);
-        assert_ptr_equal(s->owner, &f->b.broker);
+        assert_ptr_equal(session_owner(s), &f->b.broker);
         s->expiry_interval = UINT32_MAX;
         bool replaced;
         assert_int_equal(subs_add(f->shared.subscriptions, "t/#", &s->subscriber, 1, 0, &replaced),
@@ -232,6 +234,82 @@ static void test_a_post_racing_the_destroy_is_dropped_after_the_grace_period(voi
     f->a.broker.qsbr.domain = f->b.broker.qsbr.domain = NULL; /* teardown frees at once */
 }
 
+static int moves_done;
+
+static void move_done(struct broker *to, struct session *session, void *ctx)
+{
+    struct fixture *f = ctx;
+    assert_ptr_equal(to, &f->a.broker);
+    assert_ptr_equal(session_owner(session), to);
+    moves_done++;
+}
+
+/* B gives session 0 to A (a client of it connected on A): posted before the move, delivered by
+ * B; after it, A's routing delivers at once and B's posts go to A; each loop's order holds
+ * across the move. */
+static void test_a_session_moved_to_another_loop_keeps_each_loops_order(void **state)
+{
+    struct fixture *f = *state;
+    struct session *s = f->sessions[0];
+    for (int n = 0; n < 100; n++) {
+        route_numbered(f, &f->a.broker, 'A', n); /* posted to B's session */
+        route_numbered(f, &f->b.broker, 'B', n); /* B's own */
+    }
+    assert_int_equal(timers_reserve(&f->a.broker.timers), 0); /* A asks, with a slot for it */
+    uint32_t reserved_b = f->b.broker.timers.reserved;
+    struct session_move move = {.done = move_done, .ctx = f};
+    moves_done = 0;
+    session_move(&f->b.broker, s, &f->a.broker, &move);
+    assert_int_equal(f->b.broker.timers.reserved, reserved_b - 1);
+    assert_ptr_equal(session_owner(s), &f->a.broker);
+    assert_int_equal(s->flow.queued.count, 200); /* A's posts were delivered by B first */
+    assert_int_equal(moves_done, 0);             /* A adopts at its next turn */
+    assert_int_equal(run_turn(&f->a.broker), 1);
+    assert_int_equal(moves_done, 1);
+    for (int n = 100; n < 200; n++) {
+        route_numbered(f, &f->a.broker, 'A', n); /* A's own now */
+        route_numbered(f, &f->b.broker, 'B', n); /* posted to A */
+    }
+    assert_int_equal(s->flow.queued.count, 300);
+    run_turn(&f->a.broker);
+    run_turn(&f->b.broker); /* delivers B's other sessions' B posts: none; its own are sync */
+    check_queue(s, 200);
+    /* the other sessions stayed with B */
+    check_queue(f->sessions[1], 200);
+    /* A destroys it at teardown, on its own heap */
+    session_destroy(&f->a.broker, s);
+    f->sessions[0] = NULL;
+    assert_int_equal(f->a.broker.timers.reserved, 0);
+}
+
+/* A post that read the old owner just before the switch lands on the old owner's ready stack:
+ * its drain forwards the session to the new owner, which delivers it. */
+static void test_a_post_racing_the_move_is_forwarded_to_the_new_owner(void **state)
+{
+    struct fixture *f = *state;
+    struct session *s = f->sessions[2];
+    assert_int_equal(timers_reserve(&f->a.broker.timers), 0);
+    struct session_move move = {.done = move_done, .ctx = f};
+    session_move(&f->b.broker, s, &f->a.broker, &move);
+    run_turn(&f->a.broker); /* adopted */
+    /* the raced post, as it interleaves: the old owner read, the item pushed after the switch */
+    atomic_store(&s->owner, &f->b.broker);
+    struct match_entry e = {.subscriber = &s->subscriber, .qos = 1};
+    struct message *m = message_create(&f->shared.messages, "t/A", 3, "A0", 2, NULL, 0, 1, false,
+                                       0, 0, NOW);
+    assert_int_equal(session_inbox_post(&f->a.broker, s, &e, m), 0); /* on B's ready stack */
+    message_unref(m);
+    atomic_store(&s->owner, &f->a.broker);
+    assert_ptr_equal(atomic_load(&f->b.broker.ready_sessions), s);
+    assert_int_equal(run_turn(&f->b.broker), 1); /* B's drain: not its own any more */
+    assert_int_equal(s->flow.queued.count, 0);
+    assert_ptr_equal(atomic_load(&f->a.broker.ready_sessions), s); /* forwarded */
+    assert_int_equal(run_turn(&f->a.broker), 1);
+    assert_int_equal(s->flow.queued.count, 1);
+    session_destroy(&f->a.broker, s);
+    f->sessions[2] = NULL;
+}
+
 struct router {
     struct fixture *f;
     int count;
@@ -280,6 +358,10 @@ int main(void)
             test_a_session_destroyed_with_posts_pending_takes_them_first, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_a_post_racing_the_destroy_is_dropped_after_the_grace_period, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_session_moved_to_another_loop_keeps_each_loops_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_post_racing_the_move_is_forwarded_to_the_new_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_loop_on_another_thread_posts_while_the_owner_runs,
                                         setup, teardown),
     };
