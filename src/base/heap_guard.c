@@ -7,6 +7,8 @@
 #include <malloc.h>
 #include <stddef.h>
 
+#include "spin_lock.h"
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ARBOR_ASAN_ALLOCATOR 1
 #elif defined(__has_feature)
@@ -31,19 +33,6 @@ uint64_t heap_bytes_in_use(void)
 #endif
 }
 
-static void lock(struct heap_guard *guard)
-{
-    bool free_now = false;
-    while (!atomic_compare_exchange_weak_explicit(&guard->busy, &free_now, true,
-                                                  memory_order_acquire, memory_order_relaxed))
-        free_now = false;
-}
-
-static void unlock(struct heap_guard *guard)
-{
-    atomic_store_explicit(&guard->busy, false, memory_order_release);
-}
-
 static void measure_locked(struct heap_guard *guard, uint64_t message_bytes, int64_t now_ms)
 {
     guard->measured = guard->measure ? guard->measure() : heap_bytes_in_use();
@@ -54,9 +43,9 @@ static void measure_locked(struct heap_guard *guard, uint64_t message_bytes, int
 
 void heap_guard_measure(struct heap_guard *guard, uint64_t message_bytes, int64_t now_ms)
 {
-    lock(guard);
+    spin_lock(&guard->busy);
     measure_locked(guard, message_bytes, now_ms);
-    unlock(guard);
+    spin_unlock(&guard->busy);
 }
 
 static uint64_t estimate(const struct heap_guard *guard, uint64_t message_bytes)
@@ -71,7 +60,7 @@ bool heap_guard_over(struct heap_guard *guard, uint64_t limit, uint64_t incoming
                      uint64_t message_bytes, int64_t now_ms)
 {
     if (limit == 0) return false;
-    lock(guard);
+    spin_lock(&guard->busy);
     if (!guard->has_measured) measure_locked(guard, message_bytes, now_ms);
     bool over = estimate(guard, message_bytes) + incoming > limit;
     /* over by the estimate: the heap may have shrunk since (messages freed, clients gone) */
@@ -79,6 +68,6 @@ bool heap_guard_over(struct heap_guard *guard, uint64_t limit, uint64_t incoming
         measure_locked(guard, message_bytes, now_ms);
         over = estimate(guard, message_bytes) + incoming > limit;
     }
-    unlock(guard);
+    spin_unlock(&guard->busy);
     return over;
 }

@@ -258,7 +258,9 @@ struct broker_shared {
     /* The loops' deferred frees (qsbr.h): a session goes once every loop that might have
      * found it in a match has finished that turn. */
     struct qsbr qsbr;
-    struct session *sessions; /* by client id */
+    struct session *sessions; /* by client id; found, added, removed under sessions_lock */
+    atomic_bool sessions_lock; /* spin_lock.h; walks of the whole table run with the other
+                                  loops parked (quiesce.h) or take it (count_sessions) */
     _Atomic uint64_t next_session_serial; /* sessions are made on any event loop */
     struct subscription_tree *subscriptions;
     struct retained_store *retained;

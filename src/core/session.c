@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "spin_lock.h"
 #include "log.h"
 #include "message.h"
 #include "publisher_pressure.h"
@@ -24,7 +25,9 @@
 struct session *session_find(struct broker *broker, const char *client_id)
 {
     struct session *session = NULL;
+    spin_lock(&broker->shared->sessions_lock);
     HASH_FIND_STR(broker->shared->sessions, client_id, session);
+    spin_unlock(&broker->shared->sessions_lock);
     return session;
 }
 
@@ -47,7 +50,19 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
     session->timer.kind = TIMER_SESSION;
     atomic_init(&session->owner, broker); /* the loop that made it (a restore, a CONNECT on it) */
     session->version = version;
-    HASH_ADD_KEYPTR(hh, broker->shared->sessions, session->client_id, id_len, session);
+    /* Looked up again under the lock that the add takes: two loops making a session for the
+     * same client id at once cannot both add one. */
+    struct session *existing = NULL;
+    spin_lock(&broker->shared->sessions_lock);
+    HASH_FIND(hh, broker->shared->sessions, client_id, id_len, existing);
+    if (!existing)
+        HASH_ADD_KEYPTR(hh, broker->shared->sessions, session->client_id, id_len, session);
+    spin_unlock(&broker->shared->sessions_lock);
+    if (existing) {
+        timers_unreserve(&broker->timers);
+        free(session);
+        return NULL;
+    }
     return session;
 }
 

@@ -17,6 +17,7 @@
 #include "session.h"
 #include "session_flow.h"
 #include "session_inbox.h"
+#include "spin_lock.h"
 #include "subs.h"
 
 /* The deferred free (qsbr.h), on the owner's thread once every loop has finished the turn
@@ -63,7 +64,9 @@ void session_destroy(struct broker *broker, struct session *session)
         session->retained_head = snap->next;
         retained_snapshot_free(snap);
     }
+    spin_lock(&broker->shared->sessions_lock);
     HASH_DEL(broker->shared->sessions, session);
+    spin_unlock(&broker->shared->sessions_lock);
     struct message *will = session->pending_will;
     session->pending_will = NULL;
     acl_client_free(session->acl);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "heap_guard.h"
+#include "spin_lock.h"
 #include "message.h"
 #include "retain.h"
 #include "route.h"
@@ -148,15 +149,21 @@ static void publish_loads(struct broker *broker, const struct broker_stats *s)
     sys->last_ms = broker->now_ms;
 }
 
-static uint64_t count_sessions(const struct broker *broker, bool connected)
+/* Sessions with a client connected and without, over every loop: from the atomic online
+ * flag (session->connection is its owner's to read), under the table's lock. */
+static void count_sessions(struct broker *broker, uint64_t *connected, uint64_t *disconnected)
 {
-    uint64_t n = 0;
-    const struct session *s, *tmp;
+    uint64_t on = 0, total = 0;
+    struct session *s, *tmp;
+    spin_lock(&broker->shared->sessions_lock);
     HASH_ITER(hh, broker->shared->sessions, s, tmp)
     {
-        if ((s->connection != NULL) == connected) n++;
+        on += atomic_load_explicit(&s->subscriber.online, memory_order_relaxed);
+        total++;
     }
-    return n;
+    spin_unlock(&broker->shared->sessions_lock);
+    *connected = on;
+    *disconnected = total - on;
 }
 
 void sys_tree_publish(struct broker *broker)
@@ -164,8 +171,8 @@ void sys_tree_publish(struct broker *broker)
     struct broker_stats sum;
     sys_tree_sum_stats(broker, &sum);
     const struct broker_stats *s = &sum;
-    uint64_t connected = count_sessions(broker, true);
-    uint64_t disconnected = count_sessions(broker, false);
+    uint64_t connected, disconnected;
+    count_sessions(broker, &connected, &disconnected);
     uint64_t heap = heap_bytes_in_use();
     if (heap > broker->shared->sys.heap_maximum) broker->shared->sys.heap_maximum = heap;
     const struct message_counters *stored = &broker->shared->messages;
