@@ -119,14 +119,16 @@ static void apply_settings(const struct arbor_config *cfg)
     }
 }
 
-/* Apply cfg's settings (NULL: keep them) and open the log file; returns open_log_file's
- * result with errno kept. On failure, stderr becomes a destination when no file is open, and
- * failure gets what report_open_failure needs (the lock is not held while it logs). */
+/* What report_open_failure says, copied out of the logger (the lock is not held while it
+ * logs). */
 struct open_failure {
     char path[sizeof logger.file_path];
     bool kept_old_file;
 };
 
+/* Apply cfg's settings (NULL: keep them) and open the log file; returns open_log_file's
+ * result with errno kept. On failure, stderr becomes a destination when no file is open, and
+ * *failure is filled in. */
 static int change_settings(const struct arbor_config *cfg, bool reopen,
                            struct open_failure *failure)
 {

@@ -55,7 +55,7 @@ static void deliver_to_session(struct broker *broker, const struct match_entry *
 {
     struct session *session = container_of(e->subscriber, struct session, subscriber);
     if (session_owner(session) != broker) {
-        if (session_inbox_post(broker, session, e, msg) != 0) broker->stats.publish_dropped++;
+        if (session_inbox_post(session, e, msg) != 0) broker->stats.publish_dropped++;
         return;
     }
     session_deliver_match(broker, session, msg, e->qos, e->retain_as_published, e->sub_ids,

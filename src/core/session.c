@@ -33,8 +33,6 @@ struct session *session_find(struct broker *broker, const char *client_id)
 
 struct session *session_create(struct broker *broker, const char *client_id, uint8_t version)
 {
-    /* One session per client id: a second with the same key would sit unseen in the table. */
-    if (session_find(broker, client_id)) return NULL;
     size_t id_len = strlen(client_id);
     struct session *session = calloc(1, offsetof(struct session, client_id) + id_len + 1);
     if (!session) return NULL;
@@ -50,8 +48,9 @@ struct session *session_create(struct broker *broker, const char *client_id, uin
     session->timer.kind = TIMER_SESSION;
     atomic_init(&session->owner, broker); /* the loop that made it (a restore, a CONNECT on it) */
     session->version = version;
-    /* Looked up again under the lock that the add takes: two loops making a session for the
-     * same client id at once cannot both add one. */
+    /* One session per client id (a second with the same key would sit unseen in the table):
+     * looked up under the lock the add takes, so two loops making a session for the same
+     * client id at once cannot both add one. */
     struct session *existing = NULL;
     spin_lock(&broker->shared->sessions_lock);
     HASH_FIND(hh, broker->shared->sessions, client_id, id_len, existing);

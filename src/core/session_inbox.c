@@ -37,10 +37,8 @@ static void schedule(struct session *session)
     if (!head) mailbox_post(&owner->mailbox, &owner->ready_item); /* it was idle */
 }
 
-int session_inbox_post(struct broker *broker, struct session *session, const struct match_entry *e,
-                       struct message *msg)
+int session_inbox_post(struct session *session, const struct match_entry *e, struct message *msg)
 {
-    (void)broker;
     struct session_inbox_item *item = malloc(sizeof *item);
     if (!item) return -1;
     item->msg = message_ref(msg);
@@ -98,11 +96,10 @@ size_t session_inbox_drain(struct broker *owner)
             schedule(session);
             continue;
         }
-        struct acl_read_cache acl_cache = {0};
         struct session_inbox_item *item = take_items(session);
         while (item) {
             struct session_inbox_item *next = item->next;
-            memset(&acl_cache, 0, sizeof acl_cache); /* a verdict is per message */
+            struct acl_read_cache acl_cache = {0}; /* a verdict is per message */
             if (!session->gone) /* a post that raced its destroy: dropped */
                 session_deliver_match(owner, session, item->msg, item->sub_qos,
                                       item->retain_as_published, item->sub_ids,

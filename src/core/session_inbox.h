@@ -24,9 +24,8 @@
 
 /* From any loop: post msg (a reference is taken) for session as match e gave it. Returns 0,
  * or -1 when out of memory (the message is not delivered to it, as a full queue would drop
- * it; counted in the poster's publish_dropped). */
-int session_inbox_post(struct broker *broker, struct session *session, const struct match_entry *e,
-                       struct message *msg);
+ * it; the caller counts it in its publish_dropped). */
+int session_inbox_post(struct session *session, const struct match_entry *e, struct message *msg);
 /* The owner's thread: deliver what other loops posted to the sessions on its ready stack;
  * returns the number of messages delivered or dropped. Run by the owner's mailbox. */
 size_t session_inbox_drain(struct broker *owner);

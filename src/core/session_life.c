@@ -71,7 +71,6 @@ void session_destroy(struct broker *broker, struct session *session)
     session->pending_will = NULL;
     acl_client_free(session->acl);
     free(session->incoming_qos2);
-    session->incoming_qos2 = NULL;
     session_free_later(broker, session);
     if (will) route_will(broker, will);
 }
