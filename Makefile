@@ -11,7 +11,7 @@ FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
 	bench-partition bench-connections bench-overload bench-tls chaos partition-soak crash fuzz \
-	install mosquitto-tests test-tsan clean
+	install mosquitto-tests test-tsan test-loops clean
 
 all: build
 
@@ -141,10 +141,15 @@ mosquitto-tests: build
 	@scripts/run-mosquitto-tests.sh $(CURDIR)/$(BUILD)/arbor /usr/sbin/mosquitto
 
 # The unit tests on a ThreadSanitizer build (build-tsan): the primitives several event loops
-# share (logger, mailboxes, reference counts) are tested from several threads there. Also a
-# step of `make test`.
+# share (logger, mailboxes, reference counts) are tested from several threads there; then the
+# integration tests of several loops on it with `loops 4`. Also a step of `make test`.
 test-tsan: deps
 	@scripts/run-tests.sh --tsan-only
+
+# The whole integration suite with `loops 2`, then `loops 4` (ARBOR_LOOPS), on the normal
+# build (`make test` runs it with one loop there, and with 2 on the ASan build).
+test-loops: deps
+	@scripts/run-tests.sh --loops-only
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-release build-fuzz build-tsan

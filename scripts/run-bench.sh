@@ -20,6 +20,8 @@
 #   BENCH_OUT=...          where the raw JSON goes (default $BUILD/bench-results)
 #   BENCH_DOCS=docs        where benchmarks.md and benchmarks.png go
 #   BENCH_TRANSPORTS="tls ws"  transports measured besides TCP (empty: none)
+#   BENCH_LOOPS=N          also measure arbor with `loops N` ("arbor-loops"; default: the
+#                          number of CPUs; 1: not)
 #   BENCH_SCENARIOS="..."  the TCP scenarios (default: all six; e.g. "qos0-1to1 qos0-1to50
 #                          qos1-pairs" with BENCH_DOCS elsewhere for a quick transport check)
 set -euo pipefail
@@ -33,6 +35,7 @@ out_dir=${BENCH_OUT:-$build/bench-results}
 docs_dir=${BENCH_DOCS:-docs}
 mosquitto_bin=${MOSQUITTO_BIN:-/usr/sbin/mosquitto}
 transports=${BENCH_TRANSPORTS-tls ws}
+loops=${BENCH_LOOPS:-$(nproc)}
 started_pids=()
 
 log() { echo "=== $*"; }
@@ -125,6 +128,7 @@ start_broker() {
         while [ "$extra_port" = "$broker_port" ]; do extra_port=$(free_port); done
     fi
     write_config "$out_dir/$name.conf" "$broker_port" "$transport" "$extra_port"
+    if [ "$name" = arbor-loops ]; then echo "loops $loops" >>"$out_dir/$name.conf"; fi
     "$bin" -c "$out_dir/$name.conf" >"$out_dir/$name.last.log" 2>&1 &
     broker_pid=$!
     started_pids+=("$broker_pid")
@@ -201,7 +205,7 @@ transport_title() {
 # BROKER__SCENARIO[.TRANSPORT]__REPETITION.json
 run_one() {
     local name=$1 scenario=$2 rep=$3 transport=${4:-} bin
-    bin=$([ "$name" = arbor ] && echo "$arbor_bin" || echo "$mosquitto_bin")
+    bin=$([ "$name" != mosquitto ] && echo "$arbor_bin" || echo "$mosquitto_bin")
     start_broker "$name" "$bin" "$transport" || return 1
     cat "$out_dir/$name.last.log" >>"$out_dir/$name.log"
     local key=$scenario${transport:+.$transport}
@@ -228,6 +232,16 @@ print("    %-9s %-21s ingress %10.0f  egress %10.0f msg/s  latency %8.3f ms  los
 EOF
 }
 
+# rotated K NAME...: the names, starting from the (K mod count)-th (brokers take turns to go
+# first from one repetition to the next)
+rotated() {
+    local k=$1
+    shift
+    local names=("$@") n=$# out=() j
+    for ((j = 0; j < n; j++)); do out+=("${names[$(((k + j) % n))]}"); done
+    echo "${out[*]}"
+}
+
 # Record why a broker has no figures over a transport (shown on the page).
 note_missing() {
     local broker=$1 transport=$2 reason=$3
@@ -245,7 +259,7 @@ EOF
 # the broker's own words; records the negotiated TLS version and cipher in tls-BROKER.txt.
 probe_transport() {
     local name=$1 transport=$2 bin
-    bin=$([ "$name" = arbor ] && echo "$arbor_bin" || echo "$mosquitto_bin")
+    bin=$([ "$name" != mosquitto ] && echo "$arbor_bin" || echo "$mosquitto_bin")
     probe_reason=""
     if ! start_broker "$name" "$bin" "$transport" 2>/dev/null; then
         # its error lines (else its last words), without timestamps and directories
@@ -283,10 +297,8 @@ run_transport() {
         [ ${#ok[@]} -gt 0 ] || break
         log "$scenario over $title"
         for rep in $(seq 1 "$repeats"); do
-            local order=("${ok[@]}")
-            if [ $(((i + rep) % 2)) = 0 ] && [ ${#ok[@]} = 2 ]; then
-                order=("${ok[1]}" "${ok[0]}")
-            fi
+            local order
+            read -r -a order <<<"$(rotated $((i + rep)) "${ok[@]}")"
             for name in "${order[@]}"; do
                 [[ " ${ok[*]} " = *" $name "* ]] || continue
                 run_one "$name" "$scenario" "$rep" "$transport" && continue
@@ -334,6 +346,7 @@ env = {
     "config": open("$out_dir/config.example").read(),
     "scenario_commands": [l for l in """$(for s in "${scenarios[@]}"; do echo "arbor_bench $(scenario_args "$s")"; done)""".splitlines()],
     "missing_reason": "$missing_reason",
+    "loops": "$loops",
     "transports": "$transports".split(),
     "transport_configs": {t: open("$out_dir/config-%s.example" % t).read()
                           for t in "$transports".split()},
@@ -352,6 +365,7 @@ main() {
     have_arbor=1
     missing_reason=""
     brokers=(arbor mosquitto)
+    if [ "$loops" -gt 1 ]; then brokers=(arbor arbor-loops mosquitto); fi
     if [ ! -x "$arbor_bin" ]; then
         echo "run-bench: $arbor_bin not found or not executable: measuring mosquitto only" >&2
         have_arbor=0
@@ -379,11 +393,9 @@ main() {
         [ "$scenario" = ildm ] && reps=1
         log "$scenario"
         for rep in $(seq 1 "$reps"); do
-            # alternate which broker goes first: A B, then B A, ...
-            local order=("${brokers[@]}")
-            if [ $(((i + rep) % 2)) = 0 ] && [ ${#brokers[@]} = 2 ]; then
-                order=("${brokers[1]}" "${brokers[0]}")
-            fi
+            # take turns to go first: A B C, then B C A, ...
+            local order
+            read -r -a order <<<"$(rotated $((i + rep)) "${brokers[@]}")"
             for name in "${order[@]}"; do
                 run_one "$name" "$scenario" "$rep"
             done

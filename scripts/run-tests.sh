@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds arbor twice (normal and ASan+UBSan) and runs unit tests (ctest) and integration
-# tests (pytest) against each build, and the unit tests once more on a ThreadSanitizer build; also builds (only) a Release tree, so that warnings
+# tests (pytest) against each build: the normal build with one event loop, the ASan+UBSan
+# build with `loops 2` (ARBOR_LOOPS, conftest.py). On a ThreadSanitizer build it runs the unit
+# tests and the integration tests of several loops with `loops 4`. It also builds (only) a Release tree, so that warnings
 # that only gcc -O3 finds fail here under -Werror, and builds the libFuzzer targets with clang
 # (build-fuzz) and runs each briefly on its checked-in corpus (scripts/run-fuzz.sh --smoke,
 # about a minute; ARBOR_SKIP_FUZZ=1 skips it). Used by `make test` and by CI.
@@ -21,35 +23,64 @@ if [ "$workers" -gt 0 ]; then
     xdist=(-n "$workers" --dist loadfile)
 fi
 
+# The files of the integration suite run on the ThreadSanitizer build with `loops 4`: the
+# one about several loops, and the core client behaviour their hand-overs touch.
+tsan_integration=(test/integration/test_loops.py test/integration/test_connect.py
+                  test/integration/test_publish_qos.py test/integration/test_sessions.py
+                  test/integration/test_publisher_pressure.py test/integration/test_tls.py)
+
 # The unit tests on a ThreadSanitizer build: what several threads share is tested from
-# several threads in them (test_log_threads.c, ...).
-run_tsan_units() {
+# several threads in them (test_log_threads.c, ...); then the broker itself with 4 loops.
+run_tsan() {
     echo "=== [tsan] build (build-tsan)"
     cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DARBOR_TSAN=ON >/dev/null
     cmake --build build-tsan -j "$jobs"
     echo "=== [tsan] unit tests"
     (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
         ctest --output-on-failure -j "$jobs")
+    echo "=== [tsan] integration tests, loops 4"
+    ARBOR_LOOPS=4 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        ARBOR_BIN="$root/build-tsan/arbor" ARBOR_BUILD_DIR="$root/build-tsan" \
+        "$root/.venv/bin/python" -m pytest -q -x --timeout=300 -p no:cacheprovider \
+        ${xdist[@]+"${xdist[@]}"} "${tsan_integration[@]}"
     echo "=== [tsan] done at ${SECONDS}s"
 }
-if [ "${1:-}" = --tsan-only ]; then
-    run_tsan_units
-    exit 0
-fi
+
+# The whole integration suite on the normal build with 2, then 4 loops (make test-loops).
+run_loops() {
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build build -j "$jobs"
+    for loops in 2 4; do
+        echo "=== [loops $loops] integration tests"
+        ARBOR_LOOPS=$loops ARBOR_BIN="$root/build/arbor" ARBOR_BUILD_DIR="$root/build" \
+            "$root/.venv/bin/python" -m pytest -q -x --timeout=120 -p no:cacheprovider \
+            ${xdist[@]+"${xdist[@]}"} test/integration
+        echo "=== [loops $loops] done at ${SECONDS}s"
+    done
+}
 
 scripts/setup-venv.sh
+
+if [ "${1:-}" = --tsan-only ]; then
+    run_tsan
+    exit 0
+fi
+if [ "${1:-}" = --loops-only ]; then
+    run_loops
+    exit 0
+fi
 
 echo "=== include-cycle check (src/ depends on itself one way)"
 python3 scripts/check-include-cycles.py
 
 run_suite() {
-    local dir=$1 label=$2
+    local dir=$1 label=$2 loops=${3:-}
     echo "=== [$label] build ($dir)"
     cmake --build "$dir" -j "$jobs"
     echo "=== [$label] unit tests"
     (cd "$dir" && ctest --output-on-failure -j "$jobs")
-    echo "=== [$label] integration tests"
-    ARBOR_BIN="$root/$dir/arbor" ARBOR_BUILD_DIR="$root/$dir" \
+    echo "=== [$label] integration tests${loops:+, loops $loops}"
+    ARBOR_LOOPS="$loops" ARBOR_BIN="$root/$dir/arbor" ARBOR_BUILD_DIR="$root/$dir" \
         "$root/.venv/bin/python" -m pytest -q -x --timeout=120 -p no:cacheprovider \
         ${xdist[@]+"${xdist[@]}"} --durations=15 test/integration
     echo "=== [$label] done at ${SECONDS}s"
@@ -69,12 +100,12 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 run_suite build plain
 
 if [ "${ARBOR_SKIP_SANITIZE:-0}" != 1 ]; then
-    run_tsan_units
+    run_tsan
 fi
 
 if [ "${ARBOR_SKIP_SANITIZE:-0}" != 1 ]; then
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DARBOR_SANITIZE=ON >/dev/null
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    run_suite build-asan sanitize
+    run_suite build-asan sanitize 2
 fi

@@ -25,6 +25,7 @@
 #include "packet_log.h"
 #include "peer.h"
 #include "bridge.h"
+#include "brlock.h"
 #include "persist.h"
 #include "publisher_pressure.h"
 #include "retain.h"
@@ -39,16 +40,25 @@
 
 #define TICK_MS 1000
 
-int broker_init(struct broker *broker, struct broker_shared *shared, struct arbor_config *config,
-                struct tls_context_set *tls)
+/* Nothing to do: the wake-up itself is the message (the loop checks shared->loops_stop). */
+static void run_nothing(struct mailbox_item *item, void *ctx)
 {
-    memset(broker, 0, sizeof *broker);
-    memset(shared, 0, sizeof *shared);
+    (void)item;
+    (void)ctx;
+}
+
+/* A loop's own state: for loop 0 (broker_init) and for each worker, which shares loop 0's
+ * config and TLS contexts (held by pointer, swapped in every loop by a reload). */
+static int loop_init(struct broker *broker, struct broker_shared *shared, unsigned index,
+                     struct arbor_config *config, struct tls_context_set *tls)
+{
     broker->spare_fd = -1;
+    broker->loop.epoll_fd = -1;
     broker->config = config;
     broker->tls = tls;
     broker->shared = shared;
-    loop_set_self(broker); /* this thread runs it */
+    broker->loop_index = index;
+    shared->loops[index] = broker; /* freed by broker_shutdown, however far this gets */
     broker->match = calloc(1, sizeof *broker->match); /* this loop's scratch */
     if (!broker->match) {
         log_error("Error: out of memory.");
@@ -60,33 +70,71 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
     broker->output_held = persist_holds_output;
     broker->log_packets = packet_log_wanted(config);
     broker->now_ms = clock_monotonic_ms();
-    broker->shared->start_wall = clock_wall_seconds();
     timers_init(&broker->timers);
     if (event_loop_init(&broker->loop) != 0 ||
         mailbox_init(&broker->mailbox, &broker->loop, broker) != 0) {
         log_error("Error: unable to create event loop.");
         return -1;
     }
-    qsbr_init(&shared->qsbr);
-    qsbr_register(&shared->qsbr, &broker->qsbr); /* the first of QSBR_MAX_THREADS */
-    for (unsigned i = 0; i < ARBOR_MAX_LOOPS; i++)
-        pthread_mutex_init(&shared->loop_stats[i].lock, NULL);
-    shared->loops[0] = broker; /* loop 0 */
-    shared->loop_count = 1;
+    if (qsbr_register(&shared->qsbr, &broker->qsbr) != 0) {
+        log_error("Error: too many event loops.");
+        return -1;
+    }
     broker->loop.qsbr = &broker->qsbr;
     session_inbox_init_loop(broker);
     publisher_pressure_init_loop(broker);
+    mailbox_item_init(&broker->stop_wake, run_nothing);
+    quiesce_request_init(&broker->park, &shared->quiesce, &broker->qsbr);
+    broker->next_tick_ms = broker->now_ms + TICK_MS;
+    return 0;
+}
+
+/* Loops 1 .. loops - 1: their state and listening sockets (the TCP and TLS listeners, each
+ * a socket of its own on the same port, SO_REUSEPORT); their threads start with broker_run. */
+static int workers_init(struct broker *loop0)
+{
+    struct broker_shared *shared = loop0->shared;
+    for (unsigned i = 1; i < loop0->config->loops; i++) {
+        struct broker *worker = calloc(1, sizeof *worker);
+        if (!worker) {
+            log_error("Error: out of memory.");
+            return -1;
+        }
+        shared->loop_count = i + 1;
+        if (loop_init(worker, shared, i, loop0->config, loop0->tls) != 0 ||
+            listeners_open(worker, loop0) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int broker_init(struct broker *broker, struct broker_shared *shared, struct arbor_config *config,
+                struct tls_context_set *tls)
+{
+    memset(broker, 0, sizeof *broker);
+    memset(shared, 0, sizeof *shared);
+    loop_set_self(broker); /* this thread runs it */
+    shared->start_wall = clock_wall_seconds();
+    qsbr_init(&shared->qsbr);
+    quiesce_init(&shared->quiesce);
+    for (unsigned i = 0; i < ARBOR_MAX_LOOPS; i++)
+        pthread_mutex_init(&shared->loop_stats[i].lock, NULL);
+    if (loop_init(broker, shared, 0, config, tls) != 0) return -1;
+    shared->loop_count = 1;
+    /* one reader slot per loop in the tree's and the store's locks (brlock.h) */
+    brlock_set_slots_for_new_locks(config->loops);
     broker->shared->subscriptions = subs_create();
     broker->shared->retained = retain_create();
     if (!broker->shared->subscriptions || !broker->shared->retained) {
         log_error("Error: out of memory.");
         return -1;
     }
-    if (listeners_open(broker) != 0) return -1;
+    if (listeners_open(broker, NULL) != 0) return -1;
+    if (workers_init(broker) != 0) return -1;
+    loop_set_self(broker);
     if (websockets_start(broker) != 0) return -1;
     if (peer_net_start(broker) != 0) return -1; /* its identity may name a listener's port */
     if (bridges_start(broker) != 0) return -1;
-    broker->next_tick_ms = broker->now_ms + TICK_MS;
     broker->next_sys_ms = broker->now_ms + (int64_t)config->sys_interval * 1000;
     /* Publish the $SYS tree at once, so early subscribers find it retained. */
     if (config->sys_interval > 0) sys_tree_publish(broker);
@@ -129,6 +177,7 @@ static void tick(struct broker *broker)
     sys_tree_share_stats(broker); /* for the loop that publishes $SYS */
     websockets_tick(broker); /* libwebsockets' timers, see websocket.c */
     check_connections(broker);
+    if (broker->loop_index > 0) return; /* the rest is shared: loop 0's */
     retain_remove_if(broker->shared->retained, retained_expired, &broker->now_ms);
     if (broker->config->memory_limit) /* memory_limit's measurement, a tick old at most */
         heap_guard_measure(&broker->shared->heap_guard,
@@ -153,10 +202,14 @@ static int wait_timeout(const struct broker *broker)
 {
     if ((broker->flush_list && !persist_holds_output(broker)) || broker->pending_input) return 0;
     int64_t next = broker->next_tick_ms;
-    int64_t persist = persist_next_deadline(broker);
-    if (persist < next) next = persist;
     int64_t timer = timers_next_deadline(&broker->timers);
     if (timer != TIMER_NONE && timer + 1 < next) next = timer + 1; /* see broker_past */
+    if (broker->loop_index > 0) { /* a worker: its timers and tick only */
+        int64_t wait = next - broker->now_ms;
+        return wait < 0 ? 0 : (int)wait;
+    }
+    int64_t persist = persist_next_deadline(broker);
+    if (persist < next) next = persist;
     if (broker->config->sys_interval > 0 && broker->next_sys_ms < next) next = broker->next_sys_ms;
     int64_t peers = peer_net_next_deadline(broker);
     if (peers < next) next = peers;
@@ -188,8 +241,11 @@ static void sessions_reload_acl(struct broker *broker)
             if (!acl) {
                 log_error("Out of memory applying acl_file to %s: client disconnected.",
                           session->client_id);
-                if (session->connection)
+                if (session->connection) { /* as its loop, which is parked */
+                    loop_set_self(session->connection->broker);
                     connection_close(session->connection, MQTT_RC_UNSPECIFIED, "out of memory");
+                    loop_set_self(broker);
+                }
                 continue;
             }
         }
@@ -198,11 +254,11 @@ static void sessions_reload_acl(struct broker *broker)
     }
 }
 
-static void apply_reload(struct broker *broker, struct arbor_config *config,
-                         struct tls_context_set *tls)
+/* One loop's part of a reload: its config and TLS contexts, its listeners, its clients'
+ * credentials, its held connections (max_publisher_backlog may have changed). */
+static void reload_loop(struct broker *broker, struct arbor_config *config,
+                        struct tls_context_set *tls)
 {
-    struct arbor_config *old = broker->config;
-    struct tls_context_set *old_tls = broker->tls;
     broker->config = config;
     broker->tls = tls;
     broker->accept_role = &client_role;
@@ -211,17 +267,162 @@ static void apply_reload(struct broker *broker, struct arbor_config *config,
     listeners_refresh_config(broker);
     websockets_reload(broker);           /* wss listeners: their renewed certificates */
     clients_recheck_credentials(broker); /* the users or allow_anonymous may have changed */
+    broker->log_packets = packet_log_wanted(config);
+    connection_release_held(broker); /* asked again */
+}
+
+/* Every worker parked at the end of its turn (quiesce.h): loop 0 alone runs, and acts as
+ * each loop in turn (loop_set_self) for what is that loop's. */
+static void park_workers(struct broker *loop0)
+{
+    struct broker_shared *shared = loop0->shared;
+    unsigned workers = shared->loop_count - 1;
+    if (workers == 0) return;
+    struct mailbox *boxes[ARBOR_MAX_LOOPS];
+    struct quiesce_request *requests[ARBOR_MAX_LOOPS];
+    for (unsigned i = 0; i < workers; i++) {
+        boxes[i] = &shared->loops[i + 1]->mailbox;
+        requests[i] = &shared->loops[i + 1]->park;
+    }
+    quiesce_begin(&shared->quiesce, boxes, requests, workers);
+}
+
+static void release_workers(struct broker *loop0)
+{
+    if (loop0->shared->loop_count > 1) quiesce_end(&loop0->shared->quiesce);
+}
+
+/* Run fn for every loop on this thread (loop 0's), as that loop; the others are parked or
+ * stopped. */
+static void as_each_loop(struct broker *loop0, void (*fn)(struct broker *broker, void *ctx),
+                         void *ctx)
+{
+    struct broker_shared *shared = loop0->shared;
+    for (unsigned i = 0; i < shared->loop_count; i++) {
+        loop_set_self(shared->loops[i]);
+        fn(shared->loops[i], ctx);
+    }
+    loop_set_self(loop0);
+}
+
+struct reload_args {
+    struct arbor_config *config;
+    struct tls_context_set *tls;
+};
+
+static void reload_one(struct broker *broker, void *ctx)
+{
+    struct reload_args *args = ctx;
+    reload_loop(broker, args->config, args->tls);
+}
+
+static void apply_reload(struct broker *broker, struct arbor_config *config,
+                         struct tls_context_set *tls)
+{
+    struct arbor_config *old = broker->config;
+    struct tls_context_set *old_tls = broker->tls;
+    if (config->loops != old->loops) {
+        log_warning("Warning: loops changed from %u to %u in the new config; that takes a "
+                    "restart, %u loops run until then.",
+                    old->loops, config->loops, old->loops);
+        config->loops = old->loops;
+    }
+    park_workers(broker);
+    as_each_loop(broker, reload_one, &(struct reload_args){config, tls});
     sessions_reload_acl(broker);
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
     peer_net_reload(broker);
     bridges_reload(broker, old);
     log_reconfigure(config);
-    broker->log_packets = packet_log_wanted(config);
-    connection_release_held(broker); /* max_publisher_backlog may have changed: asked again */
     config_free(old);
     free(old);
     tls_context_set_free(old_tls); /* listeners and peer links hold their own references */
+    release_workers(broker);
     log_notice("Reloaded configuration.");
+}
+
+/* One turn's work after the events: the same on every loop, but what is shared (signals,
+ * $SYS, MQTT-ST, bridges, persistence) is loop 0's. */
+static void run_turn(struct broker *broker)
+{
+    bool loop0 = broker->loop_index == 0;
+    fire_due_timers(broker);
+    if (loop0) {
+        peer_net_run(broker);
+        bridges_run(broker);
+    }
+    if (broker->now_ms >= broker->next_tick_ms) {
+        tick(broker);
+        broker->next_tick_ms = broker->now_ms + TICK_MS;
+    }
+    if (loop0) publish_sys_if_due(broker);
+    publishers_release(broker); /* their subscribers caught up: their PUBLISH goes on */
+    if (loop0) persist_turn_end(broker); /* autosave; durable: the turn's commit */
+    broker_flush_connections(broker);
+    broker_reap_connections(broker);
+    qsbr_quiescent(&broker->qsbr); /* the turn holds nothing it found without a reference */
+    qsbr_reclaim(&broker->qsbr);
+}
+
+/* Wait for events (at most until the loop's next deadline) and handle them; -1 when the
+ * event loop failed. */
+static int wait_and_handle(struct broker *broker)
+{
+    if (event_loop_run_once(&broker->loop, wait_timeout(broker), &broker->now_ms) < 0) {
+        log_error("Error: event loop failed.");
+        return -1;
+    }
+    broker_read_pending_input(broker); /* as if epoll had reported it */
+    broker->now_ms = clock_monotonic_ms(); /* handling the events took time */
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    struct broker *broker = arg;
+    loop_set_self(broker);
+    struct broker_shared *shared = broker->shared;
+    while (!atomic_load_explicit(&shared->loops_stop, memory_order_acquire)) {
+        if (wait_and_handle(broker) != 0) break;
+        run_turn(broker);
+    }
+    return NULL;
+}
+
+/* Start a thread for each worker loop, with every signal blocked (loop 0 takes them). */
+static void workers_start(struct broker *loop0)
+{
+    struct broker_shared *shared = loop0->shared;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (unsigned i = 1; i < shared->loop_count; i++) {
+        int err = pthread_create(&shared->threads[i], NULL, worker_main, shared->loops[i]);
+        if (err != 0) {
+            /* its listening sockets stay with the others; the kernel still queues on them */
+            log_error("Error: unable to start event loop %u: %s; its listening sockets are "
+                      "closed.",
+                      i, strerror(err));
+            listeners_close(shared->loops[i]);
+            continue;
+        }
+        shared->loops[i]->running = true;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Stop the workers at the end of their turn and wait for them: loop 0 alone runs after. */
+static void workers_stop(struct broker *loop0)
+{
+    struct broker_shared *shared = loop0->shared;
+    atomic_store_explicit(&shared->loops_stop, true, memory_order_release);
+    for (unsigned i = 1; i < shared->loop_count; i++) {
+        struct broker *worker = shared->loops[i];
+        if (!worker->running) continue;
+        mailbox_post(&worker->mailbox, &worker->stop_wake);
+        pthread_join(shared->threads[i], NULL);
+        worker->running = false;
+    }
 }
 
 void broker_run(struct broker *broker, struct broker_signals *signals,
@@ -229,13 +430,9 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
                 void *ctx)
 {
     loop_set_self(broker);
+    workers_start(broker);
     while (!signals->stop) {
-        if (event_loop_run_once(&broker->loop, wait_timeout(broker), &broker->now_ms) < 0) {
-            log_error("Error: event loop failed.");
-            break;
-        }
-        broker_read_pending_input(broker); /* as if epoll had reported it */
-        broker->now_ms = clock_monotonic_ms(); /* handling the events took time */
+        if (wait_and_handle(broker) != 0) break;
         if (signals->reload) {
             signals->reload = 0;
             log_reopen();
@@ -247,20 +444,7 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
             signals->save = 0;
             persist_save_now(broker);
         }
-        fire_due_timers(broker);
-        peer_net_run(broker);
-        bridges_run(broker);
-        if (broker->now_ms >= broker->next_tick_ms) {
-            tick(broker);
-            broker->next_tick_ms = broker->now_ms + TICK_MS;
-        }
-        publish_sys_if_due(broker);
-        publishers_release(broker); /* their subscribers caught up: their PUBLISH goes on */
-        persist_turn_end(broker); /* autosave; durable: the turn's commit */
-        broker_flush_connections(broker);
-        broker_reap_connections(broker);
-        qsbr_quiescent(&broker->qsbr); /* the turn holds nothing it found without a reference */
-        qsbr_reclaim(&broker->qsbr);
+        run_turn(broker);
     }
 }
 
@@ -268,8 +452,9 @@ void broker_run(struct broker *broker, struct broker_signals *signals,
  * published: it becomes the session's pending will, saved with it, and is published after the
  * restart unless the client comes back within the delay. Other wills go now, delayed ones too,
  * while every client is still connected to get them. */
-static void publish_wills_at_shutdown(struct broker *broker)
+static void publish_connected_wills(struct broker *broker, void *ctx)
 {
+    (void)ctx;
     for (struct connection *conn = broker->connections; conn; conn = conn->next) {
         if (conn->role != &client_role || conn->state != CONNECTION_ACTIVE) continue;
         struct client *client = client_of(conn);
@@ -278,6 +463,10 @@ static void publish_wills_at_shutdown(struct broker *broker)
         client->will = NULL;
         route_will(broker, will);
     }
+}
+
+static void publish_pending_wills(struct broker *broker)
+{
     struct session *session, *tmp;
     HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
@@ -288,30 +477,19 @@ static void publish_wills_at_shutdown(struct broker *broker)
     }
 }
 
-/* The config and TLS contexts and the match scratch: last, or alone when broker_init failed
- * before the rest existed. The shared state is its owner's (main's), emptied by then. */
-static void free_foundations(struct broker *broker)
+/* What other loops posted to this loop: connections moving here (handled now, so that they
+ * are closed as clients), messages for its sessions (the wills just published); then out. */
+static void run_mailbox(struct broker *broker, void *ctx)
 {
-    if (broker->match) match_result_free(broker->match);
-    free(broker->match);
-    broker->match = NULL;
-    config_free(broker->config);
-    free(broker->config);
-    broker->config = NULL;
-    tls_context_set_free(broker->tls);
-    broker->tls = NULL;
+    (void)ctx;
+    mailbox_drain(&broker->mailbox);
+    session_inbox_drain(broker);
+    broker_flush_connections(broker);
 }
 
-void broker_shutdown(struct broker *broker)
+static void close_connections(struct broker *broker, void *ctx)
 {
-    if (!broker->match) {
-        free_foundations(broker);
-        return;
-    }
-    publish_wills_at_shutdown(broker);
-    broker_flush_connections(broker);
-    peer_net_stopping(broker);
-    bridges_stopping(broker);
+    (void)ctx;
     while (broker->connections) {
         struct connection *conn = broker->connections;
         if (conn->role == &client_role) /* a kept will becomes pending */
@@ -319,22 +497,45 @@ void broker_shutdown(struct broker *broker)
         connection_close(conn, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
     }
     broker_reap_connections(broker);
-    persist_stop(broker); /* every session is offline now: the last save */
-    peer_net_free(broker);
-    bridges_free(broker);
-    bridge_marks_free(&broker->shared->bridge_marks);
+}
+
+/* Every session, each by its owner's hand (its timer is on that loop's heap). */
+static void destroy_sessions(struct broker *loop0)
+{
     struct session *session, *tmp;
-    HASH_ITER(hh, broker->shared->sessions, session, tmp)
+    HASH_ITER(hh, loop0->shared->sessions, session, tmp)
     {
         /* saved: not published by session_destroy */
         if (session->pending_will) message_unref(session->pending_will);
         session->pending_will = NULL;
-        session_destroy(broker, session);
+        struct broker *owner = session_owner(session);
+        loop_set_self(owner);
+        session_destroy(owner, session);
     }
+    loop_set_self(loop0);
+}
+
+/* The match scratch, and, on loop 0 (which owns them), the config and TLS contexts: last,
+ * or alone when broker_init failed before the rest existed. The shared state is its owner's
+ * (main's), emptied by then. */
+static void free_foundations(struct broker *broker)
+{
+    if (broker->match) match_result_free(broker->match);
+    free(broker->match);
+    broker->match = NULL;
+    if (broker->loop_index > 0) return;
+    config_free(broker->config);
+    free(broker->config);
+    broker->config = NULL;
+    tls_context_set_free(broker->tls);
+    broker->tls = NULL;
+}
+
+/* A loop's own state, once it has no connection left. */
+static void free_loop(struct broker *broker)
+{
     websockets_stop(broker); /* uses the listeners */
     listeners_close(broker);
-    subs_free(broker->shared->subscriptions);
-    retain_free(broker->shared->retained);
     publishers_release(broker); /* their connections are gone: the references only */
     while (broker->delivery_pool) {
         struct delivery *d = broker->delivery_pool;
@@ -349,4 +550,39 @@ void broker_shutdown(struct broker *broker)
     if (broker->mailbox.loop) mailbox_free(&broker->mailbox);
     event_loop_free(&broker->loop);
     free_foundations(broker);
+}
+
+void broker_shutdown(struct broker *broker)
+{
+    struct broker_shared *shared = broker->shared;
+    if (!broker->match) {
+        free_foundations(broker);
+        return;
+    }
+    workers_stop(broker);
+    as_each_loop(broker, run_mailbox, NULL);
+    as_each_loop(broker, publish_connected_wills, NULL);
+    publish_pending_wills(broker);
+    as_each_loop(broker, run_mailbox, NULL);
+    peer_net_stopping(broker);
+    bridges_stopping(broker);
+    as_each_loop(broker, close_connections, NULL);
+    persist_stop(broker); /* every session is offline now: the last save */
+    peer_net_free(broker);
+    bridges_free(broker);
+    bridge_marks_free(&shared->bridge_marks);
+    destroy_sessions(broker);
+    for (unsigned i = shared->loop_count; i-- > 1;) {
+        struct broker *worker = shared->loops[i];
+        loop_set_self(worker);
+        free_loop(worker);
+        shared->loops[i] = NULL;
+        free(worker);
+    }
+    loop_set_self(broker);
+    shared->loop_count = 1;
+    subs_free(shared->subscriptions);
+    retain_free(shared->retained);
+    free_loop(broker);
+    quiesce_destroy(&shared->quiesce);
 }

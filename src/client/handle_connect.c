@@ -200,13 +200,17 @@ static void take_over_existing(struct connection *conn, struct session *session)
     connection_close(old, MQTT_RC_SESSION_TAKEN_OVER, "session taken over");
 }
 
-/* From here on the client id is its session's: conn->name names the client in logs. */
+/* From here on the client id is its session's: conn->name names the client in logs. NULL
+ * when out of memory, or when another loop owns the client's session (the connection moves
+ * there: move_to_session_owner). */
 static struct session *attach_session(struct connection *conn, const struct mqtt_connect *c,
                                       const char *client_id, bool *session_present)
 {
     struct client *client = client_of(conn);
     struct broker *broker = conn->broker;
     struct session *session = session_find_live(broker, client_id);
+    if (session && session_owner(session) != broker)
+        return NULL; /* made by another loop since this CONNECT looked: served there */
     if (session) {
         take_over_existing(conn, session);
         /* The takeover may have destroyed a session with expiry 0. */
@@ -268,6 +272,25 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
             return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }
     return 0;
+}
+
+/* With several loops, a client whose session another loop owns is served there (the
+ * session's flow, timers and output are that loop's): the connection moves, and its CONNECT
+ * is handled again there from the start, so what this pass stored is dropped first. Returns
+ * 0 to go on here, HANDLER_CLOSED once the connection is moving. */
+static int move_to_session_owner(struct connection *conn, const struct mqtt_connect *c,
+                                 const char *client_id)
+{
+    if (conn->broker->shared->loop_count <= 1) return 0;
+    struct session *session = session_find(conn->broker, client_id);
+    struct broker *owner = session ? session_owner(session) : NULL;
+    if (!owner || owner == conn->broker) return 0;
+    if (connection_move(conn, owner) != 0)
+        return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+    log_debug("Connection from %s moves from event loop %u to %u, which holds the session of %s.",
+              conn->address, conn->broker->loop_index, owner->loop_index, client_id);
+    client_state_reset(conn);
+    return HANDLER_CLOSED;
 }
 
 /* Whether credentials let a client in under sec, as Mosquitto 2.0 decides: a client that gives
@@ -491,6 +514,7 @@ static int admit_client(struct connection *conn, const struct mqtt_connect *c,
     if ((rc = take_transport_identity(conn, c, &named_by_transport)) != 0) return rc;
     if (!named_by_transport && (rc = authenticate(conn, c, sec)) != 0) return rc;
     if ((rc = take_username_as_client_id(conn, c, sec, client_id)) != 0) return rc;
+    if ((rc = move_to_session_owner(conn, c, *client_id)) != 0) return rc;
     if ((rc = apply_keepalive(conn, c)) != 0) return rc;
     read_client_limits(conn, c);
     if (take_mount_point(conn))
@@ -521,7 +545,16 @@ static int admit_client(struct connection *conn, const struct mqtt_connect *c,
         return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     drop_will_if_denied(conn, acl, *client_id);
     bool session_present;
-    struct session *session = attach_session(conn, c, *client_id, &session_present);
+    struct session *session = NULL;
+    for (int tries = 0; !session && tries < 4; tries++) {
+        session = attach_session(conn, c, *client_id, &session_present);
+        /* NULL: out of memory, or another loop made a session for this client id since it
+         * was looked up (served there); or that loop has ended it again meanwhile: again */
+        if (!session && (rc = move_to_session_owner(conn, c, *client_id)) != 0) {
+            acl_client_free(acl);
+            return rc;
+        }
+    }
     if (!session) {
         acl_client_free(acl);
         return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");

@@ -84,6 +84,7 @@ struct parse_state {
      * once the whole config is read so that the order of the two lines does not matter */
     struct directive_place stp_hello_place;
     struct directive_place stp_max_age_place;
+    struct directive_place loops_place; /* checked against what one loop alone runs */
     int error_count;  /* errors reported so far */
     int errors_kept;  /* those written whole into err; the rest are summed up at the end */
     size_t err_used;  /* length of the text in err (never read from err itself) */
@@ -973,6 +974,16 @@ static int handle_max_publisher_backlog(struct parse_state *st, const struct dir
     return 0;
 }
 
+/* loops (arbor's own): event loops, one thread each (docs/multiloop-design.md). */
+static int handle_loops(struct parse_state *st, const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 1, ARBOR_CONFIG_MAX_LOOPS, &value) != 0) return -1;
+    st->cfg->loops = (unsigned)value;
+    st->loops_place = (struct directive_place){st->file, st->line};
+    return 0;
+}
+
 static int handle_max_queued_bytes(struct parse_state *st, const struct directive_line *dl)
 {
     long long value;
@@ -1753,6 +1764,7 @@ static const struct {
     {"max_inflight_bytes", handle_max_inflight_bytes},
     {"max_queued_messages", handle_max_queued_messages},
     {"max_publisher_backlog", handle_max_publisher_backlog},
+    {"loops", handle_loops},
     {"max_publisher_hold", handle_max_publisher_hold},
     {"max_queued_bytes", handle_max_queued_bytes},
     {"queue_qos0_messages", handle_queue_qos0_messages},
@@ -2273,6 +2285,12 @@ static int check_peer_settings(struct parse_state *st)
     return status;
 }
 
+bool config_peering_configured(const struct arbor_config *cfg)
+{
+    return cfg->peer_count > 0 || cfg->peer_secret || cfg->peer_allow_unauthenticated ||
+           config_peer_uses_tls(cfg);
+}
+
 bool config_peer_uses_tls(const struct arbor_config *cfg)
 {
     return cfg->peer_tls.certfile.value != NULL && cfg->peer_tls.keyfile.value != NULL;
@@ -2334,6 +2352,27 @@ static int check_listener_tls(struct parse_state *st, const struct arbor_listene
     return status;
 }
 
+/* Several loops run client connections only, for now: persistence, MQTT-ST peers, bridges
+ * and websockets listeners still assume one loop (docs/multiloop-design.md, what loops N
+ * still needs), so a config asking for both is refused at the loops line. */
+static int check_loops(struct parse_state *st)
+{
+    const struct arbor_config *cfg = st->cfg;
+    if (cfg->loops <= 1) return 0;
+    const char *with = cfg->persistence          ? "persistence true"
+                       : config_peering_configured(cfg) ? "MQTT-ST peering (peer, peer_secret, "
+                                                          "peer_allow_unauthenticated or peer TLS)"
+                       : cfg->bridge_count > 0   ? "bridges (connection)"
+                                                 : NULL;
+    for (size_t i = 0; !with && i < cfg->listener_count; i++)
+        if (cfg->listeners[i].protocol == ARBOR_PROTOCOL_WEBSOCKETS)
+            with = "a websockets listener";
+    if (!with) return 0;
+    return report_at(st, st->loops_place, "loops",
+                     "%u loops cannot run with %s yet; use loops 1 (the default)", cfg->loops,
+                     with);
+}
+
 /* What can only be checked or settled once every line has been read. */
 static int finish_loading(struct parse_state *st)
 {
@@ -2344,6 +2383,7 @@ static int finish_loading(struct parse_state *st)
         0)
         status = report_error_at(st, fault.at.file, fault.at.line, fault.directive, "%s", why);
     if (check_peer_settings(st) != 0) status = -1;
+    if (check_loops(st) != 0) status = -1;
     for (size_t i = 0; i < st->cfg->listener_count; i++) {
         if (check_listener_tls(st, &st->cfg->listeners[i]) != 0) status = -1;
         if (check_unix_listener(st, &st->cfg->listeners[i]) != 0) status = -1;
@@ -2409,6 +2449,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->max_inflight_bytes = 0;
     cfg->max_queued_messages = 1000;
     cfg->max_publisher_backlog = 1;
+    cfg->loops = 1;
     cfg->max_publisher_hold_ms = 1000;
     cfg->max_queued_bytes = 0;
     cfg->queue_qos0_messages = false;

@@ -8,6 +8,9 @@
 #ifndef ARBOR_CONFIG_H
 #define ARBOR_CONFIG_H
 
+/* The most event loops (the loops directive); broker_shared.h sizes its tables by it. */
+#define ARBOR_CONFIG_MAX_LOOPS 64
+
 #include "bridge_config.h"
 #include "config_types.h"
 #include <stdbool.h>
@@ -124,6 +127,7 @@ struct arbor_config {
     uint64_t max_inflight_bytes;      /* 0 unlimited */
     int max_queued_messages;          /* 0 unlimited; default 1000 */
     uint32_t max_publisher_backlog;   /* arbor's: publisher_pressure.h; 0 off */
+    unsigned loops;                   /* arbor's: event loop threads, 1 (default) .. 64 */
     uint32_t max_publisher_hold_ms;   /* arbor's: a subscriber behind this long is cut loose */
     uint64_t max_queued_bytes;        /* 0 unlimited */
     bool queue_qos0_messages;         /* default false */
@@ -243,6 +247,8 @@ int config_validate(struct arbor_config *cfg, char *err, size_t errlen);
 /* Does the listener speak TLS (certfile and keyfile, or psk_hint, given)? */
 bool config_listener_uses_tls(const struct arbor_listener *listener);
 
+/* Does the config make this broker an MQTT-ST peer (peer lines, or accepting peers)? */
+bool config_peering_configured(const struct arbor_config *cfg);
 /* Do peer links run over TLS (peer_certfile and peer_keyfile given; loading checks that a
  * peer_cafile or peer_capath comes with them)? */
 bool config_peer_uses_tls(const struct arbor_config *cfg);

@@ -19,6 +19,7 @@
 #include "broker.h"
 #include "heap_guard.h"
 #include "qsbr.h"
+#include "quiesce.h"
 #include "message_log.h"
 
 /* Forwarders the routing point can hold (route.h): MQTT-ST flooding, and room for bridges. */
@@ -241,7 +242,7 @@ struct sys_tree_state {
 struct persist_section;
 
 /* The most event loops a broker runs (the loops directive, docs/multiloop-design.md). */
-#define ARBOR_MAX_LOOPS 64
+#define ARBOR_MAX_LOOPS ARBOR_CONFIG_MAX_LOOPS
 
 /* A loop's counters as it last shared them (each tick, sys_tree_share_stats), for the loop
  * that publishes $SYS to add up. */
@@ -284,6 +285,11 @@ struct broker_shared {
     /* peer links hold too many messages: clients wait (peer_dial.c); read by every loop */
     atomic_bool peer_backlog;
     int64_t start_wall;
+    /* The worker loops (1 .. loop_count - 1): their threads, and the flag loop 0 sets to stop
+     * them (broker_loop.c); the barrier that parks them for a reload (quiesce.h). */
+    pthread_t threads[ARBOR_MAX_LOOPS];
+    atomic_bool loops_stop;
+    struct quiesce quiesce;
 };
 
 #endif

@@ -22,10 +22,9 @@ int client_state_attach(struct connection *conn)
     return 0;
 }
 
-void client_state_free(struct connection *conn)
+/* What the client holds, freed; the struct itself stays. */
+static void release_members(struct connection *conn, struct client *client)
 {
-    struct client *client = client_of(conn);
-    if (!client) return;
     if (client->will) message_unref(client->will);
     /* its messages may outlive it: they keep the record */
     if (client->publisher) publisher_gone(conn->broker, client->publisher);
@@ -40,6 +39,21 @@ void client_state_free(struct connection *conn)
     if (client->password) OPENSSL_cleanse(client->password, client->password_len);
     free(client->password);
     free(client->mount_point);
+}
+
+void client_state_reset(struct connection *conn)
+{
+    struct client *client = client_of(conn);
+    release_members(conn, client);
+    memset(client, 0, sizeof *client);
+    conn->name = NULL;
+}
+
+void client_state_free(struct connection *conn)
+{
+    struct client *client = client_of(conn);
+    if (!client) return;
+    release_members(conn, client);
     free(client);
     conn->role_data = NULL;
     conn->name = NULL;

@@ -53,6 +53,8 @@ static inline struct client *client_of(const struct connection *conn)
 
 /* A fresh client state as conn's role data; 0, or -1 when out of memory. */
 int client_state_attach(struct connection *conn);
+/* Back to a fresh client state (what a CONNECT stored freed, the password wiped). */
+void client_state_reset(struct connection *conn);
 /* Free conn's client state (the password wiped first) and detach it. */
 void client_state_free(struct connection *conn);
 

@@ -8,6 +8,7 @@
 #include "session.h"
 
 #include <stddef.h>
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,6 +153,7 @@ static int64_t queue_sweep_at(const struct broker *broker, int64_t expiry_at_ms)
 
 static void set_timer(struct broker *broker, struct session *session, int64_t deadline)
 {
+    assert(!session->gone); /* its record is freed after a grace period, not its timer */
     if (timer_set(&broker->timers, &session->timer, deadline) != 0)
         log_error("Error: out of memory arming the timer of session %s.", session->client_id);
 }
@@ -192,6 +194,7 @@ void sessions_rearm_timers(struct broker *broker)
     struct session *session, *tmp;
     HASH_ITER(hh, broker->shared->sessions, session, tmp)
     {
-        if (!session->connection) session_update_timer(broker, session);
+        /* on its owner's heap: the other loops are parked (a reload) */
+        if (!session->connection) session_update_timer(session_owner(session), session);
     }
 }

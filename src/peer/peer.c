@@ -248,12 +248,6 @@ static void on_event(void *context, const struct stp_event *event)
 
 /* ---- start, reload, stop ------------------------------------------------------------------- */
 
-static bool peering_configured(const struct arbor_config *cfg)
-{
-    return cfg->peer_count > 0 || cfg->peer_secret || cfg->peer_allow_unauthenticated ||
-           config_peer_uses_tls(cfg);
-}
-
 static int create_core(struct peer_net *net)
 {
     const struct arbor_config *cfg = net->broker->config;
@@ -281,7 +275,7 @@ static void add_configured_dialers(struct peer_net *net)
 int peer_net_start(struct broker *broker)
 {
     const struct arbor_config *cfg = broker->config;
-    if (!peering_configured(cfg)) return 0;
+    if (!config_peering_configured(cfg)) return 0;
     struct peer_net *net = calloc(1, sizeof *net);
     if (!net) return -1;
     net->broker = broker;
@@ -363,7 +357,7 @@ void peer_net_reload(struct broker *broker)
     struct peer_net *net = broker->shared->peers;
     const struct arbor_config *cfg = broker->config;
     if (!net) {
-        if (peering_configured(cfg))
+        if (config_peering_configured(cfg))
             log_warning("Warning: MQTT-ST peering was not configured at start-up; restart arbor "
                         "to enable it.");
         return;

@@ -9,6 +9,7 @@
 #ifndef ARBOR_BROKER_H
 #define ARBOR_BROKER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include "event_loop.h"
 #include "mailbox.h"
 #include "qsbr.h"
+#include "quiesce.h"
 #include "message.h"
 #include "outq.h"
 #include "timers.h"
@@ -64,7 +66,10 @@ struct listener {
     uint16_t port;          /* 0: a unix socket */
     char *bind_address;     /* a unix socket's path */
     bool unix_socket;       /* its file is removed when the listener closes */
-    int connection_count;
+    /* Its clients, counted against max_connections over all of the configured listener's
+     * sockets on every loop: each points at the count of the first one opened (loop 0's). */
+    atomic_int *connection_count;
+    atomic_int own_count;
     bool paused; /* out of file descriptors: not accepting until the next tick */
     struct listener *next;
 };
@@ -79,6 +84,7 @@ enum connection_state {
     CONNECTION_AWAITING_CONNECT,
     CONNECTION_ACTIVE,
     CONNECTION_CLOSED, /* closed, waiting to be freed at the end of the loop turn */
+    CONNECTION_MOVING, /* handed to another loop at the end of the turn (connection_move) */
 };
 
 struct mqtt_fixed_header;
@@ -213,6 +219,7 @@ struct broker {
     struct connection *flush_tail;
     struct connection *pending_input; /* transports hold input for these: read next turn */
     struct connection *closed_list; /* freed at the end of the turn */
+    struct connection_move *moving; /* handed to their loops at the end of the turn */
     /* Publishers whose waiting went down while their PUBLISH packets were held: resumed at the
      * next safe point of the turn (publisher_pressure.c). */
     struct message_publisher *released_publishers;
@@ -231,6 +238,8 @@ struct broker {
      * drained by ready_item through the mailbox). */
     struct mailbox mailbox;
     struct mailbox_item ready_item;
+    struct mailbox_item stop_wake;  /* loop 0 wakes a worker to stop (broker_loop.c) */
+    struct quiesce_request park;    /* loop 0 parks it for a reload (quiesce.h) */
     struct session *_Atomic ready_sessions;
     struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without
                                       websockets listeners */
@@ -249,7 +258,7 @@ struct broker {
     int64_t now_ms; /* monotonic: when the current loop turn woke up */
     int64_t next_sys_ms;
     int64_t next_tick_ms;
-    bool stopping;
+    bool running; /* a worker whose thread runs (broker_loop.c) */
     bool log_packets; /* log_type debug: each packet is described, see packet_log.h */
     struct abuf scratch; /* reusable encode buffer */
     struct abuf scratch_props;

@@ -73,7 +73,8 @@ static bool over_connection_limit(struct listener *listener)
     /* Per listener, as in Mosquitto; a global max_connections is inherited by listeners. */
     int limit = listener->config ? listener->config->max_connections
                                  : listener->broker->config->max_connections;
-    return limit >= 0 && listener->connection_count >= limit;
+    return limit >= 0 &&
+           atomic_load_explicit(listener->connection_count, memory_order_relaxed) >= limit;
 }
 
 /* The parts of a new connection shared by accepted and dialled ones. */
@@ -110,6 +111,17 @@ static void connection_link(struct connection *conn)
     broker->connection_count++;
 }
 
+static void connection_unlink(struct connection *conn)
+{
+    struct broker *broker = conn->broker;
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        broker->connections = conn->next;
+    if (conn->next) conn->next->prev = conn->prev;
+    broker->connection_count--;
+}
+
 /* ---- liveness ---- */
 
 /* When the connection must have received something: its CONNECT within CONNECT_TIMEOUT_MS
@@ -142,6 +154,7 @@ void connection_watch(struct connection *conn)
 /* Every packet moves the deadline; the timer is only moved here, when it fires early. */
 void connection_timer_fired(struct connection *conn)
 {
+    if (conn->state == CONNECTION_MOVING) return; /* its next loop watches it */
     int64_t deadline = connection_deadline(conn);
     if (deadline == TIMER_NONE) return;
     if (!broker_past(conn->broker, deadline))
@@ -232,7 +245,7 @@ static void accept_one(struct listener *listener, int fd, const struct sockaddr_
         return;
     }
     connection_link(conn);
-    listener->connection_count++;
+    atomic_fetch_add_explicit(listener->connection_count, 1, memory_order_relaxed);
     broker->stats.connections_total++;
     connection_watch(conn); /* CONNECT timeout */
     /* as Mosquitto: both lines or neither, and none for what is not MQTT (yet) */
@@ -441,7 +454,7 @@ static void update_interest(struct connection *conn)
  * it on the next turn (broker_read_pending_input), which then does not wait. */
 static void schedule_pending_input(struct connection *conn)
 {
-    if (conn->in_pending_input || conn->input_paused || conn->state == CONNECTION_CLOSED ||
+    if (conn->in_pending_input || conn->input_paused || conn->state >= CONNECTION_CLOSED ||
         transport_pending(conn) == 0)
         return;
     conn->in_pending_input = true;
@@ -585,13 +598,9 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why)
     close(conn->handler.fd);
     conn->handler.fd = -1;
 
-    if (conn->prev)
-        conn->prev->next = conn->next;
-    else
-        broker->connections = conn->next;
-    if (conn->next) conn->next->prev = conn->prev;
-    broker->connection_count--;
-    if (conn->listener) conn->listener->connection_count--;
+    connection_unlink(conn);
+    if (conn->listener)
+        atomic_fetch_sub_explicit(conn->listener->connection_count, 1, memory_order_relaxed);
     conn->next = broker->closed_list;
     conn->prev = NULL;
     broker->closed_list = conn;
@@ -624,12 +633,97 @@ static void connection_free(struct connection *conn)
     free(conn);
 }
 
+/* ---- moving to another loop ---- */
+
+/* A connection on its way to another loop (connection_move): listed on its old loop until
+ * the end of the turn, then posted to the new one's mailbox. */
+struct connection_move {
+    struct mailbox_item item; /* first member */
+    struct connection *conn;
+    struct broker *to;
+    struct connection_move *next;
+};
+
+static void process_buffered_input(struct connection *conn);
+static void connection_free(struct connection *conn);
+
+/* On the new loop: the connection is its own from now, its CONNECT is handled again from
+ * the start, then what followed it, then what the socket and the transport hold. */
+static void adopt_moved(struct mailbox_item *item, void *ctx)
+{
+    struct connection_move *move = (struct connection_move *)item;
+    struct broker *broker = ctx;
+    struct connection *conn = move->conn;
+    free(move);
+    conn->broker = broker;
+    conn->state = CONNECTION_AWAITING_CONNECT;
+    conn->in_pending_input = false;
+    conn->in_flush_list = false;
+    conn->next = conn->prev = NULL;
+    if (timers_reserve(&broker->timers) != 0) { /* out of memory: dropped as it is */
+        log_error("Error: out of memory taking over the connection from %s.", conn->address);
+        if (conn->listener)
+            atomic_fetch_sub_explicit(conn->listener->connection_count, 1, memory_order_relaxed);
+        if (conn->transport->close) conn->transport->close(conn);
+        close(conn->handler.fd);
+        connection_free(conn);
+        return;
+    }
+    connection_link(conn);
+    if (event_loop_add(&broker->loop, &conn->handler, EVENT_READ) != 0) {
+        connection_close(conn, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+        return;
+    }
+    connection_watch(conn); /* the CONNECT timeout, from the accept */
+    process_buffered_input(conn);
+    if (conn->state < CONNECTION_CLOSED) {
+        update_interest(conn);
+        schedule_pending_input(conn);
+    }
+}
+
+int connection_move(struct connection *conn, struct broker *to)
+{
+    assert(conn->state == CONNECTION_AWAITING_CONNECT && conn->out.bytes == 0);
+    struct connection_move *move = calloc(1, sizeof *move);
+    if (!move) return -1;
+    mailbox_item_init(&move->item, adopt_moved);
+    move->conn = conn;
+    move->to = to;
+    move->next = conn->broker->moving;
+    conn->broker->moving = move;
+    conn->state = CONNECTION_MOVING;
+    return 0;
+}
+
+/* End of the turn: nothing of this loop refers to the moving connections any more (or they
+ * were closed meanwhile). Each leaves this loop's epoll, timers and list, and is posted. */
+static void hand_over_moving(struct broker *broker)
+{
+    while (broker->moving) {
+        struct connection_move *move = broker->moving;
+        broker->moving = move->next;
+        struct connection *conn = move->conn;
+        if (conn->state != CONNECTION_MOVING) { /* closed before it could go */
+            free(move);
+            continue;
+        }
+        timer_cancel(&broker->timers, &conn->timer);
+        timers_unreserve(&broker->timers);
+        event_loop_remove(&broker->loop, &conn->handler);
+        connection_unlink(conn);
+        outq_free(&conn->out, &broker->outq_pool); /* empty: its first buffer is this loop's */
+        outq_init(&conn->out);
+        mailbox_post(&move->to->mailbox, &move->item);
+    }
+}
+
 void broker_reap_connections(struct broker *broker)
 {
     /* A connection closed this turn may still be on the pending input list... */
     for (struct connection **pending = &broker->pending_input; *pending;) {
         struct connection *conn = *pending;
-        if (conn->state == CONNECTION_CLOSED) {
+        if (conn->state >= CONNECTION_CLOSED) {
             *pending = conn->next_pending_input;
             conn->in_pending_input = false;
         } else {
@@ -641,7 +735,7 @@ void broker_reap_connections(struct broker *broker)
     broker->flush_tail = NULL;
     while (*link) {
         struct connection *conn = *link;
-        if (conn->state == CONNECTION_CLOSED) {
+        if (conn->state >= CONNECTION_CLOSED) {
             *link = conn->next_flush;
             conn->in_flush_list = false;
         } else {
@@ -654,6 +748,7 @@ void broker_reap_connections(struct broker *broker)
         broker->closed_list = conn->next;
         connection_free(conn);
     }
+    hand_over_moving(broker);
 }
 
 /* ---- input ---- */
@@ -686,7 +781,7 @@ static bool fixed_header_acceptable(struct connection *conn, const struct mqtt_f
 static size_t process_packets(struct connection *conn, const uint8_t *data, size_t len)
 {
     size_t offset = 0;
-    while (conn->state != CONNECTION_CLOSED) {
+    while (conn->state < CONNECTION_CLOSED) {
         if (conn->reply_backlog >= OUTPUT_HIGH_WATER && !conn->peer_gone) {
             /* Back-pressure: the rest waits in conn->in until the output drains. */
             conn->input_paused = true;
@@ -722,6 +817,12 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
         size_t output_before = conn->out.bytes;
         packet_log_received(conn, &hdr, data + offset + hdr.header_len);
         conn->role->on_packet(conn, &hdr, data + offset + hdr.header_len);
+        if (conn->state == CONNECTION_MOVING) {
+            /* handled again, with what follows, by the loop it moves to */
+            conn->broker->stats.messages_received--;
+            conn->broker->stats.bytes_received -= total;
+            break;
+        }
         if (conn->out.bytes > output_before) conn->reply_backlog += conn->out.bytes - output_before;
         offset += total;
     }
@@ -781,7 +882,7 @@ static ssize_t read_and_process(struct connection *conn)
         conn->in.len += (size_t)n;
         process_buffered_input(conn);
     }
-    if (conn->state == CONNECTION_CLOSED) return -1;
+    if (conn->state >= CONNECTION_CLOSED) return -1; /* closed, or moving: read no more here */
     if (conn->input_paused) return 0;
     /* a short read drained the socket, and the transport holds nothing more */
     return (size_t)n < room && transport_pending(conn) == 0 ? 0 : n;
@@ -860,12 +961,13 @@ static void close_after_pending_input(struct connection *conn, const char *why)
     if (conn->in.len) process_buffered_input(conn);
     /* Nothing more can arrive after a hang-up or reset: what the kernel holds is finite
      * (its receive buffer); the cap only guards against a socket that is not really done. */
-    for (size_t budget = 256 * READ_CHUNK; conn->state != CONNECTION_CLOSED && budget > 0;) {
+    for (size_t budget = 256 * READ_CHUNK; conn->state < CONNECTION_CLOSED && budget > 0;) {
         ssize_t n = read_and_process(conn);
         if (n <= 0) break;
         budget -= (size_t)n < budget ? (size_t)n : budget;
     }
-    if (conn->state != CONNECTION_CLOSED) connection_close(conn, 0, why);
+    /* a moving connection's next loop reads the end of its stream */
+    if (conn->state < CONNECTION_CLOSED) connection_close(conn, 0, why);
 }
 
 static void connection_read(struct connection *conn)
@@ -890,9 +992,9 @@ void broker_read_pending_input(struct broker *broker)
         list = conn->next_pending_input;
         conn->in_pending_input = false;
         conn->next_pending_input = NULL;
-        if (conn->state == CONNECTION_CLOSED || conn->input_paused) continue;
+        if (conn->state >= CONNECTION_CLOSED || conn->input_paused) continue;
         connection_read(conn);
-        if (conn->state != CONNECTION_CLOSED) update_interest(conn);
+        if (conn->state < CONNECTION_CLOSED) update_interest(conn);
     }
 }
 
@@ -928,5 +1030,5 @@ static void connection_on_event(struct event_handler *handler, unsigned events)
     }
     if (events & recv_ready) connection_read(conn);
     activate_when_ready(conn); /* a handshake that ended in this read or write */
-    if (conn->state != CONNECTION_CLOSED) update_interest(conn); /* what the transport waits for */
+    if (conn->state < CONNECTION_CLOSED) update_interest(conn); /* what the transport waits for */
 }

@@ -106,7 +106,13 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why);
 void connection_send_disconnect(struct connection *conn, uint8_t reason, const char *why);
 /* Write what is queued now, ignoring errors (a last packet before closing). */
 void connection_write_now(struct connection *conn);
-/* Free closed connections (end of each loop turn). */
+/* Hand a connection whose CONNECT is being handled to another event loop (the one owning
+ * its client's session; called from the role's CONNECT handler, before anything is sent):
+ * nothing more of it is read here, and at the end of the turn it leaves this loop; the
+ * other loop handles the CONNECT again, and what followed it, as its own. The role's state
+ * must be as it was before the CONNECT. Returns 0, or -1 when out of memory. */
+int connection_move(struct connection *conn, struct broker *to);
+/* Free closed connections, and hand moving ones over (end of each loop turn). */
 void broker_reap_connections(struct broker *broker);
 
 #endif

@@ -30,12 +30,40 @@ static void listener_on_event(struct event_handler *handler, unsigned events)
     connection_accept_all((struct listener *)handler);
 }
 
-static int open_socket(const struct addrinfo *ai, const char *interface)
+/* With several loops, loop 0 first checks that the address is free with a socket that
+ * does not share its port: SO_REUSEPORT alone would let this broker join another's group on
+ * the same port (same user) rather than fail as one loop does. */
+static int address_in_use(const struct addrinfo *ai)
 {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    int in_use = bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno == EADDRINUSE;
+    close(fd);
+    return in_use;
+}
+
+/* shared_port: every loop has a socket of its own on this address (SO_REUSEPORT); the
+ * kernel spreads new connections over them by a hash of their addresses. */
+static int open_socket(const struct addrinfo *ai, const char *interface, bool shared_port,
+                       bool first)
+{
+    if (shared_port && first && address_in_use(ai)) {
+        errno = EADDRINUSE;
+        return -1;
+    }
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (shared_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
     if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     if (interface &&
         setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, interface, (socklen_t)strlen(interface)) != 0) {
@@ -60,7 +88,25 @@ static struct tls_context *listener_context(const struct broker *broker,
     return tls_context_set_listener(broker->tls, (size_t)(cfg - broker->config->listeners));
 }
 
-static int add_listener(struct broker *broker, const struct arbor_listener *cfg, int fd)
+static bool same_address(const char *a, const char *b)
+{
+    if (!a || !b) return a == b;
+    return strcmp(a, b) == 0;
+}
+
+/* The count of clients of the configured listener l belongs to: the one of its first socket
+ * on loop 0 (this one's own when it is that socket). */
+static atomic_int *shared_count(const struct broker *first, struct listener *l)
+{
+    for (struct listener *other = first->listeners; other; other = other->next)
+        if (other->port == l->port && other->unix_socket == l->unix_socket &&
+            same_address(other->bind_address, l->bind_address))
+            return other->connection_count;
+    return &l->own_count;
+}
+
+static int add_listener(struct broker *broker, const struct broker *first,
+                        const struct arbor_listener *cfg, int fd)
 {
     struct listener *l = calloc(1, sizeof *l);
     if (!l) {
@@ -81,6 +127,7 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
     l->port = cfg->port;
     l->bind_address = cfg->bind_address ? strdup(cfg->bind_address) : NULL;
     l->unix_socket = cfg->unix_socket;
+    l->connection_count = shared_count(first ? first : broker, l);
     if ((l->transport == &transport_tls && !l->tls) ||
         event_loop_add(&broker->loop, &l->handler, EVENT_READ) != 0) {
         close(fd);
@@ -94,7 +141,8 @@ static int add_listener(struct broker *broker, const struct arbor_listener *cfg,
     return 0;
 }
 
-static int open_listener(struct broker *broker, const struct arbor_listener *cfg)
+static int open_listener(struct broker *broker, const struct broker *first,
+                         const struct arbor_listener *cfg)
 {
     struct addrinfo hints = {.ai_family = cfg->socket_domain,
                              .ai_socktype = SOCK_STREAM,
@@ -110,23 +158,25 @@ static int open_listener(struct broker *broker, const struct arbor_listener *cfg
     }
     /* Every address must bind, except an address family the host does not have (no IPv6). */
     int opened = 0, failed_errno = 0;
+    bool quiet = first != NULL; /* the first loop said it */
     if (cfg->protocol == ARBOR_PROTOCOL_WEBSOCKETS) /* Mosquitto's one line for it */
         log_info("Opening websockets listen socket on port %u.", cfg->port);
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        if (cfg->protocol != ARBOR_PROTOCOL_WEBSOCKETS)
+        if (cfg->protocol != ARBOR_PROTOCOL_WEBSOCKETS && !quiet)
             log_info("Opening ipv%d listen socket on port %u.", ai->ai_family == AF_INET6 ? 6 : 4,
                      cfg->port);
-        int fd = open_socket(ai, cfg->bind_interface);
+        int fd = open_socket(ai, cfg->bind_interface, broker->config->loops > 1, !first);
         if (fd < 0) {
             if (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL) failed_errno = errno;
             continue;
         }
-        if (add_listener(broker, cfg, fd) == 0) opened++;
+        if (add_listener(broker, first, cfg, fd) == 0) opened++;
     }
     freeaddrinfo(res);
     if (opened == 0 && !failed_errno) {
         /* e.g. ::1 on a host without IPv6: nothing to listen on, not an error. */
-        log_warning("Warning: listener address %s port %u is not available on this host.",
+        if (!quiet)
+            log_warning("Warning: listener address %s port %u is not available on this host.",
                     cfg->bind_address ? cfg->bind_address : "*", cfg->port);
         return 0;
     }
@@ -187,19 +237,21 @@ static int open_unix_listener(struct broker *broker, const struct arbor_listener
                   errno == EEXIST ? "the file exists and is not a socket" : strerror(errno));
         return -1;
     }
-    if (add_listener(broker, cfg, fd) != 0) {
+    if (add_listener(broker, NULL, cfg, fd) != 0) {
         unlink(address.sun_path);
         return -1;
     }
     return 0;
 }
 
-int listeners_open(struct broker *broker)
+int listeners_open(struct broker *broker, const struct broker *first)
 {
     broker->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     for (size_t i = 0; i < broker->config->listener_count; i++) {
         const struct arbor_listener *cfg = &broker->config->listeners[i];
-        if ((cfg->unix_socket ? open_unix_listener(broker, cfg) : open_listener(broker, cfg)) != 0)
+        if (cfg->unix_socket && first) continue; /* the first loop accepts alone */
+        if ((cfg->unix_socket ? open_unix_listener(broker, cfg)
+                              : open_listener(broker, first, cfg)) != 0)
             return -1;
     }
     return 0;
@@ -239,12 +291,6 @@ void listeners_resume(struct broker *broker)
         l->paused = false;
         event_loop_modify(&broker->loop, &l->handler, EVENT_READ);
     }
-}
-
-static bool same_address(const char *a, const char *b)
-{
-    if (!a || !b) return a == b;
-    return strcmp(a, b) == 0;
 }
 
 /* New connections get the context the reload built from the files as they are now (renewed

@@ -10,7 +10,10 @@
 
 /* Open one socket per configured listener (both IPv4 and IPv6 when no bind address is
  * given). Returns 0, or -1 after logging which listener failed. */
-int listeners_open(struct broker *broker);
+/* first: NULL, or (several loops) the loop whose listeners opened first (loop 0): this
+ * loop's sockets join theirs on each port, and count their clients with theirs. Unix socket
+ * listeners are first's alone. */
+int listeners_open(struct broker *broker, const struct broker *first);
 void listeners_close(struct broker *broker);
 /* Hand the unix sockets' files to the user the broker switches to (as Mosquitto's are). */
 void listeners_give_unix_sockets(struct broker *broker, uid_t uid, gid_t gid);

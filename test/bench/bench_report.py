@@ -19,7 +19,20 @@ import os
 import subprocess
 import sys
 
-BROKERS = ("arbor", "mosquitto")
+# arbor-loops: arbor with `loops N` (N from env.json "loops", the machine's CPUs)
+BROKERS = ("arbor", "arbor-loops", "mosquitto")
+
+
+def ratio_columns(brokers):
+    """(title, numerator, denominator) of the ratio columns the brokers present allow."""
+    cols = []
+    if "arbor" in brokers and "mosquitto" in brokers:
+        cols.append(("arbor/mosquitto", "arbor", "mosquitto"))
+    if "arbor-loops" in brokers and "mosquitto" in brokers:
+        cols.append(("arbor loops N/mosquitto", "arbor-loops", "mosquitto"))
+    if "arbor" in brokers and "arbor-loops" in brokers:
+        cols.append(("loops N/loops 1", "arbor-loops", "arbor"))
+    return cols
 
 # scenario -> (title, [(measure label, result key, unit format, higher is better)])
 SCENARIOS = [
@@ -143,9 +156,10 @@ def ratio(a, b):
 def table(figures, brokers, transport=None):
     """The TCP table, or with transport the same rows for the transport's scenarios plus how
     each broker's egress compares with its own TCP run."""
-    lines = ["| Scenario | Measure | " + " | ".join(brokers) +
-             (" | arbor/mosquitto |" if len(brokers) == 2 else " |"),
-             "|---|---|" + "---:|" * len(brokers) + ("---:|" if len(brokers) == 2 else "")]
+    ratios = ratio_columns(brokers)
+    lines = ["| Scenario | Measure | " + " | ".join(brokers) + " |" +
+             "".join(" %s |" % title for title, _, _ in ratios),
+             "|---|---|" + "---:|" * (len(brokers) + len(ratios))]
     for scenario, title, measures in SCENARIOS:
         if transport:
             if scenario not in TRANSPORT_SCENARIOS:
@@ -160,8 +174,8 @@ def table(figures, brokers, transport=None):
             cells = [fmt(v, pattern) for v in values]
             row = "| {} | {}{} | {} |".format(title if first else "", label, arrow,
                                              " | ".join(cells))
-            if len(brokers) == 2:
-                row += " {} |".format(ratio(values[0], values[1]))
+            for _, num, den in ratios:
+                row += " {} |".format(ratio(values[brokers.index(num)], values[brokers.index(den)]))
             lines.append(row)
             first = False
     return "\n".join(lines)
@@ -217,7 +231,7 @@ def chart(figures, brokers, png_path, work_dir):
                 rate, cpu = fig.get("egress"), fig.get("broker_cpu_us_per_msg")
                 row += ["%g" % rate if rate else "NaN", "%g" % cpu if cpu else "NaN"]
             f.write(" ".join(row) + "\n")
-    colours = {"arbor": "#2e7d32", "mosquitto": "#1565c0"}
+    colours = {"arbor": "#2e7d32", "arbor-loops": "#9ccc65", "mosquitto": "#1565c0"}
     rate_plots = ", ".join(
         "'%s' using %d:xtic(1) title '%s' lc rgb '%s'" % (dat, 2 + 2 * i, b, colours[b])
         for i, b in enumerate(brokers))
@@ -308,6 +322,16 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
               "comparison; the QoS 1 and QoS 2 pair rows are." % (
                   "/".join(str(r) for r in reps if r > 1) or "1"),
               "", "![throughput and CPU per message](%s)" % png_name, ""]
+    if "arbor-loops" in brokers:
+        parts += ["`arbor-loops` is the same arbor binary with `loops %s` (one event loop per "
+                  "CPU of this machine; `arbor` runs the default, one loop); `loops N/loops 1` "
+                  "divides the first by the second. On this %s-CPU machine the load generator "
+                  "competes with the loops for the same CPUs, so N loops can only gain where "
+                  "one loop was the bottleneck and arbor_bench left a CPU idle; a machine with "
+                  "more cores than the load needs should show fan-out and many-pair rows "
+                  "scale with the loops, while a single publisher-subscriber pair does not "
+                  "(its messages cross one loop, or two with one extra hand-over)." % (
+                      env.get("loops", "N"), env.get("nproc", "?")), ""]
     for transport, title, what in TRANSPORTS:
         if transport in env.get("transports", []):
             parts += transport_section(transport, title, what, figures, brokers,

@@ -18,11 +18,15 @@ Environment:
   ARBOR_NO_MOSQUITTO_SKIPS=1  run the two kinds of marked tests against Mosquitto anyway
                               (they are expected to fail there: a check that they can)
   ARBOR_START_TIMEOUT / ARBOR_STOP_TIMEOUT   seconds (default 15) for start-up / SIGTERM
+  ARBOR_LOOPS=N               add `loops N` to every config the broker fixture writes, unless
+                              it has its own or asks for what several loops refuse yet
+                              (persistence, peer, connection, websockets listeners)
 """
 
 import fcntl
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -106,6 +110,21 @@ def sanitizer_findings(text):
     return [m for m in SANITIZER_MARKERS if m in text]
 
 
+LOOPS = os.environ.get("ARBOR_LOOPS")
+# what `loops` above 1 refuses for now (arbor.conf(5), loops), and a test's own loops line
+SINGLE_LOOP_LINE = re.compile(r"\s*(loops|peer|peer_secret|peer_allow_unauthenticated|"
+                              r"peer_certfile|connection)\s|\s*persistence\s+true|"
+                              r"\s*protocol\s+websockets")
+
+
+def with_loops(lines):
+    """The config lines with `loops $ARBOR_LOOPS` added (see the module's docstring)."""
+    split = [part for line in lines for part in str(line).split("\n")]
+    if not LOOPS or IS_MOSQUITTO or any(SINGLE_LOOP_LINE.match(l) for l in split):
+        return lines
+    return lines + ["loops %s" % LOOPS]
+
+
 class BrokerError(Exception):
     pass
 
@@ -144,7 +163,7 @@ class Broker:
         conf = ["listener %d %s" % (self.port, HOST)]
         if defaults:
             conf += ["allow_anonymous true", "log_dest stderr", "log_type all"]
-        conf += list(lines)
+        conf += with_loops(list(lines))
         with open(self.conf_path, "w") as f:
             f.write("\n".join(conf) + "\n")
 

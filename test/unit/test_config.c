@@ -280,6 +280,7 @@ DEFINE_GETTER(max_keepalive)
 DEFINE_GETTER(max_qos)
 DEFINE_GETTER(max_topic_alias)
 DEFINE_GETTER(sys_interval)
+DEFINE_GETTER(loops)
 
 static long long get_allow_anonymous(const struct arbor_config *cfg)
 {
@@ -379,6 +380,7 @@ static const struct {
     {"max_qos", get_max_qos, 2, 0, 2, "-1", "3"},
     {"max_topic_alias", get_max_topic_alias, 10, 0, 65535, "-1", "65536"},
     {"sys_interval", get_sys_interval, 10, 0, 65535, "-1", "65536"},
+    {"loops", get_loops, 1, 1, 64, "0", "65"},
 };
 
 static void test_integer_directives(void **state)
@@ -428,6 +430,34 @@ static void test_integer_directives(void **state)
         snprintf(expected, sizeof expected, TEST_NAME ":1: %s: unexpected extra value \"3\"", name);
         expect_errorf(expected, "%s %lld 3\n", name, max);
     }
+}
+
+/* Several loops with what still runs on one alone: refused at the loops line, whatever the
+ * order of the lines. */
+static void test_loops_refuses_single_loop_features(void **state)
+{
+    (void)state;
+    expect_error("listener 1883\nloops 2\npersistence true\n",
+                 TEST_NAME ":2: loops: 2 loops cannot run with persistence true yet; use loops 1 "
+                           "(the default)");
+    expect_error("peer 127.0.0.1:1884\npeer_allow_unauthenticated true\nlistener 1883\nloops 4\n",
+                 TEST_NAME ":4: loops: 4 loops cannot run with MQTT-ST peering (peer, "
+                           "peer_secret, peer_allow_unauthenticated or peer TLS) yet; use loops "
+                           "1 (the default)");
+    expect_error("loops 2\npeer_secret 0123456789abcdef0123\nlistener 1883\n",
+                 TEST_NAME ":1: loops: 2 loops cannot run with MQTT-ST peering (peer, "
+                           "peer_secret, peer_allow_unauthenticated or peer TLS) yet; use loops "
+                           "1 (the default)");
+    expect_error("loops 3\nlistener 1883\nlistener 8080\nprotocol websockets\n",
+                 TEST_NAME ":1: loops: 3 loops cannot run with a websockets listener yet; use "
+                           "loops 1 (the default)");
+    struct arbor_config cfg;
+    load_ok(&cfg, "loops 1\npersistence true\nlistener 1883\n");
+    assert_int_equal(cfg.loops, 1);
+    config_free(&cfg);
+    load_ok(&cfg, "loops 2\nlistener 1883\nlistener 0 /tmp/arbor-test.sock\n");
+    assert_int_equal(cfg.loops, 2);
+    config_free(&cfg);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -2394,6 +2424,7 @@ int main(void)
         cmocka_unit_test(test_peer_lines_in_included_file),
         cmocka_unit_test(test_add_listener),
         cmocka_unit_test(test_shipped_default_config_loads),
+        cmocka_unit_test(test_loops_refuses_single_loop_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

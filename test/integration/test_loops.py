@@ -1,0 +1,271 @@
+"""Several event loops (`loops N`, arbor's own directive; docs/multiloop-design.md).
+
+Each loop has its own listening socket on every TCP port (SO_REUSEPORT): the kernel spreads
+new connections over the loops by a hash of their addresses, so a test cannot choose the
+loop a connection lands on. These tests make enough connections that both loops of
+`loops 2` are used with near certainty (each reconnect lands on either loop: 24 reconnects
+all on one loop happen once in 8 million runs) and check, with the broker's debug line,
+that the cross-loop path they are about really ran.
+
+The rest of the suite runs with several loops too: ARBOR_LOOPS=2 adds `loops 2` to every
+config the broker fixture writes (conftest.py); `make test-loops` runs it so.
+"""
+
+import re
+import signal
+import socket
+import time
+
+import pytest
+
+import mqttproto as mp
+
+pytestmark = pytest.mark.arbor_only
+
+MOVED = re.compile(r"moves from event loop (\d+) to (\d+), which holds the session of (\S+)\.")
+
+
+def moves(b, client_id):
+    return [m for m in MOVED.finditer(b.log_text()) if m.group(3) == client_id]
+
+
+def connected(b, raw, prefix, n):
+    """n clients connected as prefix0 .. prefix<n-1>, landing on whichever loops they do."""
+    clients = [raw(b) for _ in range(n)]
+    for i, c in enumerate(clients):
+        c.connect("%s%d" % (prefix, i))
+    return clients
+
+
+def test_loops_start_and_say_so_in_one_line_per_listener(broker):
+    b = broker("loops 2")
+    text = b.log_text()
+    # loop 0 alone logs the listener; the other loop's socket on the port joins it silently
+    assert text.count("Opening ipv4 listen socket on port %d." % b.port) == 1, text
+
+
+def test_loops_out_of_range_stops_start_up_with_the_line(run_broker):
+    rc, out = run_broker(conf_lines=["listener 1883 127.0.0.1", "loops 65"])
+    assert rc != 0
+    assert "run.conf:2: loops: value \"65\" is not an integer between 1 and 64" in out, out
+
+
+def test_loops_refuse_persistence_at_the_loops_line(run_broker):
+    rc, out = run_broker(conf_lines=["listener 1883 127.0.0.1", "loops 2", "persistence true"])
+    assert rc != 0
+    assert "run.conf:2: loops: 2 loops cannot run with persistence true yet" in out, out
+
+
+def test_persistent_session_follows_its_loop_on_every_reconnect(broker, raw):
+    # The session stays with the loop that made it; a reconnect that lands on the other loop
+    # moves there before its CONNECT is handled. Messages queued while it was offline arrive
+    # once each and in order, whichever loop the publisher is on.
+    b = broker("loops 2", "max_queued_messages 0")
+    first = raw(b)
+    first.connect("roamer", clean=False)
+    first.subscribe("roam/#", 1)
+    first.disconnect()
+    sent = 0
+    for round_ in range(24):
+        pub = raw(b)
+        pub.connect("pub%d" % round_)
+        for _ in range(10):
+            pub.publish("roam/x", b"%d" % sent, qos=1)
+            sent += 1
+        pub.disconnect()
+        sub = raw(b)
+        ack = sub.connect("roamer", clean=False)
+        assert ack.session_present
+        got = [int(m.payload) for m in sub.drain_publishes(expect=10)]
+        assert got == list(range(sent - 10, sent)), got
+        sub.disconnect()
+    assert moves(b, "roamer"), "no reconnect landed on the other loop:\n" + b.log_text()
+
+
+def test_takeover_across_loops_closes_the_old_connection_and_sends_its_will(broker, raw):
+    b = broker("loops 2")
+    watcher = raw(b)
+    watcher.connect("watcher")
+    watcher.subscribe("wills/#", 1)
+    holders = []
+    for i in range(24):
+        first = raw(b, mp.MQTT5)
+        first.connect("dup", will={"topic": "wills/dup", "payload": b"w%d" % i})
+        if holders:
+            # the previous holder is taken over: DISCONNECT 0x8E, then its will
+            pkts = holders[-1].wait_closed(10)
+            assert [p.type for p in pkts] == [mp.DISCONNECT], pkts
+            assert mp.Disconnect(pkts[0]).reason == 0x8E
+            m = watcher.recv_publish(timeout=10)
+            assert m.payload == b"w%d" % (i - 1)
+        holders.append(first)
+    assert holders[-1].is_open()
+    assert moves(b, "dup"), "no takeover crossed loops:\n" + b.log_text()
+
+
+def test_pipelined_packets_after_a_moving_connect_keep_their_order(broker, raw):
+    # CONNECT, SUBSCRIBE and PUBLISH in one write: the CONNECT moves the connection, and the
+    # packets after it are handled on the new loop, after the CONNECT, in order.
+    b = broker("loops 2")
+    owner = raw(b)
+    owner.connect("pipe", clean=False)
+    owner.disconnect()
+    for i in range(24):
+        c = raw(b)
+        c.send(mp.connect("pipe", clean=False) + mp.subscribe(1, [("pipe/%d" % i, 1)]) +
+               mp.publish("pipe/%d" % i, b"self", qos=1, pid=2))
+        assert c.recv_type(mp.CONNACK).type == mp.CONNACK
+        types = set()
+        msg = None
+        deadline = time.monotonic() + 10
+        while (mp.SUBACK not in types or mp.PUBACK not in types or msg is None):
+            assert time.monotonic() < deadline, types
+            p = c.recv(10)
+            types.add(p.type)
+            if p.type == mp.PUBLISH:
+                msg = mp.Publish(p, c.version)
+                c.ack_publish(msg)
+        assert msg.payload == b"self"
+        c.disconnect()
+    assert moves(b, "pipe"), "no connection moved:\n" + b.log_text()
+
+
+def test_fan_out_over_loops_in_order_exactly_once(broker, raw):
+    b = broker("loops 2", "max_inflight_messages 0", "max_queued_messages 0")
+    subs = []
+    for i in range(8):
+        s = raw(b)
+        s.connect("fan%d" % i)
+        s.subscribe("fan/#", 1)
+        subs.append(s)
+    pubs = []
+    for i in range(4):
+        p = raw(b)
+        p.connect("fanpub%d" % i)
+        pubs.append(p)
+    for n in range(100):
+        for i, p in enumerate(pubs):
+            p.publish("fan/%d" % i, b"%d" % n, qos=1)
+    for s in subs:
+        got = s.drain_publishes(expect=400, timeout=0.5)
+        per_pub = {}
+        for m in got:
+            per_pub.setdefault(m.topic, []).append(int(m.payload))
+        assert {t: len(v) for t, v in per_pub.items()} == {"fan/%d" % i: 100 for i in range(4)}
+        for seq in per_pub.values():
+            assert seq == list(range(100)), seq
+
+
+def test_publisher_is_held_for_subscribers_on_other_loops(broker, raw):
+    # Subscribers that take nothing, on whichever loops they land: the publisher's messages
+    # queue there and charge it, so its pipelined PUBLISH packets stop being acknowledged.
+    b = broker("loops 2", "max_publisher_backlog 1", "max_inflight_messages 2",
+               "max_queued_messages 1000", "max_publisher_hold 60")
+    for i in range(6):
+        s = raw(b)
+        s.connect("slow%d" % i)
+        s.subscribe("held/t", 1)
+    p = raw(b)
+    p.connect("heavy")
+    p.send(b"".join(mp.publish("held/t", b"%d" % i, qos=1, pid=i + 1) for i in range(200)))
+    acked = []
+    while True:
+        try:
+            acked.append(mp.Ack(p.recv(2.0), p.version).pid)
+        except mp.PacketTimeout:
+            break
+    assert 3 <= len(acked) < 200, acked
+    assert acked == list(range(1, len(acked) + 1))
+
+
+def test_max_connections_counts_every_loop(broker, raw):
+    b = broker("loops 2", "max_connections 6")
+    held = connected(b, raw, "m", 6)
+    for i in range(6):   # whichever loop they land on, all are over the limit
+        extra = raw(b)
+        extra.try_send(mp.connect("over%d" % i))
+        assert extra.wait_closed(5) == []
+    assert all(c.is_open() for c in held)
+
+
+def test_sys_counts_clients_of_every_loop(broker, raw, mqtt):
+    b = broker("loops 2", "sys_interval 1")
+    clients = connected(b, raw, "s", 10)
+    watcher = mqtt(b, client_id="syswatch")
+    watcher.subscribe("$SYS/broker/clients/connected")
+
+    deadline = time.monotonic() + 30
+    while watcher.get_message(timeout=10).payload != b"11":
+        assert time.monotonic() < deadline, "$SYS clients/connected never 11"
+
+
+def test_reload_with_loops_applies_to_every_loop_and_keeps_the_loop_count(broker, raw, tmp_path):
+    pw = tmp_path / "pw"
+    pw.write_text("")
+    b = broker("loops 2", "allow_anonymous true")
+    clients = connected(b, raw, "r", 12)
+    with open(b.conf_path, "a") as f:
+        f.write("allow_anonymous false\nloops 3\n")
+    b.proc.send_signal(signal.SIGHUP)
+    b.wait_log("loops changed from 2 to 3 in the new config")
+    b.wait_log("Reloaded configuration.")
+    # anonymous clients on both loops are closed by the re-check
+    for c in clients:
+        assert c.wait_closed(10) is not None
+    late = raw(b)
+    late.try_send(mp.connect("late"))
+    ack = mp.Connack(late.recv_type(mp.CONNACK), late.version)
+    assert ack.rc == 5
+
+
+def test_shutdown_delivers_wills_across_loops(broker, raw):
+    b = broker("loops 2")
+    watcher = raw(b)
+    watcher.connect("shutwatch")
+    watcher.subscribe("last/#", 1)
+    for i in range(12):
+        c = raw(b)
+        c.connect("dying%d" % i, will={"topic": "last/%d" % i, "payload": b"bye", "qos": 1})
+    b.stop(signal.SIGTERM)
+    got = set()
+    while True:
+        try:
+            p = watcher.recv(5)
+        except (mp.ConnectionClosed, mp.PacketTimeout):
+            break
+        if p.type == mp.PUBLISH:
+            got.add(mp.Publish(p, watcher.version).topic)
+    assert got == {"last/%d" % i for i in range(12)}, got
+
+
+def test_same_client_id_connecting_twice_at_once(broker, raw):
+    # Two connections for one client id at the same moment, landing on either loop: one
+    # session is made (by the loop that wins), the other connection moves to it and takes over.
+    b = broker("loops 2")
+    for i in range(40):
+        a, c = raw(b), raw(b)
+        packet = mp.connect("twin", clean=i % 2 == 0)
+        a.send(packet)
+        c.send(packet)
+        acked = []
+        for x in (a, c):   # the one taken over may be closed before its CONNACK is written
+            try:
+                acked.append(x.recv_type(mp.CONNACK, 10).type == mp.CONNACK)
+            except mp.ConnectionClosed:
+                pass
+        assert acked, "neither got a CONNACK"
+        open_ = [x for x in (a, c) if x.is_open()]
+        assert len(open_) == 1
+        open_[0].disconnect()
+    assert b.running()
+
+
+def test_unix_socket_listener_with_loops(broker, tmp_path):
+    path = str(tmp_path / "arbor.sock")
+    b = broker("loops 2", "listener 0 %s" % path)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(path)
+    s.sendall(mp.connect("unixer", version=mp.MQTT311))
+    assert s.recv(4) == b"\x20\x02\x00\x00"
+    s.close()
