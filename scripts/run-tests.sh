@@ -27,7 +27,8 @@ fi
 # one about several loops, and the core client behaviour their hand-overs touch.
 tsan_integration=(test/integration/test_loops.py test/integration/test_connect.py
                   test/integration/test_publish_qos.py test/integration/test_sessions.py
-                  test/integration/test_publisher_pressure.py test/integration/test_tls.py)
+                  test/integration/test_publisher_pressure.py test/integration/test_tls.py
+                  test/integration/test_stress_sessions.py)
 
 # The unit tests on a ThreadSanitizer build: what several threads share is tested from
 # several threads in them (test_log_threads.c, ...); then the broker itself with 4 loops.

@@ -213,8 +213,10 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
         return NULL; /* made by another loop since this CONNECT looked: served there */
     if (session) {
         take_over_existing(conn, session);
-        /* The takeover may have destroyed a session with expiry 0. */
+        /* The takeover may have destroyed a session with expiry 0 (and another loop may
+         * have made one since). */
         session = session_find(broker, client_id);
+        if (session && session_owner(session) != broker) return NULL;
     }
     if (session && session->pending_will) {
         /* Reconnected within the will delay: the will is cancelled, also when Clean Start
@@ -231,7 +233,8 @@ static struct session *attach_session(struct connection *conn, const struct mqtt
     if (!session) session = session_create(broker, client_id, c->version);
     if (!session) return NULL;
     session->version = c->version;
-    session->subscriber.no_echo = c->is_peer; /* a bridge: never hand it back what it published */
+    /* a bridge: never hand it back what it published */
+    atomic_store_explicit(&session->subscriber.no_echo, c->is_peer, memory_order_relaxed);
     session->expiry_interval = session_expiry_for(c);
     session_attach(broker, session, conn);
     client->session = session;

@@ -123,7 +123,9 @@ struct subscriber {
      * matching writes nothing into subscribers (several loops match at once). */
     uint32_t plain_filters;
     uint8_t kind; /* enum subscriber_kind */
-    bool no_echo; /* no local on everything (a bridge connected as a client) */
+    /* no local on everything (a bridge connected as a client): set by the session's loop at
+     * each CONNECT, read by any loop's match (relaxed atomic) */
+    atomic_bool no_echo;
     /* can take messages now: shared groups prefer such members (written by the session's
      * loop, read by any loop's match: relaxed atomic, a stale answer only moves the pick) */
     atomic_bool online;

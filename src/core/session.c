@@ -154,6 +154,7 @@ static int64_t queue_sweep_at(const struct broker *broker, int64_t expiry_at_ms)
 static void set_timer(struct broker *broker, struct session *session, int64_t deadline)
 {
     assert(!session->gone); /* its record is freed after a grace period, not its timer */
+    assert(session_owner(session) == broker); /* a timer lives on its owner's heap */
     if (timer_set(&broker->timers, &session->timer, deadline) != 0)
         log_error("Error: out of memory arming the timer of session %s.", session->client_id);
 }

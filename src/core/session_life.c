@@ -6,6 +6,8 @@
  */
 #include "session_life.h"
 
+#include <assert.h>
+
 #include <stdlib.h>
 
 #include "acl.h"
@@ -33,7 +35,6 @@ static void free_session(void *ptr)
 /* Freed at once with no other loop (or no loops: unit tests); else after a grace period. */
 static void session_free_later(struct broker *broker, struct session *session)
 {
-    session->gone = true;
     if (!broker->qsbr.domain || atomic_load(&broker->shared->qsbr.thread_count) <= 1) {
         free_session(session);
         return;
@@ -45,6 +46,10 @@ static void session_free_later(struct broker *broker, struct session *session)
 
 void session_destroy(struct broker *broker, struct session *session)
 {
+    assert(session_owner(session) == broker); /* its timer is on its owner's heap */
+    /* From now on what other loops posted to it is dropped, not delivered (the settle below
+     * drains this loop's ready sessions: a delivery here could arm the timer again). */
+    session->gone = true;
     persist_hook_session_removed(broker, session);
     timer_cancel(&broker->timers, &session->timer);
     timers_unreserve(&broker->timers);
@@ -106,7 +111,8 @@ void session_timer_fired(struct broker *broker, struct session *session)
 struct session *session_find_live(struct broker *broker, const char *client_id)
 {
     struct session *session = session_find(broker, client_id);
-    if (session && run_due(broker, session)) return NULL;
+    /* another loop's session is that loop's to expire (the caller moves there) */
+    if (session && session_owner(session) == broker && run_due(broker, session)) return NULL;
     return session;
 }
 

@@ -11,7 +11,8 @@
 void session_destroy(struct broker *broker, struct session *session);
 
 /* Like session_find, but a session whose expiry (or delayed will) is due at this moment is
- * expired (published) first, even if its timer has not fired yet in this loop turn. */
+ * expired (published) first, even if its timer has not fired yet in this loop turn (only a
+ * session this loop owns: another loop's is returned as it is). */
 struct session *session_find_live(struct broker *broker, const char *client_id);
 
 /* The timer fired: publish the will, expire the session, drop expired messages as due. */

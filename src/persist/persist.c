@@ -179,7 +179,7 @@ static int put_session(struct persist *p, struct broker *broker, int64_t wall_no
     struct persist_session s = {0};
     const struct connection *conn = session->connection;
     s.version = session->version;
-    s.no_echo = session->subscriber.no_echo;
+    s.no_echo = atomic_load_explicit(&session->subscriber.no_echo, memory_order_relaxed);
     s.was_connected = conn != NULL;
     s.expiry_interval = session->expiry_interval;
     s.disconnected_at_wall_ms = conn ? 0 : to_wall(broker, wall_now, session->disconnected_at_ms);
@@ -590,7 +590,7 @@ static void restore_session(struct restore *r, const void *key, size_t key_len, 
     free(id);
     if (!session) return drop(r, PERSIST_SESSION, "out of memory");
     session->expiry_interval = s.expiry_interval;
-    session->subscriber.no_echo = s.no_echo;
+    atomic_store_explicit(&session->subscriber.no_echo, s.no_echo, memory_order_relaxed);
     session->flow.last_packet_id = s.last_packet_id;
     /* A client connected when the file was written (durable mode, then a crash) went away
      * with the broker: its session counts as disconnected from now. */
