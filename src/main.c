@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ struct options {
 };
 
 static struct broker_signals signals_state;
+static unsigned running_loops; /* fixed at start-up (loops) */
 
 static void on_stop(int sig)
 {
@@ -226,6 +228,26 @@ static void log_tls_error(void *ctx, const char *error)
     log_error("Error: %s", error);
 }
 
+/* The CPUs this process may run on (its affinity mask, e.g. under taskset or a cpuset). */
+static unsigned usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return (unsigned)CPU_COUNT(&set);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (unsigned)online : 1;
+}
+
+/* How many event loops run, and why (arbor.conf(5), loops). */
+static void log_loops(const struct arbor_config *cfg)
+{
+    const char *single = config_single_loop_feature(cfg);
+    if (cfg->loops > 1)
+        log_info("Running %u event loops%s.", cfg->loops,
+                 cfg->loops_by_default ? " (loops: one per CPU)" : "");
+    else if (cfg->loops_by_default && single && usable_cpus() > 1)
+        log_info("Running one event loop: %s needs it for now (loops).", single);
+}
+
 /* Load the config file (if any) and the command line's listeners. *ports_ignored (may be NULL)
  * tells whether -p was ignored because the file has listeners. */
 /* Also builds the TLS contexts of the config into *tls (transport_tls.h): a bad certificate
@@ -267,6 +289,7 @@ static struct arbor_config *load_config(const struct options *opt, bool *ports_i
         log_config_errors(err);
         goto fail;
     }
+    config_settle_loops(cfg, usable_cpus());
     if (load_password_files(cfg, opt->start_dir) || load_psk_files(cfg, opt->start_dir) ||
         tls_context_set_build(cfg, tls, log_tls_error, NULL))
         goto fail;
@@ -293,6 +316,16 @@ static struct arbor_config *reload_config(void *ctx, struct tls_context_set **tl
                    opt->config_file);
     log_notice("Reloading config file %s.", opt->config_file);
     struct arbor_config *cfg = load_config(opt, NULL, tls);
+    const char *single = cfg ? config_single_loop_feature(cfg) : NULL;
+    if (single && running_loops > 1) {
+        log_error("Error: %s needs one event loop and %u run (loops takes a restart).", single,
+                  running_loops);
+        config_free(cfg);
+        free(cfg);
+        tls_context_set_free(*tls);
+        *tls = NULL;
+        cfg = NULL;
+    }
     if (cfg) {
         log_config_warnings(cfg);
         notify_systemd("READY=1\nSTATUS=Running; configuration reloaded");
@@ -395,11 +428,13 @@ int main(int argc, char **argv)
     install_signals();
     log_info("arbor version %s starting", ARBOR_VERSION);
     if (opt.config_file) log_info("Config loaded from %s.", opt.config_file);
+    log_loops(cfg);
 
     open_files_raise(cfg); /* before the listeners take descriptors */
     static struct broker broker;        /* the one event loop */
     static struct broker_shared shared; /* what every loop shares */
     size_t listener_count = cfg->listener_count;
+    running_loops = cfg->loops;
     rc = broker_init(&broker, &shared, cfg, tls);
     if (rc == 0 && !broker.listeners) {
         /* e.g. only addresses this host does not have: never run (and say READY) unreachable */

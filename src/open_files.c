@@ -15,8 +15,10 @@
 #include "log.h"
 
 /* Descriptors a broker needs beside its clients: the log, the store, the event loop, the
- * listeners, peer and bridge links, the spare one. */
+ * listeners, peer and bridge links, the spare one; and each further loop its own epoll,
+ * mailbox, spare and listening sockets. */
 #define RESERVED 64
+#define RESERVED_PER_LOOP 8
 
 /* The connections max_connections allows in all (-1: no limit on some listener). */
 static int64_t connections_allowed(const struct arbor_config *cfg)
@@ -45,7 +47,8 @@ void open_files_raise(const struct arbor_config *cfg)
                         (uint64_t)before, (uint64_t)lim.rlim_max, strerror(errno));
     }
     uint64_t limit = lim.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)lim.rlim_cur;
-    uint64_t clients = limit > RESERVED ? limit - RESERVED : 0;
+    uint64_t reserved = RESERVED + (uint64_t)RESERVED_PER_LOOP * (cfg->loops ? cfg->loops - 1 : 0);
+    uint64_t clients = limit > reserved ? limit - reserved : 0;
     if (lim.rlim_cur != before)
         log_info("Open files limit raised from %" PRIu64 " to %" PRIu64
                  ": up to about %" PRIu64 " connections.",

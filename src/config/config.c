@@ -2352,25 +2352,39 @@ static int check_listener_tls(struct parse_state *st, const struct arbor_listene
     return status;
 }
 
-/* Several loops run client connections only, for now: persistence, MQTT-ST peers, bridges
+const char *config_single_loop_feature(const struct arbor_config *cfg)
+{
+    if (cfg->persistence) return "persistence true";
+    if (config_peering_configured(cfg))
+        return "MQTT-ST peering (peer, peer_secret, peer_allow_unauthenticated or peer TLS)";
+    if (cfg->bridge_count > 0) return "bridges (connection)";
+    for (size_t i = 0; i < cfg->listener_count; i++)
+        if (cfg->listeners[i].protocol == ARBOR_PROTOCOL_WEBSOCKETS)
+            return "a websockets listener";
+    return NULL;
+}
+
+void config_settle_loops(struct arbor_config *cfg, unsigned cpus)
+{
+    if (cfg->loops) return;
+    cfg->loops_by_default = true;
+    if (cpus > ARBOR_CONFIG_MAX_LOOPS) cpus = ARBOR_CONFIG_MAX_LOOPS;
+    cfg->loops = config_single_loop_feature(cfg) || cpus == 0 ? 1 : cpus;
+}
+
+/* Several loops run client connections only, for now: persistence, MQTT-ST peering, bridges
  * and websockets listeners still assume one loop (docs/multiloop-design.md, what loops N
  * still needs), so a config asking for both is refused at the loops line. */
 static int check_loops(struct parse_state *st)
 {
     const struct arbor_config *cfg = st->cfg;
     if (cfg->loops <= 1) return 0;
-    const char *with = cfg->persistence          ? "persistence true"
-                       : config_peering_configured(cfg) ? "MQTT-ST peering (peer, peer_secret, "
-                                                          "peer_allow_unauthenticated or peer TLS)"
-                       : cfg->bridge_count > 0   ? "bridges (connection)"
-                                                 : NULL;
-    for (size_t i = 0; !with && i < cfg->listener_count; i++)
-        if (cfg->listeners[i].protocol == ARBOR_PROTOCOL_WEBSOCKETS)
-            with = "a websockets listener";
+    const char *with = config_single_loop_feature(cfg);
     if (!with) return 0;
     return report_at(st, st->loops_place, "loops",
-                     "%u loops cannot run with %s yet; use loops 1 (the default)", cfg->loops,
-                     with);
+                     "%u loops cannot run with %s yet; use loops 1, or no loops line (one "
+                     "loop is then chosen for it)",
+                     cfg->loops, with);
 }
 
 /* What can only be checked or settled once every line has been read. */
@@ -2449,7 +2463,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->max_inflight_bytes = 0;
     cfg->max_queued_messages = 1000;
     cfg->max_publisher_backlog = 1;
-    cfg->loops = 1;
+    cfg->loops = 0; /* not given: config_settle_loops */
     cfg->max_publisher_hold_ms = 1000;
     cfg->max_queued_bytes = 0;
     cfg->queue_qos0_messages = false;

@@ -324,7 +324,8 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
               "", "![throughput and CPU per message](%s)" % png_name, ""]
     if "arbor-loops" in brokers:
         parts += ["`arbor-loops` is the same arbor binary with `loops %s` (one event loop per "
-                  "CPU of this machine; `arbor` runs the default, one loop); `loops N/loops 1` "
+                  "CPU of this machine, arbor's default); `arbor` runs with `loops 1`; "
+                  "`loops N/loops 1` "
                   "divides the first by the second. On this %s-CPU machine the load generator "
                   "competes with the loops for the same CPUs, so N loops can only gain where "
                   "one loop was the bottleneck and arbor_bench left a CPU idle; a machine with "
@@ -347,7 +348,8 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
               "script):", "", "```"]
     parts += env.get("scenario_commands", [])
     parts += env.get("transport_commands", [])
-    parts += ["```", "", "Both brokers ran with this configuration (only the port differs):", "",
+    parts += ["```", "", "Both brokers ran with this configuration (only the port differs; arbor "
+              "with `loops 1` added, arbor-loops with `loops N`):", "",
               "```", env.get("config", "").rstrip(), "```", ""]
     for transport, title, _ in TRANSPORTS:
         config = env.get("transport_configs", {}).get(transport)

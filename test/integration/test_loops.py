@@ -11,6 +11,7 @@ The rest of the suite runs with several loops too: ARBOR_LOOPS=2 adds `loops 2` 
 config the broker fixture writes (conftest.py); `make test-loops` runs it so.
 """
 
+import os
 import re
 import signal
 import socket
@@ -42,6 +43,39 @@ def test_loops_start_and_say_so_in_one_line_per_listener(broker):
     text = b.log_text()
     # loop 0 alone logs the listener; the other loop's socket on the port joins it silently
     assert text.count("Opening ipv4 listen socket on port %d." % b.port) == 1, text
+
+
+CPUS = len(os.sched_getaffinity(0))
+# without a loops line of its own (the fixture adds one when ARBOR_LOOPS is set)
+default_loops = pytest.mark.skipif(CPUS < 2 or bool(os.environ.get("ARBOR_LOOPS")),
+                                   reason="needs 2 CPUs and no ARBOR_LOOPS")
+
+
+@default_loops
+def test_default_is_one_loop_per_cpu(broker):
+    b = broker()
+    b.wait_log("Running %d event loops (loops: one per CPU)." % min(CPUS, 64))
+
+
+@default_loops
+def test_default_is_one_loop_with_persistence(broker, tmp_path):
+    b = broker("persistence true", "persistence_location %s/" % tmp_path)
+    b.wait_log("Running one event loop: persistence true needs it for now (loops).")
+    assert "event loops" not in b.log_text()
+
+
+@default_loops
+def test_reload_cannot_add_what_needs_one_loop(broker, raw, tmp_path):
+    b = broker()
+    b.wait_log("event loops (loops: one per CPU)")
+    with open(b.conf_path, "a") as f:
+        f.write("persistence true\npersistence_location %s/\n" % tmp_path)
+    b.proc.send_signal(signal.SIGHUP)
+    b.wait_log("Error: persistence true needs one event loop and %d run (loops takes a "
+               "restart)." % min(CPUS, 64))
+    b.wait_log("config reload failed; keeping the current configuration.")
+    assert raw(b).connect("still-up").rc == 0
+    assert not list(tmp_path.glob("*.db"))
 
 
 def test_loops_out_of_range_stops_start_up_with_the_line(run_broker):

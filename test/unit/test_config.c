@@ -380,7 +380,7 @@ static const struct {
     {"max_qos", get_max_qos, 2, 0, 2, "-1", "3"},
     {"max_topic_alias", get_max_topic_alias, 10, 0, 65535, "-1", "65536"},
     {"sys_interval", get_sys_interval, 10, 0, 65535, "-1", "65536"},
-    {"loops", get_loops, 1, 1, 64, "0", "65"},
+    {"loops", get_loops, 0, 1, 64, "0", "65"}, /* 0: not given (config_settle_loops) */
 };
 
 static void test_integer_directives(void **state)
@@ -437,26 +437,56 @@ static void test_integer_directives(void **state)
 static void test_loops_refuses_single_loop_features(void **state)
 {
     (void)state;
+#define LOOPS_ADVICE "; use loops 1, or no loops line (one loop is then chosen for it)"
     expect_error("listener 1883\nloops 2\npersistence true\n",
-                 TEST_NAME ":2: loops: 2 loops cannot run with persistence true yet; use loops 1 "
-                           "(the default)");
+                 TEST_NAME ":2: loops: 2 loops cannot run with persistence true yet" LOOPS_ADVICE);
     expect_error("peer 127.0.0.1:1884\npeer_allow_unauthenticated true\nlistener 1883\nloops 4\n",
                  TEST_NAME ":4: loops: 4 loops cannot run with MQTT-ST peering (peer, "
-                           "peer_secret, peer_allow_unauthenticated or peer TLS) yet; use loops "
-                           "1 (the default)");
+                           "peer_secret, peer_allow_unauthenticated or peer TLS) yet" LOOPS_ADVICE);
     expect_error("loops 2\npeer_secret 0123456789abcdef0123\nlistener 1883\n",
                  TEST_NAME ":1: loops: 2 loops cannot run with MQTT-ST peering (peer, "
-                           "peer_secret, peer_allow_unauthenticated or peer TLS) yet; use loops "
-                           "1 (the default)");
+                           "peer_secret, peer_allow_unauthenticated or peer TLS) yet" LOOPS_ADVICE);
     expect_error("loops 3\nlistener 1883\nlistener 8080\nprotocol websockets\n",
-                 TEST_NAME ":1: loops: 3 loops cannot run with a websockets listener yet; use "
-                           "loops 1 (the default)");
+                 TEST_NAME ":1: loops: 3 loops cannot run with a websockets listener yet"
+                           LOOPS_ADVICE);
+#undef LOOPS_ADVICE
     struct arbor_config cfg;
     load_ok(&cfg, "loops 1\npersistence true\nlistener 1883\n");
     assert_int_equal(cfg.loops, 1);
     config_free(&cfg);
     load_ok(&cfg, "loops 2\nlistener 1883\nlistener 0 /tmp/arbor-test.sock\n");
     assert_int_equal(cfg.loops, 2);
+    config_free(&cfg);
+}
+
+/* No loops line: one loop per CPU (at most 64), one when the config needs it; a loops line
+ * is kept as it is. */
+static void test_loops_default_is_one_per_cpu(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\n");
+    config_settle_loops(&cfg, 4);
+    assert_int_equal(cfg.loops, 4);
+    assert_true(cfg.loops_by_default);
+    config_free(&cfg);
+    load_ok(&cfg, "listener 1883\n");
+    config_settle_loops(&cfg, 200);
+    assert_int_equal(cfg.loops, 64);
+    config_free(&cfg);
+    load_ok(&cfg, "listener 1883\npersistence true\n");
+    config_settle_loops(&cfg, 8);
+    assert_int_equal(cfg.loops, 1);
+    assert_string_equal(config_single_loop_feature(&cfg), "persistence true");
+    config_free(&cfg);
+    load_ok(&cfg, "listener 1883\nlistener 9001\nprotocol websockets\n");
+    config_settle_loops(&cfg, 8);
+    assert_int_equal(cfg.loops, 1);
+    config_free(&cfg);
+    load_ok(&cfg, "listener 1883\nloops 3\n");
+    config_settle_loops(&cfg, 8);
+    assert_int_equal(cfg.loops, 3);
+    assert_false(cfg.loops_by_default);
     config_free(&cfg);
 }
 
@@ -2425,6 +2455,7 @@ int main(void)
         cmocka_unit_test(test_add_listener),
         cmocka_unit_test(test_shipped_default_config_loads),
         cmocka_unit_test(test_loops_refuses_single_loop_features),
+        cmocka_unit_test(test_loops_default_is_one_per_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
