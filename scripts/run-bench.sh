@@ -20,8 +20,8 @@
 #   BENCH_OUT=...          where the raw JSON goes (default $BUILD/bench-results)
 #   BENCH_DOCS=docs        where benchmarks.md and benchmarks.png go
 #   BENCH_TRANSPORTS="tls ws"  transports measured besides TCP (empty: none)
-#   BENCH_LOOPS=N          "arbor" runs with `loops 1`; "arbor-loops" with `loops N` (default:
-#                          the number of CPUs, arbor's own default; 1: not measured)
+#   BENCH_LOOPS=N          "arbor" runs with `loops 1` (the default); "arbor-loops" with
+#                          `loops N` (default: the number of CPUs, as `loops auto`; 1: none)
 #   BENCH_SCENARIOS="..."  the TCP scenarios (default: all six; e.g. "qos0-1to1 qos0-1to50
 #                          qos1-pairs" with BENCH_DOCS elsewhere for a quick transport check)
 set -euo pipefail
@@ -128,7 +128,7 @@ start_broker() {
         while [ "$extra_port" = "$broker_port" ]; do extra_port=$(free_port); done
     fi
     write_config "$out_dir/$name.conf" "$broker_port" "$transport" "$extra_port"
-    # arbor with one loop, and with one per CPU (its default; BENCH_LOOPS)
+    # arbor with one loop (its default), and with one per CPU (BENCH_LOOPS)
     case $name in
     arbor) echo "loops 1" >>"$out_dir/$name.conf" ;;
     arbor-loops) echo "loops $loops" >>"$out_dir/$name.conf" ;;

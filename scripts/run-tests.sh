@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Builds arbor twice (normal and ASan+UBSan) and runs unit tests (ctest) and integration
-# tests (pytest) against each build: the normal build with the default number of event loops
-# (one per CPU), the ASan+UBSan build with `loops 1` (ARBOR_LOOPS, conftest.py), so that one
-# loop and several both run under the sanitizers' eyes or the TSan pass's. On a ThreadSanitizer build it runs the unit
+# tests (pytest) against each build: the normal build with one event loop (the default), the
+# ASan+UBSan build with `loops 2` (ARBOR_LOOPS, conftest.py). On a ThreadSanitizer build it runs the unit
 # tests and the integration tests of several loops with `loops 4`. It also builds (only) a Release tree, so that warnings
 # that only gcc -O3 finds fail here under -Werror, and builds the libFuzzer targets with clang
 # (build-fuzz) and runs each briefly on its checked-in corpus (scripts/run-fuzz.sh --smoke,
@@ -109,5 +108,5 @@ if [ "${ARBOR_SKIP_SANITIZE:-0}" != 1 ]; then
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DARBOR_SANITIZE=ON >/dev/null
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    run_suite build-asan sanitize 1
+    run_suite build-asan sanitize 2
 fi

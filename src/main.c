@@ -243,9 +243,9 @@ static void log_loops(const struct arbor_config *cfg)
     const char *single = config_single_loop_feature(cfg);
     if (cfg->loops > 1)
         log_info("Running %u event loops%s.", cfg->loops,
-                 cfg->loops_by_default ? " (loops: one per CPU)" : "");
-    else if (cfg->loops_by_default && single && usable_cpus() > 1)
-        log_info("Running one event loop: %s needs it for now (loops).", single);
+                 cfg->loops_auto ? " (loops auto: one per CPU)" : "");
+    else if (cfg->loops_auto && single && usable_cpus() > 1)
+        log_info("Running one event loop: %s needs it for now (loops auto).", single);
 }
 
 /* Load the config file (if any) and the command line's listeners. *ports_ignored (may be NULL)

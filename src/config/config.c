@@ -974,13 +974,20 @@ static int handle_max_publisher_backlog(struct parse_state *st, const struct dir
     return 0;
 }
 
-/* loops (arbor's own): event loops, one thread each (docs/multiloop-design.md). */
+/* loops (arbor's own): event loops, one thread each, or auto: one per CPU
+ * (config_settle_loops; docs/multiloop-design.md). */
 static int handle_loops(struct parse_state *st, const struct directive_line *dl)
 {
+    st->loops_place = (struct directive_place){st->file, st->line};
+    if (dl->word_count == 1 && strcmp(dl->words[0], "auto") == 0) {
+        st->cfg->loops = 0; /* config_settle_loops */
+        st->cfg->loops_auto = true;
+        return 0;
+    }
     long long value;
     if (parse_integer_value(st, dl, 1, ARBOR_CONFIG_MAX_LOOPS, &value) != 0) return -1;
     st->cfg->loops = (unsigned)value;
-    st->loops_place = (struct directive_place){st->file, st->line};
+    st->cfg->loops_auto = false;
     return 0;
 }
 
@@ -2366,8 +2373,7 @@ const char *config_single_loop_feature(const struct arbor_config *cfg)
 
 void config_settle_loops(struct arbor_config *cfg, unsigned cpus)
 {
-    if (cfg->loops) return;
-    cfg->loops_by_default = true;
+    if (!cfg->loops_auto) return;
     if (cpus > ARBOR_CONFIG_MAX_LOOPS) cpus = ARBOR_CONFIG_MAX_LOOPS;
     cfg->loops = config_single_loop_feature(cfg) || cpus == 0 ? 1 : cpus;
 }
@@ -2382,8 +2388,8 @@ static int check_loops(struct parse_state *st)
     const char *with = config_single_loop_feature(cfg);
     if (!with) return 0;
     return report_at(st, st->loops_place, "loops",
-                     "%u loops cannot run with %s yet; use loops 1, or no loops line (one "
-                     "loop is then chosen for it)",
+                     "%u loops cannot run with %s yet; use loops 1 (the default), or loops "
+                     "auto (one loop is then chosen for it)",
                      cfg->loops, with);
 }
 
@@ -2463,7 +2469,7 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->max_inflight_bytes = 0;
     cfg->max_queued_messages = 1000;
     cfg->max_publisher_backlog = 1;
-    cfg->loops = 0; /* not given: config_settle_loops */
+    cfg->loops = 1;
     cfg->max_publisher_hold_ms = 1000;
     cfg->max_queued_bytes = 0;
     cfg->queue_qos0_messages = false;

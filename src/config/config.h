@@ -127,8 +127,8 @@ struct arbor_config {
     uint64_t max_inflight_bytes;      /* 0 unlimited */
     int max_queued_messages;          /* 0 unlimited; default 1000 */
     uint32_t max_publisher_backlog;   /* arbor's: publisher_pressure.h; 0 off */
-    unsigned loops;                   /* arbor's: event loop threads, 1 .. 64; 0 not given */
-    bool loops_by_default;            /* loops was not given: config_settle_loops chose it */
+    unsigned loops;                   /* arbor's: event loop threads, 1 (default) .. 64 */
+    bool loops_auto;                  /* loops auto: config_settle_loops chooses (0 until) */
     uint32_t max_publisher_hold_ms;   /* arbor's: a subscriber behind this long is cut loose */
     uint64_t max_queued_bytes;        /* 0 unlimited */
     bool queue_qos0_messages;         /* default false */
@@ -251,8 +251,9 @@ bool config_listener_uses_tls(const struct arbor_listener *listener);
 /* What in the config runs on one event loop only for now (persistence, MQTT-ST peering,
  * bridges, a websockets listener), named for an error line, or NULL. */
 const char *config_single_loop_feature(const struct arbor_config *cfg);
-/* The number of loops when the config has no loops line: one per CPU the process may use
- * (cpus, at most 64), or one when config_single_loop_feature names something. */
+/* The number of loops for `loops auto`: one per CPU the process may use (cpus, at most 64),
+ * or one when config_single_loop_feature names something. Other configs are left as they
+ * are. */
 void config_settle_loops(struct arbor_config *cfg, unsigned cpus);
 /* Does the config make this broker an MQTT-ST peer (peer lines, or accepting peers)? */
 bool config_peering_configured(const struct arbor_config *cfg);

@@ -324,14 +324,15 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
               "", "![throughput and CPU per message](%s)" % png_name, ""]
     if "arbor-loops" in brokers:
         parts += ["`arbor-loops` is the same arbor binary with `loops %s` (one event loop per "
-                  "CPU of this machine, arbor's default); `arbor` runs with `loops 1`; "
-                  "`loops N/loops 1` "
-                  "divides the first by the second. On this %s-CPU machine the load generator "
-                  "competes with the loops for the same CPUs, so N loops can only gain where "
-                  "one loop was the bottleneck and arbor_bench left a CPU idle; a machine with "
-                  "more cores than the load needs should show fan-out and many-pair rows "
-                  "scale with the loops, while a single publisher-subscriber pair does not "
-                  "(its messages cross one loop, or two with one extra hand-over)." % (
+                  "CPU of this machine, what `loops auto` chooses); `arbor` runs with `loops 1`, "
+                  "the default; `loops N/loops 1` divides the first by the second. On this "
+                  "%s-CPU machine the load generator competes with the loops for the same "
+                  "CPUs. Today a message for a subscriber on another loop is handed over one "
+                  "session at a time with a wake-up of that loop's thread, which costs far more "
+                  "than a delivery on the same loop: that, not the CPUs, is what these rows "
+                  "measure (docs/multiloop-design.md, \"Measured: what several loops cost "
+                  "today\"). A machine with more cores than the load needs should show fan-out "
+                  "and many-pair rows gain from several loops once hand-overs are batched." % (
                       env.get("loops", "N"), env.get("nproc", "?")), ""]
     for transport, title, what in TRANSPORTS:
         if transport in env.get("transports", []):

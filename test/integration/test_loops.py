@@ -46,28 +46,33 @@ def test_loops_start_and_say_so_in_one_line_per_listener(broker):
 
 
 CPUS = len(os.sched_getaffinity(0))
-# without a loops line of its own (the fixture adds one when ARBOR_LOOPS is set)
-default_loops = pytest.mark.skipif(CPUS < 2 or bool(os.environ.get("ARBOR_LOOPS")),
-                                   reason="needs 2 CPUs and no ARBOR_LOOPS")
+several_cpus = pytest.mark.skipif(CPUS < 2, reason="needs 2 CPUs")
 
 
-@default_loops
-def test_default_is_one_loop_per_cpu(broker):
+@pytest.mark.skipif(bool(os.environ.get("ARBOR_LOOPS")), reason="the fixture adds loops")
+def test_default_is_one_loop(broker):
     b = broker()
-    b.wait_log("Running %d event loops (loops: one per CPU)." % min(CPUS, 64))
-
-
-@default_loops
-def test_default_is_one_loop_with_persistence(broker, tmp_path):
-    b = broker("persistence true", "persistence_location %s/" % tmp_path)
-    b.wait_log("Running one event loop: persistence true needs it for now (loops).")
+    b.wait_log("running")
     assert "event loops" not in b.log_text()
 
 
-@default_loops
+@several_cpus
+def test_loops_auto_is_one_per_cpu(broker):
+    b = broker("loops auto")
+    b.wait_log("Running %d event loops (loops auto: one per CPU)." % min(CPUS, 64))
+
+
+@several_cpus
+def test_loops_auto_is_one_loop_with_persistence(broker, tmp_path):
+    b = broker("loops auto", "persistence true", "persistence_location %s/" % tmp_path)
+    b.wait_log("Running one event loop: persistence true needs it for now (loops auto).")
+    assert "event loops" not in b.log_text()
+
+
+@several_cpus
 def test_reload_cannot_add_what_needs_one_loop(broker, raw, tmp_path):
-    b = broker()
-    b.wait_log("event loops (loops: one per CPU)")
+    b = broker("loops auto")
+    b.wait_log("event loops (loops auto: one per CPU)")
     with open(b.conf_path, "a") as f:
         f.write("persistence true\npersistence_location %s/\n" % tmp_path)
     b.proc.send_signal(signal.SIGHUP)

@@ -380,7 +380,7 @@ static const struct {
     {"max_qos", get_max_qos, 2, 0, 2, "-1", "3"},
     {"max_topic_alias", get_max_topic_alias, 10, 0, 65535, "-1", "65536"},
     {"sys_interval", get_sys_interval, 10, 0, 65535, "-1", "65536"},
-    {"loops", get_loops, 0, 1, 64, "0", "65"}, /* 0: not given (config_settle_loops) */
+    {"loops", get_loops, 1, 1, 64, "0", "65"},
 };
 
 static void test_integer_directives(void **state)
@@ -437,7 +437,7 @@ static void test_integer_directives(void **state)
 static void test_loops_refuses_single_loop_features(void **state)
 {
     (void)state;
-#define LOOPS_ADVICE "; use loops 1, or no loops line (one loop is then chosen for it)"
+#define LOOPS_ADVICE "; use loops 1 (the default), or loops auto (one loop is then chosen for it)"
     expect_error("listener 1883\nloops 2\npersistence true\n",
                  TEST_NAME ":2: loops: 2 loops cannot run with persistence true yet" LOOPS_ADVICE);
     expect_error("peer 127.0.0.1:1884\npeer_allow_unauthenticated true\nlistener 1883\nloops 4\n",
@@ -459,34 +459,38 @@ static void test_loops_refuses_single_loop_features(void **state)
     config_free(&cfg);
 }
 
-/* No loops line: one loop per CPU (at most 64), one when the config needs it; a loops line
- * is kept as it is. */
-static void test_loops_default_is_one_per_cpu(void **state)
+/* loops auto: one loop per CPU (at most 64), one when the config needs it; a number, or no
+ * loops line (1), is kept as it is. */
+static void test_loops_auto_is_one_per_cpu(void **state)
 {
     (void)state;
     struct arbor_config cfg;
-    load_ok(&cfg, "listener 1883\n");
+    load_ok(&cfg, "listener 1883\nloops auto\n");
     config_settle_loops(&cfg, 4);
     assert_int_equal(cfg.loops, 4);
-    assert_true(cfg.loops_by_default);
+    assert_true(cfg.loops_auto);
     config_free(&cfg);
-    load_ok(&cfg, "listener 1883\n");
+    load_ok(&cfg, "listener 1883\nloops auto\n");
     config_settle_loops(&cfg, 200);
     assert_int_equal(cfg.loops, 64);
     config_free(&cfg);
-    load_ok(&cfg, "listener 1883\npersistence true\n");
+    load_ok(&cfg, "loops auto\nlistener 1883\npersistence true\n");
     config_settle_loops(&cfg, 8);
     assert_int_equal(cfg.loops, 1);
     assert_string_equal(config_single_loop_feature(&cfg), "persistence true");
     config_free(&cfg);
-    load_ok(&cfg, "listener 1883\nlistener 9001\nprotocol websockets\n");
+    load_ok(&cfg, "listener 1883\nlistener 9001\nprotocol websockets\nloops auto\n");
     config_settle_loops(&cfg, 8);
     assert_int_equal(cfg.loops, 1);
     config_free(&cfg);
-    load_ok(&cfg, "listener 1883\nloops 3\n");
+    load_ok(&cfg, "listener 1883\nloops auto\nloops 3\n"); /* the last line counts */
     config_settle_loops(&cfg, 8);
     assert_int_equal(cfg.loops, 3);
-    assert_false(cfg.loops_by_default);
+    assert_false(cfg.loops_auto);
+    config_free(&cfg);
+    load_ok(&cfg, "listener 1883\n");
+    config_settle_loops(&cfg, 8);
+    assert_int_equal(cfg.loops, 1);
     config_free(&cfg);
 }
 
@@ -2455,7 +2459,7 @@ int main(void)
         cmocka_unit_test(test_add_listener),
         cmocka_unit_test(test_shipped_default_config_loads),
         cmocka_unit_test(test_loops_refuses_single_loop_features),
-        cmocka_unit_test(test_loops_default_is_one_per_cpu),
+        cmocka_unit_test(test_loops_auto_is_one_per_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
