@@ -327,12 +327,12 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
                   "CPU of this machine, what `loops auto` chooses); `arbor` runs with `loops 1`, "
                   "the default; `loops N/loops 1` divides the first by the second. On this "
                   "%s-CPU machine the load generator competes with the loops for the same "
-                  "CPUs. Today a message for a subscriber on another loop is handed over one "
-                  "session at a time with a wake-up of that loop's thread, which costs far more "
-                  "than a delivery on the same loop: that, not the CPUs, is what these rows "
-                  "measure (docs/multiloop-design.md, \"Measured: what several loops cost "
+                  "CPUs. Today a publisher is not paced by subscribers on another loop (its "
+                  "QoS 0 messages pile up there and are dropped at the queue limit) and a QoS "
+                  "1/2 round trip between loops waits for a thread wake-up: that, not the CPUs, "
+                  "is what these rows measure (docs/multiloop-design.md, \"Measured: what several loops cost "
                   "today\"). A machine with more cores than the load needs should show fan-out "
-                  "and many-pair rows gain from several loops once hand-overs are batched." % (
+                  "and many-pair rows gain from several loops once they pace each other." % (
                       env.get("loops", "N"), env.get("nproc", "?")), ""]
     for transport, title, what in TRANSPORTS:
         if transport in env.get("transports", []):
