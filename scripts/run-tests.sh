@@ -40,7 +40,9 @@ run_tsan() {
     (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
         ctest --output-on-failure -j "$jobs")
     echo "=== [tsan] integration tests, loops 4"
+    # a TSan broker with 4 loops starts and stops several times slower than a plain one
     ARBOR_LOOPS=4 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        ARBOR_START_TIMEOUT=60 ARBOR_STOP_TIMEOUT=60 \
         ARBOR_BIN="$root/build-tsan/arbor" ARBOR_BUILD_DIR="$root/build-tsan" \
         "$root/.venv/bin/python" -m pytest -q -x --timeout=300 -p no:cacheprovider \
         ${xdist[@]+"${xdist[@]}"} "${tsan_integration[@]}"

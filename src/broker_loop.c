@@ -271,25 +271,22 @@ static void reload_loop(struct broker *broker, struct arbor_config *config,
     connection_release_held(broker); /* asked again */
 }
 
-/* Every worker parked at the end of its turn (quiesce.h): loop 0 alone runs, and acts as
- * each loop in turn (loop_set_self) for what is that loop's. */
-static void park_workers(struct broker *loop0)
+/* Every running worker parked at the end of its turn (quiesce.h): loop 0 alone runs, and
+ * acts as each loop in turn (loop_set_self) for what is that loop's. A worker whose thread
+ * did not start would never park: it is left out. Returns whether any was parked. */
+static bool park_workers(struct broker *loop0)
 {
     struct broker_shared *shared = loop0->shared;
-    unsigned workers = shared->loop_count - 1;
-    if (workers == 0) return;
     struct mailbox *boxes[ARBOR_MAX_LOOPS];
     struct quiesce_request *requests[ARBOR_MAX_LOOPS];
-    for (unsigned i = 0; i < workers; i++) {
-        boxes[i] = &shared->loops[i + 1]->mailbox;
-        requests[i] = &shared->loops[i + 1]->park;
+    unsigned workers = 0;
+    for (unsigned i = 1; i < shared->loop_count; i++) {
+        if (!shared->loops[i]->running) continue;
+        boxes[workers] = &shared->loops[i]->mailbox;
+        requests[workers++] = &shared->loops[i]->park;
     }
-    quiesce_begin(&shared->quiesce, boxes, requests, workers);
-}
-
-static void release_workers(struct broker *loop0)
-{
-    if (loop0->shared->loop_count > 1) quiesce_end(&loop0->shared->quiesce);
+    if (workers > 0) quiesce_begin(&shared->quiesce, boxes, requests, workers);
+    return workers > 0;
 }
 
 /* Run fn for every loop on this thread (loop 0's), as that loop; the others are parked or
@@ -327,7 +324,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config,
                     old->loops, config->loops, old->loops);
         config->loops = old->loops;
     }
-    park_workers(broker);
+    bool parked = park_workers(broker);
     as_each_loop(broker, reload_one, &(struct reload_args){config, tls});
     sessions_reload_acl(broker);
     sessions_rearm_timers(broker); /* persistent_client_expiration may have changed */
@@ -337,7 +334,7 @@ static void apply_reload(struct broker *broker, struct arbor_config *config,
     config_free(old);
     free(old);
     tls_context_set_free(old_tls); /* listeners and peer links hold their own references */
-    release_workers(broker);
+    if (parked) quiesce_end(&broker->shared->quiesce);
     log_notice("Reloaded configuration.");
 }
 

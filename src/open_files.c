@@ -47,7 +47,7 @@ void open_files_raise(const struct arbor_config *cfg)
                         (uint64_t)before, (uint64_t)lim.rlim_max, strerror(errno));
     }
     uint64_t limit = lim.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)lim.rlim_cur;
-    uint64_t reserved = RESERVED + (uint64_t)RESERVED_PER_LOOP * (cfg->loops ? cfg->loops - 1 : 0);
+    uint64_t reserved = RESERVED + (uint64_t)RESERVED_PER_LOOP * (cfg->loops - 1); /* settled */
     uint64_t clients = limit > reserved ? limit - reserved : 0;
     if (lim.rlim_cur != before)
         log_info("Open files limit raised from %" PRIu64 " to %" PRIu64

@@ -978,16 +978,17 @@ static int handle_max_publisher_backlog(struct parse_state *st, const struct dir
  * (config_settle_loops; docs/multiloop-design.md). */
 static int handle_loops(struct parse_state *st, const struct directive_line *dl)
 {
+    char what[80];
+    snprintf(what, sizeof what, "auto, or an integer between 1 and %d", ARBOR_CONFIG_MAX_LOOPS);
+    if (expect_word_count(st, dl, 1, 1, what) != 0) return -1;
     st->loops_place = (struct directive_place){st->file, st->line};
-    if (dl->word_count == 1 && strcmp(dl->words[0], "auto") == 0) {
-        st->cfg->loops = 0; /* config_settle_loops */
-        st->cfg->loops_auto = true;
-        return 0;
-    }
-    long long value;
-    if (parse_integer_value(st, dl, 1, ARBOR_CONFIG_MAX_LOOPS, &value) != 0) return -1;
+    bool automatic = strcmp(dl->words[0], "auto") == 0;
+    long long value = 0; /* auto: config_settle_loops */
+    if (!automatic &&
+        (!parse_decimal(dl->words[0], &value) || value < 1 || value > ARBOR_CONFIG_MAX_LOOPS))
+        return report_error(st, "value \"%s\" is not %s", dl->words[0], what);
     st->cfg->loops = (unsigned)value;
-    st->cfg->loops_auto = false;
+    st->cfg->loops_auto = automatic;
     return 0;
 }
 

@@ -367,8 +367,9 @@ static struct match_seen *seen_slot(struct match_context *ctx, const struct subs
 static void add_subscriber(struct match_context *ctx, const struct subscription_entry *sub)
 {
     struct subscriber *subscriber = sub->subscriber;
-    if (((sub->options & SUB_OPT_NO_LOCAL) || atomic_load_explicit(&subscriber->no_echo, memory_order_relaxed)) &&
-        subscriber->serial == ctx->origin)
+    bool no_local = (sub->options & SUB_OPT_NO_LOCAL) ||
+                    atomic_load_explicit(&subscriber->no_echo, memory_order_relaxed);
+    if (no_local && subscriber->serial == ctx->origin)
         return;
     uint8_t qos = SUB_OPT_QOS(sub->options);
     bool rap = (sub->options & SUB_OPT_RETAIN_AS_PUBLISHED) != 0;

@@ -85,6 +85,8 @@ enum connection_state {
     CONNECTION_ACTIVE,
     CONNECTION_CLOSED, /* closed, waiting to be freed at the end of the loop turn */
     CONNECTION_MOVING, /* handed to another loop at the end of the turn (connection_move) */
+    /* From CONNECTION_CLOSED on (state >= CONNECTION_CLOSED), this loop reads nothing more of
+     * the connection; keep that order. */
 };
 
 struct mqtt_fixed_header;

@@ -177,7 +177,7 @@ static int open_listener(struct broker *broker, const struct broker *first,
         /* e.g. ::1 on a host without IPv6: nothing to listen on, not an error. */
         if (!quiet)
             log_warning("Warning: listener address %s port %u is not available on this host.",
-                    cfg->bind_address ? cfg->bind_address : "*", cfg->port);
+                        cfg->bind_address ? cfg->bind_address : "*", cfg->port);
         return 0;
     }
     if (failed_errno) {

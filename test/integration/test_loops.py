@@ -86,7 +86,8 @@ def test_reload_cannot_add_what_needs_one_loop(broker, raw, tmp_path):
 def test_loops_out_of_range_stops_start_up_with_the_line(run_broker):
     rc, out = run_broker(conf_lines=["listener 1883 127.0.0.1", "loops 65"])
     assert rc != 0
-    assert "run.conf:2: loops: value \"65\" is not an integer between 1 and 64" in out, out
+    assert ("run.conf:2: loops: value \"65\" is not auto, or an integer between 1 and 64"
+            in out), out
 
 
 def test_loops_refuse_persistence_at_the_loops_line(run_broker):

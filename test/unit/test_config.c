@@ -280,7 +280,6 @@ DEFINE_GETTER(max_keepalive)
 DEFINE_GETTER(max_qos)
 DEFINE_GETTER(max_topic_alias)
 DEFINE_GETTER(sys_interval)
-DEFINE_GETTER(loops)
 
 static long long get_allow_anonymous(const struct arbor_config *cfg)
 {
@@ -380,7 +379,6 @@ static const struct {
     {"max_qos", get_max_qos, 2, 0, 2, "-1", "3"},
     {"max_topic_alias", get_max_topic_alias, 10, 0, 65535, "-1", "65536"},
     {"sys_interval", get_sys_interval, 10, 0, 65535, "-1", "65536"},
-    {"loops", get_loops, 1, 1, 64, "0", "65"},
 };
 
 static void test_integer_directives(void **state)
@@ -450,6 +448,17 @@ static void test_loops_refuses_single_loop_features(void **state)
                  TEST_NAME ":1: loops: 3 loops cannot run with a websockets listener yet"
                            LOOPS_ADVICE);
 #undef LOOPS_ADVICE
+    const char *bad[] = {"0", "65", "-1", "abc", "Auto", "2x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char expected[200];
+        snprintf(expected, sizeof expected,
+                 TEST_NAME ":2: loops: value \"%s\" is not auto, or an integer between 1 and 64",
+                 bad[i]);
+        expect_errorf(expected, "listener 1883\nloops %s\n", bad[i]);
+    }
+    expect_error("loops\n", TEST_NAME ":1: loops: missing value (auto, or an integer between 1 "
+                             "and 64)");
+    expect_error("loops 2 3\n", TEST_NAME ":1: loops: unexpected extra value \"3\"");
     struct arbor_config cfg;
     load_ok(&cfg, "loops 1\npersistence true\nlistener 1883\n");
     assert_int_equal(cfg.loops, 1);
