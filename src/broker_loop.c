@@ -354,6 +354,7 @@ static void run_turn(struct broker *broker)
     }
     if (loop0) publish_sys_if_due(broker);
     publishers_release(broker); /* their subscribers caught up: their PUBLISH goes on */
+    client_release_loop_held(broker); /* the loop they waited for caught up */
     if (loop0) persist_turn_end(broker); /* autosave; durable: the turn's commit */
     broker_flush_connections(broker);
     broker_reap_connections(broker);
@@ -534,6 +535,7 @@ static void free_loop(struct broker *broker)
     websockets_stop(broker); /* uses the listeners */
     listeners_close(broker);
     publishers_release(broker); /* their connections are gone: the references only */
+    client_loop_held_free(broker);
     while (broker->delivery_pool) {
         struct delivery *d = broker->delivery_pool;
         broker->delivery_pool = d->next;

@@ -253,19 +253,84 @@ static int client_on_accept(struct connection *conn)
     return client_state_attach(conn);
 }
 
+/* ---- held for a loop behind (publisher_pressure.h) ---- */
+
+/* Off its loop's list (it is being freed). */
+static void forget_loop_hold(struct connection *conn, struct client *client)
+{
+    if (!client->listed_for_loop) return;
+    struct broker *broker = conn->broker;
+    for (uint32_t i = 0; i < broker->loop_held_count; i++) {
+        if (broker->loop_held[i] != conn) continue;
+        broker->loop_held[i] = broker->loop_held[--broker->loop_held_count];
+        break;
+    }
+    client->listed_for_loop = 0;
+}
+
+/* Its last message went to a loop that is behind: wait while it still is, listed for the
+ * release. False when that loop caught up (or, out of memory, it cannot be listed). */
+static bool waits_for_loop(struct connection *conn, struct client *client)
+{
+    struct broker *broker = conn->broker;
+    if (!loop_still_behind(broker, client->waits_for_loop - 1u)) {
+        client->waits_for_loop = 0;
+        return false;
+    }
+    if (client->listed_for_loop) return true;
+    if (broker->loop_held_count == broker->loop_held_cap) {
+        uint32_t cap = broker->loop_held_cap ? broker->loop_held_cap * 2 : 16;
+        struct connection **grown = realloc(broker->loop_held, cap * sizeof *grown);
+        if (!grown) return false;
+        broker->loop_held = grown;
+        broker->loop_held_cap = cap;
+    }
+    broker->loop_held[broker->loop_held_count++] = conn;
+    client->listed_for_loop = 1;
+    broker->stats.loop_holds++;
+    log_debug("Client %s waits: event loop %u is behind.", conn->name ? conn->name : "?",
+              client->waits_for_loop - 1u);
+    return true;
+}
+
+void client_release_loop_held(struct broker *broker)
+{
+    if (!atomic_exchange(&broker->loop_released, false)) return;
+    /* Unmarked before they are resumed: one that must wait again marks it anew. */
+    atomic_store(&broker->loop_holding, false);
+    struct connection **held = broker->loop_held;
+    uint32_t count = broker->loop_held_count;
+    broker->loop_held = NULL;
+    broker->loop_held_count = broker->loop_held_cap = 0;
+    for (uint32_t i = 0; i < count; i++)
+        client_of(held[i])->listed_for_loop = 0;
+    /* resuming runs their packets; one closed meanwhile is freed only at the end of the turn */
+    for (uint32_t i = 0; i < count; i++)
+        connection_resume_held(held[i]);
+    free(held);
+}
+
+void client_loop_held_free(struct broker *broker)
+{
+    free(broker->loop_held);
+    broker->loop_held = NULL;
+    broker->loop_held_count = broker->loop_held_cap = 0;
+}
+
 static void client_on_free(struct connection *conn)
 {
+    if (client_of(conn)) forget_loop_hold(conn, client_of(conn));
     client_state_free(conn);
 }
 
 /* See connection_role.packet_must_wait. */
-static bool client_packet_must_wait(const struct connection *conn,
-                                    const struct mqtt_fixed_header *hdr)
+static bool client_packet_must_wait(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
     if (hdr->type != MQTT_PUBLISH) return false;
     if (atomic_load_explicit(&conn->broker->shared->peer_backlog, memory_order_relaxed))
         return true;
-    const struct client *client = client_of(conn);
+    struct client *client = client_of(conn);
+    if (client->waits_for_loop && waits_for_loop(conn, client)) return true;
     if (!client->publisher) return false;
     /* owed acknowledgements (PUBACK, PUBREC, PUBCOMP) come after this PUBLISH: never held
      * then, so that no two clients wait for each other (publisher_pressure.h) */

@@ -9,4 +9,10 @@
 
 extern const struct connection_role client_role;
 
+/* Resume this loop's clients held for a loop that was behind, when one caught up
+ * (publisher_pressure.h, "A loop behind"); each loop turn, at a safe point. */
+void client_release_loop_held(struct broker *broker);
+/* Forget them all (the loop is freed). */
+void client_loop_held_free(struct broker *broker);
+
 #endif

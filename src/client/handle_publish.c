@@ -92,7 +92,9 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         message_unref(msg);
         return -1;
     }
+    broker->routed_behind = 0;
     size_t matched = route_message(broker, msg);
+    client->waits_for_loop = broker->routed_behind; /* its next PUBLISH waits for that loop */
     message_unref(msg);
     return (long)matched;
 }

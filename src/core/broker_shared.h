@@ -286,6 +286,9 @@ struct broker_shared {
     size_t forwarder_count;
     /* peer links hold too many messages: clients wait (peer_dial.c); read by every loop */
     atomic_bool peer_backlog;
+    /* Several loops: bit i is set while loop i is behind, its sessions' inboxes holding more
+     * than LOOP_BEHIND_HIGH posts it has not drained (publisher_pressure.h) */
+    _Atomic uint64_t loops_behind;
     int64_t start_wall;
     /* The worker loops (1 .. loop_count - 1): their threads, and the flag loop 0 sets to stop
      * them (broker_loop.c); the barrier that parks them for a reload (quiesce.h). */

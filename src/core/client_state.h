@@ -43,6 +43,11 @@ struct client {
                                      PSK identity authenticated it, not a password */
     bool credentials_revoked;     /* marked by a reload's re-check, closed right after */
     bool disconnect_clean;        /* DISCONNECT received: no will */
+    /* Several loops: 1 + the index of a loop that is behind which its last message was
+     * posted to (its next PUBLISH waits while that loop is behind), 0: none; listed: on its
+     * loop's loop_held (client.c). */
+    uint8_t waits_for_loop : 7;
+    uint8_t listed_for_loop : 1;
 };
 
 /* The client state of a connection in the client role. */

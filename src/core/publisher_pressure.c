@@ -126,6 +126,66 @@ void publisher_owes_acks(struct broker *broker, struct message_publisher *p)
     if (atomic_load_explicit(&p->held, memory_order_relaxed)) list_for_release(broker, p);
 }
 
+/* ---- a loop behind ---- */
+
+static uint64_t loop_bit(const struct broker *loop)
+{
+    return (uint64_t)1 << loop->loop_index;
+}
+
+void loop_backlog_posted(struct broker *target)
+{
+    /* Counted before the push: the count is never below what target can drain, so a post
+     * that makes target behind is drained later, and that drain sees the bit set. */
+    uint32_t before = atomic_fetch_add_explicit(&target->inbox_items, 1, memory_order_relaxed);
+    if (before + 1 == LOOP_BEHIND_HIGH)
+        atomic_fetch_or(&target->shared->loops_behind, loop_bit(target));
+}
+
+bool loop_is_behind(const struct broker *target)
+{
+    return atomic_load_explicit(&target->shared->loops_behind, memory_order_relaxed) &
+           loop_bit(target);
+}
+
+/* Every loop holding clients for a loop behind resumes them at its next turn. */
+static void wake_holders(struct broker_shared *shared)
+{
+    for (unsigned i = 0; i < shared->loop_count; i++) {
+        struct broker *loop = shared->loops[i];
+        if (!atomic_load(&loop->loop_holding)) continue;
+        atomic_store(&loop->loop_released, true);
+        if (!atomic_exchange(&loop->loop_wake_posted, true))
+            mailbox_post(&loop->mailbox, &loop->loop_wake);
+    }
+}
+
+void loop_backlog_drained(struct broker *target, uint32_t count)
+{
+    if (!count) return;
+    uint32_t left =
+        atomic_fetch_sub_explicit(&target->inbox_items, count, memory_order_relaxed) - count;
+    if (left > LOOP_BEHIND_LOW || !loop_is_behind(target)) return;
+    /* seq_cst, as the holder's mark and look (loop_still_behind): either it sees the bit
+     * cleared, or this sees its mark. */
+    if (atomic_fetch_and(&target->shared->loops_behind, ~loop_bit(target)) & loop_bit(target))
+        wake_holders(target->shared);
+}
+
+bool loop_still_behind(struct broker *broker, unsigned index)
+{
+    atomic_store(&broker->loop_holding, true);
+    return atomic_load(&broker->shared->loops_behind) & ((uint64_t)1 << index);
+}
+
+static void loop_wake(struct mailbox_item *item, void *ctx)
+{
+    (void)item;
+    struct broker *broker = ctx;
+    /* the clients are resumed at the turn's safe point (client_release_loop_held) */
+    atomic_store(&broker->loop_wake_posted, false);
+}
+
 /* The mailbox item: only the wake matters, publishers_release takes the stack. */
 static void release_wake(struct mailbox_item *item, void *ctx)
 {
@@ -137,6 +197,11 @@ void publisher_pressure_init_loop(struct broker *broker)
 {
     atomic_init(&broker->released_elsewhere, NULL);
     mailbox_item_init(&broker->release_wake, release_wake);
+    atomic_init(&broker->inbox_items, 0);
+    atomic_init(&broker->loop_holding, false);
+    atomic_init(&broker->loop_released, false);
+    atomic_init(&broker->loop_wake_posted, false);
+    mailbox_item_init(&broker->loop_wake, loop_wake);
 }
 
 static void resume_list(struct message_publisher *list)

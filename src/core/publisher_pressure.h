@@ -19,6 +19,20 @@
  *   Mosquitto. One stuck subscriber thus holds publishers back for a second or two at most,
  *   never for good.
  * QoS 0 is never charged: to a slow subscriber it is dropped at its queue limit.
+ *
+ * A loop behind (several event loops). A message whose subscribers another loop owns is posted
+ * to their inboxes (session_inbox.h), and that loop delivers it when it gets to it: nothing in
+ * this paces the publisher's loop, which with one loop is paced by its own turn (it writes the
+ * subscribers' output before it reads more). So each loop counts the posts it has not drained
+ * yet (inbox_items, counted before the post is pushed, taken back when drained); at
+ * LOOP_BEHIND_HIGH it is behind (its bit in shared->loops_behind), and a client whose last
+ * message was posted to a loop that is behind has its next PUBLISH wait, QoS 0 too (client.c,
+ * struct client waits_for_loop), until that loop is down to LOOP_BEHIND_LOW: the loop that
+ * drained wakes every loop that holds such clients (loop_holding, loop_released, loop_wake),
+ * which resumes them at its next turn. A loop is never behind because of its own clients (it
+ * does not post to itself), and what it drains does not wait for anyone, so no two loops wait
+ * for each other. QoS 0 to a slow subscriber is still dropped at its queue limit: this paces
+ * publishers to the loops' speed, not to the slowest subscriber's.
  */
 #ifndef ARBOR_PUBLISHER_PRESSURE_H
 #define ARBOR_PUBLISHER_PRESSURE_H
@@ -46,7 +60,22 @@ void publisher_owes_acks(struct broker *broker, struct message_publisher *p);
 /* Resume the held publishers whose waiting went down (each loop turn, at a safe point: it
  * runs their packets). */
 void publishers_release(struct broker *broker);
-/* Set up the loop's stack of publishers other loops let go (broker_init). */
+/* Posts not yet drained at which a loop is behind, and down to which it is caught up. */
+#define LOOP_BEHIND_HIGH 1024u
+#define LOOP_BEHIND_LOW 256u
+/* A post to a session target owns is about to be pushed: counted. */
+void loop_backlog_posted(struct broker *target);
+/* Is target behind (its posts since it was last caught up not drained)? */
+bool loop_is_behind(const struct broker *target);
+/* target drained count posts: caught up at LOOP_BEHIND_LOW, waking the loops that hold
+ * clients for one that is behind. */
+void loop_backlog_drained(struct broker *target, uint32_t count);
+/* broker (the running loop) is about to hold a client for the loop with this index: is it
+ * still behind? Marks broker as holding first, so that a loop catching up meanwhile wakes it. */
+bool loop_still_behind(struct broker *broker, unsigned index);
+
+/* Set up the loop's stack of publishers other loops let go, and its wake for clients held for
+ * a loop behind (broker_init). */
 void publisher_pressure_init_loop(struct broker *broker);
 
 #endif

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "message.h"
 #include "persist_hooks.h"
+#include "publisher_pressure.h"
 #include "retain.h"
 #include "session_flow.h"
 #include "session_inbox.h"
@@ -54,8 +55,12 @@ static void deliver_to_session(struct broker *broker, const struct match_entry *
                                struct message *msg, struct acl_read_cache *acl_cache)
 {
     struct session *session = container_of(e->subscriber, struct session, subscriber);
-    if (session_owner(session) != broker) {
-        if (session_inbox_post(session, e, msg) != 0) broker->stats.publish_dropped++;
+    struct broker *owner = session_owner(session);
+    if (owner != broker) {
+        if (session_inbox_post(session, e, msg) != 0)
+            broker->stats.publish_dropped++;
+        else if (loop_is_behind(owner)) /* its publisher waits (publisher_pressure.h) */
+            broker->routed_behind = (uint8_t)(owner->loop_index + 1);
         return;
     }
     session_deliver_match(broker, session, msg, e->qos, e->retain_as_published, e->sub_ids,

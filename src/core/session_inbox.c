@@ -15,11 +15,13 @@
 #include "acl.h"
 #include "mailbox.h"
 #include "message.h"
+#include "publisher_pressure.h"
 #include "session_flow.h"
 
 struct session_inbox_item {
     struct session_inbox_item *next;
-    struct message *msg; /* a reference */
+    struct message *msg;   /* a reference */
+    struct broker *counted; /* the loop whose inbox_items counts it (publisher_pressure.h) */
     uint8_t sub_qos;
     bool retain_as_published;
     uint8_t sub_id_count;
@@ -41,7 +43,10 @@ int session_inbox_post(struct session *session, const struct match_entry *e, str
 {
     struct session_inbox_item *item = malloc(sizeof *item);
     if (!item) return -1;
+    struct broker *owner = session_owner(session);
     item->msg = message_ref(msg);
+    item->counted = owner;
+    loop_backlog_posted(owner);
     item->sub_qos = e->qos;
     item->retain_as_published = e->retain_as_published;
     item->sub_id_count = e->sub_id_count;
@@ -86,6 +91,7 @@ size_t session_inbox_drain(struct broker *owner)
         session = next;
     }
     size_t count = 0;
+    uint32_t counted_here = 0;
     while (oldest_first) {
         session = oldest_first;
         oldest_first = session->next_ready;
@@ -105,11 +111,16 @@ size_t session_inbox_drain(struct broker *owner)
                                       item->retain_as_published, item->sub_ids,
                                       item->sub_id_count, &acl_cache);
             message_unref(item->msg);
+            if (item->counted == owner)
+                counted_here++;
+            else /* posted before the session moved here */
+                loop_backlog_drained(item->counted, 1);
             free(item);
             item = next;
             count++;
         }
     }
+    loop_backlog_drained(owner, counted_here);
     return count;
 }
 

@@ -226,6 +226,9 @@ void sys_tree_publish(struct broker *broker)
         sys_tree_publish_value(broker, "$SYS/broker/publish/subscribers/cut_loose", "%llu",
                                (unsigned long long)s->subscribers_cut_loose);
     }
+    if (s->loop_holds) /* several loops, from the first time one was behind */
+        sys_tree_publish_value(broker, "$SYS/broker/publish/clients/loop_holds", "%llu",
+                               (unsigned long long)s->loop_holds);
     publish_loads(broker, s);
     for (size_t i = 0; i < broker->shared->sys.source_count; i++)
         broker->shared->sys.sources[i].publish(broker->shared->sys.sources[i].ctx);

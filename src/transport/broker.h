@@ -101,8 +101,9 @@ struct connection_role {
     /* Optional. True when this packet must wait: the connection is not read further until
      * connection_release_held. Clients' PUBLISH waits while the peer links are backlogged
      * (broker->shared->peer_backlog), so that what they publish is not accepted faster than the
-     * MQTT-ST links carry it on; their acknowledgements still flow. */
-    bool (*packet_must_wait)(const struct connection *conn, const struct mqtt_fixed_header *hdr);
+     * MQTT-ST links carry it on, and while what they published before waits for subscribers
+     * (publisher_pressure.h); their acknowledgements still flow. */
+    bool (*packet_must_wait)(struct connection *conn, const struct mqtt_fixed_header *hdr);
     /* The fixed header of the next packet, before its body arrives, so that garbage is
      * refused at once. Returns false after closing the connection. */
     bool (*header_allowed)(struct connection *conn, const struct mqtt_fixed_header *hdr);
@@ -197,6 +198,7 @@ struct broker_stats {
      * subscribers cut loose so far. */
     uint64_t publishers_held;
     uint64_t publisher_holds;
+    uint64_t loop_holds; /* clients held for a loop behind, so far (publisher_pressure.h) */
     uint64_t subscribers_cut_loose;
 };
 
@@ -229,6 +231,19 @@ struct broker {
      * whole by publishers_release; release_wake wakes this loop when it was empty. */
     struct message_publisher *_Atomic released_elsewhere;
     struct mailbox_item release_wake;
+    /* Back-pressure across loops (publisher_pressure.h, "A loop behind"): the posts other
+     * loops made to this loop's sessions that it has not drained yet; this loop's clients
+     * whose PUBLISH waits for a loop that is behind (client.c), and the flags other loops use
+     * to have them resumed; routed_behind: 1 + the index of a loop that is behind which the
+     * message being routed was posted to, else 0 (route.c, read by handle_publish.c). */
+    _Atomic uint32_t inbox_items;
+    atomic_bool loop_holding;
+    atomic_bool loop_released;
+    atomic_bool loop_wake_posted;
+    struct mailbox_item loop_wake;
+    struct connection **loop_held;
+    uint32_t loop_held_count, loop_held_cap;
+    uint8_t routed_behind;
     uint32_t connection_count;
     uint32_t client_count;    /* connections past CONNECT */
     struct delivery *delivery_pool; /* free list (delivery.c) */

@@ -306,8 +306,23 @@ def tmp_path(request):
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that fails shows the end of each of its brokers' logs (they log every packet
+    with log_type all): a failure seen once in CI can then be read, not guessed."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for b in getattr(item, "arbor_brokers", ()):
+        text = b.log_text()
+        if text:
+            report.sections.append(("%s (port %d) log, last 60 lines" % (b.name, b.port),
+                                    "\n".join(text.splitlines()[-60:])))
+
+
 @pytest.fixture
-def broker(tmp_path):
+def broker(tmp_path, request):
     """Factory: broker(*lines, defaults=True, port=None, args=None, start=True,
     use_config=True) -> Broker.
 
@@ -319,6 +334,7 @@ def broker(tmp_path):
     died by a signal, hung, or printed a sanitizer report.
     """
     started = []
+    request.node.arbor_brokers = started
 
     def make(*lines, defaults=True, port=None, args=None, start=True, use_config=True):
         name = "broker%d" % len(started)

@@ -196,7 +196,14 @@ class PahoClient:
             raise AssertionError("no message within %.1fs" % timeout) from None
 
     def get_messages(self, n, timeout=None):
-        return [self.get_message(timeout) for _ in range(n)]
+        got = []
+        for _ in range(n):
+            try:
+                got.append(self.get_message(timeout))
+            except AssertionError as e:
+                raise AssertionError("%s (after %d of %d messages, the last on %s)" % (
+                    e, len(got), n, got[-1].topic if got else "none")) from None
+        return got
 
     def expect_no_message(self, timeout=0.5):
         try:

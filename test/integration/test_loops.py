@@ -218,6 +218,60 @@ def test_publisher_is_held_for_subscribers_on_other_loops(broker, raw):
     assert acked == list(range(1, len(acked) + 1))
 
 
+def unix_client(path, timeout=5.0):
+    """A RawClient over the unix socket listener, which is event loop 0's alone."""
+    c = mp.RawClient.__new__(mp.RawClient)
+    c.version, c.timeout = mp.MQTT311, timeout
+    c.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.sock.settimeout(timeout)
+    c.sock.connect(path)
+    c.buf, c.closed, c._next_pid, c.awaiting_pubrel = bytearray(), False, 0, set()
+    return c
+
+
+def test_publisher_waits_for_a_loop_that_is_behind_and_loses_nothing(broker, raw, mqtt,
+                                                                      tmp_path):
+    # QoS 0 from a publisher on loop 1 to 8 subscribers on loop 0: loop 1 only posts each
+    # message to their inboxes, loop 0 delivers it 8 times, so loop 0 falls more than 1024
+    # posts behind within the first read. The publisher must then wait for it
+    # (publisher_pressure.h, "A loop behind") and go on each time it caught up: every message
+    # arrives, in order, none is dropped at the queue limit, and $SYS counts the holds.
+    path = str(tmp_path / "arbor.sock")
+    b = broker("loops 2", "listener 0 %s" % path, "sys_interval 1",
+               "max_inflight_messages 0", "max_queued_messages 20000")
+    subs = []
+    for i in range(8):
+        s = unix_client(path)
+        subs.append(s)
+        s.connect("behind%d" % i)
+        s.subscribe("behind/t", 0)
+    # A publisher on loop 1: a session made over TCP (either loop), then a reconnect over
+    # the unix socket (loop 0), which moves to loop 1 when the session is there.
+    p = None
+    for i in range(30):
+        made = raw(b)
+        made.connect("flood%d" % i, clean=False)
+        made.disconnect()
+        p = unix_client(path)
+        p.connect("flood%d" % i, clean=False)
+        if moves(b, "flood%d" % i):
+            break
+        p.close()
+        p = None
+    assert p, "no session made on loop 1 in 30 tries:\n" + b.log_text()[-3000:]
+    watcher = mqtt(b, client_id="syswatch")
+    watcher.subscribe("$SYS/broker/publish/clients/loop_holds")
+    count = 12000
+    p.send(b"".join(mp.publish("behind/t", b"%d" % i) for i in range(count)))
+    for s in subs:
+        got = s.drain_publishes(expect=count, timeout=0.5)
+        assert [int(m.payload) for m in got] == list(range(count))
+    assert int(watcher.get_message(timeout=30).payload) >= 1
+    assert "Client flood%d waits: event loop 0 is behind." % i in b.log_text()
+    for s in subs + [p]:
+        s.close()
+
+
 def test_max_connections_counts_every_loop(broker, raw):
     b = broker("loops 2", "max_connections 6")
     held = connected(b, raw, "m", 6)

@@ -210,7 +210,7 @@ static bool fake_header_allowed(struct connection *conn, const struct mqtt_fixed
     return false;
 }
 
-static bool fake_packet_must_wait(const struct connection *conn,
+static bool fake_packet_must_wait(struct connection *conn,
                                   const struct mqtt_fixed_header *hdr)
 {
     const struct fake *fake = conn->role_data;
