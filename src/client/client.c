@@ -275,6 +275,8 @@ static bool waits_for_loop(struct connection *conn, struct client *client)
     struct broker *broker = conn->broker;
     if (!loop_still_behind(broker, client->waits_for_loop - 1u)) {
         client->waits_for_loop = 0;
+        /* holding no one: no need for other loops' wakes */
+        if (!broker->loop_held_count) atomic_store(&broker->loop_holding, false);
         return false;
     }
     if (client->listed_for_loop) return true;

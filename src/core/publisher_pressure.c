@@ -168,8 +168,13 @@ void loop_backlog_drained(struct broker *target, uint32_t count)
     if (left > LOOP_BEHIND_LOW || !loop_is_behind(target)) return;
     /* seq_cst, as the holder's mark and look (loop_still_behind): either it sees the bit
      * cleared, or this sees its mark. */
-    if (atomic_fetch_and(&target->shared->loops_behind, ~loop_bit(target)) & loop_bit(target))
-        wake_holders(target->shared);
+    if (!(atomic_fetch_and(&target->shared->loops_behind, ~loop_bit(target)) & loop_bit(target)))
+        return;
+    /* Posts made between the count above and the clear may have passed the high mark again
+     * (their own set found the bit still set): behind again, then. */
+    if (atomic_load(&target->inbox_items) >= LOOP_BEHIND_HIGH)
+        atomic_fetch_or(&target->shared->loops_behind, loop_bit(target));
+    wake_holders(target->shared);
 }
 
 bool loop_still_behind(struct broker *broker, unsigned index)

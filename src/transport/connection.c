@@ -796,8 +796,8 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
             break;
         }
         if (!fixed_header_acceptable(conn, &hdr)) break;
-        if (conn->role->packet_must_wait && conn->role->packet_must_wait(conn, &hdr) &&
-            !conn->peer_gone) {
+        if (!conn->peer_gone && conn->role->packet_must_wait &&
+            conn->role->packet_must_wait(conn, &hdr)) {
             /* The role says this packet cannot be handled now (a client's PUBLISH while the
              * peer links are backlogged, or while its earlier messages wait for subscribers):
              * it and what follows wait in conn->in until connection_release_held or

@@ -234,8 +234,9 @@ def test_publisher_waits_for_a_loop_that_is_behind_and_loses_nothing(broker, raw
     # QoS 0 from a publisher on loop 1 to 8 subscribers on loop 0: loop 1 only posts each
     # message to their inboxes, loop 0 delivers it 8 times, so loop 0 falls more than 1024
     # posts behind within the first read. The publisher must then wait for it
-    # (publisher_pressure.h, "A loop behind") and go on each time it caught up: every message
-    # arrives, in order, none is dropped at the queue limit, and $SYS counts the holds.
+    # (publisher_pressure.h, "A loop behind") and go on each time it caught up: $SYS and the
+    # debug line count the holds (neither appears without them), and the holds lose and
+    # reorder nothing (a lost wake-up would leave the publisher held and the rest undelivered).
     path = str(tmp_path / "arbor.sock")
     b = broker("loops 2", "listener 0 %s" % path, "sys_interval 1",
                "max_inflight_messages 0", "max_queued_messages 20000")

@@ -9,6 +9,8 @@
  * the raced post is dropped then; a session moved from one loop to the other (session_move.c)
  * keeps each loop's order, and a post that raced the switch is forwarded to the new owner. On two threads: A's
  * thread routes 20,000 messages while B's thread runs its loop (also under ThreadSanitizer).
+ * Back-pressure (publisher_pressure.h, "A loop behind"): B is behind once 1024 posts wait,
+ * routing on A says so, and B's drain clears it and wakes A, which was holding for it.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -25,6 +27,7 @@
 #include "broker_shared.h"
 #include "config.h"
 #include "message.h"
+#include "publisher_pressure.h"
 #include "retain.h"
 #include "route.h"
 #include "session.h"
@@ -59,6 +62,9 @@ static void loop_setup(struct fixture *f, struct loop_fixture *l)
     assert_int_equal(event_loop_init(&b->loop), 0);
     assert_int_equal(mailbox_init(&b->mailbox, &b->loop, b), 0);
     session_inbox_init_loop(b);
+    publisher_pressure_init_loop(b);
+    f->shared.loops[b->loop_index] = b;
+    f->shared.loop_count = 2;
 }
 
 static void loop_teardown(struct loop_fixture *l)
@@ -111,6 +117,10 @@ static int teardown(void **state)
     struct session *s, *tmp;
     HASH_ITER(hh, f->shared.sessions, s, tmp) session_destroy(&f->b.broker, s);
     assert_null(atomic_load(&f->b.broker.ready_sessions));
+    /* every post counted was taken back, by whichever loop drained it */
+    assert_int_equal(atomic_load(&f->a.broker.inbox_items), 0);
+    assert_int_equal(atomic_load(&f->b.broker.inbox_items), 0);
+    assert_int_equal(atomic_load(&f->shared.loops_behind), 0);
     loop_teardown(&f->a);
     loop_teardown(&f->b);
     retain_free(f->shared.retained);
@@ -391,6 +401,51 @@ static void test_a_loop_on_another_thread_posts_while_the_owner_runs(void **stat
     }
 }
 
+static void test_a_loop_behind_is_flagged_and_wakes_the_loop_holding_for_it(void **state)
+{
+    struct fixture *f = *state;
+    struct broker *a = &f->a.broker, *b = &f->b.broker;
+    /* 341 messages to 3 sessions: 1023 posts, not yet behind */
+    for (int n = 0; n < 341; n++)
+        route_numbered(f, a, 'A', n);
+    assert_int_equal(atomic_load(&b->inbox_items), 1023);
+    assert_false(loop_is_behind(b));
+    assert_int_equal(a->routed_behind, 0);
+    route_numbered(f, a, 'A', 341); /* the 1024th post */
+    assert_true(loop_is_behind(b));
+    assert_int_equal(a->routed_behind, 2); /* 1 + B's index: its publisher waits */
+    /* A holds a client for B: it marks itself holding and sees B behind */
+    assert_true(loop_still_behind(a, 1));
+    assert_true(atomic_load(&a->loop_holding));
+    assert_int_equal(run_turn(a), 0); /* nothing wakes A yet */
+    /* B drains all of it: caught up, A is told to release and woken */
+    assert_int_equal(run_turn(b), 1);
+    assert_int_equal(atomic_load(&b->inbox_items), 0);
+    assert_false(loop_is_behind(b));
+    assert_true(atomic_load(&a->loop_released));
+    assert_int_equal(run_turn(a), 1); /* the wake */
+    assert_false(atomic_load(&a->loop_wake_posted));
+    assert_false(loop_still_behind(a, 1));
+    for (int i = 0; i < SESSIONS; i++)
+        assert_int_equal(f->sessions[i]->flow.queued.count, 342);
+}
+
+static void test_a_loop_is_caught_up_only_at_the_low_mark(void **state)
+{
+    struct fixture *f = *state;
+    struct broker *b = &f->b.broker;
+    for (uint32_t i = 0; i < LOOP_BEHIND_HIGH; i++)
+        loop_backlog_posted(b);
+    assert_true(loop_is_behind(b));
+    loop_backlog_drained(b, LOOP_BEHIND_HIGH - LOOP_BEHIND_LOW - 1); /* LOW + 1 left */
+    assert_true(loop_is_behind(b));
+    loop_backlog_drained(b, 1);
+    assert_false(loop_is_behind(b));
+    assert_false(atomic_load(&f->a.broker.loop_released)); /* nobody was holding */
+    loop_backlog_drained(b, LOOP_BEHIND_LOW);
+    assert_int_equal(atomic_load(&b->inbox_items), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +463,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_loop_on_another_thread_posts_while_the_owner_runs,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_loop_behind_is_flagged_and_wakes_the_loop_holding_for_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_loop_is_caught_up_only_at_the_low_mark, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
