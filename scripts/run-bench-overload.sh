@@ -3,8 +3,9 @@
 # github.com/eclipse/paho.mqtt.golang), then runs the MQTT-ST paper's single-broker "local"
 # scenario, in which the subscribers are slower than the publishers: 10 publishers at QoS 2,
 # each waiting for PUBCOMP before its next publish, 1000 messages of 100 bytes each, 10 and
-# then 50 subscribers on bench/# at QoS 2; arbor and Debian's mosquitto side by side, a fresh
-# broker for every run, the two taking turns to go first from one round to the next. Figures:
+# then 50 subscribers on bench/# at QoS 2; arbor (loops 1, and one loop per CPU) and Debian's
+# mosquitto side by side, a fresh broker for every run, the kinds taking turns to go first
+# from one round to the next. Figures:
 # publication throughput per publisher, end-to-end latency (mean, p99, max), loss, duplicates,
 # order, broker CPU. Writes the section "Overload: slow subscribers (the MQTT-ST paper's local
 # scenario)" of docs/benchmarks.md. The measuring is done by test/bench/overload_bench.py;
@@ -22,6 +23,8 @@
 #   MOSQUITTO_BIN=...              mosquitto binary (default /usr/sbin/mosquitto)
 #   GO=...                         the go command (default: go on PATH, else /usr/local/go/bin/go)
 #   BENCH_OVERLOAD_SUBSCRIBERS="10 50"   the numbers of subscribers
+#   BENCH_LOOPS=N                  loops of the "arbor-loops" broker (default: the CPUs; "arbor"
+#                                  runs loops 1)
 #   BENCH_OVERLOAD_ROUNDS=3        rounds (each runs both kinds, taking turns to go first)
 #   BENCH_OVERLOAD_QUICK=1         100 messages per publisher, one round (a smoke test)
 #   BENCH_OVERLOAD_OUT=...         where configs, logs, the client and raw JSON go (default

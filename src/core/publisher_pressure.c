@@ -52,15 +52,30 @@ void publisher_charge(struct broker *broker, struct outflow *flow, struct delive
     atomic_fetch_add_explicit(&d->msg->publisher->waiting, 1, memory_order_relaxed);
 }
 
+/* One of p's charges is taken back: let it go when it is down to half the mark. */
+static void take_back(struct broker *broker, struct message_publisher *p)
+{
+    uint32_t waiting = atomic_fetch_sub_explicit(&p->waiting, 1, memory_order_relaxed) - 1;
+    if (atomic_load_explicit(&p->held, memory_order_relaxed) && waiting <= high_mark(broker) / 2)
+        list_for_release(broker, p);
+}
+
 void publisher_discharge(struct broker *broker, struct outflow *flow, struct delivery *d)
 {
     (void)flow;
     if (!d->charged) return;
     d->charged = false;
-    struct message_publisher *p = d->msg->publisher;
-    uint32_t waiting = atomic_fetch_sub_explicit(&p->waiting, 1, memory_order_relaxed) - 1;
-    if (atomic_load_explicit(&p->held, memory_order_relaxed) && waiting <= high_mark(broker) / 2)
-        list_for_release(broker, p);
+    take_back(broker, d->msg->publisher);
+}
+
+void publisher_charge_post(struct message_publisher *p)
+{
+    atomic_fetch_add_explicit(&p->waiting, 1, memory_order_relaxed);
+}
+
+void publisher_discharge_post(struct broker *broker, struct message_publisher *p)
+{
+    take_back(broker, p);
 }
 
 static void discharge_queue(struct broker *broker, struct outflow *flow)

@@ -44,6 +44,12 @@
 void publisher_charge(struct broker *broker, struct outflow *flow, struct delivery *d);
 /* d leaves a queue: its charge, if any, is taken back. */
 void publisher_discharge(struct broker *broker, struct outflow *flow, struct delivery *d);
+/* Several loops: a QoS 1/2 message of p's was posted to a session another loop owns, and that
+ * loop has not delivered it yet: it waits as a queued delivery does, so it is charged from the
+ * post (as with one loop, where it is charged when routing queues it) and taken back by the
+ * owner once it has handed it to the session (which charges it again if it queues it). */
+void publisher_charge_post(struct message_publisher *p);
+void publisher_discharge_post(struct broker *broker, struct message_publisher *p);
 /* flow's destination connects (on) or goes away: while away nothing is charged, and what was
  * is taken back. */
 void publisher_pressure_flow_online(struct broker *broker, struct outflow *flow, bool on);

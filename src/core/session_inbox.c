@@ -24,6 +24,7 @@ struct session_inbox_item {
     struct broker *counted; /* the loop whose inbox_items counts it (publisher_pressure.h) */
     uint8_t sub_qos;
     bool retain_as_published;
+    bool charged; /* to the message's publisher until delivered (publisher_pressure.h) */
     uint8_t sub_id_count;
     uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
 };
@@ -47,6 +48,8 @@ int session_inbox_post(struct session *session, const struct match_entry *e, str
     item->msg = message_ref(msg);
     item->counted = owner;
     loop_backlog_posted(owner);
+    item->charged = msg->publisher && msg->qos > 0 && e->qos > 0;
+    if (item->charged) publisher_charge_post(msg->publisher);
     item->sub_qos = e->qos;
     item->retain_as_published = e->retain_as_published;
     item->sub_id_count = e->sub_id_count;
@@ -110,6 +113,7 @@ size_t session_inbox_drain(struct broker *owner)
                 session_deliver_match(owner, session, item->msg, item->sub_qos,
                                       item->retain_as_published, item->sub_ids,
                                       item->sub_id_count, &acl_cache);
+            if (item->charged) publisher_discharge_post(owner, item->msg->publisher);
             message_unref(item->msg);
             if (item->counted == owner)
                 counted_here++;

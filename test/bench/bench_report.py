@@ -327,12 +327,15 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
                   "CPU of this machine, what `loops auto` chooses); `arbor` runs with `loops 1`, "
                   "the default; `loops N/loops 1` divides the first by the second. On this "
                   "%s-CPU machine the load generator competes with the loops for the same "
-                  "CPUs. Today a publisher is not paced by subscribers on another loop (its "
-                  "QoS 0 messages pile up there and are dropped at the queue limit) and a QoS "
-                  "1/2 round trip between loops waits for a thread wake-up: that, not the CPUs, "
-                  "is what these rows measure (docs/multiloop-design.md, \"Measured: what several loops cost "
-                  "today\"). A machine with more cores than the load needs should show fan-out "
-                  "and many-pair rows gain from several loops once they pace each other." % (
+                  "CPUs. A publisher is paced by the loops its messages go to (it waits while "
+                  "one is more than 1024 posts behind, arbor.conf(5) `loops`), but handing a "
+                  "message to another loop costs more than delivering it on the same one "
+                  "(an allocation freed by the other thread, a wake-up), and a QoS 1/2 round "
+                  "trip between loops waits for a thread wake-up (docs/multiloop-design.md, "
+                  "\"Built: back-pressure across loops\" and the steps after it). A machine "
+                  "with more cores than the load needs should show fan-out and many-pair rows "
+                  "gain from several loops; this one, where the load generator takes a CPU of "
+                  "the two, cannot." % (
                       env.get("loops", "N"), env.get("nproc", "?")), ""]
     for transport, title, what in TRANSPORTS:
         if transport in env.get("transports", []):

@@ -37,7 +37,14 @@ from bridge_bench import cells as cells_of
 from tree_bench import HOST, Broker, fmt, log, ratio
 
 SECTION = "## Overload: slow subscribers (the MQTT-ST paper's local scenario)"
-KINDS = ("arbor", "mosquitto")
+KINDS = ("arbor", "arbor-loops", "mosquitto")
+# "arbor" runs one event loop (its default), "arbor-loops" one per CPU (BENCH_LOOPS overrides)
+LOOPS = int(os.environ.get("BENCH_LOOPS") or os.cpu_count() or 1)
+
+
+def kind_lines(kind):
+    """The lines a kind adds to COMMON."""
+    return {"arbor": ["loops 1"], "arbor-loops": ["loops %d" % LOOPS]}.get(kind, [])
 SUBSCRIBERS = (10, 50)
 PUBLISHERS = 10
 MESSAGES = 1000
@@ -100,8 +107,9 @@ class OverloadRunner(bridge_bench.BridgeRunner):
     def measure_one(self, kind, subscribers, rnd, notes):
         a = self.args
         tag = "r%d-%s-%d" % (rnd, kind, subscribers)
-        b = Broker(kind, "broker", a.arbor if kind == "arbor" else a.mosquitto, a.out, tag)
-        self.write_conf(b, COMMON)
+        b = Broker(kind, "broker", a.arbor if kind.startswith("arbor") else a.mosquitto, a.out,
+                   tag)
+        self.write_conf(b, COMMON + kind_lines(kind))
         self.start_broker(b)
         pid = b.proc.pid
         json_path = os.path.join(a.out, tag + ".json")
@@ -156,7 +164,7 @@ class OverloadRunner(bridge_bench.BridgeRunner):
         env = tree_bench.environment(a)
         env.update(loads={}, subscribers=a.subscribers, publishers=PUBLISHERS,
                    messages=a.messages, size=SIZE, qos=QOS, deadline_s=DEADLINE_S,
-                   go=go_version(a.bench))
+                   go=go_version(a.bench), loops=LOOPS)
         for rnd in range(1, a.rounds + 1):
             log("round %d" % rnd)
             for n in a.subscribers:
@@ -228,21 +236,25 @@ def write_section(path, results):
            "(test/bench/overload/), on the broker's machine. A fresh broker for every run, "
            "default settings. Each cell is the median over the rounds and the ratio is of "
            "the medians (below 1: arbor's figure is lower), except for loss, duplicates and "
-           "disorder, given for each round." % (
+           "disorder, given for each round. \"arbor\" runs `loops 1` (its default), "
+           "\"arbor-loops\" `loops %d` (one per CPU), their ratio is the last column." % (
                PUBLISHERS, env["qos"], fmt(env["messages"]), env["size"], TOPIC_PREFIX,
-               " or ".join(str(n) for n in env["subscribers"]), TOPIC_PREFIX, env["qos"]), "",
-           "| Figure | Subscribers | arbor | mosquitto | arbor/mosquitto |",
-           "|---|---:|---:|---:|---:|"]
+               " or ".join(str(n) for n in env["subscribers"]), TOPIC_PREFIX, env["qos"],
+               env.get("loops", LOOPS)), "",
+           "| Figure | Subscribers | arbor | arbor-loops | mosquitto | arbor/mosquitto | "
+           "arbor-loops/arbor |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
     for figure, digits, get in FIGURES:
         for n in env["subscribers"]:
             vals = {k: [get(results, r, k, n) for r in rounds] for k in KINDS}
             label = figure % fmt(expected * n) if "%s" in figure else figure
             if figure.endswith(ROUND_BY_ROUND):
-                cells = [cells_of(vals[k], digits) for k in KINDS] + [""]
+                cells = [cells_of(vals[k], digits) for k in KINDS] + ["", ""]
             else:
                 meds = {k: median(vals[k]) for k in KINDS}
                 cells = [fmt(meds[k], digits) for k in KINDS] + [
-                    fmt(ratio(meds["arbor"], meds["mosquitto"]), 2)]
+                    fmt(ratio(meds["arbor"], meds["mosquitto"]), 2),
+                    fmt(ratio(meds["arbor-loops"], meds["arbor"]), 2)]
             out.append("| %s | %d | %s |" % (label, n, " | ".join(cells)))
     out += ["", "Lower is better except for the publication throughput.", "",
             "### Run details", "",
@@ -288,10 +300,12 @@ def method_text(env):
         "builds arbor into `build/` (`make bench-overload BUILD=dir` for another tree) and the "
         "Go client into `build/bench-overload/overload` (`go build`; it needs Go 1.24 or later, "
         "`GO=/path/to/go` picks one), then for each round (`BENCH_OVERLOAD_ROUNDS`, default 3) "
-        "and number of subscribers starts a fresh broker of each kind, the two kinds taking "
+        "and number of subscribers starts a fresh broker of each kind, the kinds taking "
         "turns to go first from one round to the next, each with this configuration:", "",
         "```", "listener PORT 127.0.0.1"] + COMMON + [
         "```", "",
+        "plus `loops 1` for arbor and `loops N` for arbor-loops (N: the CPUs, or "
+        "`BENCH_LOOPS`).", "",
         "and runs the client against it (raw JSON and logs in `build/bench-overload/`):", "",
         "```", " ".join(["build/bench-overload/overload"] + client_args(
             0, env["subscribers"][0], env["messages"], "OUT.json")).replace(
@@ -328,7 +342,7 @@ def method_text(env):
         "ticks) from before the clients connect to after they disconnect; per delivery, "
         "divided by the distinct deliveries. **Peak RSS** is the broker's VmHWM at the end.",
         "- The machine has 2 CPUs shared by the broker, the Go clients (which need a CPU of "
-        "their own to keep up) and whatever else runs there; compare the two kinds within "
+        "their own to keep up) and whatever else runs there; compare the kinds within "
         "one run.", ""]
 
 

@@ -1,7 +1,7 @@
 """Smoke test of `make bench-overload` (test/bench/overload_bench.py and its Go client,
 test/bench/overload): the client is built with the machine's Go (skipped without one), then the
 quick mode (100 messages per publisher, one round, 10 and 50 subscribers) runs the whole
-pipeline once against arbor and Debian's mosquitto, and must write its section of
+pipeline once against arbor (loops 1, and one loop per CPU) and Debian's mosquitto, and must write its section of
 benchmarks.md with every figure filled in, every message delivered to every subscriber once
 and in order on both, the page's other sections kept and its own old section replaced, and
 every broker it started stopped. The figures themselves are not checked (a quick run's are not
@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from conftest import sanitizer_findings
-from test_bench_bridge import NUMBER, run_quick, still_running, table_rows
+from test_bench_bridge import NUMBER, run_quick, still_running
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,6 +41,17 @@ pytestmark = [
     pytest.mark.skipif(not os.access(MOSQUITTO, os.X_OK), reason=MOSQUITTO + " not installed"),
     pytest.mark.skipif(go_command() is None, reason="no Go toolchain for the client"),
 ]
+
+def table_rows(text):
+    """{(figure, subscribers): [cells after them]} of the summary table (7 columns: arbor,
+    arbor-loops, mosquitto and two ratios)."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 7:
+            rows[(cells[0], cells[1])] = cells[2:]
+    return rows
+
 
 FIGURES = ("publication throughput, mean per publisher (msg/s; higher is better)",
            "end-to-end latency mean (ms)", "end-to-end latency p50 (ms)",
@@ -76,14 +87,14 @@ def test_quick_run_writes_the_section_and_delivers_every_message(tmp_path):
     for n in SUBSCRIBERS:
         lost = rows[("messages lost (of {:,}), each round".format(PUBLISHERS * MESSAGES * n),
                      str(n))]
-        assert lost[:2] == ["0", "0"], lost
-        assert rows[("duplicates + deliveries out of order, each round", str(n))][:2] == \
-            ["0", "0"]
+        assert lost[:3] == ["0", "0", "0"], lost
+        assert rows[("duplicates + deliveries out of order, each round", str(n))][:3] == \
+            ["0", "0", "0"]
     assert "-messages %d -size 100 -subscribers 10 -qos 2" % MESSAGES in section
 
     with open(out / "results.json") as f:
         results = json.load(f)
-    for kind in ("arbor", "mosquitto"):
+    for kind in ("arbor", "arbor-loops", "mosquitto"):
         for n in SUBSCRIBERS:
             r = results["1"][kind][str(n)]
             assert r["complete"] and r["exit"] == 0, r
@@ -94,9 +105,9 @@ def test_quick_run_writes_the_section_and_delivers_every_message(tmp_path):
             assert r["connections_lost"] == 0 and r["broker_cpu_s"] > 0, r
 
     pids = [int(x) for x in pidfile.read_text().split()]
-    assert len(pids) == 2 * len(SUBSCRIBERS)  # a fresh broker per kind and run
+    assert len(pids) == 3 * len(SUBSCRIBERS)  # a fresh broker per kind and run
     assert [pid for pid in pids if still_running(pid)] == []
     for name in os.listdir(out):
-        if name.endswith(".log") and "-arbor-" in name:
+        if name.endswith(".log") and "-arbor" in name:
             log = (out / name).read_text(errors="replace")
             assert sanitizer_findings(log) == [], name
