@@ -57,12 +57,13 @@ Persistence rows that must stay.
 """
 
 
-def table_rows(text):
-    """{(figure, direction): [cells after them]} of the summary table."""
+def table_rows(text, columns=5):
+    """{(figure, direction): [cells after them]} of the summary table (its rows of `columns`
+    cells)."""
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 5:
+        if line.startswith("| ") and len(cells) == columns:
             rows[(cells[0], cells[1])] = cells[2:]
     return rows
 

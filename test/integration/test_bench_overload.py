@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from conftest import sanitizer_findings
-from test_bench_bridge import NUMBER, run_quick, still_running
+from test_bench_bridge import NUMBER, run_quick, still_running, table_rows
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,17 +41,6 @@ pytestmark = [
     pytest.mark.skipif(not os.access(MOSQUITTO, os.X_OK), reason=MOSQUITTO + " not installed"),
     pytest.mark.skipif(go_command() is None, reason="no Go toolchain for the client"),
 ]
-
-def table_rows(text):
-    """{(figure, subscribers): [cells after them]} of the summary table (7 columns: arbor,
-    arbor-loops, mosquitto and two ratios)."""
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 7:
-            rows[(cells[0], cells[1])] = cells[2:]
-    return rows
-
 
 FIGURES = ("publication throughput, mean per publisher (msg/s; higher is better)",
            "end-to-end latency mean (ms)", "end-to-end latency p50 (ms)",
@@ -78,7 +67,8 @@ def test_quick_run_writes_the_section_and_delivers_every_message(tmp_path):
         SCRIPT, tmp_path, OLD_PAGE, SECTION,
         ["Intro written by make bench.", "Connections rows that must stay.",
          "Persistence rows that must stay."], "--bench", str(client))
-    rows = table_rows(section[:section.index("### Run details")])
+    # figure, subscribers, then arbor, arbor-loops, mosquitto and two ratios
+    rows = table_rows(section[:section.index("### Run details")], columns=7)
     for figure in FIGURES:
         for n in SUBSCRIBERS:
             cells = rows.get((figure, str(n)))
