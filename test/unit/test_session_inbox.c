@@ -13,6 +13,7 @@
  * routing on A says so, and B's drain clears it and wakes A, which was holding for it.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -401,6 +402,69 @@ static void test_a_loop_on_another_thread_posts_while_the_owner_runs(void **stat
     }
 }
 
+/* Loop A's thread routes like a publisher held for a loop behind: after each message that
+ * went to B while B was behind, it waits (in its own event loop, as a held client's loop does)
+ * until B caught up; B's drain must wake it every time. */
+struct held_router {
+    struct fixture *f;
+    int count;
+    int holds;
+    int lost_wakes; /* 10 s in epoll and no wake, while B runs and drains */
+};
+
+static void *route_held_on_a(void *arg)
+{
+    struct held_router *r = arg;
+    struct broker *a = &r->f->a.broker;
+    loop_set_self(a);
+    for (int n = 0; n < r->count; n++) {
+        a->routed_behind = 0;
+        route_numbered(r->f, a, 'A', n);
+        if (!a->routed_behind || r->lost_wakes) continue; /* one lost wake fails the test */
+        r->holds++;
+        while (loop_still_behind(a, a->routed_behind - 1u)) {
+            int64_t now;
+            if (event_loop_run_once(&a->loop, 10000, &now) == 0) { /* B drains meanwhile */
+                r->lost_wakes++;
+                break;
+            }
+        }
+        atomic_store(&a->loop_holding, false); /* released, as client_release_loop_held */
+        atomic_store(&a->loop_released, false);
+    }
+    loop_set_self(NULL);
+    return NULL;
+}
+
+static void test_a_held_loop_on_another_thread_is_woken_each_time_the_owner_catches_up(
+    void **state)
+{
+    struct fixture *f = *state;
+    enum { COUNT = 20000 };
+    struct held_router r = {f, COUNT, 0, 0};
+    pthread_t thread;
+    loop_set_self(&f->b.broker);
+    assert_int_equal(pthread_create(&thread, NULL, route_held_on_a, &r), 0);
+    /* B does not run until it is behind: A then waits at least once (it cannot finish first,
+     * it waits for B) */
+    while (!loop_is_behind(&f->b.broker))
+        sched_yield();
+    int turns = 0;
+    while (f->sessions[2]->flow.queued.count < COUNT && turns < 1000000) {
+        int64_t now;
+        assert_true(event_loop_run_once(&f->b.broker.loop, 1000, &now) >= 0);
+        turns++;
+    }
+    pthread_join(thread, NULL);
+    run_turn(&f->b.broker);
+    run_turn(&f->a.broker); /* a last wake, if any */
+    loop_set_self(NULL);
+    assert_int_equal(r.lost_wakes, 0);
+    assert_true(r.holds > 0);
+    for (int i = 0; i < SESSIONS; i++)
+        assert_int_equal(f->sessions[i]->flow.queued.count, COUNT);
+}
+
 static void test_a_loop_behind_is_flagged_and_wakes_the_loop_holding_for_it(void **state)
 {
     struct fixture *f = *state;
@@ -465,6 +529,9 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_a_loop_behind_is_flagged_and_wakes_the_loop_holding_for_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_held_loop_on_another_thread_is_woken_each_time_the_owner_catches_up, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(test_a_loop_is_caught_up_only_at_the_low_mark, setup,
                                         teardown),
     };
