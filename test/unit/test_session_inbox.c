@@ -377,6 +377,15 @@ static void *route_on_a(void *arg)
     return NULL;
 }
 
+/* This thread runs loop B until the last session has count messages queued. */
+static void run_b_until_queued(struct fixture *f, uint32_t count)
+{
+    for (int turns = 0; f->sessions[2]->flow.queued.count < count && turns < 1000000; turns++) {
+        int64_t now;
+        assert_true(event_loop_run_once(&f->b.broker.loop, 1000, &now) >= 0);
+    }
+}
+
 static void test_a_loop_on_another_thread_posts_while_the_owner_runs(void **state)
 {
     struct fixture *f = *state;
@@ -385,12 +394,7 @@ static void test_a_loop_on_another_thread_posts_while_the_owner_runs(void **stat
     pthread_t thread;
     loop_set_self(&f->b.broker); /* and this one loop B (slot 1) */
     assert_int_equal(pthread_create(&thread, NULL, route_on_a, &r), 0);
-    int turns = 0;
-    while (f->sessions[2]->flow.queued.count < COUNT && turns < 1000000) {
-        int64_t now;
-        assert_true(event_loop_run_once(&f->b.broker.loop, 1000, &now) >= 0);
-        turns++;
-    }
+    run_b_until_queued(f, COUNT);
     pthread_join(thread, NULL);
     run_turn(&f->b.broker);
     loop_set_self(NULL);
@@ -449,12 +453,7 @@ static void test_a_held_loop_on_another_thread_is_woken_each_time_the_owner_catc
      * it waits for B) */
     while (!loop_is_behind(&f->b.broker))
         sched_yield();
-    int turns = 0;
-    while (f->sessions[2]->flow.queued.count < COUNT && turns < 1000000) {
-        int64_t now;
-        assert_true(event_loop_run_once(&f->b.broker.loop, 1000, &now) >= 0);
-        turns++;
-    }
+    run_b_until_queued(f, COUNT);
     pthread_join(thread, NULL);
     run_turn(&f->b.broker);
     run_turn(&f->a.broker); /* a last wake, if any */
