@@ -8,7 +8,8 @@ set -euo pipefail
 # libwebsockets-dev: MQTT over WebSockets; libsqlite3-dev: persistence (sqlite3, the command
 # line shell, lets the tests and an operator look into the file); chromium: the browser test of it (with MQTT.js
 # from npm, below); clang and libclang-rt-dev: the libFuzzer targets (test/fuzz, make fuzz);
-# logrotate: the test of the installed logrotate snippet
+# logrotate: the test of the installed logrotate snippet; gdb: a broker that hangs on SIGTERM in a
+# test has its threads' stacks printed in the failure report (conftest.py) before it is killed
 # Not here: Go, for `make bench-overload` only (its client, test/bench/overload, needs Go 1.24 or
 # later for paho.mqtt.golang v1.5.1; Debian 12's golang-go is 1.19, too old to build it, so
 # installing it would not help): scripts/run-bench-overload.sh says so when no Go is found, and
@@ -16,7 +17,7 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libssl-dev libcjson-dev uthash-dev libwebsockets-dev
           libsqlite3-dev sqlite3 clang libclang-rt-dev
           libcmocka-dev libsystemd-dev systemd python3 python3-venv mosquitto mosquitto-clients
-          gnuplot-nox iproute2 tshark graphviz openssl chromium logrotate)
+          gnuplot-nox iproute2 tshark graphviz openssl chromium logrotate gdb)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

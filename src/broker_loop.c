@@ -10,9 +10,13 @@
 
 #include "arbor/protocol.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include "acl.h"
 #include "client.h"
@@ -423,27 +427,52 @@ static void workers_stop(struct broker *loop0)
     }
 }
 
-void broker_run(struct broker *broker, struct broker_signals *signals,
-                struct arbor_config *(*reload_config)(void *ctx, struct tls_context_set **tls),
-                void *ctx)
+/* Signals arrive as an event of loop 0, read between its other events: no handler runs in
+ * the middle of the loop's work, and one sent just before epoll_wait still wakes it. */
+static void on_signals(struct event_handler *handler, unsigned events)
+{
+    (void)events;
+    struct broker_signals *signals = (struct broker_signals *)handler;
+    struct signalfd_siginfo info;
+    while (read(handler->fd, &info, sizeof info) == (ssize_t)sizeof info) {
+        if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) signals->stop = true;
+        if (info.ssi_signo == SIGHUP) signals->reload = true;
+        if (info.ssi_signo == SIGUSR1) signals->save = true;
+    }
+}
+
+int broker_run(struct broker *broker, struct broker_signals *signals,
+               struct arbor_config *(*reload_config)(void *ctx, struct tls_context_set **tls),
+               void *ctx)
 {
     loop_set_self(broker);
+    signals->handler.on_event = on_signals;
+    if (event_loop_add(&broker->loop, &signals->handler, EVENT_READ) != 0) {
+        log_error("Error: unable to watch for signals: %s.", strerror(errno));
+        return -1;
+    }
     workers_start(broker);
+    int rc = 0;
     while (!signals->stop) {
-        if (wait_and_handle(broker) != 0) break;
+        if (wait_and_handle(broker) != 0) {
+            rc = -1;
+            break;
+        }
         if (signals->reload) {
-            signals->reload = 0;
+            signals->reload = false;
             log_reopen();
             struct tls_context_set *tls = NULL;
             struct arbor_config *config = reload_config(ctx, &tls);
             if (config) apply_reload(broker, config, tls);
         }
         if (signals->save) {
-            signals->save = 0;
+            signals->save = false;
             persist_save_now(broker);
         }
         run_turn(broker);
     }
+    event_loop_remove(&broker->loop, &signals->handler);
+    return rc;
 }
 
 /* A will that persistence keeps (a delay, and a session that outlives the shutdown) is not

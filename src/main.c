@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,24 +52,6 @@ struct options {
 
 static struct broker_signals signals_state;
 static unsigned running_loops; /* fixed at start-up (loops) */
-
-static void on_stop(int sig)
-{
-    (void)sig;
-    signals_state.stop = 1;
-}
-
-static void on_reload(int sig)
-{
-    (void)sig;
-    signals_state.reload = 1;
-}
-
-static void on_save(int sig)
-{
-    (void)sig;
-    signals_state.save = 1;
-}
 
 static void print_usage(void)
 {
@@ -350,20 +333,27 @@ static void resolve_paths(struct options *opt)
     if (n > 0 && (size_t)n < sizeof opt->config_path) opt->config_file = opt->config_path;
 }
 
-static void install_signals(void)
+/* SIGINT and SIGTERM stop the broker, SIGHUP reloads, SIGUSR1 saves: blocked in this thread
+ * before any other starts (the event loops inherit the mask), they wait in the kernel until
+ * loop 0 reads them from a signalfd (broker_run), so none is lost or handled halfway through
+ * a turn. A pipe closed by a client is seen by write, not by a signal. Returns -1 (errno) if
+ * the signalfd cannot be made. */
+static int take_signals(struct broker_signals *signals)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_stop;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = on_reload;
-    sigaction(SIGHUP, &sa, NULL);
-    sa.sa_handler = on_save;
-    sigaction(SIGUSR1, &sa, NULL);
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &sa, NULL);
+    struct sigaction ignore;
+    memset(&ignore, 0, sizeof ignore);
+    sigemptyset(&ignore.sa_mask);
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, NULL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) return -1;
+    signals->handler.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    return signals->handler.fd < 0 ? -1 : 0;
 }
 
 static int daemonise(void)
@@ -425,7 +415,15 @@ int main(int argc, char **argv)
     struct pid_file pid_file;
     if (pid_file_write(&pid_file, cfg->pid_file, &user) != 0)
         log_warning("Warning: unable to write pid file %s: %s", cfg->pid_file, strerror(errno));
-    install_signals();
+    if (take_signals(&signals_state) != 0) {
+        log_error("Error: unable to set up signal handling: %s", strerror(errno));
+        pid_file_remove(&pid_file);
+        config_free(cfg);
+        free(cfg);
+        tls_context_set_free(tls);
+        log_close();
+        return 1;
+    }
     log_info("arbor version %s starting", ARBOR_VERSION);
     if (opt.config_file) log_info("Config loaded from %s.", opt.config_file);
     log_loops(cfg);
@@ -452,13 +450,14 @@ int main(int argc, char **argv)
         /* every listener is open (broker_init fails otherwise): ready for clients */
         notify_systemd("READY=1\nMAINPID=%ld\nSTATUS=Running with %zu listener(s)",
                        (long)getpid(), listener_count);
-        broker_run(&broker, &signals_state, reload_config, &opt);
+        rc = broker_run(&broker, &signals_state, reload_config, &opt);
         notify_systemd("STOPPING=1\nSTATUS=Shutting down");
         log_info("arbor version %s terminating", ARBOR_VERSION);
     }
     log_topic_stop();
     broker_shutdown(&broker);
     pid_file_remove(&pid_file);
+    close(signals_state.handler.fd);
     log_close();
     return rc == 0 ? 0 : 1;
 }

@@ -24,6 +24,7 @@ Environment:
 """
 
 import fcntl
+import glob
 import os
 import pathlib
 import re
@@ -108,6 +109,33 @@ def port_accepts(host, port, timeout=0.2):
 
 def sanitizer_findings(text):
     return [m for m in SANITIZER_MARKERS if m in text]
+
+
+def thread_stacks(pid, timeout=60):
+    """Every thread's signal masks (pending, blocked) and stack (gdb attached in batch mode;
+    masks only without gdb) of a running process, for the report of a broker that hung: a
+    hang seen once in CI can then be read."""
+    masks = []
+    for task in sorted(glob.glob("/proc/%d/task/*" % pid)):
+        try:
+            with open(os.path.join(task, "status")) as f:
+                sig = [l.strip() for l in f if l.startswith(("SigPnd", "ShdPnd", "SigBlk"))]
+            masks.append("task %s: %s" % (os.path.basename(task), ", ".join(sig)))
+        except OSError:
+            pass
+    gdb = shutil.which("gdb")
+    if not gdb:
+        return "\n".join(masks)
+    try:
+        out = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off",
+                              "-ex", "thread apply all bt 30"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "(gdb failed: %s)" % e
+    lines = out.stdout.decode("utf-8", "replace").splitlines()
+    stacks = "\n".join(l for l in lines if l.startswith(("Thread ", "#")))[-12000:]
+    return "\n".join(masks + [stacks])
 
 
 LOOPS = os.environ.get("ARBOR_LOOPS")
@@ -262,6 +290,7 @@ class Broker:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                self.hang_stacks = thread_stacks(self.proc.pid)
                 self.proc.kill()
                 self.proc.wait()
                 self.exit_codes.append("hung")
@@ -286,6 +315,8 @@ class Broker:
         found = sanitizer_findings(self.log_text())
         if found:
             out.append("sanitizer reports %s" % ", ".join(found))
+        if getattr(self, "hang_stacks", None):
+            out.append("where its threads were when it hung:\n%s" % self.hang_stacks)
         return out
 
 

@@ -86,6 +86,40 @@ def test_log_file_is_reopened_on_sighup(broker, raw, tmp_path):
     assert "second-client" not in rotated.read_text()
 
 
+STOP_RELOAD_SAVE = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
+
+
+def signal_mask(status, field):
+    bits = int(re.search(r"^%s:\s*([0-9a-f]+)" % field, status, re.M).group(1), 16)
+    return {s for s in STOP_RELOAD_SAVE if bits & (1 << (s - 1))}
+
+
+@pytest.mark.skipif(IS_MOSQUITTO, reason="arbor's design: signals read from a signalfd")
+def test_signals_wait_in_the_kernel_for_loop_0_in_every_thread(broker, raw):
+    # arbor(8) SIGNALS: the stop, reload and save signals are blocked in every thread (each
+    # event loop) and read by loop 0 from a signalfd, never caught by an asynchronous
+    # handler (which a sanitizer's deferred delivery could swallow: a broker that did not stop).
+    b = broker("loops 3")
+    # the worker loops start just after READY
+    wait_for(lambda: len(os.listdir("/proc/%d/task" % b.proc.pid)) >= 3, what="3 loops")
+    tasks = os.listdir("/proc/%d/task" % b.proc.pid)
+    for task in tasks:
+        with open("/proc/%d/task/%s/status" % (b.proc.pid, task)) as f:
+            status = f.read()
+        assert signal_mask(status, "SigBlk") == set(STOP_RELOAD_SAVE), (task, status)
+        assert signal_mask(status, "SigCgt") == set(), (task, status)
+    fd_dir = "/proc/%d/fdinfo" % b.proc.pid
+    signalfds = [fd for fd in os.listdir(fd_dir)
+                 if "sigmask:" in open(os.path.join(fd_dir, fd)).read()]
+    assert len(signalfds) == 1, signalfds
+    # and they act: SIGHUP reloads, SIGTERM stops cleanly, each at once
+    b.proc.send_signal(signal.SIGHUP)
+    b.wait_log("Reloaded configuration.")
+    raw(b).connect("after-reload")
+    assert b.stop() == 0
+    assert "terminating" in b.log_text()
+
+
 def test_include_dir(broker, raw, tmp_path):
     # mosquitto.conf(5) include_dir: every *.conf file in the directory is read.
     inc = tmp_path / "conf.d"

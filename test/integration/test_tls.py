@@ -179,16 +179,45 @@ def test_paho_over_tls_small_and_large_messages(broker, mqtt, pki, version):
     pub = tls_paho(mqtt, b, pki, client_id="pub", version=version)
     assert sub.subscribe("big/#", qos=1) == [1]
     # Many small messages (gathered into few TLS records) and large ones (many records,
-    # more than one read of the socket per message).
+    # more than one read of the socket per message). The large ones stay under 100 records
+    # (16 KiB each): paho-mqtt 2.1 reads at most 100 times per packet in one call and
+    # returns, and when the 100th read happens to complete the packet it keeps the packet
+    # unhandled until the socket is readable again. A 2 MiB message (128 records) then
+    # stalled about 1 run in 100 on a loaded machine with every byte delivered (both
+    # sockets' queues were empty). Larger messages over TLS: the raw-client test below.
     for i in range(300):
         pub.publish("big/small", b"m%03d" % i, qos=1, wait=False)
-    large = [os.urandom(1 << 20), bytes(range(256)) * 8193]
+    large = [os.urandom(1 << 20), bytes(range(256)) * 5121]  # 64 and 81 records
     for payload in large:
         pub.publish("big/large", payload, qos=1)
     got = sub.get_messages(302, timeout=20)
     assert [m.payload for m in got[:300]] == [b"m%03d" % i for i in range(300)]
     assert [m.payload for m in got[300:]] == large
     assert pub.client.is_connected() and sub.client.is_connected()
+
+
+def test_messages_of_several_megabytes_over_tls_arrive_whole(broker, raw, pki):
+    # 4 MiB and 6 MiB PUBLISH packets (hundreds of TLS records each) in both directions,
+    # QoS 1 and QoS 0, with a small one between them: every byte, in order.
+    b = broker(*tls(pki))
+    sub = tls_raw(raw, b, pki)
+    sub.connect("bigsub")
+    assert sub.subscribe("huge/#", qos=1).codes == [1]
+    pub = tls_raw(raw, b, pki)
+    pub.connect("bigpub")
+    sub.timeout = pub.timeout = 60  # a loaded machine, a sanitizer build
+    payloads = [os.urandom(4 << 20), b"between", bytes(range(256)) * (6 << 12)]
+    for i, payload in enumerate(payloads):
+        pub.publish("huge/%d" % i, payload, qos=1 if i != 1 else 0, complete=True)
+    got = []
+    for _ in payloads:
+        msg = mp.Publish(sub.recv_type(mp.PUBLISH, timeout=60), MQTT311)
+        if msg.qos:
+            sub.send(mp.puback(msg.pid))
+        got.append((msg.topic, msg.payload))
+    assert [t for t, _ in got] == ["huge/0", "huge/1", "huge/2"]
+    assert [p for _, p in got] == payloads
+    assert sub.is_open() and pub.is_open()
 
 
 def test_burst_of_small_messages_over_tls_arrives_whole(broker, mqtt, raw, pki):
