@@ -24,11 +24,12 @@ if [ "$workers" -gt 0 ]; then
 fi
 
 # The files of the integration suite run on the ThreadSanitizer build with `loops 4`: the
-# one about several loops, and the core client behaviour their hand-overs touch.
+# one about several loops, the core client behaviour their hand-overs touch, and snapshot
+# persistence (its saves read every loop's sessions with the other loops parked).
 tsan_integration=(test/integration/test_loops.py test/integration/test_connect.py
                   test/integration/test_publish_qos.py test/integration/test_sessions.py
                   test/integration/test_publisher_pressure.py test/integration/test_tls.py
-                  test/integration/test_stress_sessions.py)
+                  test/integration/test_stress_sessions.py test/integration/test_persistence.py)
 
 # The unit tests on a ThreadSanitizer build: what several threads share is tested from
 # several threads in them (test_log_threads.c, ...); then the broker itself with 4 loops.

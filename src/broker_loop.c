@@ -359,7 +359,12 @@ static void run_turn(struct broker *broker)
     if (loop0) publish_sys_if_due(broker);
     publishers_release(broker); /* their subscribers caught up: their PUBLISH goes on */
     client_release_loop_held(broker); /* the loop they waited for caught up */
-    if (loop0) persist_turn_end(broker); /* autosave; durable: the turn's commit */
+    if (loop0) {
+        /* a snapshot save reads every loop's sessions: the others wait meanwhile */
+        bool parked = persist_autosave_due(broker) && park_workers(broker);
+        persist_turn_end(broker); /* autosave; durable (one loop): the turn's commit */
+        if (parked) quiesce_end(&broker->shared->quiesce);
+    }
     broker_flush_connections(broker);
     broker_reap_connections(broker);
     qsbr_quiescent(&broker->qsbr); /* the turn holds nothing it found without a reference */
@@ -467,7 +472,9 @@ int broker_run(struct broker *broker, struct broker_signals *signals,
         }
         if (signals->save) {
             signals->save = false;
+            bool parked = broker->shared->persist && park_workers(broker);
             persist_save_now(broker);
+            if (parked) quiesce_end(&broker->shared->quiesce);
         }
         run_turn(broker);
     }

@@ -2362,7 +2362,8 @@ static int check_listener_tls(struct parse_state *st, const struct arbor_listene
 
 const char *config_single_loop_feature(const struct arbor_config *cfg)
 {
-    if (cfg->persistence) return "persistence true";
+    if (cfg->persistence && cfg->persistence_mode == ARBOR_PERSIST_DURABLE)
+        return "persistence_mode durable";
     if (config_peering_configured(cfg))
         return "MQTT-ST peering (peer, peer_secret, peer_allow_unauthenticated or peer TLS)";
     if (cfg->bridge_count > 0) return "bridges (connection)";
@@ -2379,9 +2380,10 @@ void config_settle_loops(struct arbor_config *cfg, unsigned cpus)
     cfg->loops = config_single_loop_feature(cfg) || cpus == 0 ? 1 : cpus;
 }
 
-/* Several loops run client connections only, for now: persistence, MQTT-ST peering, bridges
- * and websockets listeners still assume one loop (docs/multiloop-design.md, what loops N
- * still needs), so a config asking for both is refused at the loops line. */
+/* Several loops run client connections and snapshot persistence, for now: durable
+ * persistence, MQTT-ST peering, bridges and websockets listeners still assume one loop
+ * (docs/multiloop-design.md, what loops N still needs), so a config asking for both is
+ * refused at the loops line. */
 static int check_loops(struct parse_state *st)
 {
     const struct arbor_config *cfg = st->cfg;

@@ -28,6 +28,7 @@
 #include "persist_hooks.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,9 @@ struct persist {
     bool failed;         /* durable: a write failed: everything is written again */
     int64_t retry_at_ms; /* after a failure, when to try again */
     int64_t next_autosave_ms;
-    uint64_t changes; /* since the last save, for autosave_on_changes */
+    /* since the last save, for autosave_on_changes: counted by every loop (snapshot mode
+     * runs with several), reset by a save, which runs with the others parked */
+    _Atomic uint64_t changes;
     uint64_t next_id; /* ids of stored messages and deliveries */
     struct abuf key, value, section;
 };
@@ -429,7 +432,7 @@ static int save_all(struct persist *p, struct broker *broker, bool final)
     if (persist_store_commit(p->store)) goto failed;
     if (!p->durable) stored_clear(p); /* only durable mode follows the rows afterwards */
     p->pending = p->failed = false;
-    p->changes = 0;
+    atomic_store_explicit(&p->changes, 0, memory_order_relaxed);
     log_debug("Saved %zu retained messages, %zu sessions and %zu logged messages to %s.",
               save.retained, sessions, (size_t)broker->shared->message_log.len, p->path);
     return 0;
@@ -1077,13 +1080,21 @@ void persist_turn_end(struct broker *broker)
         persist_commit(broker);
         return;
     }
-    const struct arbor_config *cfg = broker->config;
-    bool due = cfg->autosave_on_changes
-                   ? cfg->autosave_interval > 0 && p->changes >= (uint64_t)cfg->autosave_interval
-                   : p->next_autosave_ms != TIMER_NONE && broker->now_ms >= p->next_autosave_ms;
-    if (!due) return;
+    if (!persist_autosave_due(broker)) return;
     save_all(p, broker, false);
     schedule_autosave(p, broker);
+}
+
+bool persist_autosave_due(const struct broker *broker)
+{
+    const struct persist *p = broker->shared->persist;
+    if (!p || p->durable) return false;
+    const struct arbor_config *cfg = broker->config;
+    if (cfg->autosave_on_changes)
+        return cfg->autosave_interval > 0 &&
+               atomic_load_explicit(&p->changes, memory_order_relaxed) >=
+                   (uint64_t)cfg->autosave_interval;
+    return p->next_autosave_ms != TIMER_NONE && broker->now_ms >= p->next_autosave_ms;
 }
 
 int64_t persist_next_deadline(const struct broker *broker)
@@ -1126,7 +1137,8 @@ static void wrote(struct persist *p, int rc)
 
 static void count_change(struct broker *broker)
 {
-    if (broker->shared->persist) broker->shared->persist->changes++;
+    if (broker->shared->persist)
+        atomic_fetch_add_explicit(&broker->shared->persist->changes, 1, memory_order_relaxed);
 }
 
 void persist_retained_changed(struct broker *broker, const struct message *msg)

@@ -5,8 +5,10 @@
  *   start-up     persist_start: open the file, restore retained messages, then sessions with
  *                their subscriptions, incoming QoS 2 ids, queued and in-flight messages and
  *                wills; times (expiry, will delay) are measured across the downtime.
- *   each turn    persist_turn_end: snapshot mode saves when autosave is due; before output is
- *                written, durable mode commits (persist_holds_output, persist_commit).
+ *   each turn    persist_turn_end: snapshot mode saves when autosave is due (with several
+ *                event loops, the others parked meanwhile: snapshot mode is the one that runs
+ *                with several); before output is written, durable mode commits
+ *                (persist_holds_output, persist_commit).
  *   shutdown     persist_stop: a last full save, the store closed.
  *   changes      the persist_*_changed hooks below, called where the state changes. In
  *                snapshot mode they only count changes (autosave_on_changes); in durable mode
@@ -35,15 +37,20 @@ int persist_start(struct broker *broker);
 /* Save everything and close the store (the sessions are offline by now). */
 void persist_stop(struct broker *broker);
 
-/* SIGUSR1: a full save now (any mode), as Mosquitto writes its file on SIGUSR1. */
+/* SIGUSR1: a full save now (any mode), as Mosquitto writes its file on SIGUSR1 (the other
+ * loops parked by the caller, as for an autosave). */
 void persist_save_now(struct broker *broker);
 /* Durable mode: rows written but not yet committed; output must wait for persist_commit. */
 bool persist_holds_output(const struct broker *broker);
 /* Durable mode: commit the turn's rows (fsync). On failure everything is written again at the
  * next try and output keeps waiting. */
 void persist_commit(struct broker *broker);
-/* End of a loop turn: autosave when due (snapshot mode). */
+/* End of loop 0's turn: autosave when due (snapshot mode); durable mode commits. With
+ * several loops (snapshot mode only) the caller parks the others while a save runs: it reads
+ * every loop's sessions. */
 void persist_turn_end(struct broker *broker);
+/* Snapshot mode: whether persist_turn_end saves now. */
+bool persist_autosave_due(const struct broker *broker);
 /* When persist_turn_end next has work (TIMER_NONE: none). */
 int64_t persist_next_deadline(const struct broker *broker);
 

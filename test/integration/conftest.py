@@ -20,7 +20,7 @@ Environment:
   ARBOR_START_TIMEOUT / ARBOR_STOP_TIMEOUT   seconds (default 15) for start-up / SIGTERM
   ARBOR_LOOPS=N               add `loops N` to every config the broker fixture writes, unless
                               it has its own or asks for what several loops refuse yet
-                              (persistence, peer, connection, websockets listeners)
+                              (durable persistence, peer, connection, websockets listeners)
 """
 
 import fcntl
@@ -141,7 +141,7 @@ def thread_stacks(pid, timeout=60):
 LOOPS = os.environ.get("ARBOR_LOOPS")
 # what `loops` above 1 refuses for now (arbor.conf(5), loops), and a test's own loops line
 SINGLE_LOOP_LINE = re.compile(r"\s*(loops|peer|peer_secret|peer_allow_unauthenticated|"
-                              r"peer_certfile|connection)\s|\s*persistence\s+true|"
+                              r"peer_certfile|connection)\s|\s*persistence_mode\s+durable|"
                               r"\s*protocol\s+websockets")
 
 

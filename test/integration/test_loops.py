@@ -63,9 +63,10 @@ def test_loops_auto_is_one_per_cpu(broker):
 
 
 @several_cpus
-def test_loops_auto_is_one_loop_with_persistence(broker, tmp_path):
-    b = broker("loops auto", "persistence true", "persistence_location %s/" % tmp_path)
-    b.wait_log("Running one event loop: persistence true needs it for now (loops auto).")
+def test_loops_auto_is_one_loop_with_durable_persistence(broker, tmp_path):
+    b = broker("loops auto", "persistence true", "persistence_mode durable",
+               "persistence_location %s/" % tmp_path)
+    b.wait_log("Running one event loop: persistence_mode durable needs it for now (loops auto).")
     assert "event loops" not in b.log_text()
 
 
@@ -74,9 +75,10 @@ def test_reload_cannot_add_what_needs_one_loop(broker, raw, tmp_path):
     b = broker("loops auto")
     b.wait_log("event loops (loops auto: one per CPU)")
     with open(b.conf_path, "a") as f:
-        f.write("persistence true\npersistence_location %s/\n" % tmp_path)
+        f.write("persistence true\npersistence_mode durable\npersistence_location %s/\n"
+                % tmp_path)
     b.proc.send_signal(signal.SIGHUP)
-    b.wait_log("Error: persistence true needs one event loop and %d run (loops takes a "
+    b.wait_log("Error: persistence_mode durable needs one event loop and %d run (loops takes a "
                "restart)." % min(CPUS, 64))
     b.wait_log("config reload failed; keeping the current configuration.")
     assert raw(b).connect("still-up").rc == 0
@@ -90,10 +92,11 @@ def test_loops_out_of_range_stops_start_up_with_the_line(run_broker):
             in out), out
 
 
-def test_loops_refuse_persistence_at_the_loops_line(run_broker):
-    rc, out = run_broker(conf_lines=["listener 1883 127.0.0.1", "loops 2", "persistence true"])
+def test_loops_refuse_durable_persistence_at_the_loops_line(run_broker):
+    rc, out = run_broker(conf_lines=["listener 1883 127.0.0.1", "loops 2", "persistence true",
+                                     "persistence_mode durable"])
     assert rc != 0
-    assert "run.conf:2: loops: 2 loops cannot run with persistence true yet" in out, out
+    assert "run.conf:2: loops: 2 loops cannot run with persistence_mode durable yet" in out, out
 
 
 def test_persistent_session_follows_its_loop_on_every_reconnect(broker, raw):
@@ -364,3 +367,35 @@ def test_unix_socket_listener_with_loops(broker, tmp_path):
     s.sendall(mp.connect("unixer", version=mp.MQTT311))
     assert s.recv(4) == b"\x20\x02\x00\x00"
     s.close()
+
+
+def test_snapshot_save_holds_the_sessions_of_every_loop(broker, raw, tmp_path):
+    # persistence true (snapshot mode) with 3 loops: a save (SIGUSR1 here, autosave every
+    # second meanwhile) parks the other loops and writes the sessions each of them owns, with
+    # the messages queued for them. 12 sessions land on the loops the kernel picks (all on one
+    # has probability 3^-11). Killed after the save (no save at the stop), the broker restores
+    # every session and its queue, in order.
+    lines = ("loops 3", "persistence true", "persistence_location %s/" % tmp_path,
+             "autosave_interval 1", "max_queued_messages 0")
+    b = broker(*lines)
+    for i in range(12):
+        c = raw(b)
+        c.connect("keep%d" % i, clean=False)
+        c.subscribe("keep/%d" % i, 1)
+        c.disconnect()
+    pub = raw(b)
+    pub.connect("keeper-pub")
+    for n in range(5):
+        for i in range(12):
+            pub.publish("keep/%d" % i, b"%d-%d" % (i, n), qos=1)  # acknowledged: routed
+    b.proc.send_signal(signal.SIGUSR1)
+    b.wait_log("Saved the persistence file")
+    assert re.search(r"Saved 0 retained messages, 12 sessions", b.log_text()), b.log_text()
+    b.stop(signal.SIGKILL, check=False)
+    b.start()
+    for i in range(12):
+        c = raw(b)
+        assert c.connect("keep%d" % i, clean=False).session_present
+        got = [m.payload for m in c.drain_publishes(expect=5)]
+        assert got == [b"%d-%d" % (i, n) for n in range(5)], (i, got)
+        c.disconnect()

@@ -436,8 +436,9 @@ static void test_loops_refuses_single_loop_features(void **state)
 {
     (void)state;
 #define LOOPS_ADVICE "; use loops 1 (the default), or loops auto (one loop is then chosen for it)"
-    expect_error("listener 1883\nloops 2\npersistence true\n",
-                 TEST_NAME ":2: loops: 2 loops cannot run with persistence true yet" LOOPS_ADVICE);
+    expect_error("listener 1883\nloops 2\npersistence true\npersistence_mode durable\n",
+                 TEST_NAME ":2: loops: 2 loops cannot run with persistence_mode durable yet"
+                           LOOPS_ADVICE);
     expect_error("peer 127.0.0.1:1884\npeer_allow_unauthenticated true\nlistener 1883\nloops 4\n",
                  TEST_NAME ":4: loops: 4 loops cannot run with MQTT-ST peering (peer, "
                            "peer_secret, peer_allow_unauthenticated or peer TLS) yet" LOOPS_ADVICE);
@@ -463,6 +464,13 @@ static void test_loops_refuses_single_loop_features(void **state)
     load_ok(&cfg, "loops 1\npersistence true\nlistener 1883\n");
     assert_int_equal(cfg.loops, 1);
     config_free(&cfg);
+    /* snapshot persistence (the default mode) runs with several loops */
+    load_ok(&cfg, "loops 3\npersistence true\npersistence_mode snapshot\nlistener 1883\n");
+    assert_int_equal(cfg.loops, 3);
+    config_free(&cfg);
+    load_ok(&cfg, "persistence true\nloops 2\nlistener 1883\n");
+    assert_int_equal(cfg.loops, 2);
+    config_free(&cfg);
     load_ok(&cfg, "loops 2\nlistener 1883\nlistener 0 /tmp/arbor-test.sock\n");
     assert_int_equal(cfg.loops, 2);
     config_free(&cfg);
@@ -483,10 +491,15 @@ static void test_loops_auto_is_one_per_cpu(void **state)
     config_settle_loops(&cfg, 200);
     assert_int_equal(cfg.loops, 64);
     config_free(&cfg);
-    load_ok(&cfg, "loops auto\nlistener 1883\npersistence true\n");
+    load_ok(&cfg, "loops auto\nlistener 1883\npersistence true\npersistence_mode durable\n");
     config_settle_loops(&cfg, 8);
     assert_int_equal(cfg.loops, 1);
-    assert_string_equal(config_single_loop_feature(&cfg), "persistence true");
+    assert_string_equal(config_single_loop_feature(&cfg), "persistence_mode durable");
+    config_free(&cfg);
+    load_ok(&cfg, "loops auto\nlistener 1883\npersistence true\n"); /* snapshot: one per CPU */
+    config_settle_loops(&cfg, 8);
+    assert_int_equal(cfg.loops, 8);
+    assert_null(config_single_loop_feature(&cfg));
     config_free(&cfg);
     load_ok(&cfg, "listener 1883\nlistener 9001\nprotocol websockets\nloops auto\n");
     config_settle_loops(&cfg, 8);
