@@ -285,7 +285,9 @@ static bool park_workers(struct broker *loop0)
     struct quiesce_request *requests[ARBOR_MAX_LOOPS];
     unsigned workers = 0;
     for (unsigned i = 1; i < shared->loop_count; i++) {
-        if (!shared->loops[i]->running) continue;
+        if (!shared->loops[i]->running ||
+            atomic_load_explicit(&shared->loops[i]->failed, memory_order_acquire))
+            continue;
         boxes[workers] = &shared->loops[i]->mailbox;
         requests[workers++] = &shared->loops[i]->park;
     }
@@ -359,12 +361,19 @@ static void run_turn(struct broker *broker)
     if (loop0) publish_sys_if_due(broker);
     publishers_release(broker); /* their subscribers caught up: their PUBLISH goes on */
     client_release_loop_held(broker); /* the loop they waited for caught up */
-    if (loop0) {
-        /* a snapshot save reads every loop's sessions: the others wait meanwhile */
-        bool parked = persist_autosave_due(broker) && park_workers(broker);
-        persist_turn_end(broker); /* autosave; durable (one loop): the turn's commit */
+    if (loop0 && persist_autosave_due(broker)) {
+        /* decided once (other loops keep counting changes): a snapshot save reads every
+         * loop's sessions, so the others wait meanwhile */
+        bool parked = park_workers(broker);
+        /* what other loops routed to loop 0's sessions (and may have acknowledged) is
+         * queued before the save, as one loop queues it before its acknowledgement; the
+         * parked loops took theirs before parking (the park request came after) */
+        mailbox_drain(&broker->mailbox);
+        session_inbox_drain(broker);
+        persist_autosave(broker);
         if (parked) quiesce_end(&broker->shared->quiesce);
     }
+    if (loop0) persist_turn_end(broker); /* durable (one loop): the turn's commit */
     broker_flush_connections(broker);
     broker_reap_connections(broker);
     qsbr_quiescent(&broker->qsbr); /* the turn holds nothing it found without a reference */
@@ -390,7 +399,10 @@ static void *worker_main(void *arg)
     loop_set_self(broker);
     struct broker_shared *shared = broker->shared;
     while (!atomic_load_explicit(&shared->loops_stop, memory_order_acquire)) {
-        if (wait_and_handle(broker) != 0) break;
+        if (wait_and_handle(broker) != 0) {
+            atomic_store_explicit(&broker->failed, true, memory_order_release);
+            break;
+        }
         run_turn(broker);
     }
     return NULL;
@@ -473,6 +485,10 @@ int broker_run(struct broker *broker, struct broker_signals *signals,
         if (signals->save) {
             signals->save = false;
             bool parked = broker->shared->persist && park_workers(broker);
+            if (parked) { /* as for an autosave (run_turn) */
+                mailbox_drain(&broker->mailbox);
+                session_inbox_drain(broker);
+            }
             persist_save_now(broker);
             if (parked) quiesce_end(&broker->shared->quiesce);
         }

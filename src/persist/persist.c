@@ -1075,12 +1075,13 @@ void persist_commit(struct broker *broker)
 void persist_turn_end(struct broker *broker)
 {
     struct persist *p = broker->shared->persist;
-    if (!p) return;
-    if (p->durable) {
-        persist_commit(broker);
-        return;
-    }
-    if (!persist_autosave_due(broker)) return;
+    if (p && p->durable) persist_commit(broker);
+}
+
+void persist_autosave(struct broker *broker)
+{
+    struct persist *p = broker->shared->persist;
+    if (!p || p->durable) return;
     save_all(p, broker, false);
     schedule_autosave(p, broker);
 }

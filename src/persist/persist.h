@@ -5,10 +5,10 @@
  *   start-up     persist_start: open the file, restore retained messages, then sessions with
  *                their subscriptions, incoming QoS 2 ids, queued and in-flight messages and
  *                wills; times (expiry, will delay) are measured across the downtime.
- *   each turn    persist_turn_end: snapshot mode saves when autosave is due (with several
+ *   each turn    snapshot mode: persist_autosave when persist_autosave_due (with several
  *                event loops, the others parked meanwhile: snapshot mode is the one that runs
- *                with several); before output is written, durable mode commits
- *                (persist_holds_output, persist_commit).
+ *                with several); durable mode: persist_turn_end commits before output is
+ *                written (persist_holds_output, persist_commit).
  *   shutdown     persist_stop: a last full save, the store closed.
  *   changes      the persist_*_changed hooks below, called where the state changes. In
  *                snapshot mode they only count changes (autosave_on_changes); in durable mode
@@ -45,12 +45,14 @@ bool persist_holds_output(const struct broker *broker);
 /* Durable mode: commit the turn's rows (fsync). On failure everything is written again at the
  * next try and output keeps waiting. */
 void persist_commit(struct broker *broker);
-/* End of loop 0's turn: autosave when due (snapshot mode); durable mode commits. With
- * several loops (snapshot mode only) the caller parks the others while a save runs: it reads
- * every loop's sessions. */
+/* End of loop 0's turn: durable mode commits. */
 void persist_turn_end(struct broker *broker);
-/* Snapshot mode: whether persist_turn_end saves now. */
+/* Snapshot mode: whether an autosave is due (autosave_interval, or autosave_on_changes and
+ * the changes every loop counts). */
 bool persist_autosave_due(const struct broker *broker);
+/* Snapshot mode: save now and schedule the next autosave. The caller decided it is due and,
+ * with several loops, parked the others: a save reads every loop's sessions. */
+void persist_autosave(struct broker *broker);
 /* When persist_turn_end next has work (TIMER_NONE: none). */
 int64_t persist_next_deadline(const struct broker *broker);
 

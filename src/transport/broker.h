@@ -276,6 +276,7 @@ struct broker {
     int64_t next_sys_ms;
     int64_t next_tick_ms;
     bool running; /* a worker whose thread runs (broker_loop.c) */
+    atomic_bool failed; /* its thread left its loop on an error: it can no longer be parked */
     bool log_packets; /* log_type debug: each packet is described, see packet_log.h */
     struct abuf scratch; /* reusable encode buffer */
     struct abuf scratch_props;
