@@ -52,11 +52,12 @@ void publisher_charge(struct broker *broker, struct outflow *flow, struct delive
     atomic_fetch_add_explicit(&d->msg->publisher->waiting, 1, memory_order_relaxed);
 }
 
-/* One of p's charges is taken back: let it go when it is down to half the mark. */
+/* One of p's charges is taken back: let it go when it is down to half the mark. waiting is
+ * lowered before held is read, both sequentially consistent: see hold_sticks. */
 static void take_back(struct broker *broker, struct message_publisher *p)
 {
-    uint32_t waiting = atomic_fetch_sub_explicit(&p->waiting, 1, memory_order_relaxed) - 1;
-    if (atomic_load_explicit(&p->held, memory_order_relaxed) && waiting <= high_mark(broker) / 2)
+    uint32_t waiting = atomic_fetch_sub_explicit(&p->waiting, 1, memory_order_seq_cst) - 1;
+    if (atomic_load_explicit(&p->held, memory_order_seq_cst) && waiting <= high_mark(broker) / 2)
         list_for_release(broker, p);
 }
 
@@ -110,7 +111,7 @@ void publisher_pressure_check_flow(struct broker *broker, struct outflow *flow)
 static void set_held(struct broker *broker, struct message_publisher *p, bool held)
 {
     if (held == atomic_load_explicit(&p->held, memory_order_relaxed)) return;
-    atomic_store_explicit(&p->held, held, memory_order_relaxed);
+    atomic_store_explicit(&p->held, held, memory_order_seq_cst);
     if (held) {
         broker->stats.publishers_held++;
         broker->stats.publisher_holds++;
@@ -119,12 +120,32 @@ static void set_held(struct broker *broker, struct message_publisher *p, bool he
     }
 }
 
+/* About to hold p, which is not held: held is published first, then waiting is read again.
+ * A discharge on another loop lowers waiting first, then reads held (take_back; all four
+ * sequentially consistent), so one of the two sees the other: either this sees the lower
+ * count and does not hold, or that sees held and lists p for release. Without it, a
+ * discharge between this loop's read of waiting and its hold found p not held and nothing
+ * ever let it go (a pair's last PUBLISH stuck, seen with 2 loops). */
+static bool hold_sticks(struct message_publisher *p, uint32_t high)
+{
+    atomic_store_explicit(&p->held, true, memory_order_seq_cst);
+    if (atomic_load_explicit(&p->waiting, memory_order_seq_cst) > high / 2) return true;
+    atomic_store_explicit(&p->held, false, memory_order_seq_cst);
+    return false;
+}
+
 bool publisher_must_wait(struct broker *broker, struct message_publisher *p, bool owes_acks)
 {
     uint32_t high = high_mark(broker);
     uint32_t waiting = atomic_load_explicit(&p->waiting, memory_order_relaxed);
     bool held = atomic_load_explicit(&p->held, memory_order_relaxed);
     bool wait = high && !owes_acks && (waiting >= high || (held && waiting > high / 2));
+    if (wait && !held) {
+        if (!hold_sticks(p, high)) return false;
+        broker->stats.publishers_held++;
+        broker->stats.publisher_holds++;
+        return true;
+    }
     set_held(broker, p, wait);
     return wait;
 }
