@@ -344,6 +344,19 @@ static void apply_reload(struct broker *broker, struct arbor_config *config,
     log_notice("Reloaded configuration.");
 }
 
+/* A snapshot save reads every loop's sessions: the other loops wait meanwhile. What they
+ * routed to loop 0's sessions (and may have acknowledged) is queued first, as one loop
+ * queues it before its acknowledgement; the parked loops took theirs before parking (the
+ * park request came after it in their mailbox). */
+static void save_with_loops_parked(struct broker *loop0, void (*save)(struct broker *broker))
+{
+    bool parked = park_workers(loop0);
+    mailbox_drain(&loop0->mailbox);
+    session_inbox_drain(loop0);
+    save(loop0);
+    if (parked) quiesce_end(&loop0->shared->quiesce);
+}
+
 /* One turn's work after the events: the same on every loop, but what is shared (signals,
  * $SYS, MQTT-ST, bridges, persistence) is loop 0's. */
 static void run_turn(struct broker *broker)
@@ -361,18 +374,8 @@ static void run_turn(struct broker *broker)
     if (loop0) publish_sys_if_due(broker);
     publishers_release(broker); /* their subscribers caught up: their PUBLISH goes on */
     client_release_loop_held(broker); /* the loop they waited for caught up */
-    if (loop0 && persist_autosave_due(broker)) {
-        /* decided once (other loops keep counting changes): a snapshot save reads every
-         * loop's sessions, so the others wait meanwhile */
-        bool parked = park_workers(broker);
-        /* what other loops routed to loop 0's sessions (and may have acknowledged) is
-         * queued before the save, as one loop queues it before its acknowledgement; the
-         * parked loops took theirs before parking (the park request came after) */
-        mailbox_drain(&broker->mailbox);
-        session_inbox_drain(broker);
-        persist_autosave(broker);
-        if (parked) quiesce_end(&broker->shared->quiesce);
-    }
+    /* decided once (other loops keep counting changes) */
+    if (loop0 && persist_autosave_due(broker)) save_with_loops_parked(broker, persist_autosave);
     if (loop0) persist_turn_end(broker); /* durable (one loop): the turn's commit */
     broker_flush_connections(broker);
     broker_reap_connections(broker);
@@ -484,13 +487,7 @@ int broker_run(struct broker *broker, struct broker_signals *signals,
         }
         if (signals->save) {
             signals->save = false;
-            bool parked = broker->shared->persist && park_workers(broker);
-            if (parked) { /* as for an autosave (run_turn) */
-                mailbox_drain(&broker->mailbox);
-                session_inbox_drain(broker);
-            }
-            persist_save_now(broker);
-            if (parked) quiesce_end(&broker->shared->quiesce);
+            if (broker->shared->persist) save_with_loops_parked(broker, persist_save_now);
         }
         run_turn(broker);
     }
