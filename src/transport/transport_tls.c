@@ -269,6 +269,24 @@ static int set_listener_protocol(SSL_CTX *ctx, const struct arbor_listener *list
     return 0;
 }
 
+/* OpenSSL fills a certificate's cache of its decoded extensions (key identifiers, flags) on
+ * its first use, under the certificate's lock but read without it: with several loops, two
+ * handshakes checking client certificates against the same CA at once raced there
+ * (ThreadSanitizer, libcrypto 3.0; openssl/openssl#25202). Filled here, while one thread
+ * builds the context, every handshake only reads it. (CAs found in a capath directory are
+ * loaded at their first use, so theirs is still filled then.) */
+static void fill_certificate_caches(SSL_CTX *ctx)
+{
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    STACK_OF(X509_OBJECT) *objects = store ? X509_STORE_get0_objects(store) : NULL;
+    for (int i = 0; objects && i < sk_X509_OBJECT_num(objects); i++) {
+        X509 *ca = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objects, i));
+        if (ca) X509_check_purpose(ca, -1, 0);
+    }
+    X509 *own = SSL_CTX_get0_certificate(ctx);
+    if (own) X509_check_purpose(own, -1, 0);
+}
+
 int tls_ssl_ctx_configure(struct ssl_ctx_st *ctx, const struct arbor_listener *listener, char *err,
                           size_t errlen)
 {
@@ -281,6 +299,7 @@ int tls_ssl_ctx_configure(struct ssl_ctx_st *ctx, const struct arbor_listener *l
     if (rc == 0 && tls->crlfile.value) rc = load_crl(ctx, tls, err, errlen);
     if (rc == 0 && tls->dhparamfile.value) rc = load_dh_parameters(ctx, tls, err, errlen);
     if (rc == 0 && !tls->dhparamfile.value) SSL_CTX_set_dh_auto(ctx, 1);
+    if (rc == 0) fill_certificate_caches(ctx);
     return rc;
 }
 
