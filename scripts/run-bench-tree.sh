@@ -13,6 +13,7 @@
 #   MOSQUITTO_BIN=...        mosquitto binary (default /usr/sbin/mosquitto)
 #   BENCH_TREE_ROUNDS=2      rounds (each measures every network once, the brokers taking turns)
 #   BENCH_TREE_QUICK=1       short runs (a smoke test of the pipeline, figures not meaningful)
+#   BENCH_TREE_LOOPS=N       run the arbor brokers with `loops N` (the section says so)
 #   BENCH_TREE_OUT=...       where configs, logs and raw JSON go (default $BUILD/bench-tree)
 #   BENCH_DOCS=docs          where benchmarks.md is (the section is replaced or appended)
 set -euo pipefail
@@ -27,4 +28,5 @@ args=(--arbor "$arbor_bin" --mosquitto "$mosquitto_bin" --bench "$build/test/ben
       --out "$out_dir" --markdown "$docs_dir/benchmarks.md" --rounds "${BENCH_TREE_ROUNDS:-2}"
       --pidfile "$pidfile")
 [ "${BENCH_TREE_QUICK:-0}" = 1 ] && args+=(--quick)
+[ -n "${BENCH_TREE_LOOPS:-}" ] && args+=(--arbor-loops "$BENCH_TREE_LOOPS")
 bench_measure test/bench/tree_bench.py "${args[@]}"

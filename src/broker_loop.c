@@ -88,6 +88,7 @@ static int loop_init(struct broker *broker, struct broker_shared *shared, unsign
     session_inbox_init_loop(broker);
     publisher_pressure_init_loop(broker);
     mailbox_item_init(&broker->stop_wake, run_nothing);
+    mailbox_item_init(&broker->held_wake, connection_release_held_run);
     quiesce_request_init(&broker->park, &shared->quiesce, &broker->qsbr);
     broker->next_tick_ms = broker->now_ms + TICK_MS;
     return 0;
@@ -123,6 +124,12 @@ int broker_init(struct broker *broker, struct broker_shared *shared, struct arbo
     quiesce_init(&shared->quiesce);
     for (unsigned i = 0; i < ARBOR_MAX_LOOPS; i++)
         pthread_mutex_init(&shared->loop_stats[i].lock, NULL);
+    /* recursive: a line logged under it is routed too (log_dest topic, log_topic.c) */
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&shared->forward_lock, &recursive);
+    pthread_mutexattr_destroy(&recursive);
     if (loop_init(broker, shared, 0, config, tls) != 0) return -1;
     shared->loop_count = 1;
     /* one reader slot per loop in the tree's and the store's locks (brlock.h) */

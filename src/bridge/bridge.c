@@ -229,6 +229,19 @@ static bool forward(void *ctx, struct message *msg)
     return took;
 }
 
+/* The forwarder's takes (route.h; several loops): would forward take it? From the bridges'
+ * topics alone (their config, which does not change), not their state. */
+static bool takes(void *ctx, const struct message *msg)
+{
+    const struct bridge_set *set = ctx;
+    if (topic_is_tree_control(msg->topic, msg->topic_len)) return false;
+    for (size_t i = 0; i < set->count; i++) {
+        const struct bridge *b = &set->bridges[i];
+        if (msg->origin.bridge != b->index && outgoing_topic(b->cfg, msg)) return true;
+    }
+    return false;
+}
+
 /* A new bridge session takes the retained messages its out topics match, as a client's new
  * subscription does (Mosquitto's bridge subscribes locally when its session is new). */
 static void offer_retained(struct message *msg, void *ctx)
@@ -283,7 +296,8 @@ int bridges_start(struct broker *broker)
             return -1;
         }
     }
-    set->forwarder = (struct route_forwarder){.name = "bridges", .ctx = set, .forward = forward};
+    set->forwarder =
+        (struct route_forwarder){.name = "bridges", .ctx = set, .forward = forward, .takes = takes};
     if (route_add_forwarder(broker, &set->forwarder) != 0 ||
         sys_tree_add_source(broker, publish_sys, set) != 0) {
         log_error("Error: too many forwarders or $SYS sources.");

@@ -284,6 +284,7 @@ struct broker_shared {
     /* The forwarders registered at the routing point (route.h), in order. */
     const struct route_forwarder *forwarders[ROUTE_MAX_FORWARDERS];
     size_t forwarder_count;
+    pthread_mutex_t forward_lock; /* route_forwarders_lock (route.h) */
     /* peer links hold too many messages: clients wait (peer_dial.c); read by every loop */
     atomic_bool peer_backlog;
     /* Several loops: bit i is set while loop i is behind, its sessions' inboxes holding more

@@ -6,13 +6,22 @@
  * updated, every matching session gets a reference at its own QoS (session_flow.c), and then
  * each forwarder sends it on: MQTT-ST flooding (peer_flood.c), bridges (bridge.c); this
  * file knows none of them by name.
+ *
+ * With several loops the forwarders' state (links, the resync log, bridge queues) is loop
+ * 0's, where their connections live: a message routed on any loop is stamped and its
+ * retained store decision made under the forwarders' lock, which also posts it, in the same
+ * order, to loop 0's mailbox; loop 0 then hands it to every forwarder's forward. So loop 0
+ * sees the messages in the order their sequence numbers were given and the retained store
+ * changed, as one loop would (docs/multiloop-design.md, step 10).
  */
 #include "route.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "acl.h"
 #include "log.h"
+#include "mailbox.h"
 #include "message.h"
 #include "persist_hooks.h"
 #include "publisher_pressure.h"
@@ -67,19 +76,85 @@ static void deliver_to_session(struct broker *broker, const struct match_entry *
                           e->sub_id_count, acl_cache);
 }
 
-size_t route_message(struct broker *broker, struct message *msg)
+void route_forwarders_lock(struct broker *broker)
 {
+    pthread_mutex_lock(&broker->shared->forward_lock);
+}
+
+void route_forwarders_unlock(struct broker *broker)
+{
+    pthread_mutex_unlock(&broker->shared->forward_lock);
+}
+
+/* After local delivery: every forwarder sends it on. The count of those that took it. */
+static size_t forward_here(struct broker *broker, struct message *msg)
+{
+    size_t took = 0;
     for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
         const struct route_forwarder *f = broker->shared->forwarders[i];
+        if (f->forward && f->forward(f->ctx, msg)) took++;
+    }
+    return took;
+}
+
+/* A message on its way to loop 0's forwarders (several loops). */
+struct forward_post {
+    struct mailbox_item item; /* first member */
+    struct message *msg;
+};
+
+static void run_forward_post(struct mailbox_item *item, void *ctx)
+{
+    struct forward_post *post = (struct forward_post *)item;
+    forward_here(ctx, post->msg); /* ctx: loop 0, the mailbox's owner */
+    message_unref(post->msg);
+    free(post);
+}
+
+/* Under the forwarders' lock: the posts reach loop 0 in the order they were stamped. */
+static void post_to_forwarders(struct broker *broker, struct message *msg)
+{
+    struct forward_post *post = malloc(sizeof *post);
+    if (!post) {
+        log_error("Error: out of memory handing a message on %s to the peers and bridges.",
+                  msg->topic);
+        return;
+    }
+    mailbox_item_init(&post->item, run_forward_post);
+    post->msg = message_ref(msg);
+    mailbox_post(&broker->shared->loops[0]->mailbox, &post->item);
+}
+
+/* Several loops: how many forwarders would take it, from what they say without their state. */
+static size_t forwarders_would_take(struct broker *broker, const struct message *msg)
+{
+    size_t took = 0;
+    for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
+        const struct route_forwarder *f = broker->shared->forwarders[i];
+        if (f->takes && f->takes(f->ctx, msg)) took++;
+    }
+    return took;
+}
+
+size_t route_message(struct broker *broker, struct message *msg)
+{
+    struct broker_shared *shared = broker->shared;
+    bool forwarders = shared->forwarder_count > 0;
+    bool hand_to_loop0 = forwarders && shared->loop_count > 1; /* posted there, in order */
+    if (forwarders) route_forwarders_lock(broker);
+    for (size_t i = 0; i < shared->forwarder_count; i++) {
+        const struct route_forwarder *f = shared->forwarders[i];
         if (f->stamp) f->stamp(f->ctx, msg);
     }
     if (msg->retain && broker->config->retain_available && retained_wins(broker, msg)) {
-        if (retain_set(broker->shared->retained, msg) != 0)
+        if (retain_set(shared->retained, msg) != 0)
             log_error("Out of memory storing retained message.");
         else
             persist_hook_retained_changed(broker, msg);
     }
-    if (subs_match(broker->shared->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
+    if (hand_to_loop0) post_to_forwarders(broker, msg);
+    if (forwarders) route_forwarders_unlock(broker);
+    if (subs_match(shared->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
                    broker->match) != 0)
         log_error("Out of memory matching subscriptions for %s.", msg->topic);
     size_t count = broker->match->count;
@@ -92,11 +167,8 @@ size_t route_message(struct broker *broker, struct message *msg)
             break;
         }
     }
-    for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
-        const struct route_forwarder *f = broker->shared->forwarders[i];
-        if (f->forward && f->forward(f->ctx, msg)) count++;
-    }
-    return count;
+    if (hand_to_loop0) return count + forwarders_would_take(broker, msg);
+    return count + forward_here(broker, msg);
 }
 
 void route_will(struct broker *broker, struct message *will)

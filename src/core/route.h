@@ -25,6 +25,9 @@ struct route_forwarder {
      * subscribers" only when nobody took it. MQTT-ST flooding replicates everything and says
      * false (where the subscribers are is not known here). */
     bool (*forward)(void *ctx, struct message *msg);
+    /* Several loops, where forward runs later on loop 0: would forward take it (the answer
+     * route_message counts)? Any thread; only what does not change may be read. */
+    bool (*takes)(void *ctx, const struct message *msg);
 };
 
 /* Register a forwarder (kept by pointer, called in registration order); -1 when
@@ -37,6 +40,14 @@ void route_remove_forwarder(struct broker *broker, const struct route_forwarder 
  * then every forwarder. Returns the number of matching sessions plus the forwarders that took
  * it (0: no matching subscribers). */
 size_t route_message(struct broker *broker, struct message *msg);
+
+/* The forwarders' lock: held by route_message around the stamps, the retained decision and
+ * (several loops) the post to loop 0. A forwarder's code outside route_message takes it to
+ * touch what its stamp or retained_wins touch (MQTT-ST: sequence numbers, clears); never
+ * while holding the retained store's or the tree's lock, which route_message takes inside.
+ * Recursive: a line logged under it is a message routed under it (log_dest topic). */
+void route_forwarders_lock(struct broker *broker);
+void route_forwarders_unlock(struct broker *broker);
 
 /* Route a will (re-timing its message expiry from now) and drop the caller's reference. */
 void route_will(struct broker *broker, struct message *will);

@@ -437,6 +437,20 @@ static void run_dialers(struct peer_net *net)
     peer_link_consider_connect_back(net); /* may bring next_run_ms forward */
 }
 
+/* Every loop's clients waited for the links: this loop's resume now, the others' at their
+ * next turn (held_wake; one already posted releases them too). */
+static void release_held_everywhere(struct broker *broker)
+{
+    struct broker_shared *shared = broker->shared;
+    for (unsigned i = 0; i < shared->loop_count; i++) {
+        struct broker *loop = shared->loops[i];
+        if (loop == broker)
+            connection_release_held(broker);
+        else
+            mailbox_post(&loop->mailbox, &loop->held_wake);
+    }
+}
+
 void peer_net_run(struct broker *broker)
 {
     struct peer_net *net = broker->shared->peers;
@@ -454,7 +468,9 @@ void peer_net_run(struct broker *broker)
         net->pressure.release_pending = false;
         net->pressure.engaged = false;
         atomic_store_explicit(&broker->shared->peer_backlog, false, memory_order_relaxed);
-        connection_release_held(broker);
+        log_debug("MQTT-ST: the peer links are down to %u messages: clients are read again.",
+                  (unsigned)net->pressure.queued);
+        release_held_everywhere(broker);
     }
     if (net->sys_dirty && broker->config->sys_interval > 0) {
         net->sys_dirty = false;

@@ -7,6 +7,8 @@
  * identity, and from then on sends PINGREQ with BPDUs (answered at once with PINGRESP, the
  * BPDU goes to the stp core) and messages as PUBLISH QoS 2 (peer_flood.c decides what happens
  * to them).
+ * With several loops the connection first moves to loop 0, where the links live, and its
+ * CONNECT is read again there.
  * Anything else a neighbour sends closes this connection only.
  */
 #include <stdio.h>
@@ -185,6 +187,13 @@ int peer_accept_connect(struct connection *conn, const struct mqtt_connect *c)
     struct peer_net *net = conn->broker->shared->peers;
     conn->version = MQTT_V5;
     if (!net) return refuse(conn, MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION, "peering is not configured");
+    if (conn->broker != net->broker) { /* accepted by another loop: links live on loop 0 */
+        if (connection_move(conn, net->broker) != 0)
+            return refuse(conn, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+        log_debug("MQTT-ST: peer connection from %s moves from event loop %u to 0.",
+                  conn->address, conn->broker->loop_index);
+        return HANDLER_CLOSED; /* its CONNECT is read again there */
+    }
     struct stp_broker_id id;
     const char *why = NULL;
     uint8_t reason = check_connect(net, conn, c, &id, &why);

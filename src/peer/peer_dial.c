@@ -59,8 +59,11 @@ struct peer_dialer *peer_dialer_add(struct peer_net *net, const char *host, uint
  * acknowledged messages dropped; peer_net_run reads them again below PEER_BACKLOG_LOW. */
 static void peer_backlog_update(struct peer_net *net)
 {
-    if (net->pressure.engaged && !net->pressure.release_pending)
-        atomic_store_explicit(&net->broker->shared->peer_backlog, true, memory_order_relaxed);
+    if (net->pressure.engaged && !net->pressure.release_pending &&
+        !atomic_exchange_explicit(&net->broker->shared->peer_backlog, true, memory_order_relaxed))
+        log_debug("MQTT-ST: the peer links hold %u messages: clients' PUBLISH waits until they "
+                  "hold %u.",
+                  (unsigned)net->pressure.queued, (unsigned)net->pressure.low);
 }
 
 static void release_messages(struct peer_dialer *d)

@@ -13,6 +13,10 @@
  *    neighbour lacks.
  *  - Retained state: when a link starts forwarding, each side offers its retained messages
  *    and its recent clears; the newest per topic (origin time, then origin identity) wins.
+ *
+ * The stamp and retained_wins run on whichever loop routes the message, under the
+ * forwarders' lock (route.h); so does what here reads the sequence numbers or the clears
+ * from loop 0, which runs all the rest.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -116,6 +120,14 @@ static void stamp(void *ctx, struct message *msg)
         msg->origin.time_ms = t->clear->origin.time_ms + 1;
 }
 
+uint64_t peer_flood_own_sequence(struct peer_net *net)
+{
+    route_forwarders_lock(net->broker);
+    uint64_t next = net->next_sequence;
+    route_forwarders_unlock(net->broker);
+    return next;
+}
+
 /* ---- retained state ----------------------------------------------------------------------- */
 
 static int compare_origin_age(const struct message_origin *a, const struct message_origin *b)
@@ -146,7 +158,7 @@ static void remember_clear(struct peer_net *net, struct message *clear)
         if (!t) return;
     }
     t->clear = message_ref(clear);
-    t->at_ms = net->broker->now_ms;
+    t->at_ms = loop_self()->now_ms; /* whichever loop routes it (route.h) */
     HASH_ADD_KEYPTR(hh, net->tombstones, t->clear->topic, t->clear->topic_len, t);
 }
 
@@ -273,10 +285,12 @@ void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link)
 {
     if (!link || !link->out) return;
     struct sync_context sync = {net, link->out};
+    route_forwarders_lock(net->broker); /* the clears; taken before the store's lock */
     retain_for_each(net->broker->shared->retained, offer_retained, &sync);
     struct peer_tombstone *t, *tmp;
     HASH_ITER(hh, net->tombstones, t, tmp)
     peer_dialer_send_message(link->out, t->clear, PEER_SEND_RETAINED_SYNC);
+    route_forwarders_unlock(net->broker);
 }
 
 void peer_flood_expire(struct peer_net *net, int64_t now_ms)
@@ -297,6 +311,7 @@ void peer_flood_expire(struct peer_net *net, int64_t now_ms)
         free(o);
     }
     struct peer_tombstone *t, *ttmp;
+    route_forwarders_lock(net->broker); /* other loops' routing remembers clears */
     HASH_ITER(hh, net->tombstones, t, ttmp)
     {
         if (now_ms - t->at_ms < PEER_TOMBSTONE_FORGET_MS) continue;
@@ -304,6 +319,7 @@ void peer_flood_expire(struct peer_net *net, int64_t now_ms)
         message_unref(t->clear);
         free(t);
     }
+    route_forwarders_unlock(net->broker);
 }
 
 /* ---- receiving ---------------------------------------------------------------------------- */
@@ -412,7 +428,13 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
         struct broker *broker = net->broker;
         /* An offered retained message older than what we hold is not news here. Only a
          * question: route_message decides again, and records a clear, for what it stores. */
-        if (origin.retained_sync && !retained_is_news(broker, msg)) {
+        bool stale = false;
+        if (origin.retained_sync) {
+            route_forwarders_lock(broker); /* the clears other loops' routing remembers */
+            stale = !retained_is_news(broker, msg);
+            route_forwarders_unlock(broker);
+        }
+        if (stale) {
             net->counters.duplicates++;
         } else {
             net->counters.received++;

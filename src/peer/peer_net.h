@@ -201,7 +201,9 @@ struct peer_net {
     char self_name[STP_BROKER_ID_STRLEN];
     uint32_t capability;
     uint64_t incarnation;   /* even: the QoS 1/2 stream; | PEER_STREAM_QOS0: the QoS 0 one */
-    uint64_t next_sequence; /* of the QoS 1/2 stream: the last one used */
+    /* of the QoS 1/2 stream: the last one used; with the QoS 0 stream's and the clears
+     * (tombstones), under the forwarders' lock (route.h) once the loops run */
+    uint64_t next_sequence;
     uint64_t next_sequence0;
     /* Kept across restarts (peer_state.c): the highest sequence numbers the file allows
      * (durable mode), and whether what was seen changed since it was last written. */
@@ -288,6 +290,8 @@ bool peer_flood_seen_before(struct peer_net *net, const struct message_origin *o
 /* The link started forwarding: offer it our retained messages and recent clears. */
 void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link);
 void peer_flood_expire(struct peer_net *net, int64_t now_ms);
+/* The last sequence number our QoS 1/2 stream gave (loop 0; other loops stamp too). */
+uint64_t peer_flood_own_sequence(struct peer_net *net);
 
 /* peer_sys.c: $SYS/broker/stp/... for the peer network ctx, registered with sys_tree.c. */
 void peer_sys_publish(void *ctx);

@@ -70,7 +70,8 @@ static void send_summary(struct peer_net *net, struct peer_link *link, bool want
     struct abuf text = {0};
     struct seqset own = {0};
     int rc = peer_summary_format_header(&text, false, want, starts);
-    if (!rc && net->next_sequence && seqset_add_range(&own, 1, net->next_sequence) == 0)
+    uint64_t own_last = peer_flood_own_sequence(net);
+    if (!rc && own_last && seqset_add_range(&own, 1, own_last) == 0)
         rc = peer_summary_format_run(&text, &net->self, net->incarnation, &own);
     struct peer_origin *o, *tmp;
     HASH_ITER(hh, net->origins, o, tmp)
@@ -189,7 +190,8 @@ static int prepare_lost(struct peer_net *net, struct peer_link *link, uint64_t o
     own_key.broker = net->self;
     own_key.incarnation = net->incarnation;
     struct seqset own = {0};
-    int rc = net->next_sequence ? seqset_add_range(&own, 1, net->next_sequence) : 0;
+    uint64_t own_last = peer_flood_own_sequence(net);
+    int rc = own_last ? seqset_add_range(&own, 1, own_last) : 0;
     if (!rc) rc = add_lost(link, &own_key, &own, own_lowest);
     seqset_free(&own);
     struct peer_origin *o, *tmp;

@@ -256,6 +256,7 @@ struct broker {
     struct mailbox mailbox;
     struct mailbox_item ready_item;
     struct mailbox_item stop_wake;  /* loop 0 wakes a worker to stop (broker_loop.c) */
+    struct mailbox_item held_wake;  /* resume its held connections (peer links drained) */
     struct quiesce_request park;    /* loop 0 parks it for a reload (quiesce.h) */
     struct session *_Atomic ready_sessions;
     struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without

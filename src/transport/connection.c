@@ -950,6 +950,12 @@ void connection_release_held(struct broker *broker)
     free(held);
 }
 
+void connection_release_held_run(struct mailbox_item *item, void *ctx)
+{
+    (void)item;
+    connection_release_held(ctx); /* ctx: the loop that owns the mailbox */
+}
+
 /* The socket ended (hang-up, reset, broken pipe). What the client sent before it went still
  * counts, even if back-pressure kept it unread: its messages are published and a DISCONNECT
  * among them discards its will. So handle the kept input and what is left in the kernel,

@@ -85,6 +85,8 @@ int connection_send_ack(struct connection *conn, uint8_t type, uint16_t packet_i
 /* The peer links have room again: read the connections held for them (connection_role's
  * packet_must_wait) again, handling what they sent meanwhile first. */
 void connection_release_held(struct broker *broker);
+/* held_wake's run (mailbox.h): connection_release_held on the mailbox's loop. */
+void connection_release_held_run(struct mailbox_item *item, void *ctx);
 /* The same for one connection, if it is held (the role's reason may have gone: its
  * publisher's deliveries caught up); its next packet is asked about again. */
 void connection_resume_held(struct connection *conn);

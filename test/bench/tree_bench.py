@@ -355,6 +355,8 @@ class Runner:
         for n in t["nodes"]:  # parents first, so that every dial finds its peer listening
             b = brokers[n]
             lines = ["listener %d %s" % (b.port, HOST)] + COMMON
+            if kind == "arbor" and self.args.arbor_loops:
+                lines.append("loops %d" % self.args.arbor_loops)
             parent = brokers.get(t["parent"].get(n))
             if kind == "arbor" and len(t["nodes"]) > 1:
                 lines += ["peer_identity %s:%d" % (HOST, b.addr_port),
@@ -571,6 +573,7 @@ class Runner:
         os.makedirs(a.out, exist_ok=True)
         results, notes, t0 = {}, [], time.monotonic()
         env = environment(a)
+        env["arbor_loops"] = getattr(a, "arbor_loops", 0)
         # (iv) idle copies of the multi-broker networks, behind counting relays
         relays = Relays()
         relays.start()
@@ -818,7 +821,8 @@ def generated_line(name, env, quick):
                     rounds, " / ".join("round %d" % r for r in range(1, rounds + 1)))
                 if rounds > 1 else "one round",
                 " **Quick run (BENCH_%s_QUICK=1): figures not meaningful.**" % name.upper()
-                if quick else ""))
+                if quick else "") + (" arbor ran with `loops %d`." % env["arbor_loops"]
+                                     if env.get("arbor_loops") else ""))
 
 
 def section_head(results, name, title):
@@ -1038,6 +1042,8 @@ def render_or_measure(ap, args, runner_class, write):
 
 def main():
     ap = bench_parser(__doc__.split("\n")[0])
+    ap.add_argument("--arbor-loops", type=int, default=0,
+                    help="run the arbor brokers with `loops N` (default: the config's default)")
     args = ap.parse_args()
     return render_or_measure(ap, args, Runner, lambda path, results: write_section(
         path, results, results["env"]["quick"]))

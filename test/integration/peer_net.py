@@ -42,7 +42,7 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from conftest import (SANITIZER_MARKERS, START_TIMEOUT, STOP_TIMEOUT, port_accepts,
+from conftest import (SANITIZER_MARKERS, with_loops, START_TIMEOUT, STOP_TIMEOUT, port_accepts,
                       port_listening)
 from delay_proxy import DelayProxy  # noqa: F401 (the tests import it from here too)
 from helpers import (ARBOR_BIN, DIE_WITH_PARENT, HOST, NO_PROPERTIES, PahoClient, free_port,
@@ -737,7 +737,7 @@ class Cluster:
         extra = [text.replace("{index}", str(i))
                  for text in self.extra_lines + self.broker_lines.get(i, [])]
         if self.plain:
-            return common + extra
+            return with_loops(common + extra)
         lines = ["peer_identity %s" % b.identity,
                  "stp_capability %d" % b.capability,
                  "stp_hello_interval %s" % _conf_value(self.hello),
@@ -751,7 +751,7 @@ class Cluster:
             lines = self.tls_lines(i) + lines
         for j in sorted(self.neighbours(i)):
             lines.append("peer %s:%d" % (HOST, self.proxies[(i, j)].port))
-        return common + lines + extra
+        return with_loops(common + lines + extra)
 
     def tls_lines(self, i):
         """Broker i's peer listener and peer TLS lines (a TLS cluster)."""

@@ -439,12 +439,6 @@ static void test_loops_refuses_single_loop_features(void **state)
     expect_error("listener 1883\nloops 2\npersistence true\npersistence_mode durable\n",
                  TEST_NAME ":2: loops: 2 loops cannot run with persistence_mode durable yet"
                            LOOPS_ADVICE);
-    expect_error("peer 127.0.0.1:1884\npeer_allow_unauthenticated true\nlistener 1883\nloops 4\n",
-                 TEST_NAME ":4: loops: 4 loops cannot run with MQTT-ST peering (peer, "
-                           "peer_secret, peer_allow_unauthenticated or peer TLS) yet" LOOPS_ADVICE);
-    expect_error("loops 2\npeer_secret 0123456789abcdef0123\nlistener 1883\n",
-                 TEST_NAME ":1: loops: 2 loops cannot run with MQTT-ST peering (peer, "
-                           "peer_secret, peer_allow_unauthenticated or peer TLS) yet" LOOPS_ADVICE);
     expect_error("loops 3\nlistener 1883\nlistener 8080\nprotocol websockets\n",
                  TEST_NAME ":1: loops: 3 loops cannot run with a websockets listener yet"
                            LOOPS_ADVICE);
@@ -472,6 +466,13 @@ static void test_loops_refuses_single_loop_features(void **state)
     assert_int_equal(cfg.loops, 2);
     config_free(&cfg);
     load_ok(&cfg, "loops 2\nlistener 1883\nlistener 0 /tmp/arbor-test.sock\n");
+    assert_int_equal(cfg.loops, 2);
+    config_free(&cfg);
+    /* MQTT-ST peering and bridges run with several loops (their links on loop 0) */
+    load_ok(&cfg, "peer 127.0.0.1:1884\npeer_allow_unauthenticated true\nlistener 1883\nloops 4\n");
+    assert_int_equal(cfg.loops, 4);
+    config_free(&cfg);
+    load_ok(&cfg, "loops 2\nlistener 1883\nconnection up\naddress 127.0.0.1:1884\ntopic # out\n");
     assert_int_equal(cfg.loops, 2);
     config_free(&cfg);
 }

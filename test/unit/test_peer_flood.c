@@ -48,6 +48,10 @@ static int setup(void **state)
     b->shared = &f->shared;
     b->match = &f->match;
     b->now_ms = 1000;
+    loop_set_self(b); /* this thread runs loop 0, as broker_init sets it */
+    b->shared->loops[0] = b;
+    b->shared->loop_count = 1;
+    pthread_mutex_init(&b->shared->forward_lock, NULL);
     b->shared->subscriptions = subs_create();
     b->shared->retained = retain_create();
     assert_non_null(b->shared->subscriptions);

@@ -4,7 +4,9 @@
  * kept in registration order and removed without disturbing it; route_message stamps first,
  * asks retained_wins (each forwarder at most once, stopping at the first no) before the
  * retained store changes, tells persistence about a stored retained value, and forwards last;
- * a will is re-timed from now and its reference dropped.
+ * a will is re-timed from now and its reference dropped. With several loops, forward runs on
+ * loop 0 from its mailbox, in the order the messages were stamped on whichever loop, and the
+ * count asks the forwarders' takes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,8 @@
 
 #include "broker_shared.h"
 #include "config.h"
+#include "event_loop.h"
+#include "mailbox.h"
 #include "message.h"
 #include "persist_hooks.h"
 #include "retain.h"
@@ -41,6 +45,7 @@ struct fake_forwarder {
     bool held_when_stamped;   /* the store held the message when stamp ran */
     bool held_when_forwarded; /* ...when forward ran */
     struct message *last;     /* the message of the last call */
+    const struct message *forwarded_order[8]; /* the first messages forwarded, in order */
 };
 
 struct fixture {
@@ -93,9 +98,18 @@ static bool fake_forward(void *ctx, struct message *msg)
 {
     struct fake_forwarder *fake = ctx;
     log_call(fake, "forward");
+    if (fake->forwarded < 8) fake->forwarded_order[fake->forwarded] = msg;
     fake->forwarded++;
     fake->last = msg;
     fake->held_when_forwarded = store_holds(fake->broker, msg);
+    return fake->takes;
+}
+
+static bool fake_takes(void *ctx, const struct message *msg)
+{
+    struct fake_forwarder *fake = ctx;
+    (void)msg;
+    log_call(fake, "takes");
     return fake->takes;
 }
 
@@ -118,6 +132,9 @@ static int setup(void **state)
     b->now_ms = 5000;
     b->shared->subscriptions = subs_create();
     b->shared->retained = retain_create();
+    pthread_mutex_init(&b->shared->forward_lock, NULL);
+    b->shared->loops[0] = b;
+    b->shared->loop_count = 1;
     assert_non_null(b->shared->subscriptions);
     assert_non_null(b->shared->retained);
     static const char *names[] = {"A", "B", "C"};
@@ -130,7 +147,8 @@ static int setup(void **state)
                                                    .ctx = fake,
                                                    .stamp = fake_stamp,
                                                    .retained_wins = fake_retained_wins,
-                                                   .forward = fake_forward};
+                                                   .forward = fake_forward,
+                                                   .takes = fake_takes};
     }
     f->hooks.retained_changed = fake_retained_changed;
     b->shared->persist_hooks = &f->hooks;
@@ -362,6 +380,53 @@ static void test_a_will_is_retimed_and_released(void **state)
     assert_int_equal(b->shared->messages.count, before);
 }
 
+/* Several loops: a worker routes (stamps, store) at once, but the forwarders' forward runs
+ * on loop 0 when it drains its mailbox, in stamping order across loops; the worker's count
+ * asks takes instead. Loop 0's own messages queue behind the worker's. */
+static void test_several_loops_forward_on_loop_0_in_stamp_order(void **state)
+{
+    struct fixture *f = *state;
+    struct broker *loop0 = &f->broker;
+    assert_int_equal(event_loop_init(&loop0->loop), 0);
+    assert_int_equal(mailbox_init(&loop0->mailbox, &loop0->loop, loop0), 0);
+    struct broker worker = {.config = &f->config, .shared = &f->shared, .loop_index = 1,
+                            .now_ms = 5000};
+    struct match_result worker_match = {0};
+    worker.match = &worker_match;
+    f->shared.loops[1] = &worker;
+    f->shared.loop_count = 2;
+    add_all(f, 2);
+    f->forwarders[1].takes = true; /* B: a bridge whose topic matches */
+    struct message *first = new_message(&worker, "w/1", "a", true, 0);
+    struct message *second = new_message(loop0, "l/2", "b", false, 0);
+    struct message *third = new_message(&worker, "w/3", "c", false, 0);
+    assert_int_equal(route_message(&worker, first), 1); /* B takes it */
+    assert_string_equal(f->log.text, "A:stamp B:stamp A:wins B:wins A:takes B:takes");
+    assert_ptr_equal(retained_held(f->shared.retained, "w/1"), first); /* stored at once */
+    assert_int_equal(route_message(loop0, second), 1);
+    assert_int_equal(route_message(&worker, third), 1);
+    assert_int_equal(f->forwarders[0].forwarded, 0); /* nothing forwarded yet */
+    assert_int_equal(message_refcount(third), 2);     /* the test's and the post's */
+    f->log.text[0] = '\0';
+    assert_int_equal(mailbox_drain(&loop0->mailbox), 3);
+    assert_string_equal(f->log.text,
+                        "A:forward B:forward A:forward B:forward A:forward B:forward");
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(f->forwarders[i].forwarded, 3);
+        assert_ptr_equal(f->forwarders[i].forwarded_order[0], first);
+        assert_ptr_equal(f->forwarders[i].forwarded_order[1], second);
+        assert_ptr_equal(f->forwarders[i].forwarded_order[2], third);
+    }
+    assert_int_equal(message_refcount(third), 1); /* the post's reference went with it */
+    message_unref(first);
+    message_unref(second);
+    message_unref(third);
+    f->shared.loop_count = 1;
+    match_result_free(&worker_match);
+    mailbox_free(&loop0->mailbox);
+    event_loop_free(&loop0->loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +445,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_without_persistence_or_forwarders, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_will_is_retimed_and_released, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_several_loops_forward_on_loop_0_in_stamp_order,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
