@@ -18,6 +18,7 @@
 #   BENCH_CONNECTIONS="1000 5000 10000 18000"   the numbers of connections
 #   BENCH_CONNECTIONS_ROUNDS=1     rounds (each measures both kinds, taking turns)
 #   BENCH_CONNECTIONS_QUICK=1      200 and 500 connections, shorter waits (a smoke test)
+#   BENCH_CONNECTIONS_LOOPS=N      run arbor with `loops N` (the section says so)
 #   BENCH_CONNECTIONS_OUT=...      where configs, logs and raw JSON go (default $BUILD/bench-connections)
 #   BENCH_DOCS=docs                where benchmarks.md is (the section is replaced or appended)
 set -euo pipefail
@@ -27,4 +28,5 @@ cd "$(dirname "$0")/.."
 
 args=()
 if [ -n "${BENCH_CONNECTIONS:-}" ]; then args+=(--connections "$BENCH_CONNECTIONS"); fi
+if [ -n "${BENCH_CONNECTIONS_LOOPS:-}" ]; then args+=(--arbor-loops "$BENCH_CONNECTIONS_LOOPS"); fi
 bench_run connections "${args[@]}"

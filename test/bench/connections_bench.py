@@ -288,7 +288,8 @@ class ConnectionsRunner(bridge_bench.BridgeRunner):
         what = "subscribed" if subscribe else "idle"
         tag = "r%d-%s-%d-%s" % (rnd, kind, n, what)
         b = Broker(kind, "broker", a.arbor if kind == "arbor" else a.mosquitto, a.out, tag)
-        self.write_conf(b, COMMON)
+        loops = ["loops %d" % a.arbor_loops] if kind == "arbor" and a.arbor_loops else []
+        self.write_conf(b, COMMON + loops)
         self.start_broker(b)
         pid = b.proc.pid
         swarm = publisher = None
@@ -578,6 +579,7 @@ def main():
                     help="the numbers of connections, e.g. '1000 5000' (default %s; %s with "
                     "--quick)" % (" ".join(map(str, CONNECTIONS)),
                                   " ".join(map(str, QUICK_CONNECTIONS))))
+    tree_bench.add_arbor_loops(ap)
     ap.add_argument("--repeats", type=int, help="fan-outs per N (default 5, 3 with --quick)")
     ap.add_argument("--gap", type=float, help="s between fan-outs (default 1, 0.3 with --quick)")
     ap.add_argument("--settle", type=float,

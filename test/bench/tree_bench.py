@@ -573,7 +573,6 @@ class Runner:
         os.makedirs(a.out, exist_ok=True)
         results, notes, t0 = {}, [], time.monotonic()
         env = environment(a)
-        env["arbor_loops"] = getattr(a, "arbor_loops", 0)
         # (iv) idle copies of the multi-broker networks, behind counting relays
         relays = Relays()
         relays.start()
@@ -652,7 +651,8 @@ def environment(a):
             "arbor": first_line([a.arbor, "-h"]), "mosquitto": first_line([a.mosquitto, "-h"]),
             "date": time.strftime("%Y-%m-%d %H:%M %Z"),
             "loadavg_before": open("/proc/loadavg").read().split()[:3],
-            "rounds": a.rounds, "quick": a.quick, "loads": load_args(a.quick)}
+            "rounds": a.rounds, "quick": a.quick, "loads": load_args(a.quick),
+            "arbor_loops": getattr(a, "arbor_loops", 0)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1012,6 +1012,12 @@ def bench_parser(description):
     return ap
 
 
+def add_arbor_loops(ap):
+    """--arbor-loops N: the arbor brokers run with `loops N` (the section says so)."""
+    ap.add_argument("--arbor-loops", type=int, default=0,
+                    help="run the arbor brokers with `loops N` (default: the config's default)")
+
+
 def measure(ap, args, runner_class):
     """Run runner_class(args).main(), stopping every process it started however it ends
     (SIGTERM and SIGINT end it too)."""
@@ -1042,8 +1048,7 @@ def render_or_measure(ap, args, runner_class, write):
 
 def main():
     ap = bench_parser(__doc__.split("\n")[0])
-    ap.add_argument("--arbor-loops", type=int, default=0,
-                    help="run the arbor brokers with `loops N` (default: the config's default)")
+    add_arbor_loops(ap)
     args = ap.parse_args()
     return render_or_measure(ap, args, Runner, lambda path, results: write_section(
         path, results, results["env"]["quick"]))
