@@ -132,19 +132,24 @@ def test_clients_held_for_backlogged_links_resume_on_every_loop(pair, raw):
     topic = unique("backlog")
     b0 = c.brokers[0]
     log_at = len(b0.log_text())
-    per_client, clients = 1500, 8
+    engaged = "clients' PUBLISH waits until"
     with Collector(c.brokers[1:], topic + "/#", qos=0) as col:
         c.set_delay(0, 1, 150)  # the link's 1000 in flight take 300 ms a round
         try:
-            pubs = publishers(c, 0, raw, clients, "backlog")
+            pubs = publishers(c, 0, raw, 8, "backlog")
             sent = []
-            for n in range(per_client):
+            deadline = time.monotonic() + 60
+            n = 0
+            # as fast as this process publishes, until the links hold 5000 messages (the
+            # link drains about 3,300 a second meanwhile, so how many it takes depends on
+            # how fast this machine is today)
+            while n % 100 or engaged not in b0.log_text()[log_at:]:
+                assert time.monotonic() < deadline, "the links' back-pressure never engaged"
                 for k, p in enumerate(pubs):
                     payload = b"b%d-%d" % (k, n)
                     p.publish("%s/%d" % (topic, k), payload, qos=0)
                     sent.append(payload)
-            wait_until(lambda: "clients' PUBLISH waits until" in b0.log_text()[log_at:],
-                       timeout=30, what="the peer links' back-pressure engaging")
+                n += 1
         finally:
             c.set_delay(0, 1, 0)
         # every loop's clients are read again: what they sent while held arrives too
