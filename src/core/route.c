@@ -76,14 +76,17 @@ static void deliver_to_session(struct broker *broker, const struct match_entry *
                           e->sub_id_count, acl_cache);
 }
 
+/* Only several loops contend: with one, every PUBLISH would pay for an idle mutex. The loop
+ * count changes only while one thread runs (start-up, shutdown), never between a lock and its
+ * unlock. */
 void route_forwarders_lock(struct broker *broker)
 {
-    pthread_mutex_lock(&broker->shared->forward_lock);
+    if (broker->shared->loop_count > 1) pthread_mutex_lock(&broker->shared->forward_lock);
 }
 
 void route_forwarders_unlock(struct broker *broker)
 {
-    pthread_mutex_unlock(&broker->shared->forward_lock);
+    if (broker->shared->loop_count > 1) pthread_mutex_unlock(&broker->shared->forward_lock);
 }
 
 /* After local delivery: every forwarder sends it on. The count of those that took it. */

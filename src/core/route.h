@@ -45,7 +45,8 @@ size_t route_message(struct broker *broker, struct message *msg);
  * (several loops) the post to loop 0. A forwarder's code outside route_message takes it to
  * touch what its stamp or retained_wins touch (MQTT-ST: sequence numbers, clears); never
  * while holding the retained store's or the tree's lock, which route_message takes inside.
- * Recursive: a line logged under it is a message routed under it (log_dest topic). */
+ * Recursive: a line logged under it is a message routed under it (log_dest topic). Taken
+ * only while several loops run. */
 void route_forwarders_lock(struct broker *broker);
 void route_forwarders_unlock(struct broker *broker);
 
