@@ -85,6 +85,9 @@ struct outflow {
      * charged until its queue is empty again. */
     bool charges_publishers;
     bool cut_loose;
+    /* Its deliveries charged now. Written by its loop only; other loops read it to charge a
+     * post to it only while it is backed up (session_inbox.c). */
+    _Atomic uint32_t charged_count;
     struct outflow_index index;
     struct outflow_pressure *pressure; /* NULL: not accounted */
 };
@@ -158,6 +161,9 @@ struct session {
     /* Other loops post to its inbox (session_inbox.h); next_ready links it on the owner's
      * ready stack while the inbox holds something. */
     struct session_inbox_item *_Atomic inbox;
+    /* Of the posts in it, those its publishers could be charged for (QoS 1/2 with a
+     * publisher): counted by the poster before the push, taken back by the owner's drain. */
+    _Atomic uint32_t inbox_chargeable;
     struct session *next_ready;
     bool gone; /* destroyed, its free deferred (session_life.c): posts to it are dropped */
 

@@ -39,6 +39,22 @@ static void list_for_release(struct broker *broker, struct message_publisher *p)
     if (!head) mailbox_post(&loop->mailbox, &loop->release_wake); /* a turn takes it */
 }
 
+/* The flow's charged count: only its own loop writes it (a load and a store, no atomic
+ * read-modify-write on the delivery path); other loops read it (publisher_post_charges). */
+static void flow_charged_add(struct outflow *flow, int delta)
+{
+    uint32_t count = atomic_load_explicit(&flow->charged_count, memory_order_relaxed);
+    atomic_store_explicit(&flow->charged_count, count + (uint32_t)delta, memory_order_relaxed);
+}
+
+bool publisher_post_charges(const struct broker *owner, const struct outflow *flow,
+                            uint32_t ahead)
+{
+    uint32_t window = owner->config->max_inflight_messages;
+    return (window && ahead >= window) ||
+           atomic_load_explicit(&flow->charged_count, memory_order_relaxed) != 0;
+}
+
 void publisher_charge(struct broker *broker, struct outflow *flow, struct delivery *d)
 {
     if (!flow->charges_publishers || flow->cut_loose || d->qos == 0 || !d->msg ||
@@ -50,6 +66,7 @@ void publisher_charge(struct broker *broker, struct outflow *flow, struct delive
     d->charged = true;
     d->queued_at_ms = (uint32_t)broker->now_ms;
     atomic_fetch_add_explicit(&d->msg->publisher->waiting, 1, memory_order_relaxed);
+    flow_charged_add(flow, 1);
 }
 
 /* One of p's charges is taken back: let it go when it is down to half the mark. waiting is
@@ -63,9 +80,9 @@ static void take_back(struct broker *broker, struct message_publisher *p)
 
 void publisher_discharge(struct broker *broker, struct outflow *flow, struct delivery *d)
 {
-    (void)flow;
     if (!d->charged) return;
     d->charged = false;
+    flow_charged_add(flow, -1);
     take_back(broker, d->msg->publisher);
 }
 

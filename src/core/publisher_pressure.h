@@ -44,10 +44,20 @@
 void publisher_charge(struct broker *broker, struct outflow *flow, struct delivery *d);
 /* d leaves a queue: its charge, if any, is taken back. */
 void publisher_discharge(struct broker *broker, struct outflow *flow, struct delivery *d);
-/* Several loops: a QoS 1/2 message of p's was posted to a session another loop owns, and that
- * loop has not delivered it yet: it waits as a queued delivery does, so it is charged from the
- * post (as with one loop, where it is charged when routing queues it) and taken back by the
- * owner once it has handed it to the session (which charges it again if it queues it). */
+/* Several loops: a QoS 1/2 message of p's is posted to a session another loop owns. With one
+ * loop routing charges a delivery when it has to wait in the queue, behind a full in-flight
+ * window; a post is charged (from the post until the owner has handed it to the session, which
+ * charges it again if it queues it) when it will wait the same way as far as the poster can
+ * tell: the session's flow is backed up (it has charged deliveries), or `ahead` chargeable
+ * posts are already in its inbox, a window's worth (max_inflight_messages) or more. The first
+ * window's worth is not charged, as one loop's deliveries that go straight into flight are
+ * not: if the owner queues one after all, that charges it then.
+ * Charging every post held a publisher with max_publisher_backlog 1 after each message until
+ * the other loop's turn (a third of one loop's rate, measured); charging none let a
+ * pipelining publisher pile a thousand posts on a session, dropped at its
+ * max_queued_messages (QoS 1 lost, measured). */
+bool publisher_post_charges(const struct broker *owner, const struct outflow *flow,
+                            uint32_t ahead);
 void publisher_charge_post(struct message_publisher *p);
 void publisher_discharge_post(struct broker *broker, struct message_publisher *p);
 /* flow's destination connects (on) or goes away: while away nothing is charged, and what was

@@ -24,6 +24,7 @@ struct session_inbox_item {
     struct broker *counted; /* the loop whose inbox_items counts it (publisher_pressure.h) */
     uint8_t sub_qos;
     bool retain_as_published;
+    bool chargeable; /* counted in the session's inbox_chargeable */
     bool charged; /* to the message's publisher until delivered (publisher_pressure.h) */
     uint8_t sub_id_count;
     uint32_t sub_ids[DELIVERY_MAX_SUB_IDS];
@@ -48,7 +49,13 @@ int session_inbox_post(struct session *session, const struct match_entry *e, str
     item->msg = message_ref(msg);
     item->counted = owner;
     loop_backlog_posted(owner);
-    item->charged = msg->publisher && msg->qos > 0 && e->qos > 0;
+    item->chargeable = msg->publisher && msg->qos > 0 && e->qos > 0;
+    item->charged = false;
+    if (item->chargeable) {
+        uint32_t ahead =
+            atomic_fetch_add_explicit(&session->inbox_chargeable, 1, memory_order_relaxed);
+        item->charged = publisher_post_charges(owner, &session->flow, ahead);
+    }
     if (item->charged) publisher_charge_post(msg->publisher);
     item->sub_qos = e->qos;
     item->retain_as_published = e->retain_as_published;
@@ -113,6 +120,8 @@ size_t session_inbox_drain(struct broker *owner)
                 session_deliver_match(owner, session, item->msg, item->sub_qos,
                                       item->retain_as_published, item->sub_ids,
                                       item->sub_id_count, &acl_cache);
+            if (item->chargeable)
+                atomic_fetch_sub_explicit(&session->inbox_chargeable, 1, memory_order_relaxed);
             if (item->charged) publisher_discharge_post(owner, item->msg->publisher);
             message_unref(item->msg);
             if (item->counted == owner)

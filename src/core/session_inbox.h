@@ -14,8 +14,10 @@
  *
  * Lifetime: a session is found only through the subscription tree; it is destroyed by its
  * owner after it left the tree, after session_inbox_settle took what was still posted. (With
- * one loop, the only configuration today, every session's owner is the routing loop: nothing
- * is posted.)
+ * one loop every session's owner is the routing loop: nothing is posted.)
+ *
+ * Back-pressure: a post may be charged to the message's publisher (publisher_pressure.h,
+ * publisher_post_charges) and counts toward its owner being behind (loop_backlog_posted).
  */
 #ifndef ARBOR_SESSION_INBOX_H
 #define ARBOR_SESSION_INBOX_H

@@ -221,6 +221,36 @@ def test_publisher_is_held_for_subscribers_on_other_loops(broker, raw):
     assert acked == list(range(1, len(acked) + 1))
 
 
+def test_pipelining_publisher_loses_nothing_to_short_queues_on_other_loops(broker, raw, mqtt):
+    # A publisher pipelines 2,000 QoS 1 messages to 8 subscribers whose queues hold 50 (so a
+    # queue that grew past that would drop QoS 1), with the default max_publisher_backlog 1.
+    # Posts to a subscriber on another loop are charged to the publisher once they would
+    # wait (a window's worth in the inbox, or a queue backed up), so it is held before the
+    # queues fill: every subscriber gets all of them, in order. (Charging no post lost
+    # messages here; charging every post held the publisher after each message.)
+    b = broker("loops 2", "max_inflight_messages 2", "max_queued_messages 5",
+               "max_publisher_hold 60")
+    subs = []
+    for i in range(8):  # all 8 on the publisher's loop: once in 256 runs
+        s = mqtt(b, client_id="short%d" % i, timeout=30.0)
+        s.subscribe("short/t", 1)
+        subs.append(s)
+    p = raw(b)
+    p.connect("pipeliner")
+    count = 2000
+    p.send(b"".join(mp.publish("short/t", b"%d" % i, qos=1, pid=i + 1) for i in range(count)))
+    acked = 0
+    deadline = time.monotonic() + 120
+    while acked < count and time.monotonic() < deadline:
+        assert mp.Ack(p.recv(30.0), p.version).pid == acked + 1
+        acked += 1
+    assert acked == count
+    for s in subs:
+        got = s.get_messages(count)
+        assert [int(m.payload) for m in got] == list(range(count))
+        s.expect_no_message(0.2)
+
+
 def unix_client(path, timeout=5.0):
     """A RawClient over the unix socket listener, which is event loop 0's alone."""
     c = mp.RawClient.__new__(mp.RawClient)

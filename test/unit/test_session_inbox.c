@@ -10,7 +10,8 @@
  * keeps each loop's order, and a post that raced the switch is forwarded to the new owner. On two threads: A's
  * thread routes 20,000 messages while B's thread runs its loop (also under ThreadSanitizer).
  * Back-pressure (publisher_pressure.h, "A loop behind"): B is behind once 1024 posts wait,
- * routing on A says so, and B's drain clears it and wakes A, which was holding for it.
+ * routing on A says so, and B's drain clears it and wakes A, which was holding for it. A post
+ * is charged to its publisher past a window's worth in the inbox or behind a backed-up flow.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -28,6 +29,7 @@
 #include "broker_shared.h"
 #include "config.h"
 #include "message.h"
+#include "outflow.h"
 #include "publisher_pressure.h"
 #include "retain.h"
 #include "route.h"
@@ -509,6 +511,71 @@ static void test_a_loop_is_caught_up_only_at_the_low_mark(void **state)
     assert_int_equal(atomic_load(&b->inbox_items), 0);
 }
 
+/* Route a QoS 1 message on t/A from loop A, published by p. */
+static void route_published_by(struct fixture *f, struct message_publisher *p)
+{
+    struct message *m = message_create(&f->shared.messages, "t/A", 3, "x", 1, NULL, 0, 1, false,
+                                       0, 0, NOW);
+    assert_non_null(m);
+    m->publisher = message_publisher_ref(p);
+    route_message(&f->a.broker, m);
+    message_unref(m);
+}
+
+static uint32_t waiting_of(struct message_publisher *p)
+{
+    return atomic_load(&p->waiting);
+}
+
+/* A post is charged to its publisher only when it will wait as a queued delivery does: a
+ * window's worth (max_inflight_messages) of chargeable posts already in the session's inbox,
+ * or the session's flow backed up (it holds charged deliveries). */
+static void test_posts_are_charged_past_a_window_or_behind_a_backed_up_flow(void **state)
+{
+    struct fixture *f = *state;
+    struct broker *b = &f->b.broker;
+    uint32_t window = f->config.max_inflight_messages;
+    assert_true(window > 0);
+    struct message_publisher *p = message_publisher_new(NULL, &f->a.broker);
+    assert_non_null(p);
+    for (uint32_t n = 0; n < window; n++)
+        route_published_by(f, p);
+    assert_int_equal(waiting_of(p), 0); /* the first window's worth: not charged */
+    for (int i = 0; i < SESSIONS; i++)
+        assert_int_equal(atomic_load(&f->sessions[i]->inbox_chargeable), window);
+    route_published_by(f, p);
+    route_published_by(f, p);
+    assert_int_equal(waiting_of(p), 2 * SESSIONS); /* past it: each of the 3 sessions' posts */
+    /* B delivers: the posts' charges are taken back (offline sessions charge nothing) */
+    assert_int_equal(run_turn(b), 1);
+    assert_int_equal(waiting_of(p), 0);
+    for (int i = 0; i < SESSIONS; i++) {
+        assert_int_equal(atomic_load(&f->sessions[i]->inbox_chargeable), 0);
+        assert_int_equal(f->sessions[i]->flow.queued.count, window + 2);
+    }
+
+    /* Session 0's flow charges publishers (as while its client is connected; offline its
+     * window is 0, so all of it waits in the queue): what B queues there now is charged. */
+    struct session *s0 = f->sessions[0];
+    outflow_release(b, &s0->flow); /* behind uncharged deliveries a delivery is not charged */
+    publisher_pressure_flow_online(b, &s0->flow, true);
+    route_published_by(f, p);
+    assert_int_equal(waiting_of(p), 0); /* an empty inbox, a flow with nothing charged */
+    assert_int_equal(run_turn(b), 1);
+    assert_int_equal(waiting_of(p), 1); /* queued on session 0, charged there */
+    assert_int_equal(atomic_load(&s0->flow.charged_count), 1);
+    /* Backed up now: the next post to session 0 is charged at once, the others' are not. */
+    route_published_by(f, p);
+    assert_int_equal(waiting_of(p), 2);
+    assert_int_equal(run_turn(b), 1); /* the post's charge back, the queue's own in its place */
+    assert_int_equal(waiting_of(p), 2);
+    assert_int_equal(atomic_load(&s0->flow.charged_count), 2);
+    publisher_pressure_flow_online(b, &s0->flow, false); /* away: everything taken back */
+    assert_int_equal(waiting_of(p), 0);
+    assert_int_equal(atomic_load(&s0->flow.charged_count), 0);
+    message_publisher_unref(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -533,6 +600,8 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(test_a_loop_is_caught_up_only_at_the_low_mark, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_posts_are_charged_past_a_window_or_behind_a_backed_up_flow, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
