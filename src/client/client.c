@@ -19,6 +19,7 @@
 #include "persist.h"
 #include "publisher_pressure.h"
 #include "session.h"
+#include "session_fetch.h"
 #include "route.h"
 #include "session_flow.h"
 #include "session_life.h"
@@ -207,6 +208,14 @@ static void log_client_gone(const struct connection *conn, uint8_t reason, const
     }
 }
 
+/* A request for its session under way finds nobody when it is answered. */
+static void forget_fetch(struct client *client)
+{
+    if (!client->fetch) return;
+    session_fetch_forget(client->fetch);
+    client->fetch = NULL;
+}
+
 /* The connection is closing (its socket still open): a v5 client is told why, the line
  * Mosquitto logs is logged, the session goes offline and the will is published or delayed. */
 static void client_on_close(struct connection *conn, uint8_t reason, const char *why)
@@ -224,6 +233,7 @@ static void client_on_close(struct connection *conn, uint8_t reason, const char 
         broker->client_count--;
         sys_tree_client_gone(broker);
     }
+    forget_fetch(client);
     struct session *offline = session_go_offline(conn);
     if (was_active && !client->disconnect_clean) publish_will(conn);
     client->session = NULL;
@@ -321,13 +331,17 @@ void client_loop_held_free(struct broker *broker)
 
 static void client_on_free(struct connection *conn)
 {
-    if (client_of(conn)) forget_loop_hold(conn, client_of(conn));
+    if (client_of(conn)) {
+        forget_loop_hold(conn, client_of(conn));
+        forget_fetch(client_of(conn));
+    }
     client_state_free(conn);
 }
 
 /* See connection_role.packet_must_wait. */
 static bool client_packet_must_wait(struct connection *conn, const struct mqtt_fixed_header *hdr)
 {
+    if (client_of(conn)->fetch) return true; /* its kept CONNECT, until the session is here */
     if (hdr->type != MQTT_PUBLISH) return false;
     if (atomic_load_explicit(&conn->broker->shared->peer_backlog, memory_order_relaxed))
         return true;

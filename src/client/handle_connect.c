@@ -20,6 +20,7 @@
 #include "persist.h"
 #include "retain_source.h"
 #include "session.h"
+#include "session_fetch.h"
 #include "topic.h"
 #include "session_flow.h"
 #include "session_life.h"
@@ -279,8 +280,10 @@ static int check_identity(struct connection *conn, const struct mqtt_connect *c,
 
 /* With several loops, a client whose session another loop owns is served there (the
  * session's flow, timers and output are that loop's): the connection moves, and its CONNECT
- * is handled again there from the start, so what this pass stored is dropped first. Returns
- * 0 to go on here, HANDLER_CLOSED once the connection is moving. */
+ * is handled again there from the start, so what this pass stored is dropped first. A
+ * connection that cannot move (websockets) has the session brought here instead, and its
+ * CONNECT is handled again once it is (session_fetch.h). Returns 0 to go on here,
+ * HANDLER_CLOSED once the connection is moving or waiting. */
 static int move_to_session_owner(struct connection *conn, const struct mqtt_connect *c,
                                  const char *client_id)
 {
@@ -288,6 +291,12 @@ static int move_to_session_owner(struct connection *conn, const struct mqtt_conn
     struct session *session = session_find(conn->broker, client_id);
     struct broker *owner = session ? session_owner(session) : NULL;
     if (!owner || owner == conn->broker) return 0;
+    if (conn->transport->bound_to_loop) {
+        client_state_reset(conn);
+        if (session_fetch_start(conn, client_id, owner) != 0)
+            return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
+        return HANDLER_CLOSED;
+    }
     if (connection_move(conn, owner) != 0)
         return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     log_debug("Connection from %s moves from event loop %u to %u, which holds the session of %s.",

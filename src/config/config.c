@@ -2364,9 +2364,6 @@ const char *config_single_loop_feature(const struct arbor_config *cfg)
 {
     if (cfg->persistence && cfg->persistence_mode == ARBOR_PERSIST_DURABLE)
         return "persistence_mode durable";
-    for (size_t i = 0; i < cfg->listener_count; i++)
-        if (cfg->listeners[i].protocol == ARBOR_PROTOCOL_WEBSOCKETS)
-            return "a websockets listener";
     return NULL;
 }
 
@@ -2377,11 +2374,10 @@ void config_settle_loops(struct arbor_config *cfg, unsigned cpus)
     cfg->loops = config_single_loop_feature(cfg) || cpus == 0 ? 1 : cpus;
 }
 
-/* Several loops run client connections, snapshot persistence, MQTT-ST peering and bridges
- * (their links on loop 0), for now: durable persistence and websockets listeners still
- * assume one loop
- * (docs/multiloop-design.md, what loops N still needs), so a config asking for both is
- * refused at the loops line. */
+/* Several loops run client connections, websockets listeners (on loop 0), snapshot
+ * persistence, MQTT-ST peering and bridges (their links on loop 0), for now: durable
+ * persistence still assumes one loop (docs/multiloop-design.md, what loops N still needs), so
+ * a config asking for both is refused at the loops line. */
 static int check_loops(struct parse_state *st)
 {
     const struct arbor_config *cfg = st->cfg;

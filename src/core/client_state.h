@@ -31,6 +31,8 @@ struct client {
     /* Its QoS 1/2 messages' record of what waits for subscribers (publisher_pressure.h),
      * made at its first such PUBLISH; NULL before, or with max_publisher_backlog 0. */
     struct message_publisher *publisher;
+    /* Its CONNECT waits for its session to come from another loop (session_fetch.h). */
+    struct session_fetch *fetch;
 
     uint32_t mount_point_len;
     uint32_t client_max_packet_size; /* 0: protocol maximum */

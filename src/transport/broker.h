@@ -168,6 +168,7 @@ struct connection {
     bool held;            /* paused because the role said its next packet must wait (the peer
                              links are backlogged, or its publisher's deliveries are behind) */
     bool peer_gone;       /* socket ended: buffered input is handled without back-pressure */
+    bool packet_kept;     /* the role keeps the packet it handles for later (connection_keep_packet) */
     bool in_flush_list;
     bool in_pending_input; /* the transport holds input to read next turn (transport.h) */
     bool request_problem_information; /* MQTT 5: reason strings may be sent */

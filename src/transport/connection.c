@@ -776,6 +776,20 @@ static bool fixed_header_acceptable(struct connection *conn, const struct mqtt_f
     return true;
 }
 
+/* The role says the next packet must wait: it and what follows stay in conn->in, nothing is
+ * read, until connection_release_held or connection_resume_held. */
+static void hold_input(struct connection *conn)
+{
+    conn->input_paused = true;
+    conn->held = true;
+    update_interest(conn);
+}
+
+void connection_keep_packet(struct connection *conn)
+{
+    conn->packet_kept = true;
+}
+
 /* Handle every complete packet in data[0..len). Returns the bytes consumed (whole packets);
  * the caller keeps the rest for the next read. */
 static size_t process_packets(struct connection *conn, const uint8_t *data, size_t len)
@@ -802,9 +816,7 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
              * peer links are backlogged, or while its earlier messages wait for subscribers):
              * it and what follows wait in conn->in until connection_release_held or
              * connection_resume_held. */
-            conn->input_paused = true;
-            conn->held = true;
-            update_interest(conn);
+            hold_input(conn);
             break;
         }
         size_t total = (size_t)hdr.header_len + hdr.remaining_length;
@@ -817,10 +829,13 @@ static size_t process_packets(struct connection *conn, const uint8_t *data, size
         size_t output_before = conn->out.bytes;
         packet_log_received(conn, &hdr, data + offset + hdr.header_len);
         conn->role->on_packet(conn, &hdr, data + offset + hdr.header_len);
-        if (conn->state == CONNECTION_MOVING) {
-            /* handled again, with what follows, by the loop it moves to */
+        if (conn->state == CONNECTION_MOVING || conn->packet_kept) {
+            /* handled again, with what follows, by the loop it moves to, or here once the
+             * role lets it (connection_keep_packet) */
             conn->broker->stats.messages_received--;
             conn->broker->stats.bytes_received -= total;
+            if (conn->packet_kept && conn->state < CONNECTION_CLOSED) hold_input(conn);
+            conn->packet_kept = false;
             break;
         }
         if (conn->out.bytes > output_before) conn->reply_backlog += conn->out.bytes - output_before;

@@ -114,6 +114,12 @@ void connection_write_now(struct connection *conn);
  * other loop handles the CONNECT again, and what followed it, as its own. The role's state
  * must be as it was before the CONNECT. Returns 0, or -1 when out of memory. */
 int connection_move(struct connection *conn, struct broker *to);
+/* From the role's on_packet: the packet being handled is not done with. It stays first in
+ * the input, which is held (nothing more is read) until connection_resume_held, which
+ * handles it again after the role's packet_must_wait lets it: the role keeps its own reason
+ * to wait until then (a CONNECT waiting for its session to come from another loop). What the
+ * role stored while handling it must be undone first. */
+void connection_keep_packet(struct connection *conn);
 /* Free closed connections, and hand moving ones over (end of each loop turn). */
 void broker_reap_connections(struct broker *broker);
 

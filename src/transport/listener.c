@@ -249,7 +249,9 @@ int listeners_open(struct broker *broker, const struct broker *first)
     broker->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     for (size_t i = 0; i < broker->config->listener_count; i++) {
         const struct arbor_listener *cfg = &broker->config->listeners[i];
-        if (cfg->unix_socket && first) continue; /* the first loop accepts alone */
+        /* The first loop accepts alone on a unix socket, and on a websockets listener (its
+         * connections cannot move to their sessions' loops: session_fetch.h) */
+        if ((cfg->unix_socket || cfg->protocol == ARBOR_PROTOCOL_WEBSOCKETS) && first) continue;
         if ((cfg->unix_socket ? open_unix_listener(broker, cfg)
                               : open_listener(broker, first, cfg)) != 0)
             return -1;

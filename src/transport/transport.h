@@ -73,6 +73,11 @@ enum transport_name {
 
 struct transport {
     const char *name; /* "tcp", "tls", "websockets" */
+    /* Its connections cannot move to another event loop (connection_move): their state is in
+     * a structure of their loop's (a websockets connection's in the loop's lws context). A
+     * client of such a transport whose session another loop owns has the session brought to
+     * it instead (session_fetch.h). */
+    bool bound_to_loop;
     /* Optional. Set up conn->transport_data for a connection just accepted on conn->listener.
      * Returns 0, or -1 (out of memory): the connection is then dropped. */
     int (*attach)(struct connection *conn);

@@ -530,6 +530,7 @@ void transport_ws_tick_end(struct websockets *ws)
 
 const struct transport transport_ws = {
     .name = "websockets",
+    .bound_to_loop = true,
     .attach = ws_attach,
     .recv = ws_recv,
     .send = ws_send,

@@ -20,6 +20,9 @@ import time
 import pytest
 
 import mqttproto as mp
+import wsproto
+from conftest import port_listening
+from helpers import HOST, free_port, wait_until
 
 pytestmark = pytest.mark.arbor_only
 
@@ -28,6 +31,16 @@ MOVED = re.compile(r"moves from event loop (\d+) to (\d+), which holds the sessi
 
 def moves(b, client_id):
     return [m for m in MOVED.finditer(b.log_text()) if m.group(3) == client_id]
+
+
+def offline_sessions(b, raw, prefix, topic, n):
+    """n persistent sessions prefix0 .. prefix<n-1>, each subscribed to topic/<i> at QoS 1,
+    made on whichever loops the connections land on, then left offline."""
+    for i in range(n):
+        c = raw(b)
+        c.connect("%s%d" % (prefix, i), clean=False)
+        c.subscribe("%s/%d" % (topic, i), 1)
+        c.disconnect()
 
 
 def connected(b, raw, prefix, n):
@@ -306,6 +319,80 @@ def test_publisher_waits_for_a_loop_that_is_behind_and_loses_nothing(broker, raw
         s.close()
 
 
+FETCHED = re.compile(r"The session of (\S+) moves from event loop (\d+) to 0 for its "
+                     r"websockets connection\.")
+
+
+def ws_listener(broker, *lines):
+    """A broker with `loops 2`, its TCP listener (b.port, either loop) and a websockets
+    listener (b.ws_port), which only loop 0 accepts."""
+    ws_port = free_port()
+    b = broker("loops 2", *lines, "listener %d %s" % (ws_port, HOST), "protocol websockets")
+    wait_until(lambda: port_listening(HOST, ws_port), what="websockets listener")
+    b.ws_port = ws_port
+    return b
+
+
+def test_websockets_client_brings_its_session_from_another_loop(broker, raw):
+    # Persistent sessions made over TCP (on whichever loop), with QoS 1 messages queued for
+    # them, then resumed over websockets, which loop 0 alone accepts: a websockets
+    # connection cannot move to its session's loop, so the session comes to it. Each gets
+    # its session and its queued messages in order, and the debug line shows that sessions
+    # really came from loop 1 (all 12 made on loop 0: once in 4,096 runs).
+    b = ws_listener(broker)
+    n = 12
+    offline_sessions(b, raw, "wsfetch", "fetch", n)
+    p = raw(b)
+    p.connect("fetchpub")
+    for k in range(3):
+        for i in range(n):
+            p.publish("fetch/%d" % i, b"%d" % k, qos=1)
+    for i in range(n):
+        w = wsproto.ws_raw_client(HOST, b.ws_port)
+        ack = w.connect("wsfetch%d" % i, clean=False)
+        assert ack.session_present
+        got = w.drain_publishes(expect=3)
+        assert [m.payload for m in got] == [b"0", b"1", b"2"], (i, got)
+        w.disconnect()
+    fetched = {m.group(1) for m in FETCHED.finditer(b.log_text()) if m.group(2) == "1"}
+    assert fetched, "no session came from loop 1:\n" + b.log_text()[-3000:]
+    # A client connecting over TCP to a session now on loop 0 is handed there as before.
+    again = sorted(fetched)[0]
+    c = raw(b)
+    assert c.connect(again, clean=False).session_present
+    c.disconnect()
+
+
+def test_websockets_client_takes_over_a_session_online_on_another_loop(broker, raw, mqtt):
+    # TCP clients online with a will, on whichever loop; the same client ids connect over
+    # websockets: each old connection is closed as a takeover closes it (its will
+    # published), and the new one gets the session. The debug line shows sessions taken
+    # from loop 1 (all 10 on loop 0: once in 1,024 runs).
+    b = ws_listener(broker)
+    watcher = mqtt(b, client_id="willwatch")
+    watcher.subscribe("lastwill/#", 1)
+    n = 10
+    old = []
+    for i in range(n):
+        c = raw(b)
+        c.connect("wstake%d" % i, clean=False,
+                  will={"topic": "lastwill/%d" % i, "payload": b"gone", "qos": 1})
+        c.subscribe("take/%d" % i, 1)
+        old.append(c)
+    for i in range(n):
+        w = wsproto.ws_raw_client(HOST, b.ws_port)
+        assert w.connect("wstake%d" % i, clean=False).session_present
+        w.subscribe("probe/%d" % i, 0)  # the session answers on the new connection
+        with pytest.raises(mp.ConnectionClosed):
+            old[i].recv(10.0)
+        w.disconnect()
+    wills = sorted(m.topic for m in watcher.get_messages(n))
+    assert wills == sorted("lastwill/%d" % i for i in range(n))
+    taken = {m.group(1) for m in FETCHED.finditer(b.log_text()) if m.group(2) == "1"}
+    assert taken, "no session taken from loop 1:\n" + b.log_text()[-3000:]
+    assert b.log_text().count("already connected, closing old connection.") == n
+
+
 def test_max_connections_counts_every_loop(broker, raw):
     b = broker("loops 2", "max_connections 6")
     held = connected(b, raw, "m", 6)
@@ -408,11 +495,7 @@ def test_snapshot_save_holds_the_sessions_of_every_loop(broker, raw, tmp_path):
     lines = ("loops 3", "persistence true", "persistence_location %s/" % tmp_path,
              "autosave_interval 1", "max_queued_messages 0")
     b = broker(*lines)
-    for i in range(12):
-        c = raw(b)
-        c.connect("keep%d" % i, clean=False)
-        c.subscribe("keep/%d" % i, 1)
-        c.disconnect()
+    offline_sessions(b, raw, "keep", "keep", 12)
     pub = raw(b)
     pub.connect("keeper-pub")
     for n in range(5):

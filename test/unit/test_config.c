@@ -439,9 +439,6 @@ static void test_loops_refuses_single_loop_features(void **state)
     expect_error("listener 1883\nloops 2\npersistence true\npersistence_mode durable\n",
                  TEST_NAME ":2: loops: 2 loops cannot run with persistence_mode durable yet"
                            LOOPS_ADVICE);
-    expect_error("loops 3\nlistener 1883\nlistener 8080\nprotocol websockets\n",
-                 TEST_NAME ":1: loops: 3 loops cannot run with a websockets listener yet"
-                           LOOPS_ADVICE);
 #undef LOOPS_ADVICE
     const char *bad[] = {"0", "65", "-1", "abc", "Auto", "2x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -475,6 +472,10 @@ static void test_loops_refuses_single_loop_features(void **state)
     load_ok(&cfg, "loops 2\nlistener 1883\nconnection up\naddress 127.0.0.1:1884\ntopic # out\n");
     assert_int_equal(cfg.loops, 2);
     config_free(&cfg);
+    /* websockets listeners too (accepted on loop 0) */
+    load_ok(&cfg, "loops 3\nlistener 1883\nlistener 8080\nprotocol websockets\n");
+    assert_int_equal(cfg.loops, 3);
+    config_free(&cfg);
 }
 
 /* loops auto: one loop per CPU (at most 64), one when the config needs it; a number, or no
@@ -504,7 +505,7 @@ static void test_loops_auto_is_one_per_cpu(void **state)
     config_free(&cfg);
     load_ok(&cfg, "listener 1883\nlistener 9001\nprotocol websockets\nloops auto\n");
     config_settle_loops(&cfg, 8);
-    assert_int_equal(cfg.loops, 1);
+    assert_int_equal(cfg.loops, 8);
     config_free(&cfg);
     load_ok(&cfg, "listener 1883\nloops auto\nloops 3\n"); /* the last line counts */
     config_settle_loops(&cfg, 8);
