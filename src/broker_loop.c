@@ -89,6 +89,7 @@ static int loop_init(struct broker *broker, struct broker_shared *shared, unsign
     publisher_pressure_init_loop(broker);
     mailbox_item_init(&broker->stop_wake, run_nothing);
     mailbox_item_init(&broker->held_wake, connection_release_held_run);
+    mailbox_item_init(&broker->commit_wake, run_nothing);
     quiesce_request_init(&broker->park, &shared->quiesce, &broker->qsbr);
     broker->next_tick_ms = broker->now_ms + TICK_MS;
     return 0;
@@ -364,6 +365,30 @@ static void save_with_loops_parked(struct broker *loop0, void (*save)(struct bro
     if (parked) quiesce_end(&loop0->shared->quiesce);
 }
 
+/* Durable persistence with several loops: loop 0 commits at the end of its turn with the
+ * workers parked, so that no loop is in the middle of a packet whose rows must commit
+ * together. Every loop's inbox is drained first, as its own loop would drain it: the
+ * deliveries of the messages acknowledged so far write their rows into this commit (loop
+ * 0's mailbox first: messages for the forwarders, whose log rows count too). Workers whose
+ * output waited for it are woken to write it. */
+static void commit_with_loops_parked(struct broker *loop0)
+{
+    struct broker_shared *shared = loop0->shared;
+    bool parked = park_workers(loop0);
+    mailbox_drain(&loop0->mailbox);
+    for (unsigned i = 0; i < shared->loop_count; i++) {
+        loop_set_self(shared->loops[i]);
+        session_inbox_drain(shared->loops[i]);
+    }
+    loop_set_self(loop0);
+    persist_commit_parked(loop0);
+    bool held[ARBOR_MAX_LOOPS] = {false}; /* read while they are parked */
+    for (unsigned i = 1; i < shared->loop_count; i++) held[i] = shared->loops[i]->flush_list;
+    if (parked) quiesce_end(&shared->quiesce);
+    for (unsigned i = 1; i < shared->loop_count; i++)
+        if (held[i]) mailbox_post(&shared->loops[i]->mailbox, &shared->loops[i]->commit_wake);
+}
+
 /* One turn's work after the events: the same on every loop, but what is shared (signals,
  * $SYS, MQTT-ST, bridges, persistence) is loop 0's. */
 static void run_turn(struct broker *broker)
@@ -383,7 +408,11 @@ static void run_turn(struct broker *broker)
     client_release_loop_held(broker); /* the loop they waited for caught up */
     /* decided once (other loops keep counting changes) */
     if (loop0 && persist_autosave_due(broker)) save_with_loops_parked(broker, persist_autosave);
-    if (loop0) persist_turn_end(broker); /* durable (one loop): the turn's commit */
+    if (loop0 && broker->shared->loop_count > 1) {
+        if (persist_commit_wanted(broker)) commit_with_loops_parked(broker);
+    } else if (loop0) {
+        persist_turn_end(broker); /* durable (one loop): the turn's commit */
+    }
     broker_flush_connections(broker);
     broker_reap_connections(broker);
     qsbr_quiescent(&broker->qsbr); /* the turn holds nothing it found without a reference */

@@ -51,7 +51,6 @@ struct options {
 };
 
 static struct broker_signals signals_state;
-static unsigned running_loops; /* fixed at start-up (loops) */
 
 static void print_usage(void)
 {
@@ -223,12 +222,9 @@ static unsigned usable_cpus(void)
 /* How many event loops run, and why (arbor.conf(5), loops). */
 static void log_loops(const struct arbor_config *cfg)
 {
-    const char *single = config_single_loop_feature(cfg);
     if (cfg->loops > 1)
         log_info("Running %u event loops%s.", cfg->loops,
                  cfg->loops_auto ? " (loops auto: one per CPU)" : "");
-    else if (cfg->loops_auto && single && usable_cpus() > 1)
-        log_info("Running one event loop: %s needs it for now (loops auto).", single);
 }
 
 /* Load the config file (if any) and the command line's listeners. *ports_ignored (may be NULL)
@@ -299,16 +295,6 @@ static struct arbor_config *reload_config(void *ctx, struct tls_context_set **tl
                    opt->config_file);
     log_notice("Reloading config file %s.", opt->config_file);
     struct arbor_config *cfg = load_config(opt, NULL, tls);
-    const char *single = cfg ? config_single_loop_feature(cfg) : NULL;
-    if (single && running_loops > 1) {
-        log_error("Error: %s needs one event loop and %u run (loops takes a restart).", single,
-                  running_loops);
-        config_free(cfg);
-        free(cfg);
-        tls_context_set_free(*tls);
-        *tls = NULL;
-        cfg = NULL;
-    }
     if (cfg) {
         log_config_warnings(cfg);
         notify_systemd("READY=1\nSTATUS=Running; configuration reloaded");
@@ -432,7 +418,6 @@ int main(int argc, char **argv)
     static struct broker broker;        /* the one event loop */
     static struct broker_shared shared; /* what every loop shares */
     size_t listener_count = cfg->listener_count;
-    running_loops = cfg->loops;
     rc = broker_init(&broker, &shared, cfg, tls);
     if (rc == 0 && !broker.listeners) {
         /* e.g. only addresses this host does not have: never run (and say READY) unreachable */

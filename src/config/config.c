@@ -84,7 +84,6 @@ struct parse_state {
      * once the whole config is read so that the order of the two lines does not matter */
     struct directive_place stp_hello_place;
     struct directive_place stp_max_age_place;
-    struct directive_place loops_place; /* checked against what one loop alone runs */
     int error_count;  /* errors reported so far */
     int errors_kept;  /* those written whole into err; the rest are summed up at the end */
     size_t err_used;  /* length of the text in err (never read from err itself) */
@@ -981,7 +980,6 @@ static int handle_loops(struct parse_state *st, const struct directive_line *dl)
     char what[80];
     snprintf(what, sizeof what, "auto, or an integer between 1 and %d", ARBOR_CONFIG_MAX_LOOPS);
     if (expect_word_count(st, dl, 1, 1, what) != 0) return -1;
-    st->loops_place = (struct directive_place){st->file, st->line};
     bool automatic = strcmp(dl->words[0], "auto") == 0;
     long long value = 0; /* auto: config_settle_loops */
     if (!automatic &&
@@ -2360,34 +2358,11 @@ static int check_listener_tls(struct parse_state *st, const struct arbor_listene
     return status;
 }
 
-const char *config_single_loop_feature(const struct arbor_config *cfg)
-{
-    if (cfg->persistence && cfg->persistence_mode == ARBOR_PERSIST_DURABLE)
-        return "persistence_mode durable";
-    return NULL;
-}
-
 void config_settle_loops(struct arbor_config *cfg, unsigned cpus)
 {
     if (!cfg->loops_auto) return;
     if (cpus > ARBOR_CONFIG_MAX_LOOPS) cpus = ARBOR_CONFIG_MAX_LOOPS;
-    cfg->loops = config_single_loop_feature(cfg) || cpus == 0 ? 1 : cpus;
-}
-
-/* Several loops run client connections, websockets listeners (on loop 0), snapshot
- * persistence, MQTT-ST peering and bridges (their links on loop 0), for now: durable
- * persistence still assumes one loop (docs/multiloop-design.md, what loops N still needs), so
- * a config asking for both is refused at the loops line. */
-static int check_loops(struct parse_state *st)
-{
-    const struct arbor_config *cfg = st->cfg;
-    if (cfg->loops <= 1) return 0;
-    const char *with = config_single_loop_feature(cfg);
-    if (!with) return 0;
-    return report_at(st, st->loops_place, "loops",
-                     "%u loops cannot run with %s yet; use loops 1 (the default), or loops "
-                     "auto (one loop is then chosen for it)",
-                     cfg->loops, with);
+    cfg->loops = cpus == 0 ? 1 : cpus;
 }
 
 /* What can only be checked or settled once every line has been read. */
@@ -2400,7 +2375,6 @@ static int finish_loading(struct parse_state *st)
         0)
         status = report_error_at(st, fault.at.file, fault.at.line, fault.directive, "%s", why);
     if (check_peer_settings(st) != 0) status = -1;
-    if (check_loops(st) != 0) status = -1;
     for (size_t i = 0; i < st->cfg->listener_count; i++) {
         if (check_listener_tls(st, &st->cfg->listeners[i]) != 0) status = -1;
         if (check_unix_listener(st, &st->cfg->listeners[i]) != 0) status = -1;

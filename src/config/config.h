@@ -248,12 +248,8 @@ int config_validate(struct arbor_config *cfg, char *err, size_t errlen);
 /* Does the listener speak TLS (certfile and keyfile, or psk_hint, given)? */
 bool config_listener_uses_tls(const struct arbor_listener *listener);
 
-/* What in the config runs on one event loop only for now (durable persistence), named for
- * an error line, or NULL. */
-const char *config_single_loop_feature(const struct arbor_config *cfg);
-/* The number of loops for `loops auto`: one per CPU the process may use (cpus, at most 64),
- * or one when config_single_loop_feature names something. Other configs are left as they
- * are. */
+/* The number of loops for `loops auto`: one per CPU the process may use (cpus, at most 64).
+ * Other configs are left as they are. */
 void config_settle_loops(struct arbor_config *cfg, unsigned cpus);
 /* Does the config make this broker an MQTT-ST peer (peer lines, or accepting peers)? */
 bool config_peering_configured(const struct arbor_config *cfg);

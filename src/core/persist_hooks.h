@@ -53,6 +53,11 @@ struct persist_hooks {
     void (*delivery_drops_message)(struct broker *broker, struct delivery *delivery);
     /* A section's bytes changed and must be written before output leaves (durable mode). */
     void (*section_changed)(struct broker *broker, const struct persist_section *section);
+    /* Several loops: work that may write rows was handed to another loop (a QoS 1/2 message
+     * posted to a session there, a message to loop 0's forwarders). What this loop
+     * acknowledges now depends on those rows: output waits until loop 0 has had the work
+     * done and committed (durable mode). */
+    void (*handed_over)(struct broker *broker);
 };
 
 static inline const struct persist_hooks *persist_hooks_of(const struct broker *broker)
@@ -103,6 +108,12 @@ static inline void persist_hook_section_changed(struct broker *broker,
 {
     const struct persist_hooks *hooks = persist_hooks_of(broker);
     if (hooks) hooks->section_changed(broker, section);
+}
+
+static inline void persist_hook_handed_over(struct broker *broker)
+{
+    const struct persist_hooks *hooks = persist_hooks_of(broker);
+    if (hooks) hooks->handed_over(broker);
 }
 
 #endif

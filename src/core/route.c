@@ -66,9 +66,13 @@ static void deliver_to_session(struct broker *broker, const struct match_entry *
     struct session *session = container_of(e->subscriber, struct session, subscriber);
     struct broker *owner = session_owner(session);
     if (owner != broker) {
-        if (session_inbox_post(session, e, msg) != 0)
+        if (session_inbox_post(session, e, msg) != 0) {
             broker->stats.publish_dropped++;
-        else if (loop_is_behind(owner)) /* its publisher waits (publisher_pressure.h) */
+            return;
+        }
+        if (msg->qos > 0 && e->qos > 0) /* durable: its delivery's rows are written there */
+            persist_hook_handed_over(broker);
+        if (loop_is_behind(owner)) /* its publisher waits (publisher_pressure.h) */
             broker->routed_behind = (uint8_t)(owner->loop_index + 1);
         return;
     }
@@ -126,6 +130,7 @@ static void post_to_forwarders(struct broker *broker, struct message *msg)
     mailbox_item_init(&post->item, run_forward_post);
     post->msg = message_ref(msg);
     mailbox_post(&broker->shared->loops[0]->mailbox, &post->item);
+    persist_hook_handed_over(broker); /* durable: its log rows are written on loop 0 */
 }
 
 /* Several loops: how many forwarders would take it, from what they say without their state. */

@@ -28,6 +28,7 @@
 #include "persist_hooks.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@
 
 #include "acl.h"
 #include "log.h"
+#include "mailbox.h"
 #include "message.h"
 #include "outflow.h"
 #include "persist_record.h"
@@ -66,9 +68,15 @@ struct persist {
     struct stored_message *stored; /* by message address */
     char *path;
     bool durable;
-    bool pending;        /* durable: rows written in the open transaction */
-    bool failed;         /* durable: a write failed: everything is written again */
-    int64_t retry_at_ms; /* after a failure, when to try again */
+    /* Durable mode. Every loop writes rows, one at a time (lock, recursive: a hook may call
+     * another); every loop reads these flags to hold its output. */
+    pthread_mutex_t lock;
+    atomic_bool pending; /* rows written in the open transaction */
+    atomic_bool failed;  /* a write failed: everything is written again */
+    /* Several loops: work that writes rows was handed to another loop since the last commit
+     * (persist_hook_handed_over); cleared by loop 0's commit once every inbox is drained. */
+    atomic_bool handed_over;
+    int64_t retry_at_ms; /* after a failure, when to try again (loop 0's) */
     int64_t next_autosave_ms;
     /* since the last save, for autosave_on_changes: counted by every loop (snapshot mode
      * runs with several), reset by a save, which runs with the others parked */
@@ -431,7 +439,8 @@ static int save_all(struct persist *p, struct broker *broker, bool final)
     if (save_log(&save) || put_sections(p, broker, final)) goto failed;
     if (persist_store_commit(p->store)) goto failed;
     if (!p->durable) stored_clear(p); /* only durable mode follows the rows afterwards */
-    p->pending = p->failed = false;
+    atomic_store(&p->pending, false);
+    atomic_store(&p->failed, false);
     atomic_store_explicit(&p->changes, 0, memory_order_relaxed);
     log_debug("Saved %zu retained messages, %zu sessions and %zu logged messages to %s.",
               save.retained, sessions, (size_t)broker->shared->message_log.len, p->path);
@@ -949,6 +958,7 @@ static void schedule_autosave(struct persist *p, const struct broker *broker)
 }
 
 static void log_entry_added(void *ctx, uint64_t serial, const struct message_log_entry *e);
+static void handed_over(struct broker *broker);
 static void log_entry_left(void *ctx, uint64_t serial, const struct message_log_entry *e);
 
 /* What the core reports (persist_hooks.h): each of these checks broker->shared->persist itself. */
@@ -960,6 +970,7 @@ static const struct persist_hooks core_hooks = {
     .delivery_released = persist_delivery_released,
     .delivery_drops_message = persist_delivery_drops_message,
     .section_changed = persist_section_changed,
+    .handed_over = handed_over,
 };
 
 /* Close the file and let go of everything persistence holds, the messages' entries too. */
@@ -972,6 +983,7 @@ static void persist_free(struct broker *broker)
     abuf_free(&p->key);
     abuf_free(&p->value);
     abuf_free(&p->section);
+    pthread_mutex_destroy(&p->lock);
     free(p->path);
     free(p);
     broker->shared->persist = NULL;
@@ -989,6 +1001,11 @@ int persist_start(struct broker *broker)
     }
     p->durable = cfg->persistence_mode == ARBOR_PERSIST_DURABLE;
     p->next_id = 1;
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&p->lock, &recursive);
+    pthread_mutexattr_destroy(&recursive);
     char note[4096];
     int64_t started = clock_monotonic_ms();
     enum persist_open_result opened = persist_store_open(p->path, &p->store, note, sizeof note);
@@ -1048,34 +1065,74 @@ void persist_save_now(struct broker *broker)
 bool persist_holds_output(const struct broker *broker)
 {
     const struct persist *p = broker->shared->persist;
-    return p && p->durable && (p->pending || p->failed);
+    return p && p->durable &&
+           (atomic_load(&p->pending) || atomic_load(&p->failed) || atomic_load(&p->handed_over));
 }
 
-void persist_commit(struct broker *broker)
+/* Commit the open transaction; after a failure, write everything again (which reads every
+ * loop's sessions: with several loops they are parked). */
+static void commit_now(struct persist *p, struct broker *broker)
 {
-    struct persist *p = broker->shared->persist;
-    if (!p || !p->durable || !(p->pending || p->failed)) return;
-    if (p->failed) {
+    if (atomic_load(&p->failed)) {
         if (broker->now_ms < p->retry_at_ms) return;
         if (save_all(p, broker, false) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
         return;
     }
+    if (!atomic_load(&p->pending)) return;
     if (persist_store_commit(p->store) == 0) {
-        p->pending = false;
+        atomic_store(&p->pending, false);
         return;
     }
     log_error("Error writing persistence file %s: %s; acknowledgements wait until it can be "
               "written.",
               p->path, persist_store_error(p->store));
     persist_store_rollback(p->store);
-    p->failed = true;
+    atomic_store(&p->failed, true);
     if (save_all(p, broker, false) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
+}
+
+/* Does loop 0 run alone (one loop, or the workers stopped at shutdown)? Asked on loop 0,
+ * which alone starts and stops the workers. */
+static bool loop0_alone(const struct broker *broker)
+{
+    if (broker->loop_index != 0) return false;
+    for (unsigned i = 1; i < broker->shared->loop_count; i++)
+        if (broker->shared->loops[i]->running) return false;
+    return true;
+}
+
+void persist_commit(struct broker *broker)
+{
+    struct persist *p = broker->shared->persist;
+    if (!p || !p->durable) return;
+    /* Several loops: only loop 0 commits, at its turn end with the others parked
+     * (persist_commit_parked): a commit here could cut another loop's packet in half. Once
+     * they are stopped (shutdown), loop 0 commits as one loop does. */
+    if (!loop0_alone(broker)) return;
+    commit_now(p, broker);
 }
 
 void persist_turn_end(struct broker *broker)
 {
-    struct persist *p = broker->shared->persist;
-    if (p && p->durable) persist_commit(broker);
+    persist_commit(broker);
+}
+
+bool persist_commit_wanted(const struct broker *broker)
+{
+    const struct persist *p = broker->shared->persist;
+    if (!p || !p->durable) return false;
+    return atomic_load(&p->pending) || atomic_load(&p->handed_over) ||
+           (atomic_load(&p->failed) && broker->now_ms >= p->retry_at_ms);
+}
+
+void persist_commit_parked(struct broker *loop0)
+{
+    struct persist *p = loop0->shared->persist;
+    if (!p || !p->durable) return;
+    atomic_store(&p->handed_over, false); /* what was handed over is done: its rows follow */
+    pthread_mutex_lock(&p->lock);
+    commit_now(p, loop0);
+    pthread_mutex_unlock(&p->lock);
 }
 
 void persist_autosave(struct broker *broker)
@@ -1102,7 +1159,7 @@ int64_t persist_next_deadline(const struct broker *broker)
 {
     const struct persist *p = broker->shared->persist;
     if (!p) return TIMER_NONE;
-    if (p->durable) return p->failed ? p->retry_at_ms : TIMER_NONE;
+    if (p->durable) return atomic_load(&p->failed) ? p->retry_at_ms : TIMER_NONE;
     return p->next_autosave_ms;
 }
 
@@ -1119,21 +1176,49 @@ bool persist_keeps_will_at_shutdown(const struct broker *broker, const struct co
 
 /* Durable mode: the rows go into the turn's transaction. Returns p, or NULL when nothing is to
  * be written (snapshot mode, or everything is written again anyway after a failure). */
+/* Several loops: loop 0 commits; a row written elsewhere wakes it (a turn of its own ends
+ * with the commit). */
+static void wake_committer(struct broker *broker)
+{
+    struct broker *loop0 = broker->shared->loops[0];
+    if (broker != loop0) mailbox_post(&loop0->mailbox, &loop0->commit_wake);
+}
+
 static struct persist *writing(struct broker *broker)
 {
     struct persist *p = broker->shared->persist;
-    if (!p || !p->durable || p->failed) return NULL;
+    if (!p || !p->durable || atomic_load(&p->failed)) return NULL;
     if (!persist_store_in_transaction(p->store) && persist_store_begin(p->store) != 0) {
-        p->failed = true;
+        atomic_store(&p->failed, true);
+        wake_committer(broker);
         return NULL;
     }
-    p->pending = true;
+    if (!atomic_exchange(&p->pending, true)) wake_committer(broker);
     return p;
 }
 
 static void wrote(struct persist *p, int rc)
 {
-    if (rc) p->failed = true;
+    if (rc) atomic_store(&p->failed, true); /* pending is set: loop 0 knows */
+}
+
+/* Durable mode: the hooks run on any loop; one writes at a time. */
+static struct persist *enter(struct broker *broker)
+{
+    struct persist *p = broker->shared->persist;
+    if (p && p->durable) pthread_mutex_lock(&p->lock);
+    return p;
+}
+
+static void leave(struct persist *p)
+{
+    if (p && p->durable) pthread_mutex_unlock(&p->lock);
+}
+
+static void handed_over(struct broker *broker)
+{
+    struct persist *p = broker->shared->persist;
+    if (p && p->durable && !atomic_exchange(&p->handed_over, true)) wake_committer(broker);
 }
 
 static void count_change(struct broker *broker)
@@ -1142,7 +1227,7 @@ static void count_change(struct broker *broker)
         atomic_fetch_add_explicit(&broker->shared->persist->changes, 1, memory_order_relaxed);
 }
 
-void persist_retained_changed(struct broker *broker, const struct message *msg)
+static void retained_changed_rows(struct broker *broker, const struct message *msg)
 {
     if (!retained_kept(msg)) return;
     count_change(broker);
@@ -1154,20 +1239,22 @@ void persist_retained_changed(struct broker *broker, const struct message *msg)
         wrote(p, put_retained(p, broker, wall_now_ms(), msg));
 }
 
-void persist_session_changed(struct broker *broker, struct session *session)
+static void session_removed_rows(struct broker *broker, struct session *session);
+
+static void session_changed_rows(struct broker *broker, struct session *session)
 {
     if (!broker->shared->persist || (!session_kept(session) && !session->persisted)) return;
     struct persist *p = writing(broker);
     if (!p) return;
     if (!session_kept(session)) {
-        persist_session_removed(broker, session);
+        session_removed_rows(broker, session);
         return;
     }
     session->persisted = true;
     wrote(p, put_session(p, broker, wall_now_ms(), session));
 }
 
-void persist_session_removed(struct broker *broker, struct session *session)
+static void session_removed_rows(struct broker *broker, struct session *session)
 {
     if (!session->persisted) return;
     session->persisted = false;
@@ -1180,7 +1267,7 @@ void persist_session_removed(struct broker *broker, struct session *session)
     wrote(p, persist_store_delete_prefix(p->store, PERSIST_QOS2_IN, id, len + 1));
 }
 
-void persist_subscription_changed(struct broker *broker, struct session *session,
+static void subscription_changed_rows(struct broker *broker, struct session *session,
                                   const char *filter, const struct session_subscription *sub)
 {
     if (!session_kept(session)) return;
@@ -1193,11 +1280,11 @@ void persist_subscription_changed(struct broker *broker, struct session *session
     } else if (persist_key_pair(&p->key, session->client_id, filter, strlen(filter)) == 0) {
         wrote(p, persist_store_delete(p->store, PERSIST_SUBSCRIPTION, p->key.data, p->key.len));
     } else {
-        p->failed = true;
+        atomic_store(&p->failed, true);
     }
 }
 
-void persist_qos2_in_changed(struct broker *broker, struct session *session, uint16_t packet_id,
+static void qos2_in_changed_rows(struct broker *broker, struct session *session, uint16_t packet_id,
                              bool present)
 {
     if (!session->persisted) return;
@@ -1208,10 +1295,10 @@ void persist_qos2_in_changed(struct broker *broker, struct session *session, uin
     else if (qos2_key(p, session, packet_id) == 0)
         wrote(p, persist_store_delete(p->store, PERSIST_QOS2_IN, p->key.data, p->key.len));
     else
-        p->failed = true;
+        atomic_store(&p->failed, true);
 }
 
-void persist_delivery_changed(struct broker *broker, struct session *session,
+static void delivery_changed_rows(struct broker *broker, struct session *session,
                               struct delivery *delivery)
 {
     if (!session_kept(session) || delivery->qos == 0) return;
@@ -1225,7 +1312,7 @@ void persist_delivery_changed(struct broker *broker, struct session *session,
         if (!stored) {
             stored = stored_add(p, msg, p->next_id++);
             if (!stored) {
-                p->failed = true; /* everything is written again, this delivery too */
+                atomic_store(&p->failed, true); /* everything is written again, this delivery too */
                 return;
             }
             wrote(p, put_message(p, broker, wall_now_ms(), stored));
@@ -1247,14 +1334,14 @@ static void release_message(struct persist *p, bool write_rows, struct message *
     if (write_rows) wrote(p, persist_store_delete(p->store, PERSIST_MESSAGE, key, sizeof key));
 }
 
-void persist_delivery_drops_message(struct broker *broker, struct delivery *delivery)
+static void delivery_drops_message_rows(struct broker *broker, struct delivery *delivery)
 {
     struct persist *p = broker->shared->persist;
     if (!p || !delivery->persist_id) return;
     release_message(p, writing(broker) != NULL, delivery->msg);
 }
 
-void persist_delivery_released(struct broker *broker, struct delivery *delivery)
+static void delivery_released_rows(struct broker *broker, struct delivery *delivery)
 {
     struct persist *p = broker->shared->persist;
     if (!p || !delivery->persist_id) return;
@@ -1272,23 +1359,95 @@ void persist_delivery_released(struct broker *broker, struct delivery *delivery)
 static void log_entry_added(void *ctx, uint64_t serial, const struct message_log_entry *e)
 {
     struct broker *broker = ctx;
+    struct persist *held = enter(broker);
     struct persist *p = writing(broker);
     if (p) wrote(p, put_log_entry(p, broker, wall_now_ms(), serial, e));
+    leave(held);
 }
 
 static void log_entry_left(void *ctx, uint64_t serial, const struct message_log_entry *e)
 {
     (void)e;
     struct broker *broker = ctx;
+    struct persist *held = enter(broker);
     struct persist *p = writing(broker);
-    if (!p) return;
-    uint8_t key[8];
-    persist_key_id(key, serial);
-    wrote(p, persist_store_delete(p->store, PERSIST_LOG, key, sizeof key));
+    if (p) {
+        uint8_t key[8];
+        persist_key_id(key, serial);
+        wrote(p, persist_store_delete(p->store, PERSIST_LOG, key, sizeof key));
+    }
+    leave(held);
+}
+
+static void section_changed_rows(struct broker *broker, const struct persist_section *section)
+{
+    struct persist *p = writing(broker);
+    if (p) wrote(p, put_section(p, section, false));
+}
+
+/* The hooks: each writes its rows holding the lock (durable mode). */
+void persist_retained_changed(struct broker *broker, const struct message *msg)
+{
+    struct persist *p = enter(broker);
+    retained_changed_rows(broker, msg);
+    leave(p);
+}
+
+void persist_session_changed(struct broker *broker, struct session *session)
+{
+    struct persist *p = enter(broker);
+    session_changed_rows(broker, session);
+    leave(p);
+}
+
+void persist_session_removed(struct broker *broker, struct session *session)
+{
+    struct persist *p = enter(broker);
+    session_removed_rows(broker, session);
+    leave(p);
+}
+
+void persist_subscription_changed(struct broker *broker, struct session *session,
+                                  const char *filter, const struct session_subscription *sub)
+{
+    struct persist *p = enter(broker);
+    subscription_changed_rows(broker, session, filter, sub);
+    leave(p);
+}
+
+void persist_qos2_in_changed(struct broker *broker, struct session *session, uint16_t packet_id,
+                             bool present)
+{
+    struct persist *p = enter(broker);
+    qos2_in_changed_rows(broker, session, packet_id, present);
+    leave(p);
+}
+
+void persist_delivery_changed(struct broker *broker, struct session *session,
+                              struct delivery *delivery)
+{
+    struct persist *p = enter(broker);
+    delivery_changed_rows(broker, session, delivery);
+    leave(p);
+}
+
+void persist_delivery_drops_message(struct broker *broker, struct delivery *delivery)
+{
+    struct persist *p = enter(broker);
+    delivery_drops_message_rows(broker, delivery);
+    leave(p);
+}
+
+void persist_delivery_released(struct broker *broker, struct delivery *delivery)
+{
+    struct persist *p = enter(broker);
+    delivery_released_rows(broker, delivery);
+    leave(p);
 }
 
 void persist_section_changed(struct broker *broker, const struct persist_section *section)
 {
-    struct persist *p = writing(broker);
-    if (p) wrote(p, put_section(p, section, false));
+    struct persist *p = enter(broker);
+    section_changed_rows(broker, section);
+    leave(p);
 }

@@ -6,9 +6,11 @@
  *                their subscriptions, incoming QoS 2 ids, queued and in-flight messages and
  *                wills; times (expiry, will delay) are measured across the downtime.
  *   each turn    snapshot mode: persist_autosave when persist_autosave_due (with several
- *                event loops, the others parked meanwhile: snapshot mode is the one that runs
- *                with several); durable mode: persist_turn_end commits before output is
- *                written (persist_holds_output, persist_commit).
+ *                event loops, the others parked meanwhile); durable mode: persist_turn_end
+ *                commits before output is written (persist_holds_output, persist_commit);
+ *                with several loops, loop 0 commits for all of them with the others parked
+ *                (persist_commit_wanted, persist_commit_parked), and the hooks, called on
+ *                every loop, write one at a time.
  *   shutdown     persist_stop: a last full save, the store closed.
  *   changes      the persist_*_changed hooks below, called where the state changes. In
  *                snapshot mode they only count changes (autosave_on_changes); in durable mode
@@ -45,8 +47,14 @@ bool persist_holds_output(const struct broker *broker);
 /* Durable mode: commit the turn's rows (fsync). On failure everything is written again at the
  * next try and output keeps waiting. */
 void persist_commit(struct broker *broker);
-/* End of loop 0's turn: durable mode commits. */
+/* End of loop 0's turn: durable mode commits (one loop). */
 void persist_turn_end(struct broker *broker);
+/* Several loops, durable mode: loop 0 commits at its turn end, with the other loops parked
+ * (none in the middle of a packet whose rows must commit together) and every loop's inbox
+ * drained (the deliveries of messages acknowledged so far have written their rows): when
+ * rows are pending, work was handed over, or a failed write is due for its retry. */
+bool persist_commit_wanted(const struct broker *broker);
+void persist_commit_parked(struct broker *loop0);
 /* Snapshot mode: whether an autosave is due (autosave_interval, or autosave_on_changes and
  * the changes every loop counts). */
 bool persist_autosave_due(const struct broker *broker);

@@ -258,6 +258,9 @@ struct broker {
     struct mailbox_item ready_item;
     struct mailbox_item stop_wake;  /* loop 0 wakes a worker to stop (broker_loop.c) */
     struct mailbox_item held_wake;  /* resume its held connections (peer links drained) */
+    /* Loop 0's: durable persistence has something to commit (persist.c); a wake only, the
+     * commit ends the turn. Another loop's: a commit let its held output go. */
+    struct mailbox_item commit_wake;
     struct quiesce_request park;    /* loop 0 parks it for a reload (quiesce.h) */
     struct session *_Atomic ready_sessions;
     struct websockets *websockets; /* libwebsockets context (websocket.h); NULL without

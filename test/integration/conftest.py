@@ -139,8 +139,8 @@ def thread_stacks(pid, timeout=60):
 
 
 LOOPS = os.environ.get("ARBOR_LOOPS")
-# what `loops` above 1 refuses for now (arbor.conf(5), loops), and a test's own loops line
-SINGLE_LOOP_LINE = re.compile(r"\s*loops\s|\s*persistence_mode\s+durable")
+# a test's own loops line
+SINGLE_LOOP_LINE = re.compile(r"\s*loops\s")
 
 
 def with_loops(lines):

@@ -430,16 +430,10 @@ static void test_integer_directives(void **state)
     }
 }
 
-/* Several loops with what still runs on one alone: refused at the loops line, whatever the
- * order of the lines. */
-static void test_loops_refuses_single_loop_features(void **state)
+/* The loops line: its values, and every feature runs with several loops. */
+static void test_loops_values_and_features(void **state)
 {
     (void)state;
-#define LOOPS_ADVICE "; use loops 1 (the default), or loops auto (one loop is then chosen for it)"
-    expect_error("listener 1883\nloops 2\npersistence true\npersistence_mode durable\n",
-                 TEST_NAME ":2: loops: 2 loops cannot run with persistence_mode durable yet"
-                           LOOPS_ADVICE);
-#undef LOOPS_ADVICE
     const char *bad[] = {"0", "65", "-1", "abc", "Auto", "2x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char expected[200];
@@ -452,6 +446,9 @@ static void test_loops_refuses_single_loop_features(void **state)
                              "and 64)");
     expect_error("loops 2 3\n", TEST_NAME ":1: loops: unexpected extra value \"3\"");
     struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\nloops 2\npersistence true\npersistence_mode durable\n");
+    assert_int_equal(cfg.loops, 2);
+    config_free(&cfg);
     load_ok(&cfg, "loops 1\npersistence true\nlistener 1883\n");
     assert_int_equal(cfg.loops, 1);
     config_free(&cfg);
@@ -478,8 +475,8 @@ static void test_loops_refuses_single_loop_features(void **state)
     config_free(&cfg);
 }
 
-/* loops auto: one loop per CPU (at most 64), one when the config needs it; a number, or no
- * loops line (1), is kept as it is. */
+/* loops auto: one loop per CPU (at most 64); a number, or no loops line (1), is kept as it
+ * is. */
 static void test_loops_auto_is_one_per_cpu(void **state)
 {
     (void)state;
@@ -495,13 +492,7 @@ static void test_loops_auto_is_one_per_cpu(void **state)
     config_free(&cfg);
     load_ok(&cfg, "loops auto\nlistener 1883\npersistence true\npersistence_mode durable\n");
     config_settle_loops(&cfg, 8);
-    assert_int_equal(cfg.loops, 1);
-    assert_string_equal(config_single_loop_feature(&cfg), "persistence_mode durable");
-    config_free(&cfg);
-    load_ok(&cfg, "loops auto\nlistener 1883\npersistence true\n"); /* snapshot: one per CPU */
-    config_settle_loops(&cfg, 8);
     assert_int_equal(cfg.loops, 8);
-    assert_null(config_single_loop_feature(&cfg));
     config_free(&cfg);
     load_ok(&cfg, "listener 1883\nlistener 9001\nprotocol websockets\nloops auto\n");
     config_settle_loops(&cfg, 8);
@@ -2482,7 +2473,7 @@ int main(void)
         cmocka_unit_test(test_peer_lines_in_included_file),
         cmocka_unit_test(test_add_listener),
         cmocka_unit_test(test_shipped_default_config_loads),
-        cmocka_unit_test(test_loops_refuses_single_loop_features),
+        cmocka_unit_test(test_loops_values_and_features),
         cmocka_unit_test(test_loops_auto_is_one_per_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

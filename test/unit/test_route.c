@@ -57,6 +57,7 @@ struct fixture {
     struct fake_forwarder forwarders[3];
     struct persist_hooks hooks;
     int retained_changed;
+    int handed_over; /* persist_hook_handed_over: work posted to another loop */
     const struct message *retained_changed_msg;
 };
 
@@ -120,6 +121,12 @@ static void fake_retained_changed(struct broker *broker, const struct message *m
     f->retained_changed_msg = msg;
 }
 
+static void fake_handed_over(struct broker *broker)
+{
+    struct fixture *f = container_of(broker->shared, struct fixture, shared);
+    f->handed_over++;
+}
+
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
@@ -151,6 +158,7 @@ static int setup(void **state)
                                                    .takes = fake_takes};
     }
     f->hooks.retained_changed = fake_retained_changed;
+    f->hooks.handed_over = fake_handed_over;
     b->shared->persist_hooks = &f->hooks;
     *state = f;
     return 0;
@@ -407,6 +415,7 @@ static void test_several_loops_forward_on_loop_0_in_stamp_order(void **state)
     assert_int_equal(route_message(&worker, third), 1);
     assert_int_equal(f->forwarders[0].forwarded, 0); /* nothing forwarded yet */
     assert_int_equal(message_refcount(third), 2);     /* the test's and the post's */
+    assert_int_equal(f->handed_over, 3); /* durable persistence: output waits for loop 0 */
     f->log.text[0] = '\0';
     assert_int_equal(mailbox_drain(&loop0->mailbox), 3);
     assert_string_equal(f->log.text,
