@@ -222,6 +222,9 @@ static int wait_timeout(const struct broker *broker)
     }
     int64_t persist = persist_next_deadline(broker);
     if (persist < next) next = persist;
+    /* several loops, durable: rows or hand-overs since this turn's commit (every loop's
+     * output waits for the next one) */
+    if (broker->shared->loop_count > 1 && persist_commit_wanted(broker)) return 0;
     if (broker->config->sys_interval > 0 && broker->next_sys_ms < next) next = broker->next_sys_ms;
     int64_t peers = peer_net_next_deadline(broker);
     if (peers < next) next = peers;
@@ -375,12 +378,17 @@ static void commit_with_loops_parked(struct broker *loop0)
 {
     struct broker_shared *shared = loop0->shared;
     bool parked = park_workers(loop0);
-    mailbox_drain(&loop0->mailbox);
-    for (unsigned i = 0; i < shared->loop_count; i++) {
-        loop_set_self(shared->loops[i]);
-        session_inbox_drain(shared->loops[i]);
-    }
-    loop_set_self(loop0);
+    /* Until a pass delivers nothing: a session that moved (session_move) while a post to it
+     * was under way has the post rescheduled on its new owner, maybe one drained already. */
+    size_t ran;
+    do {
+        ran = mailbox_drain(&loop0->mailbox);
+        for (unsigned i = 0; i < shared->loop_count; i++) {
+            loop_set_self(shared->loops[i]);
+            ran += session_inbox_drain(shared->loops[i]);
+        }
+        loop_set_self(loop0);
+    } while (ran > 0);
     persist_commit_parked(loop0);
     bool held[ARBOR_MAX_LOOPS] = {false}; /* read while they are parked */
     for (unsigned i = 1; i < shared->loop_count; i++) held[i] = shared->loops[i]->flush_list;
@@ -648,6 +656,7 @@ void broker_shutdown(struct broker *broker)
     as_each_loop(broker, publish_connected_wills, NULL);
     publish_pending_wills(broker);
     as_each_loop(broker, run_mailbox, NULL);
+    persist_workers_stopped(broker); /* durable: loop 0 commits at each flush from now on */
     peer_net_stopping(broker);
     bridges_stopping(broker);
     as_each_loop(broker, close_connections, NULL);

@@ -420,10 +420,11 @@ void bridge_link_close(struct bridge *b, const char *why)
         }
     }
     abuf_reset(&broker->scratch);
+    size_t before = b->conn->out.bytes;
     if (!mqtt_encode_disconnect(&broker->scratch, cfg->protocol_version, MQTT_DISCONNECT, 0,
                                 (struct mqtt_props_out){NULL, 0}))
         connection_send_scratch(b->conn);
-    connection_write_now(b->conn);
+    connection_write_last(b->conn, before);
     connection_close(b->conn, 0, why);
 }
 

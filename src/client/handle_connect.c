@@ -55,9 +55,10 @@ static int refuse_telling(struct connection *conn, uint8_t version, uint8_t reas
     uint8_t send_version = version == MQTT_V5 ? MQTT_V5 : MQTT_V311;
     struct mqtt_props_out props = {0};
     if (send_version == MQTT_V5) props = connection_reason_string(conn, why);
+    size_t before = conn->out.bytes;
     if (mqtt_encode_connack(scratch, send_version, false, code, props) == 0) {
         connection_send_scratch(conn);
-        connection_write_now(conn);
+        connection_write_last(conn, before);
     }
     /* connection_close logs Mosquitto's one line ("Client <unknown> disconnected, not
      * authorised."); Mosquitto prints nothing more for a refused CONNECT. */

@@ -130,7 +130,8 @@ static void post_to_forwarders(struct broker *broker, struct message *msg)
     mailbox_item_init(&post->item, run_forward_post);
     post->msg = message_ref(msg);
     mailbox_post(&broker->shared->loops[0]->mailbox, &post->item);
-    persist_hook_handed_over(broker); /* durable: its log rows are written on loop 0 */
+    if (msg->qos > 0) /* durable: its log rows are written on loop 0 before its PUBACK */
+        persist_hook_handed_over(broker);
 }
 
 /* Several loops: how many forwarders would take it, from what they say without their state. */

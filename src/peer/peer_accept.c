@@ -28,9 +28,10 @@ static int refuse_quietly(struct connection *conn, uint8_t reason, const char *w
 {
     struct abuf *scratch = &conn->broker->scratch;
     abuf_reset(scratch);
+    size_t before = conn->out.bytes;
     if (mqtt_encode_connack(scratch, MQTT_V5, false, reason, (struct mqtt_props_out){0}) == 0) {
         connection_send_scratch(conn);
-        connection_write_now(conn);
+        connection_write_last(conn, before);
     }
     connection_close(conn, reason, why);
     return HANDLER_CLOSED;

@@ -76,6 +76,7 @@ struct persist {
     /* Several loops: work that writes rows was handed to another loop since the last commit
      * (persist_hook_handed_over); cleared by loop 0's commit once every inbox is drained. */
     atomic_bool handed_over;
+    atomic_bool workers_stopped; /* shutdown: loop 0 alone runs, and commits as one loop */
     int64_t retry_at_ms; /* after a failure, when to try again (loop 0's) */
     int64_t next_autosave_ms;
     /* since the last save, for autosave_on_changes: counted by every loop (snapshot mode
@@ -1091,25 +1092,23 @@ static void commit_now(struct persist *p, struct broker *broker)
     if (save_all(p, broker, false) != 0) p->retry_at_ms = broker->now_ms + RETRY_MS;
 }
 
-/* Does loop 0 run alone (one loop, or the workers stopped at shutdown)? Asked on loop 0,
- * which alone starts and stops the workers. */
-static bool loop0_alone(const struct broker *broker)
-{
-    if (broker->loop_index != 0) return false;
-    for (unsigned i = 1; i < broker->shared->loop_count; i++)
-        if (broker->shared->loops[i]->running) return false;
-    return true;
-}
-
 void persist_commit(struct broker *broker)
 {
     struct persist *p = broker->shared->persist;
     if (!p || !p->durable) return;
     /* Several loops: only loop 0 commits, at its turn end with the others parked
      * (persist_commit_parked): a commit here could cut another loop's packet in half. Once
-     * they are stopped (shutdown), loop 0 commits as one loop does. */
-    if (!loop0_alone(broker)) return;
+     * they are stopped (shutdown: persist_workers_stopped), it commits as one loop does. */
+    if (broker->shared->loop_count > 1 && !atomic_load(&p->workers_stopped)) return;
     commit_now(p, broker);
+}
+
+void persist_workers_stopped(struct broker *loop0)
+{
+    struct persist *p = loop0->shared->persist;
+    if (!p || !p->durable) return;
+    atomic_store(&p->workers_stopped, true);
+    atomic_store(&p->handed_over, false); /* every inbox was drained: their rows are written */
 }
 
 void persist_turn_end(struct broker *broker)
@@ -1121,8 +1120,9 @@ bool persist_commit_wanted(const struct broker *broker)
 {
     const struct persist *p = broker->shared->persist;
     if (!p || !p->durable) return false;
-    return atomic_load(&p->pending) || atomic_load(&p->handed_over) ||
-           (atomic_load(&p->failed) && broker->now_ms >= p->retry_at_ms);
+    /* after a failure, only when the retry is due (parking the loops for nothing else) */
+    if (atomic_load(&p->failed)) return broker->now_ms >= p->retry_at_ms;
+    return atomic_load(&p->pending) || atomic_load(&p->handed_over);
 }
 
 void persist_commit_parked(struct broker *loop0)

@@ -55,6 +55,9 @@ void persist_turn_end(struct broker *broker);
  * rows are pending, work was handed over, or a failed write is due for its retry. */
 bool persist_commit_wanted(const struct broker *broker);
 void persist_commit_parked(struct broker *loop0);
+/* Shutdown, the workers stopped and every inbox drained: loop 0 commits as one loop does from
+ * now on (each flush, so that the last packets go out). */
+void persist_workers_stopped(struct broker *loop0);
 /* Snapshot mode: whether an autosave is due (autosave_interval, or autosave_on_changes and
  * the changes every loop counts). */
 bool persist_autosave_due(const struct broker *broker);

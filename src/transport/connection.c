@@ -610,17 +610,19 @@ void connection_send_disconnect(struct connection *conn, uint8_t reason, const c
 {
     struct abuf *scratch = &conn->broker->scratch;
     abuf_reset(scratch);
+    size_t before = conn->out.bytes;
     /* DISCONNECT may carry a reason string whatever Request Problem Information says. */
     if (mqtt_encode_disconnect(scratch, MQTT_V5, MQTT_DISCONNECT, reason,
                                connection_reason_string(conn, why)) == 0)
         connection_send_scratch(conn);
-    connection_write_now(conn);
+    connection_write_last(conn, before);
 }
 
-void connection_write_now(struct connection *conn)
+void connection_write_last(struct connection *conn, size_t queued_before)
 {
     assert_own_loop(conn);
-    if (!output_may_go(conn->broker)) return; /* what earlier output acknowledges first */
+    /* what earlier output acknowledges is durable first */
+    if (!output_may_go(conn->broker) && queued_before > 0) return;
     if (conn->state != CONNECTION_CLOSED)
         outq_flush(&conn->out, &conn->broker->outq_pool, transport_write, conn);
 }

@@ -106,8 +106,12 @@ void connection_close(struct connection *conn, uint8_t reason, const char *why);
 /* An MQTT 5 DISCONNECT with reason (and a reason string when reason_strings is on), written
  * at once: the last packet of a connection being closed. */
 void connection_send_disconnect(struct connection *conn, uint8_t reason, const char *why);
-/* Write what is queued now, ignoring errors (a last packet before closing). */
-void connection_write_now(struct connection *conn);
+/* Write what is queued now, ignoring errors: a last packet before closing, queued on top of
+ * queued_before bytes (conn->out.bytes before it). While output waits for a durable commit
+ * that cannot be made in the middle of this turn (several loops), it is written only when
+ * nothing was queued before it: the last packet (a refusing CONNACK, a DISCONNECT)
+ * acknowledges nothing, and what was queued before may. */
+void connection_write_last(struct connection *conn, size_t queued_before);
 /* Hand a connection whose CONNECT is being handled to another event loop (the one owning
  * its client's session; called from the role's CONNECT handler, before anything is sent):
  * nothing more of it is read here, and at the end of the turn it leaves this loop; the

@@ -770,7 +770,7 @@ static void test_commit_barrier_holds_output_back(void **state)
     assert_int_equal(f->commits, 1); /* the commit is attempted before anything goes */
     assert_int_equal(fake->send_calls, 0);
     assert_true(conn->in_flush_list); /* still waiting for the next turn */
-    connection_write_now(conn);
+    connection_write_last(conn, conn->out.bytes); /* the answer was queued before it */
     assert_int_equal(f->commits, 2);
     assert_int_equal(fake->send_calls, 0);
     writable(fake); /* behind the barrier: left for the end of the turn */
@@ -786,11 +786,22 @@ static void test_commit_barrier_holds_output_back(void **state)
     assert_false(conn->in_flush_list);
 
     /* A last packet written at once also waits for the commit first. */
+    size_t before = conn->out.bytes;
     assert_int_equal(connection_send(conn, "bye", 3), 0);
-    connection_write_now(conn);
+    connection_write_last(conn, before);
     assert_int_equal(f->commits, 4);
     assert_int_equal(fake->commits_at_last_send, 4);
     assert_int_equal(fake->sent_len, 13);
+
+    /* While the commit cannot be made now (another loop's rows), a last packet with nothing
+     * queued before it acknowledges nothing: it goes at once. */
+    f->held = true;
+    assert_int_equal(conn->out.bytes, 0);
+    assert_int_equal(connection_send(conn, "end", 3), 0);
+    connection_write_last(conn, 0);
+    assert_int_equal(f->commits, 5);
+    assert_int_equal(fake->send_calls, 3);
+    assert_int_equal(fake->sent_len, 16);
 }
 
 static void test_close_callbacks_run_once(void **state)
