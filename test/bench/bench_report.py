@@ -397,12 +397,14 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
 # (persist_bench.py), `make bench-bridge` (bridge_bench.py), `make bench-partition`
 # (partition_bench.py), `make bench-connections` (connections_bench.py), `make bench-overload`
 # (overload_bench.py) and `make bench-tls` (tls_bench.py); kept when this page is redone.
-KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto", "## Persistence",
+KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto",
+                 "## MQTT-ST trees with `loops 2` (issue 19, step 10)", "## Persistence",
                  "## Bridges: arbor or Mosquitto at the edge",
                  "## Partitions: MQTT-ST resync or a Mosquitto bridge",
                  "## Many connections: memory and fan-out",
-                 "## Overload: slow subscribers (the MQTT-ST paper's local scenario)",
-                 "## TLS handshakes")
+                 "## Many connections with `loops 2` (issue 19)",
+                 "## TLS handshakes", "## TLS handshakes with `loops 2` (issue 19)",
+                 "## Overload: slow subscribers (the MQTT-ST paper's local scenario)")
 
 
 def kept_sections(path):
