@@ -416,11 +416,10 @@ static void run_turn(struct broker *broker)
     client_release_loop_held(broker); /* the loop they waited for caught up */
     /* decided once (other loops keep counting changes) */
     if (loop0 && persist_autosave_due(broker)) save_with_loops_parked(broker, persist_autosave);
-    if (loop0 && broker->shared->loop_count > 1) {
-        if (persist_commit_wanted(broker)) commit_with_loops_parked(broker);
-    } else if (loop0) {
-        persist_turn_end(broker); /* durable (one loop): the turn's commit */
-    }
+    if (loop0 && broker->shared->loop_count == 1)
+        persist_commit(broker); /* durable: the turn's commit */
+    else if (loop0 && persist_commit_wanted(broker))
+        commit_with_loops_parked(broker);
     broker_flush_connections(broker);
     broker_reap_connections(broker);
     qsbr_quiescent(&broker->qsbr); /* the turn holds nothing it found without a reference */

@@ -1111,11 +1111,6 @@ void persist_workers_stopped(struct broker *loop0)
     atomic_store(&p->handed_over, false); /* every inbox was drained: their rows are written */
 }
 
-void persist_turn_end(struct broker *broker)
-{
-    persist_commit(broker);
-}
-
 bool persist_commit_wanted(const struct broker *broker)
 {
     const struct persist *p = broker->shared->persist;
@@ -1174,8 +1169,6 @@ bool persist_keeps_will_at_shutdown(const struct broker *broker, const struct co
  * Hooks
  */
 
-/* Durable mode: the rows go into the turn's transaction. Returns p, or NULL when nothing is to
- * be written (snapshot mode, or everything is written again anyway after a failure). */
 /* Several loops: loop 0 commits; a row written elsewhere wakes it (a turn of its own ends
  * with the commit). */
 static void wake_committer(struct broker *broker)
@@ -1184,6 +1177,8 @@ static void wake_committer(struct broker *broker)
     if (broker != loop0) mailbox_post(&loop0->mailbox, &loop0->commit_wake);
 }
 
+/* Durable mode: the rows go into the turn's transaction. Returns p, or NULL when nothing is to
+ * be written (snapshot mode, or everything is written again anyway after a failure). */
 static struct persist *writing(struct broker *broker)
 {
     struct persist *p = broker->shared->persist;

@@ -6,8 +6,8 @@
  *                their subscriptions, incoming QoS 2 ids, queued and in-flight messages and
  *                wills; times (expiry, will delay) are measured across the downtime.
  *   each turn    snapshot mode: persist_autosave when persist_autosave_due (with several
- *                event loops, the others parked meanwhile); durable mode: persist_turn_end
- *                commits before output is written (persist_holds_output, persist_commit);
+ *                event loops, the others parked meanwhile); durable mode: loop 0's turn
+ *                ends with persist_commit, before output is written (persist_holds_output);
  *                with several loops, loop 0 commits for all of them with the others parked
  *                (persist_commit_wanted, persist_commit_parked), and the hooks, called on
  *                every loop, write one at a time.
@@ -44,11 +44,10 @@ void persist_stop(struct broker *broker);
 void persist_save_now(struct broker *broker);
 /* Durable mode: rows written but not yet committed; output must wait for persist_commit. */
 bool persist_holds_output(const struct broker *broker);
-/* Durable mode: commit the turn's rows (fsync). On failure everything is written again at the
- * next try and output keeps waiting. */
+/* Durable mode: commit the turn's rows (fsync), at the end of loop 0's turn and before any
+ * output is written (the output_commit hook). On failure everything is written again at the
+ * next try and output keeps waiting. With several loops running it does nothing: see below. */
 void persist_commit(struct broker *broker);
-/* End of loop 0's turn: durable mode commits (one loop). */
-void persist_turn_end(struct broker *broker);
 /* Several loops, durable mode: loop 0 commits at its turn end, with the other loops parked
  * (none in the middle of a packet whose rows must commit together) and every loop's inbox
  * drained (the deliveries of messages acknowledged so far have written their rows): when
@@ -64,7 +63,7 @@ bool persist_autosave_due(const struct broker *broker);
 /* Snapshot mode: save now and schedule the next autosave. The caller decided it is due and,
  * with several loops, parked the others: a save reads every loop's sessions. */
 void persist_autosave(struct broker *broker);
-/* When persist_turn_end next has work (TIMER_NONE: none). */
+/* When loop 0's turn end next has persistence work (TIMER_NONE: none). */
 int64_t persist_next_deadline(const struct broker *broker);
 
 /* A client's will is kept for its session across a shutdown instead of being published
