@@ -1169,8 +1169,8 @@ bool persist_keeps_will_at_shutdown(const struct broker *broker, const struct co
  * Hooks
  */
 
-/* Several loops: loop 0 commits; a row written elsewhere wakes it (a turn of its own ends
- * with the commit). */
+/* Several loops: loop 0 commits and saves; a row written elsewhere, or the change that makes
+ * an autosave due, wakes it (a turn of its own ends with the commit or the save). */
 static void wake_committer(struct broker *broker)
 {
     struct broker *loop0 = broker->shared->loops[0];
@@ -1216,10 +1216,17 @@ static void handed_over(struct broker *broker)
     if (p && p->durable && !atomic_exchange(&p->handed_over, true)) wake_committer(broker);
 }
 
+/* autosave_on_changes: loop 0 decides when to save, at its turn end; the change that reaches
+ * the threshold on another loop wakes it (an idle loop 0 would sleep until its next tick). */
 static void count_change(struct broker *broker)
 {
-    if (broker->shared->persist)
-        atomic_fetch_add_explicit(&broker->shared->persist->changes, 1, memory_order_relaxed);
+    struct persist *p = broker->shared->persist;
+    if (!p) return;
+    uint64_t before = atomic_fetch_add_explicit(&p->changes, 1, memory_order_relaxed);
+    const struct arbor_config *cfg = broker->config;
+    if (cfg->autosave_on_changes && cfg->autosave_interval > 0 &&
+        before + 1 == (uint64_t)cfg->autosave_interval)
+        wake_committer(broker);
 }
 
 static void retained_changed_rows(struct broker *broker, const struct message *msg)

@@ -552,3 +552,30 @@ def test_autosave_on_changes_with_loops_saves_while_every_loop_counts(broker, ra
         for k in range(3):
             assert [n for t, n in got if t == "count/%d" % k] == list(range(100)), (i, k)
         c.disconnect()
+
+
+def test_autosave_on_changes_wakes_an_idle_loop_0(broker, raw, tmp_path):
+    # Loop 0 alone saves, at the end of its turn. With 32 loops the subscriber's session and the
+    # publisher almost surely sit on other loops (31/32 each), so loop 0 has no events of its own:
+    # the change that reaches the count must wake it. Before it did, an idle loop 0 looked only
+    # at its once-a-second tick, and a burst of changes in under a second made no save at all
+    # (a CI run saw 0 where 90 were due).
+    b = broker("loops 32", "persistence true", "persistence_location %s/" % tmp_path,
+               "autosave_on_changes true", "autosave_interval 10", "max_queued_messages 0")
+    c = raw(b)
+    c.connect("counted", clean=False)
+    c.subscribe("count", 1)
+    c.disconnect()
+    pub = raw(b)
+    pub.connect("counter-pub")
+    for n in range(300):
+        pub.publish("count", b"%d" % n, qos=1)  # each waits for its PUBACK
+    saves = "Saved 0 retained messages, 1 sessions"
+    # 30 saves are due; one covers what accumulated until loop 0 ran, so a busy box makes fewer
+    # (with only the tick it would be one per second of traffic, and one after)
+    wait_until(lambda: b.log_text().count(saves) >= 10, timeout=30, what="10 saves")
+    assert b.stop() == 0
+    b.start()
+    c = raw(b)
+    assert c.connect("counted", clean=False).session_present
+    assert [int(m.payload) for m in c.drain_publishes(expect=300)] == list(range(300))
