@@ -1,0 +1,299 @@
+/*
+ * test_interest.c: the interest set (lib/interest.c): counting, matching, covering, summaries
+ * with their bound, and diffs. Matching and covering are checked against brute force over
+ * every topic of a small universe: a filter covers another exactly when every topic the
+ * other matches, it matches too.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "interest.h"
+#include "topic.h"
+
+#define S(x) x, strlen(x)
+
+static void test_counts_uses_and_forgets_the_last(void **state)
+{
+    (void)state;
+    struct interest_set set;
+    interest_set_init(&set);
+    assert_false(interest_matches(&set, S("a/b")));
+    assert_int_equal(interest_add(&set, S("a/+")), 0);
+    assert_int_equal(interest_add(&set, S("a/+")), 0);
+    assert_int_equal(interest_add(&set, S("a/+/c")), 0);
+    assert_int_equal(set.distinct, 2);
+    assert_int_equal(interest_count(&set, S("a/+")), 2);
+    assert_int_equal(interest_count(&set, S("a")), 0); /* a node on the way, not a filter */
+    assert_true(interest_remove(&set, S("a/+")));
+    assert_true(interest_matches(&set, S("a/b")));
+    assert_true(interest_remove(&set, S("a/+")));
+    assert_false(interest_matches(&set, S("a/b")));
+    assert_true(interest_matches(&set, S("a/b/c")));
+    assert_false(interest_remove(&set, S("a/+")));
+    assert_false(interest_remove(&set, S("a")));
+    assert_true(interest_remove(&set, S("a/+/c")));
+    assert_int_equal(set.distinct, 0);
+    assert_false(interest_matches(&set, S("a/b/c")));
+    interest_set_free(&set);
+}
+
+static void test_matches_as_mqtt_does(void **state)
+{
+    (void)state;
+    struct interest_set set;
+    interest_set_init(&set);
+    assert_int_equal(interest_add(&set, S("sport/#")), 0);
+    assert_int_equal(interest_add(&set, S("+/monitor")), 0);
+    assert_int_equal(interest_add(&set, S("/x")), 0);
+    assert_true(interest_matches(&set, S("sport")));          /* "x/#" matches "x" */
+    assert_true(interest_matches(&set, S("sport/tennis/1")));
+    assert_true(interest_matches(&set, S("site/monitor")));
+    assert_true(interest_matches(&set, S("/monitor")));      /* an empty first level */
+    assert_true(interest_matches(&set, S("/x")));
+    assert_false(interest_matches(&set, S("$SYS/monitor"))); /* '+' first: no '$' topic */
+    assert_false(interest_matches(&set, S("site/monitor/x")));
+    assert_false(interest_matches(&set, S("x")));
+    interest_set_free(&set);
+
+    interest_set_init(&set);
+    assert_int_equal(interest_add(&set, S("#")), 0);
+    assert_true(interest_matches(&set, S("a/b")));
+    assert_false(interest_matches(&set, S("$share/x")));
+    assert_int_equal(interest_add(&set, S("$dev/#")), 0);
+    assert_true(interest_matches(&set, S("$dev/a")));
+    interest_set_free(&set);
+}
+
+/* ---- brute force over a small universe ------------------------------------------------------ */
+
+static const char *const filter_levels[] = {"a", "b", "$c", "", "+", "#"};
+static const char *const topic_levels[] = {"a", "b", "$c", "", "z"};
+#define TOPIC_DEPTH 4
+
+struct universe {
+    char topics[2048][32];
+    size_t count;
+};
+
+static void make_topics(struct universe *u, char *prefix, int depth)
+{
+    if (depth > 0 && prefix[0] != '\0') { /* a topic name is not empty */
+        assert_true(u->count < 2048);
+        strcpy(u->topics[u->count++], prefix);
+    }
+    if (depth == TOPIC_DEPTH) return;
+    size_t len = strlen(prefix);
+    for (size_t i = 0; i < sizeof topic_levels / sizeof *topic_levels; i++) {
+        if (depth) strcat(prefix, "/");
+        strcat(prefix, topic_levels[i]);
+        make_topics(u, prefix, depth + 1);
+        prefix[len] = '\0';
+    }
+}
+
+/* A random valid filter of 1..3 levels ('#' only last; not empty). */
+static void random_filter(char *out, unsigned *seed)
+{
+again:;
+    int levels = 1 + (int)(rand_r(seed) % 3);
+    out[0] = '\0';
+    for (int i = 0; i < levels; i++) {
+        size_t n = sizeof filter_levels / sizeof *filter_levels;
+        const char *l = filter_levels[rand_r(seed) % (i == levels - 1 ? n : n - 1)];
+        if (i) strcat(out, "/");
+        strcat(out, l);
+    }
+    if (out[0] == '\0') goto again;
+    assert_true(topic_filter_is_valid(out, strlen(out)));
+}
+
+/* Every topic of up to TOPIC_DEPTH levels of topic_levels, made once. */
+static const struct universe *universe(void)
+{
+    static struct universe u;
+    if (u.count == 0) {
+        char prefix[64] = "";
+        make_topics(&u, prefix, 0);
+    }
+    return &u;
+}
+
+static bool covers_on_universe(const struct universe *u, const char *a, const char *b)
+{
+    for (size_t t = 0; t < u->count; t++)
+        if (topic_matches(b, strlen(b), u->topics[t], strlen(u->topics[t])) &&
+            !topic_matches(a, strlen(a), u->topics[t], strlen(u->topics[t])))
+            return false;
+    return true;
+}
+
+static void test_pairwise_cover_is_what_the_topics_say(void **state)
+{
+    (void)state;
+    const struct universe *u = universe();
+    unsigned seed = 7;
+    for (int k = 0; k < 4000; k++) {
+        char a[32], b[32];
+        random_filter(a, &seed);
+        random_filter(b, &seed);
+        bool want = covers_on_universe(u, a, b);
+        if (interest_filter_covers(S(a), S(b)) != want) fail_msg("%s covers %s: %d", a, b, want);
+        if (!interest_filter_covers(S(a), S(a))) fail_msg("%s does not cover itself", a);
+    }
+}
+
+static void test_set_matches_and_covers_as_its_filters_one_by_one(void **state)
+{
+    (void)state;
+    const struct universe *u = universe();
+    unsigned seed = 11;
+    for (int round = 0; round < 60; round++) {
+        struct interest_set set;
+        interest_set_init(&set);
+        char filters[12][32];
+        int n = 1 + (int)(rand_r(&seed) % 12);
+        for (int i = 0; i < n; i++) {
+            random_filter(filters[i], &seed);
+            assert_int_equal(interest_add(&set, S(filters[i])), 0);
+        }
+        int removed = (int)(rand_r(&seed) % (unsigned)n); /* the first `removed` leave */
+        for (int i = 0; i < removed; i++) assert_true(interest_remove(&set, S(filters[i])));
+        for (size_t t = 0; t < u->count; t++) {
+            bool want = false;
+            for (int i = removed; i < n; i++)
+                want = want || (interest_count(&set, S(filters[i])) > 0 &&
+                                   topic_matches(S(filters[i]), S(u->topics[t])));
+            if (interest_matches(&set, S(u->topics[t])) != want)
+                fail_msg("round %d: topic '%s' matched: %d", round, u->topics[t], !want);
+        }
+        for (int k = 0; k < 40; k++) {
+            char f[32];
+            random_filter(f, &seed);
+            bool want = false;
+            for (int i = removed; i < n; i++)
+                want = want || (interest_count(&set, S(filters[i])) > 0 &&
+                                interest_filter_covers(S(filters[i]), S(f)));
+            if (interest_covers(&set, S(f)) != want)
+                fail_msg("round %d: '%s' covered: %d", round, f, !want);
+        }
+        /* the summary matches exactly what the set matches, and no filter in it covers
+         * another */
+        struct interest_summary s;
+        assert_int_equal(interest_summarise(&set, 0, &s), 0);
+        assert_false(s.everything);
+        for (size_t t = 0; t < u->count; t++)
+            assert_int_equal(interest_summary_matches(&s, S(u->topics[t])),
+                             interest_matches(&set, S(u->topics[t])));
+        for (size_t i = 0; i < s.count; i++)
+            for (size_t j = 0; j < s.count; j++)
+                if (i != j && interest_filter_covers(s.filters[i], s.lengths[i], s.filters[j],
+                                                     s.lengths[j]))
+                    fail_msg("'%s' covers '%s' in one summary", s.filters[i], s.filters[j]);
+        interest_summary_free(&s);
+        interest_set_free(&set);
+    }
+}
+
+static void test_summary_leaves_out_what_a_wider_filter_covers(void **state)
+{
+    (void)state;
+    struct interest_set set;
+    interest_set_init(&set);
+    const char *added[] = {"b/x", "a/+/c", "a/b/c", "a/#", "a", "$dev/x", "b/x", "+/y"};
+    for (size_t i = 0; i < sizeof added / sizeof *added; i++)
+        assert_int_equal(interest_add(&set, S(added[i])), 0);
+    struct interest_summary s;
+    assert_int_equal(interest_summarise(&set, 0, &s), 0);
+    const char *want[] = {"$dev/x", "+/y", "a/#", "b/x"}; /* sorted bytewise */
+    assert_int_equal(s.count, 4);
+    for (size_t i = 0; i < 4; i++) assert_string_equal(s.filters[i], want[i]);
+    interest_summary_free(&s);
+    interest_set_free(&set);
+}
+
+static void test_summary_past_its_bound_widens_by_levels_down_to_everything(void **state)
+{
+    (void)state;
+    struct interest_set set;
+    interest_set_init(&set);
+    char f[64];
+    for (int site = 0; site < 3; site++)
+        for (int dev = 0; dev < 10; dev++) {
+            snprintf(f, sizeof f, "site%d/dev%d/temp", site, dev);
+            assert_int_equal(interest_add(&set, S(f)), 0);
+        }
+    assert_int_equal(interest_add(&set, S("$alerts/x/y")), 0);
+    struct interest_summary s;
+    assert_int_equal(interest_summarise(&set, 31, &s), 0); /* fits: unchanged */
+    assert_int_equal(s.count, 31);
+    interest_summary_free(&s);
+    assert_int_equal(interest_summarise(&set, 30, &s), 0); /* two levels do not fit either */
+    assert_false(s.everything);
+    const char *want[] = {"$alerts/#", "site0/#", "site1/#", "site2/#"};
+    assert_int_equal(s.count, 4);
+    for (size_t i = 0; i < 4; i++) assert_string_equal(s.filters[i], want[i]);
+    /* wider: every topic the set matches, the summary matches */
+    assert_true(interest_summary_matches(&s, S("site1/dev9/temp")));
+    assert_true(interest_summary_matches(&s, S("$alerts/x/y")));
+    assert_true(interest_summary_matches(&s, S("site1/other")));
+    assert_false(interest_summary_matches(&s, S("shop/dev1/temp")));
+    interest_summary_free(&s);
+    assert_int_equal(interest_summarise(&set, 3, &s), 0);
+    assert_true(s.everything);
+    assert_int_equal(s.count, 0);
+    assert_true(interest_summary_matches(&s, S("$other/thing")));
+    interest_summary_free(&s);
+    interest_set_free(&set);
+}
+
+static void test_diff_names_what_came_and_went(void **state)
+{
+    (void)state;
+    struct interest_set a, b;
+    interest_set_init(&a);
+    interest_set_init(&b);
+    const char *old_filters[] = {"a/1", "a/2", "c"}, *new_filters[] = {"a/2", "b", "c/d"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(interest_add(&a, S(old_filters[i])), 0);
+        assert_int_equal(interest_add(&b, S(new_filters[i])), 0);
+    }
+    struct interest_summary old, new_;
+    assert_int_equal(interest_summarise(&a, 0, &old), 0);
+    assert_int_equal(interest_summarise(&b, 0, &new_), 0);
+    struct interest_diff d;
+    assert_true(interest_summary_diff(&old, &new_, &d));
+    assert_int_equal(d.added_count, 2);
+    assert_string_equal(new_.filters[d.added[0]], "b");
+    assert_string_equal(new_.filters[d.added[1]], "c/d");
+    assert_int_equal(d.removed_count, 2);
+    assert_string_equal(old.filters[d.removed[0]], "a/1");
+    assert_string_equal(old.filters[d.removed[1]], "c");
+    interest_diff_free(&d);
+    struct interest_summary all = {.everything = true};
+    assert_false(interest_summary_diff(&old, &all, &d)); /* to everything: a full summary */
+    interest_summary_free(&old);
+    interest_summary_free(&new_);
+    interest_set_free(&a);
+    interest_set_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counts_uses_and_forgets_the_last),
+        cmocka_unit_test(test_matches_as_mqtt_does),
+        cmocka_unit_test(test_pairwise_cover_is_what_the_topics_say),
+        cmocka_unit_test(test_set_matches_and_covers_as_its_filters_one_by_one),
+        cmocka_unit_test(test_summary_leaves_out_what_a_wider_filter_covers),
+        cmocka_unit_test(test_summary_past_its_bound_widens_by_levels_down_to_everything),
+        cmocka_unit_test(test_diff_names_what_came_and_went),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
