@@ -237,7 +237,9 @@ bool interest_filter_covers(const char *a, size_t alen, const char *b, size_t bl
 
 struct collect {
     const struct interest_set *set;
-    struct interest_summary *out;
+    struct interest_summary *out; /* the uncovered filters go here, or */
+    void (*fn)(void *ctx, const char *filter, size_t len); /* every filter to this */
+    void *ctx;
     size_t cap;
     char path[65536 + 1]; /* a filter is an MQTT string: at most 65,535 bytes */
     bool failed;
@@ -265,11 +267,14 @@ static int summary_push(struct interest_summary *s, size_t *cap, const char *f, 
     return 0;
 }
 
-/* Every filter of the tree below n (whose path is c->path[0..len)) that no other covers. */
+/* Every filter of the tree below n (whose path is c->path[0..len)) that no other covers, or
+ * every filter to c->fn. */
 static void collect_uncovered(struct collect *c, const struct interest_node *n, size_t len)
 {
     if (c->failed) return;
-    if (n->count > 0) {
+    if (n->count > 0 && c->fn) {
+        c->fn(c->ctx, c->path, len);
+    } else if (n->count > 0) {
         struct level lv[MAX_LEVELS];
         int count = split(c->path, len, lv);
         /* "#" and "+/#" cover each other: "#" stays */
@@ -338,6 +343,20 @@ static int uncovered(const struct interest_set *set, struct interest_summary *ou
     free(c);
     if (failed) interest_summary_free(out);
     return failed ? -1 : 0;
+}
+
+int interest_for_each(const struct interest_set *set,
+                      void (*fn)(void *ctx, const char *filter, size_t len), void *ctx)
+{
+    if (!set->root) return 0;
+    struct collect *c = calloc(1, sizeof *c);
+    if (!c) return -1;
+    c->set = set;
+    c->fn = fn;
+    c->ctx = ctx;
+    collect_uncovered(c, set->root, 0);
+    free(c);
+    return 0;
 }
 
 /* Filter f cut to its first d levels and '#' when it has more than d (d >= 1). */

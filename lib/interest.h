@@ -51,6 +51,11 @@ bool interest_matches(const struct interest_set *set, const char *topic, size_t 
 /* Whether a filter in the set matches every topic filter matches (itself included). */
 bool interest_covers(const struct interest_set *set, const char *filter, size_t len);
 
+/* Call fn once with every filter of the set (in no particular order; fn must not change the
+ * set). 0, or -1 when out of memory. */
+int interest_for_each(const struct interest_set *set,
+                      void (*fn)(void *ctx, const char *filter, size_t len), void *ctx);
+
 /* Pure pairwise: does filter a match every topic filter b matches? */
 bool interest_filter_covers(const char *a, size_t alen, const char *b, size_t blen);
 

@@ -27,6 +27,30 @@ static size_t max_size(size_t a, size_t b)
     return a > b ? a : b;
 }
 
+static bool in_table(size_t f)
+{
+    return stp_view_peer_fields[f].kind != STP_VIEW_LIST;
+}
+
+/* A list field of each peer that has one, after the table: "<peer> <label>:" and an item
+ * per line. */
+static void print_lists(FILE *out, const struct stp_view *v)
+{
+    for (size_t f = 0; f < SV_PEER_FIELDS; f++) {
+        if (in_table(f)) continue;
+        for (size_t k = 0; k < v->peer_count; k++) {
+            const char *items = v->peers[k].values[f];
+            if (!items || !*items) continue;
+            fprintf(out, "\n%s %s:\n", v->peers[k].id, stp_view_peer_fields[f].label);
+            for (const char *p = items; *p;) {
+                size_t len = strcspn(p, "\n");
+                fprintf(out, "  %.*s\n", (int)len, p);
+                p += len + (p[len] == '\n');
+            }
+        }
+    }
+}
+
 static void print_peers(FILE *out, const struct stp_view *v)
 {
     size_t width[1 + SV_PEER_FIELDS];
@@ -40,6 +64,7 @@ static void print_peers(FILE *out, const struct stp_view *v)
     }
     fprintf(out, "%-*s", (int)width[0], "peer");
     for (size_t f = 0; f < SV_PEER_FIELDS; f++) {
+        if (!in_table(f)) continue;
         bool number = stp_view_peer_fields[f].kind == STP_VIEW_NUMBER;
         fprintf(out, number ? "  %*s" : "  %-*s", (int)width[1 + f], stp_view_peer_fields[f].label);
     }
@@ -48,12 +73,14 @@ static void print_peers(FILE *out, const struct stp_view *v)
         /* the last column is a number, so no line ends in blanks */
         fprintf(out, "%-*s", (int)width[0], v->peers[k].id);
         for (size_t f = 0; f < SV_PEER_FIELDS; f++) {
+            if (!in_table(f)) continue;
             bool number = stp_view_peer_fields[f].kind == STP_VIEW_NUMBER;
             fprintf(out, number ? "  %*s" : "  %-*s", (int)width[1 + f],
                     peer_cell(&v->peers[k], f));
         }
         fputc('\n', out);
     }
+    print_lists(out, v);
 }
 
 void stp_report_table(FILE *out, const struct stp_view *v)
@@ -81,6 +108,22 @@ static cJSON *json_value(const char *value, enum stp_view_kind kind)
         return cJSON_CreateNumber((double)number);
     if (kind == STP_VIEW_FLAG && (strcmp(value, "0") == 0 || strcmp(value, "1") == 0))
         return cJSON_CreateBool(value[0] == '1');
+    if (kind == STP_VIEW_LIST) {
+        cJSON *items = cJSON_CreateArray();
+        for (const char *p = value; items && *p;) {
+            size_t len = strcspn(p, "\n");
+            char *item = strndup(p, len);
+            cJSON *s = item ? cJSON_CreateString(item) : NULL;
+            free(item);
+            if (!s || !cJSON_AddItemToArray(items, s)) {
+                cJSON_Delete(s);
+                cJSON_Delete(items);
+                return NULL;
+            }
+            p += len + (p[len] == '\n');
+        }
+        return items;
+    }
     return cJSON_CreateString(value);
 }
 

@@ -35,12 +35,16 @@ const struct stp_view_field stp_view_peer_fields[SV_PEER_FIELDS] = {
     [SV_PEER_STATE] = {"state", "state", STP_VIEW_TEXT},
     [SV_PEER_ROLE] = {"role", "role", STP_VIEW_TEXT},
     [SV_PEER_FORWARDING] = {"forwarding", "forwarding", STP_VIEW_FLAG},
+    /* interest routing: what the neighbour wants, what this broker told it */
+    [SV_PEER_WANTS] = {"interest/wanted", "wants", STP_VIEW_TEXT},
+    [SV_PEER_TOLD] = {"interest/announced", "told", STP_VIEW_TEXT},
     [SV_PEER_SRTT] = {"srtt_us", "srtt_us", STP_VIEW_NUMBER},
     [SV_PEER_COST] = {"cost_us", "cost_us", STP_VIEW_NUMBER},
     [SV_PEER_BPDUS_SENT] = {"bpdus/sent", "bpdus_sent", STP_VIEW_NUMBER},
     [SV_PEER_BPDUS_RECEIVED] = {"bpdus/received", "bpdus_received", STP_VIEW_NUMBER},
     [SV_PEER_RESYNC_MESSAGES] = {"resync/messages", "resync_messages", STP_VIEW_NUMBER},
     [SV_PEER_RESYNC_BYTES] = {"resync/bytes", "resync_bytes", STP_VIEW_NUMBER},
+    [SV_PEER_WANTED_FILTERS] = {"interest/filters", "wants these filters", STP_VIEW_LIST},
 };
 
 #define PEERS_PART "peers/"

@@ -21,6 +21,7 @@ enum stp_view_kind {
     STP_VIEW_TEXT,
     STP_VIEW_NUMBER, /* decimal unsigned integer */
     STP_VIEW_FLAG,   /* "1" or "0" */
+    STP_VIEW_LIST,   /* items, one per line: listed after the table, an array in JSON */
 };
 
 /* One topic: its name below the prefix (the broker's) or below peers/<id>/ (a peer's), how the
@@ -59,12 +60,15 @@ enum stp_view_peer_field {
     SV_PEER_STATE,
     SV_PEER_ROLE,
     SV_PEER_FORWARDING,
+    SV_PEER_WANTS,
+    SV_PEER_TOLD,
     SV_PEER_SRTT,
     SV_PEER_COST,
     SV_PEER_BPDUS_SENT,
     SV_PEER_BPDUS_RECEIVED,
     SV_PEER_RESYNC_MESSAGES,
     SV_PEER_RESYNC_BYTES,
+    SV_PEER_WANTED_FILTERS,
     SV_PEER_FIELDS
 };
 

@@ -1684,6 +1684,28 @@ static int handle_peer_log_max_messages(struct parse_state *st, const struct dir
     return 0;
 }
 
+/* Interest routing (docs/interest-routing-design.md): what this broker asks its peers for. */
+static int handle_peer_routing(struct parse_state *st, const struct directive_line *dl)
+{
+    if (expect_word_count(st, dl, 1, 1, "all or interest") != 0) return -1;
+    if (strcmp(dl->words[0], "all") == 0)
+        st->cfg->peer_routing_interest = false;
+    else if (strcmp(dl->words[0], "interest") == 0)
+        st->cfg->peer_routing_interest = true;
+    else
+        return report_error(st, "value \"%s\" is not all or interest", dl->words[0]);
+    return 0;
+}
+
+static int handle_peer_interest_max_filters(struct parse_state *st,
+                                            const struct directive_line *dl)
+{
+    long long value;
+    if (parse_integer_value(st, dl, 1, 1000000, &value) != 0) return -1;
+    st->cfg->peer_interest_max_filters = (uint32_t)value;
+    return 0;
+}
+
 static int handle_peer_log_max_bytes(struct parse_state *st, const struct directive_line *dl)
 {
     long long value;
@@ -1818,6 +1840,8 @@ static const struct {
     {"peer_allow_unauthenticated", handle_peer_allow_unauthenticated},
     {"peer_restart_timeout", handle_peer_restart_timeout},
     {"peer_log_max_messages", handle_peer_log_max_messages},
+    {"peer_routing", handle_peer_routing},
+    {"peer_interest_max_filters", handle_peer_interest_max_filters},
     {"peer_log_max_bytes", handle_peer_log_max_bytes},
     {"peer_log_max_age", handle_peer_log_max_age},
     {"peer_cafile", handle_peer_tls_text},
@@ -2467,6 +2491,8 @@ void config_init_defaults(struct arbor_config *cfg)
     cfg->stp_hello_ms = 2000;
     cfg->stp_max_age_ms = 7000;
     cfg->peer_log_max_messages = 1000000;
+    cfg->peer_routing_interest = true;
+    cfg->peer_interest_max_filters = 10000;
     cfg->peer_log_max_bytes = 256ULL * 1024 * 1024;
     cfg->peer_log_max_age_s = 86400;
     cfg->stp_local_repair = false;

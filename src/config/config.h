@@ -199,6 +199,10 @@ struct arbor_config {
      * 1 000 000), peer_log_max_bytes (topic and payload bytes, default 256 MiB),
      * peer_log_max_age (seconds, default 86 400; 0: no age limit). */
     uint64_t peer_log_max_messages, peer_log_max_bytes, peer_log_max_age_s;
+    /* Interest routing (docs/interest-routing-design.md): peer_routing interest (default,
+     * true) or all; peer_interest_max_filters bounds an announcement (default 10 000). */
+    bool peer_routing_interest;
+    uint32_t peer_interest_max_filters;
     /* Peer links over TLS (config_peer_uses_tls): peer_cafile, peer_capath, peer_certfile,
      * peer_keyfile, peer_ciphers, peer_ciphers_tls1.3 and peer_tls_version fill the fields of
      * the same names (the rest stay unused); needs_tls_directive is the first of them given.

@@ -53,6 +53,9 @@ struct subscription_tree {
     /* Matching reads under it on any loop, in parallel; SUBSCRIBE, UNSUBSCRIBE and a
      * session's end write under it (brlock.h). */
     struct brlock lock;
+    /* subscriptions added (not replaced) and removed: whoever summarises the filters (MQTT-ST
+     * interest) looks again when it moved */
+    _Atomic uint64_t changes;
 };
 
 static struct subs_node *node_new(struct subs_node *parent, const char *level, size_t len)
@@ -247,6 +250,7 @@ int subs_add(struct subscription_tree *tree, const char *filter, struct subscrib
 {
     brlock_write_lock(&tree->lock);
     int rc = add_locked(tree, filter, subscriber, options, identifier, replaced);
+    if (rc == 0 && !*replaced) atomic_fetch_add_explicit(&tree->changes, 1, memory_order_relaxed);
     brlock_write_unlock(&tree->lock);
     return rc;
 }
@@ -289,8 +293,55 @@ int subs_remove(struct subscription_tree *tree, const char *filter, struct subsc
 {
     brlock_write_lock(&tree->lock);
     int rc = remove_locked(tree, filter, subscriber);
+    if (rc == 0) atomic_fetch_add_explicit(&tree->changes, 1, memory_order_relaxed);
     brlock_write_unlock(&tree->lock);
     return rc;
+}
+
+uint64_t subs_changes(const struct subscription_tree *tree)
+{
+    return atomic_load_explicit(&tree->changes, memory_order_relaxed);
+}
+
+struct filter_walk {
+    void (*fn)(void *ctx, const char *filter, size_t len);
+    void *ctx;
+    char path[65536]; /* a filter is an MQTT string: at most 65,535 bytes */
+};
+
+static void walk_filters(struct filter_walk *w, const struct subs_node *node, size_t len);
+
+static void walk_child(struct filter_walk *w, const struct subs_node *child, size_t len, bool top)
+{
+    size_t level_len = strlen(child->level), at = top ? 0 : len + 1;
+    if (at + level_len > sizeof w->path) return; /* cannot be a subscribed filter */
+    if (!top) w->path[len] = '/';
+    memcpy(w->path + at, child->level, level_len);
+    walk_filters(w, child, at + level_len);
+}
+
+static void walk_filters(struct filter_walk *w, const struct subs_node *node, size_t len)
+{
+    bool top = node->parent == NULL;
+    if (!top && (node->subscribers.count > 0 || node->groups)) w->fn(w->ctx, w->path, len);
+    const struct subs_node *child, *tmp;
+    HASH_ITER(hh, node->children, child, tmp) walk_child(w, child, len, top);
+    if (node->plus) walk_child(w, node->plus, len, top);
+    if (node->hash) walk_child(w, node->hash, len, top);
+}
+
+int subs_for_each_filter(struct subscription_tree *tree,
+                         void (*fn)(void *ctx, const char *filter, size_t len), void *ctx)
+{
+    struct filter_walk *w = malloc(sizeof *w);
+    if (!w) return -1;
+    w->fn = fn;
+    w->ctx = ctx;
+    brlock_read_lock(&tree->lock);
+    walk_filters(w, tree->root, 0);
+    brlock_read_unlock(&tree->lock);
+    free(w);
+    return 0;
 }
 
 /* ---- matching ---- */

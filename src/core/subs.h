@@ -33,6 +33,14 @@ int subs_add(struct subscription_tree *tree, const char *filter, struct subscrib
 /* Remove; returns 0 if removed, 1 if the subscriber had no such subscription. */
 int subs_remove(struct subscription_tree *tree, const char *filter, struct subscriber *subscriber);
 
+/* How many subscriptions were added (not replaced) or removed so far: a summary of the
+ * filters is out of date when it moved. */
+uint64_t subs_changes(const struct subscription_tree *tree);
+/* Call fn with every filter at least one subscription uses (a shared subscription's inner
+ * filter), under the read lock: fn must not subscribe or unsubscribe. 0, or -1 when out of
+ * memory. */
+int subs_for_each_filter(struct subscription_tree *tree,
+                         void (*fn)(void *ctx, const char *filter, size_t len), void *ctx);
 /* Collect the subscribers that should receive a message on topic. Entries are appended to
  * result (count reset first). origin_session is the publisher's serial, for no local. */
 int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_len,

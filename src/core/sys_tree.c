@@ -47,9 +47,17 @@ void sys_tree_publish_value(struct broker *broker, const char *topic, const char
     va_start(ap, fmt);
     int n = vsnprintf(value, sizeof value, fmt, ap);
     va_end(ap);
-    if (n < 0 || unchanged(broker, topic, value, (size_t)n)) return;
+    if (n < 0) return;
+    if ((size_t)n >= sizeof value) n = sizeof value - 1; /* cut, as printed */
+    sys_tree_publish_bytes(broker, topic, value, (size_t)n);
+}
+
+void sys_tree_publish_bytes(struct broker *broker, const char *topic, const char *value,
+                            size_t len)
+{
+    if (unchanged(broker, topic, value, len)) return;
     struct message *msg = message_create(&broker->shared->messages, topic, strlen(topic), value,
-                                         (size_t)n, NULL, 0, 0, true, 0, 0, broker->now_ms);
+                                         len, NULL, 0, 0, true, 0, 0, broker->now_ms);
     if (!msg) return;
     msg->origin.local_only = true; /* $SYS describes this broker: it never leaves it */
     route_message(broker, msg);

@@ -28,5 +28,8 @@ void sys_tree_remove_source(struct broker *broker, void *ctx);
 /* Publish one $SYS value (retained) unless it is unchanged; an empty value clears the topic. */
 void sys_tree_publish_value(struct broker *broker, const char *topic, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same for a value of any length (not NUL-terminated). */
+void sys_tree_publish_bytes(struct broker *broker, const char *topic, const char *value,
+                            size_t len);
 
 #endif

@@ -188,6 +188,7 @@ void peer_note_change(struct peer_net *net)
     if (settle < SETTLE_MIN_MS) settle = SETTLE_MIN_MS;
     net->settle_until_ms = net->broker->now_ms + settle;
     net->sys_dirty = true;
+    peer_interest_note_change(net);
 }
 
 static void log_root(struct peer_net *net)
@@ -405,6 +406,7 @@ void peer_net_free(struct broker *broker)
     route_remove_forwarder(broker, &net->forwarder);
     sys_tree_remove_source(broker, net);
     peer_flood_free(net);
+    peer_interest_free(net);
     tls_context_release(net->tls);
     stp_destroy(net->stp);
     free(net);
@@ -464,6 +466,8 @@ void peer_net_run(struct broker *broker)
         net->next_run_ms = net->next_state_write_ms;
     int64_t walk = peer_resync_pump(net);
     if (walk < net->next_run_ms) net->next_run_ms = walk;
+    int64_t interest = peer_interest_run(net);
+    if (interest < net->next_run_ms) net->next_run_ms = interest;
     if (net->pressure.release_pending) {
         net->pressure.release_pending = false;
         net->pressure.engaged = false;

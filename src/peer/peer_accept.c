@@ -56,7 +56,9 @@ static int send_connack(struct peer_accepted *acc)
     const char *self = acc->net->self_name;
     abuf_reset(props);
     if (mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_ID_PROPERTY,
-                               strlen(PEER_ID_PROPERTY), self, strlen(self)))
+                               strlen(PEER_ID_PROPERTY), self, strlen(self)) ||
+        mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_INTEREST_PROPERTY,
+                               strlen(PEER_INTEREST_PROPERTY), "1", 1))
         return -1;
     abuf_reset(&broker->scratch);
     if (mqtt_encode_connack(&broker->scratch, MQTT_V5, false, 0,
@@ -362,6 +364,7 @@ static void accept_on_close(struct connection *conn, uint8_t reason, const char 
 static void accept_on_free(struct connection *conn)
 {
     conn->name = NULL;
+    if (conn->role_data) peer_interest_accepted_free(conn->role_data);
     free(conn->role_data);
 }
 

@@ -79,6 +79,7 @@ void peer_dialer_free(struct peer_dialer *d)
         d->conn = NULL;
     }
     release_messages(d);
+    peer_interest_dialer_free(d);
     free(d->host);
     free(d);
 }
@@ -304,6 +305,16 @@ static bool connack_identity(const struct mqtt_connack *ack, struct stp_broker_i
     return false;
 }
 
+/* Whether the neighbour reads interest announcements (docs/interest-routing-design.md). */
+static bool connack_reads_interest(const struct mqtt_connack *ack)
+{
+    size_t pos = 0;
+    struct wire_bytes name, value;
+    while (mqtt_properties_next_user(&ack->props, &pos, &name, &value))
+        if (bytes_are(name, PEER_INTEREST_PROPERTY) && bytes_are(value, "1")) return true;
+    return false;
+}
+
 static const char *refusal_text(uint8_t reason)
 {
     switch (reason) {
@@ -350,6 +361,7 @@ static int peer_handle_connack(struct peer_dialer *d, struct connection *conn, c
     d->handshake_rtt_us = (uint32_t)(rtt < 1 ? 1 : rtt > UINT32_MAX ? UINT32_MAX : rtt);
     d->learned = true;
     d->learned_id = id;
+    d->neighbour_interest = connack_reads_interest(&ack);
     d->attempted = true;
     struct peer_link *link = peer_link_get(d->net, &id);
     if (!link) return MQTT_RC_UNSPECIFIED;
@@ -503,6 +515,19 @@ void peer_dialer_send_message(struct peer_dialer *d, struct message *msg, uint8_
         dialer_broker(d)->stats.publish_dropped++;
     }
     peer_backlog_update(d->net);
+}
+
+int peer_dialer_send_control(struct peer_dialer *d, const char *topic, const void *payload,
+                             size_t len)
+{
+    struct broker *broker = dialer_broker(d);
+    struct message *msg = message_create(&broker->shared->messages, topic, strlen(topic), payload,
+                                         len, NULL, 0, 2, false, 0, 0, broker->now_ms);
+    if (!msg) return -1;
+    msg->origin.local_only = true; /* link-local, never routed */
+    peer_dialer_send_message(d, msg, PEER_SEND_LINK_CONTROL);
+    message_unref(msg);
+    return 0;
 }
 
 static int handle_ack(struct peer_dialer *d, uint8_t type, const uint8_t *body, size_t len)

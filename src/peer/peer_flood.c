@@ -29,6 +29,7 @@
 #include "message.h"
 #include "packet.h"
 #include "peer.h"
+#include "peer_interest_wire.h"
 #include "peer_net.h"
 #include "retain.h"
 #include "topic.h"
@@ -413,7 +414,12 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
     if (p.topic.len == 0) return MQTT_RC_PROTOCOL_ERROR; /* peers send no topic aliases */
     if (p.topic.len > strlen(PEER_LINK_TOPIC_PREFIX) &&
         memcmp(p.topic.data, PEER_LINK_TOPIC_PREFIX, strlen(PEER_LINK_TOPIC_PREFIX)) == 0) {
-        rc = peer_resync_receive(net, acc, &p); /* link-local: summary or lost notice */
+        /* link-local: an interest announcement, a resync summary or lost notice */
+        if (p.topic.len == strlen(PEER_INTEREST_TOPIC) &&
+            memcmp(p.topic.data, PEER_INTEREST_TOPIC, p.topic.len) == 0)
+            rc = peer_interest_receive(net, acc, &p);
+        else
+            rc = peer_resync_receive(net, acc, &p);
         if (rc || p.qos == 0) return rc;
         return connection_send_ack(acc->conn, p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK,
                                    p.packet_id, 0);

@@ -84,6 +84,7 @@ void peer_link_set_out(struct peer_net *net, struct peer_link *link, struct peer
     link->out = dialer;
     dialer->link = link;
     net->sys_dirty = true;
+    peer_interest_out_up(net, dialer); /* before the link's resync summary can go */
     link_up_if_complete(net, link);
 }
 

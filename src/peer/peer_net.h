@@ -13,6 +13,8 @@
  *   peer_resync.c  resync of a link that starts forwarding: summaries, the walk of the log
  *   peer_summary.c the text of summaries and of the kept state (pure, unit-tested)
  *   peer_state.c   what is kept across restarts: the stream, what was seen
+ *   peer_interest.c interest routing: what each link is told and what it wants
+ *   peer_interest_wire.c the announcement payload (pure, unit-tested)
  *
  * A link to neighbour X is the pair (our outgoing connection to X, X's outgoing connection to
  * us). Each side sends BPDUs (in PINGREQ) and messages (PUBLISH QoS 2) on its own outgoing
@@ -25,6 +27,7 @@
 #include <stdint.h>
 
 #include "hash_table.h"
+#include "interest.h"
 
 #include "broker_shared.h"
 #include "message.h"
@@ -59,6 +62,21 @@
 #endif
 
 struct peer_link;
+
+/* Interest routing (docs/interest-routing-design.md, peer_interest.c). What we announced on
+ * our connection to a neighbour: */
+struct peer_announced {
+    bool sent; /* a full announcement went on this connection */
+    uint32_t generation;
+    struct interest_summary summary;
+};
+/* What a neighbour announced on its connection to us: */
+struct peer_wanted {
+    bool known; /* a full announcement arrived on this connection */
+    bool everything;
+    uint32_t generation;
+    struct interest_set filters;
+};
 
 enum dial_state {
     DIAL_WAITING,    /* back-off before the next attempt */
@@ -107,6 +125,9 @@ struct peer_dialer {
 
     /* QoS 2 sending (outflow.h): in flight up to PEER_INFLIGHT_MAX, then queued */
     struct outflow flow;
+
+    bool neighbour_interest; /* its CONNACK had mqtt-st-interest: it reads announcements */
+    struct peer_announced announced;
 };
 
 /* An accepted connection whose CONNECT had the peer bit. */
@@ -122,6 +143,7 @@ struct peer_accepted {
     int64_t arrived_ms; /* when it was admitted */
     uint8_t early_bpdu[STP_BPDU_MAX_LEN]; /* the last BPDU received before the link was up */
     size_t early_bpdu_len;
+    struct peer_wanted wanted; /* what the neighbour announced on this connection */
 };
 
 /* A link's resync (docs/mqtt-st-protocol.md 7.3, peer_resync.c). */
@@ -194,6 +216,18 @@ struct peer_counters {
     uint64_t dropped;    /* not sent: a link's queue was full */
 };
 
+/* This broker's side of interest routing (peer_interest.c). */
+struct peer_interest {
+    struct interest_set local; /* the filters of the subscription tree */
+    uint64_t subs_seen;        /* subs_changes when local was built */
+    bool local_built;
+    bool dirty;      /* announcements may have changed: compute them at next_ms */
+    int64_t next_ms; /* at most one round of announcements per PEER_INTEREST_INTERVAL_MS */
+    uint64_t sent, bytes_sent; /* announcements sent, and their payload bytes */
+};
+#define PEER_INTEREST_INTERVAL_MS 100
+#define PEER_INTEREST_PROPERTY "mqtt-st-interest" /* on a peer's CONNACK: "1" */
+
 struct peer_net {
     struct broker *broker;
     struct stp *stp;
@@ -237,6 +271,7 @@ struct peer_net {
     bool sys_dirty;
     struct peer_counters counters;
     struct route_forwarder forwarder; /* registered at the routing point (peer_flood.c) */
+    struct peer_interest interest;
 };
 
 /* peer.c */
@@ -265,6 +300,10 @@ void peer_dialer_send_bpdu(struct peer_dialer *dialer, const uint8_t *bytes, siz
  * (PEER_SEND_*): a retained message offered for reconciliation rather than a new publication,
  * a message a resync sends, a link-local resync packet. */
 void peer_dialer_send_message(struct peer_dialer *dialer, struct message *msg, uint8_t flags);
+/* Send a link-local packet (PEER_SEND_LINK_CONTROL: no origin, never routed) on topic with
+ * payload; 0, or -1 when out of memory. */
+int peer_dialer_send_control(struct peer_dialer *dialer, const char *topic, const void *payload,
+                             size_t len);
 
 /* peer_accept.c */
 void peer_accepted_close(struct peer_accepted *acc, uint8_t reason, const char *why);
@@ -292,6 +331,23 @@ void peer_flood_offer_retained(struct peer_net *net, struct peer_link *link);
 void peer_flood_expire(struct peer_net *net, int64_t now_ms);
 /* The last sequence number our QoS 1/2 stream gave (loop 0; other loops stamp too). */
 uint64_t peer_flood_own_sequence(struct peer_net *net);
+
+/* peer_interest.c */
+/* Our connection to a neighbour is up: announce to it from scratch (at once, before anything
+ * else goes on the connection that needs the link). */
+void peer_interest_out_up(struct peer_net *net, struct peer_dialer *dialer);
+void peer_interest_dialer_free(struct peer_dialer *dialer);
+void peer_interest_accepted_free(struct peer_accepted *acc);
+/* An announcement on acc ($MQTT-ST/link/interest): 0 or an MQTT reason code. */
+int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
+                          const struct mqtt_publish *p);
+/* Something announcements depend on changed (a link, the tree). */
+void peer_interest_note_change(struct peer_net *net);
+/* Announce what changed, at most once per interval; returns the next deadline. */
+int64_t peer_interest_run(struct peer_net *net);
+void peer_interest_free(struct peer_net *net);
+/* What the link's neighbour wants: NULL when unknown (no announcement on its connection). */
+const struct peer_wanted *peer_interest_wanted(const struct peer_link *link);
 
 /* peer_sys.c: $SYS/broker/stp/... for the peer network ctx, registered with sys_tree.c. */
 void peer_sys_publish(void *ctx);

@@ -52,17 +52,9 @@ static bool own_run(const struct peer_net *net, const struct stp_broker_id *brok
 static void send_text(struct peer_net *net, struct peer_link *link, const char *topic,
                       const struct abuf *text)
 {
-    struct broker *broker = net->broker;
-    struct message *msg = message_create(&broker->shared->messages, topic, strlen(topic),
-                                         text->data, text->len, NULL, 0, 2, false, 0, 0,
-                                         broker->now_ms);
-    if (!msg) {
+    (void)net;
+    if (peer_dialer_send_control(link->out, topic, text->data, text->len) != 0)
         log_error("Error: MQTT-ST: out of memory resyncing with %s.", link->name);
-        return;
-    }
-    msg->origin.local_only = true; /* link-local, never routed */
-    peer_dialer_send_message(link->out, msg, PEER_SEND_LINK_CONTROL);
-    message_unref(msg);
 }
 
 static void send_summary(struct peer_net *net, struct peer_link *link, bool want, bool starts)

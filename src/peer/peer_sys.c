@@ -43,6 +43,56 @@ static const char *link_state(const struct peer_link *link)
     return "down";
 }
 
+#define SYS_FILTERS_LISTED 100 /* interest/filters lists at most this many */
+
+static void summary_count(const struct interest_summary *s, char *out, size_t size)
+{
+    if (s->everything)
+        snprintf(out, size, "everything");
+    else
+        snprintf(out, size, "%zu", s->count); /* filters */
+}
+
+/* interest/wanted, interest/filters (what the neighbour announced) and interest/announced
+ * (what this broker told it). */
+static void publish_interest(struct peer_net *net, struct peer_link *link)
+{
+    struct broker *broker = net->broker;
+    char text[64];
+    const struct peer_wanted *w = peer_interest_wanted(link);
+    struct interest_summary s = {0};
+    struct abuf list = {0};
+    if (!w) {
+        snprintf(text, sizeof text, "unknown");
+    } else if (w->everything) {
+        snprintf(text, sizeof text, "everything");
+    } else if (interest_summarise(&w->filters, 0, &s) == 0) {
+        summary_count(&s, text, sizeof text);
+        for (size_t i = 0; i < s.count && i < SYS_FILTERS_LISTED; i++) {
+            abuf_append(&list, s.filters[i], s.lengths[i]);
+            abuf_append_u8(&list, '\n');
+        }
+        if (s.count > SYS_FILTERS_LISTED) {
+            char more[48];
+            int n = snprintf(more, sizeof more, "(%zu more)\n", s.count - SYS_FILTERS_LISTED);
+            abuf_append(&list, more, (size_t)n);
+        }
+        interest_summary_free(&s);
+    } else {
+        snprintf(text, sizeof text, "unknown"); /* out of memory: said so next time */
+    }
+    publish_peer(broker, link, "interest/wanted", text);
+    char topic[192];
+    snprintf(topic, sizeof topic, STP_SYS "peers/%s/interest/filters", link->name);
+    /* no LF after the last */
+    sys_tree_publish_bytes(broker, topic, list.len ? (const char *)list.data : "",
+                           list.len ? list.len - 1 : 0);
+    abuf_free(&list);
+    const struct peer_announced *a = link->out ? &link->out->announced : NULL;
+    if (a && a->sent) summary_count(&a->summary, text, sizeof text);
+    publish_peer(broker, link, "interest/announced", a && a->sent ? text : "");
+}
+
 static void publish_link(struct peer_net *net, struct peer_link *link)
 {
     struct broker *broker = net->broker;
@@ -64,6 +114,7 @@ static void publish_link(struct peer_net *net, struct peer_link *link)
     publish_peer(broker, link, "resync/messages", number);
     snprintf(number, sizeof number, "%" PRIu64, link->resync == RESYNC_WALKING ? link->walk_bytes : 0);
     publish_peer(broker, link, "resync/bytes", number);
+    publish_interest(net, link);
     link->sys_published = true;
 }
 
@@ -71,7 +122,9 @@ void peer_sys_clear_link(struct peer_net *net, struct peer_link *link)
 {
     static const char *const names[] = {"state",          "role",           "forwarding",
                                         "srtt_us",        "cost_us",        "bpdus/sent",
-                                        "bpdus/received", "resync/messages", "resync/bytes"};
+                                        "bpdus/received", "resync/messages", "resync/bytes",
+                                        "interest/wanted", "interest/filters",
+                                        "interest/announced"};
     if (!link->sys_published || net->broker->config->sys_interval <= 0) return;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         publish_peer(net->broker, link, names[i], "");
@@ -110,6 +163,8 @@ void peer_sys_publish(void *ctx)
     publish_u64(broker, "log/bytes", net->log->bytes);
     publish_u64(broker, "log/evicted", net->log->evicted);
     publish_u64(broker, "messages/dropped", net->counters.dropped);
+    publish_u64(broker, "interest/announcements", net->interest.sent);
+    publish_u64(broker, "interest/bytes", net->interest.bytes_sent);
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp) publish_link(net, link);
 }

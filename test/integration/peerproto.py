@@ -42,6 +42,7 @@ PEER_LEVEL = 0x85
 AUTH_METHOD = "MQTT-ST-HMAC-SHA256"
 ORIGIN_PROPERTY = "mqtt-st-origin"
 ID_PROPERTY = "mqtt-st-id"
+INTEREST_PROPERTY = "mqtt-st-interest"  # on a peer's CONNACK: it reads interest announcements
 CONTINUE_AUTHENTICATION = 0x18
 NONCE_LEN = 16
 PROOF_LEN = 32

@@ -116,7 +116,7 @@ def parse_table(text):
     for line in head.splitlines():
         label, value = re.match(r"^(\S.*?)\s{2,}(\S.*)$", line).groups()
         values[label] = value
-    lines = rows.splitlines()
+    lines = rows.split("\n\n")[0].splitlines()  # the lists of filters follow the table
     columns = lines[0].split()
     return values, [dict(zip(columns, line.split())) for line in lines[1:]]
 
@@ -199,6 +199,7 @@ def test_show_matches_sys(net):
             assert row["state"] == before[key + "state"]
             assert row["role"] == before[key + "role"]
             assert row["forwarding"] == {"1": "yes", "0": "no"}[before[key + "forwarding"]]
+            assert row["wants"] == before[key + "interest/wanted"]  # nobody subscribes: "0"
             assert between(row["cost_us"], before[key + "cost_us"], after[key + "cost_us"])
             assert between(row["bpdus_sent"], before[key + "bpdus/sent"],
                            after[key + "bpdus/sent"])

@@ -1269,16 +1269,14 @@ def test_publish_without_origin_still_flagged_unless_link_local(resync_pdus):
     assert other.has("mqttst.resync.other") and not other.has("mqttst.resync.valid")
 
 
-def test_resync_verdicts_match_the_broker(broker, resync_pdus):
-    """Every case of the hand-made capture, sent to a real broker on a peer connection of
-    its own: the broker acknowledges exactly those the dissector takes as valid (PUBREC),
-    and closes the connection on the others (0x81 for a malformed resync packet, 0x82 for a
-    PUBLISH without origin)."""
+def broker_verdicts(broker, cases):
+    """Each (what, packet) sent on a peer connection of its own to a new real broker, after
+    the handshake: (the broker, {what: "accepted" (PUBREC) or the DISCONNECT's reason})."""
     port = free_port()
-    secret = "dissector-resync-secret"
+    secret = "dissector-verdict-secret"
     b = broker("peer_identity 127.0.0.1:%d" % port, "peer_secret " + secret, port=port)
     verdicts = {}
-    for what, _, _, packet in resync_publishes():
+    for what, packet in cases:
         conn = pp.Conn.dial(b.host, b.port, what)
         try:
             hs = pp.client_handshake(conn, secret, "127.0.0.1:%d" % free_port())
@@ -1293,6 +1291,16 @@ def test_resync_verdicts_match_the_broker(broker, resync_pdus):
                 conn.wait_closed(5)
         finally:
             conn.close()
+    return b, verdicts
+
+
+def test_resync_verdicts_match_the_broker(broker, resync_pdus):
+    """Every case of the hand-made capture, sent to a real broker on a peer connection of
+    its own: the broker acknowledges exactly those the dissector takes as valid (PUBREC),
+    and closes the connection on the others (0x81 for a malformed resync packet, 0x82 for a
+    PUBLISH without origin)."""
+    _, verdicts = broker_verdicts(broker, [(what, packet)
+                                           for what, _, _, packet in resync_publishes()])
     expected = {}
     for what, p in resync_pdus.items():
         if p.has("mqttst.origin.missing"):
@@ -1362,6 +1370,16 @@ def test_resync_of_a_healed_link_decodes(peer_support):
         assert p.get("mqttst.resync.valid") == "1", p
         assert expert_messages(p) == [], p
         assert not p.has("mqttst.origin.missing"), p
+    # each connection of the link starts with a full interest announcement (7.7), each time
+    # the link comes up: nobody subscribes, so it holds no filter
+    interests = [p for p in pdus if p.has("mqttst.interest")]
+    for p in interests:
+        assert p.get("mqttst.interest.valid") == "1" and expert_messages(p) == [], p
+    for sender in (0, 1):
+        own = [p for p in interests if p.get("mqttst.link.dialler") == ids[sender]]
+        assert own and own[0].get("mqttst.interest.kind") == "full", own
+        assert own[0].get("mqttst.interest.adds") == "0", own
+        assert sum(p.get("mqttst.interest.kind") == "full" for p in own) >= 2, own
     incarnations = {p.get("mqttst.origin.incarnation") for p in pdus
                     if p.get("mqttst.publish.topic") == topic}
     assert len(incarnations) == 1, incarnations
@@ -1395,3 +1413,132 @@ def test_resync_of_a_healed_link_decodes(peer_support):
         assert p.get("mqttst.resync.run.ranges") == "3-9"
         assert p.get("mqttst.resync.run.count") == p.get("mqttst.resync.count") == "7"
     shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- interest announcements (7.7)
+
+INTEREST = "$MQTT-ST/link/interest"
+INTEREST_SENDER = "127.0.0.1:1887"
+
+
+def interest_payload(kind, generation, flags, *entries):
+    """The binary payload: version 1, kind, generation, flags, then (op, filter bytes)."""
+    out = struct.pack(">BBIB", 1, kind, generation, flags)
+    for op, text in entries:
+        out += struct.pack(">BH", op, len(text)) + text
+    return out
+
+
+ADD, REMOVE = 1, 2
+FULL = interest_payload(0, 1, 0, (ADD, b"shop/+/temp"), (ADD, "site/caf\u00e9 1/#".encode()))
+UPDATE = interest_payload(1, 2, 2, (REMOVE, b"shop/+/temp"), (ADD, b"alarms"))
+
+# (what, payload) the broker accepts
+VALID_INTERESTS = [
+    ("full with two filters", FULL),
+    ("carried update", UPDATE),
+    ("full: everything", interest_payload(0, 7, 1)),
+    ("request", interest_payload(2, 0, 0)),
+    ("full with no filter", interest_payload(0, 1, 0)),
+    ("filter with a line feed and a blank", interest_payload(0, 1, 0, (ADD, b"a b\nc/#"))),
+]
+
+# (what, payload, the dissector's reason) the broker refuses (0x81)
+MALFORMED_INTERESTS = [
+    ("short header", b"\x01\x00\x00\x00", "the header needs 7 bytes, the payload has 4"),
+    ("empty payload", b"", "the header needs 7 bytes, the payload has 0"),
+    ("version 2", b"\x02" + FULL[1:], "version 2, not 1"),
+    ("kind 3", b"\x01\x03" + FULL[2:], "unknown kind 3"),
+    ("unknown flag", FULL[:6] + b"\x04" + FULL[7:], "unknown flags 0x04"),
+    ("entries after everything", FULL[:6] + b"\x01" + FULL[7:], "entries after everything"),
+    ("entries in a request", b"\x01\x02" + FULL[2:], "entries in a request"),
+    ("unknown operation", interest_payload(0, 1, 0, (3, b"a")), "unknown operation 0x03"),
+    ("remove in a full", interest_payload(0, 1, 0, (REMOVE, b"a")),
+     "a remove in a full announcement"),
+    ("entry cut short", interest_payload(0, 1, 0) + b"\x01\x00", "an entry cut short at byte 7"),
+    ("filter past the end", interest_payload(0, 1, 0) + b"\x01\x00\x09abc",
+     "a filter of 9 bytes runs past the payload at byte 7"),
+    ("hash inside a level", interest_payload(0, 1, 0, (ADD, b"a#/b")), "not a topic filter: a#/b"),
+    ("hash not last", interest_payload(1, 1, 0, (ADD, b"#/b")), "not a topic filter: #/b"),
+    ("empty filter", interest_payload(0, 1, 0, (ADD, b"")), "not a topic filter: "),
+    ("NUL in a filter", interest_payload(0, 1, 0, (ADD, b"a\x00b")),
+     "a filter that is not UTF-8 as MQTT wants it"),
+    ("overlong UTF-8", interest_payload(0, 1, 0, (ADD, b"\xc0\xaf")),
+     "a filter that is not UTF-8 as MQTT wants it"),
+    ("surrogate", interest_payload(0, 1, 0, (ADD, b"\xed\xa0\x80")),
+     "a filter that is not UTF-8 as MQTT wants it"),
+]
+
+
+def interest_publishes():
+    cases = VALID_INTERESTS + [(w, p) for w, p, _ in MALFORMED_INTERESTS]
+    return [(what, payload, pp.publish_packet(INTEREST, payload, k + 1, origin=None))
+            for k, (what, payload) in enumerate(cases)]
+
+
+@pytest.fixture(scope="module")
+def interest_capture(tmp_path_factory):
+    publishes = interest_publishes()
+    folder, pcap, pdus = decoded_peer_packets(tmp_path_factory, "interest", INTEREST_SENDER,
+                                              40004, [packet for _, _, packet in publishes])
+    return folder, pcap, {what: p for (what, _, _), p in zip(publishes, pdus)}
+
+
+def test_interest_announcements_decode(interest_capture):
+    """A full announcement and a carried update, field by field; everything and a request."""
+    p = interest_capture[2]["full with two filters"]
+    assert p.get("mqttst.interest.version") == "1"
+    assert p.get("mqttst.interest.kind") == "full"
+    assert p.get("mqttst.interest.generation") == "1"
+    assert (p.get("mqttst.interest.everything"), p.get("mqttst.interest.carried")) == ("0", "0")
+    assert p.fields["mqttst.interest.add"] == ["shop/+/temp", "site/caf\u00e9 1/#"]
+    assert not p.has("mqttst.interest.remove")
+    assert (p.get("mqttst.interest.adds"), p.get("mqttst.interest.removes")) == ("2", "0")
+    assert p.get("mqttst.interest.valid") == "1" and expert_messages(p) == []
+    assert not p.has("mqttst.origin.missing") and not p.has("mqttst.resync.other")
+    u = interest_capture[2]["carried update"]
+    assert (u.get("mqttst.interest.kind"), u.get("mqttst.interest.generation")) == ("update", "2")
+    assert u.get("mqttst.interest.carried") == "1"
+    assert u.fields["mqttst.interest.remove"] == ["shop/+/temp"]
+    assert u.fields["mqttst.interest.add"] == ["alarms"]
+    everything = interest_capture[2]["full: everything"]
+    assert everything.get("mqttst.interest.everything") == "1"
+    assert everything.get("mqttst.interest.adds") == "0"
+    assert interest_capture[2]["request"].get("mqttst.interest.kind") == "request"
+    for what, _ in VALID_INTERESTS:
+        q = interest_capture[2][what]
+        assert q.get("mqttst.interest.valid") == "1" and expert_messages(q) == [], q
+
+
+def test_interest_info_column(interest_capture):
+    folder, pcap, _ = interest_capture
+    out, _ = run_tool(["tshark", "-n", "-r", pcap, "-X", "lua_script:" + SCRIPT,
+                       "-T", "fields", "-e", "_ws.col.Info"], folder)
+    rows = out.decode().splitlines()[1:]
+    info = {what: row for (what, _, _), row in zip(interest_publishes(), rows)}
+    assert info["full with two filters"].endswith("[interest full 1: 2 filters]"), info
+    assert info["carried update"].endswith("[interest update 2: +1 -1, carried]"), info
+    assert info["full: everything"].endswith("[interest full 7: everything]"), info
+    assert info["request"].endswith("[interest request for a full announcement]"), info
+    assert info["kind 3"].endswith("[interest: malformed (unknown kind 3)]"), info
+
+
+@pytest.mark.parametrize("case", MALFORMED_INTERESTS, ids=lambda c: c[0])
+def test_malformed_interest_flagged(interest_capture, case):
+    what, payload, reason = case
+    p = interest_capture[2][what]
+    assert_flagged(p, "mqttst.interest", reason, payload, "8388608",   # PI_ERROR
+                   "Malformed interest announcement (the broker closes the connection, 0x81): "
+                   + reason)
+    assert not p.has("mqttst.origin.missing")
+
+
+def test_interest_verdicts_match_the_broker(broker, interest_capture):
+    """Each announcement of the capture on a peer connection of its own to a real broker: it
+    acknowledges those the dissector takes as valid and closes the others with 0x81."""
+    b, verdicts = broker_verdicts(broker, [(what, packet)
+                                           for what, _, packet in interest_publishes()])
+    expected = {what: "accepted" if p.get("mqttst.interest.valid") == "1" else "0x81"
+                for what, p in interest_capture[2].items()}
+    assert verdicts == expected
+    assert b.log_text().count("malformed interest announcement from") == len(MALFORMED_INTERESTS)

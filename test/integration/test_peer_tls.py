@@ -166,7 +166,8 @@ def test_peer_ca_certificate_alone_admits_a_peer(mtls):
         conn.send(pp.connect_packet(fake, method=None))
         ack = conn.connack()
         assert ack.rc == 0, ack
-        assert pp.user_properties(ack.props) == [(pp.ID_PROPERTY, a.identity)]
+        assert pp.user_properties(ack.props) == [(pp.ID_PROPERTY, a.identity),
+                                                 (pp.INTEREST_PROPERTY, "1")]
     finally:
         conn.close()
     a.wait_log("MQTT-ST: peer %s connected from 127.0.0.1" % fake)

@@ -2039,6 +2039,29 @@ static void test_peer_tls(void **state)
                  TEST_NAME ":1: peer_tls_version: value \"tlsv1.1\" is not tlsv1.3 or tlsv1.2");
 }
 
+static void test_peer_routing(void **state)
+{
+    (void)state;
+    struct arbor_config cfg;
+    load_ok(&cfg, "listener 1883\n");
+    assert_true(cfg.peer_routing_interest); /* the default */
+    assert_int_equal(cfg.peer_interest_max_filters, 10000);
+    config_free(&cfg);
+    load_ok(&cfg, "peer_routing all\npeer_interest_max_filters 50\n");
+    assert_false(cfg.peer_routing_interest);
+    assert_int_equal(cfg.peer_interest_max_filters, 50);
+    config_free(&cfg);
+    load_ok(&cfg, "peer_routing interest\n");
+    assert_true(cfg.peer_routing_interest);
+    config_free(&cfg);
+    expect_error("peer_routing some\n",
+                 TEST_NAME ":1: peer_routing: value \"some\" is not all or interest");
+    expect_error("\npeer_routing\n", TEST_NAME ":2: peer_routing: missing value (all or interest)");
+    expect_error("peer_interest_max_filters 0\n",
+                 TEST_NAME ":1: peer_interest_max_filters: value \"0\" is not an integer between "
+                           "1 and 1000000");
+}
+
 static void test_peer_restart_timeout(void **state)
 {
     (void)state;
@@ -2468,6 +2491,7 @@ int main(void)
         cmocka_unit_test(test_peer_secret),
         cmocka_unit_test(test_peer_needs_secret_or_unauthenticated),
         cmocka_unit_test(test_peer_tls),
+        cmocka_unit_test(test_peer_routing),
         cmocka_unit_test(test_peer_restart_timeout),
         cmocka_unit_test(test_peer_directives_in_listener_block_are_global),
         cmocka_unit_test(test_peer_lines_in_included_file),

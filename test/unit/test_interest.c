@@ -19,6 +19,14 @@
 
 #define S(x) x, strlen(x)
 
+static void collect_filter(void *ctx, const char *filter, size_t len)
+{
+    char *out = ctx;
+    strcat(out, "[");
+    strncat(out, filter, len);
+    strcat(out, "]");
+}
+
 static void test_counts_uses_and_forgets_the_last(void **state)
 {
     (void)state;
@@ -38,6 +46,9 @@ static void test_counts_uses_and_forgets_the_last(void **state)
     assert_true(interest_matches(&set, S("a/b/c")));
     assert_false(interest_remove(&set, S("a/+")));
     assert_false(interest_remove(&set, S("a")));
+    char listed[64] = "";
+    assert_int_equal(interest_for_each(&set, collect_filter, listed), 0);
+    assert_string_equal(listed, "[a/+/c]");
     assert_true(interest_remove(&set, S("a/+/c")));
     assert_int_equal(set.distinct, 0);
     assert_false(interest_matches(&set, S("a/b/c")));

@@ -65,7 +65,9 @@ static void test_root_change(void **state)
         "peers/10.0.0.2:1883/forwarding=", "peers/10.0.0.2:1883/srtt_us=",
         "peers/10.0.0.2:1883/cost_us=", "peers/10.0.0.2:1883/bpdus/sent=",
         "peers/10.0.0.2:1883/bpdus/received=", "peers/10.0.0.2:1883/resync/messages=",
-        "peers/10.0.0.2:1883/resync/bytes=", "peers/10.0.0.14:1883/role=designated", NULL};
+        "peers/10.0.0.2:1883/resync/bytes=", "peers/10.0.0.2:1883/interest/wanted=",
+        "peers/10.0.0.2:1883/interest/announced=", "peers/10.0.0.2:1883/interest/filters=",
+        "peers/10.0.0.14:1883/role=designated", NULL};
     struct lines l = changes_after(pairs);
     assert_int_equal(l.count, 4);
     assert_string_equal(l.text[0], "root 10.0.0.1:1883 -> 10.0.0.3:1883 (this broker)");

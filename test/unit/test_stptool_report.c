@@ -51,12 +51,16 @@ static void test_table(void **state)
         "messages lost        0\n"
         "messages dropped     0\n"
         "\n"
-        "peer            state  role     forwarding  srtt_us  cost_us  bpdus_sent  "
-        "bpdus_received  resync_messages  resync_bytes\n"
-        "10.0.0.2:1883   up     root     yes            2345     2300          60  "
-        "            59                0             0\n"
-        "10.0.0.14:1883  up     blocked  no            15000    14800          60  "
-        "            61                -             -\n";
+        "peer            state  role     forwarding  wants  told        srtt_us  cost_us  "
+        "bpdus_sent  bpdus_received  resync_messages  resync_bytes\n"
+        "10.0.0.2:1883   up     root     yes         2      everything     2345     2300  "
+        "        60              59                0             0\n"
+        "10.0.0.14:1883  up     blocked  no          -      -             15000    14800  "
+        "        60              61                -             -\n"
+        "\n"
+        "10.0.0.2:1883 wants these filters:\n"
+        "  shop/+/temp\n"
+        "  site/#\n";
     assert_string_equal(text, want);
     free(text);
     stp_view_free(&v);
@@ -119,6 +123,13 @@ static void test_json(void **state)
     assert_true(cJSON_IsTrue(item(first, "forwarding")));
     assert_int_equal(item(first, "srtt_us")->valuedouble, 2345);
     assert_int_equal(item(item(first, "bpdus"), "sent")->valuedouble, 60);
+    const cJSON *interest = item(first, "interest");
+    assert_string_equal(item(interest, "wanted")->valuestring, "2");
+    const cJSON *filters = item(interest, "filters"); /* one line, one string */
+    assert_true(cJSON_IsArray(filters));
+    assert_int_equal(cJSON_GetArraySize(filters), 2);
+    assert_string_equal(cJSON_GetArrayItem(filters, 0)->valuestring, "shop/+/temp");
+    assert_string_equal(cJSON_GetArrayItem(filters, 1)->valuestring, "site/#");
     assert_string_equal(item(second, "id")->valuestring, "10.0.0.14:1883");
     assert_true(cJSON_IsFalse(item(second, "forwarding")));
     assert_int_equal(item(item(second, "bpdus"), "received")->valuedouble, 61);

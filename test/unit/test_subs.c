@@ -219,6 +219,47 @@ static void test_remove_and_prune(void **state)
     free(a);
 }
 
+static void collect_filter(void *ctx, const char *filter, size_t len)
+{
+    char *out = ctx;
+    strcat(out, "[");
+    strncat(out, filter, len);
+    strcat(out, "]");
+}
+
+static void test_filters_are_listed_once_each_and_changes_counted(void **state)
+{
+    (void)state;
+    struct subscription_tree *tree = subs_create();
+    struct subscriber *a = new_subscriber(1, true), *b = new_subscriber(2, true);
+    uint64_t before = subs_changes(tree);
+    add(tree, "x/+/z", a, 0, 0);
+    add(tree, "x/+/z", b, 0, 0);           /* a second subscriber: one filter */
+    add(tree, "$share/g/x/#", a, 0, 0);    /* its inner filter */
+    add(tree, "/", b, 0, 0);               /* two empty levels */
+    add(tree, "#", a, 0, 0);
+    add(tree, "#", a, 1, 0);               /* replaced: no change */
+    assert_int_equal(subs_changes(tree) - before, 5);
+    char listed[256] = "";
+    assert_int_equal(subs_for_each_filter(tree, collect_filter, listed), 0);
+    /* children in hash order, then '+', then '#': compare as a set */
+    assert_int_equal(strlen(listed), strlen("[x/+/z][x/#][/][#]"));
+    assert_non_null(strstr(listed, "[x/+/z]"));
+    assert_non_null(strstr(listed, "[x/#]"));
+    assert_non_null(strstr(listed, "[/]"));
+    assert_non_null(strstr(listed, "[#]"));
+    assert_int_equal(subs_remove(tree, "x/+/z", a), 0);
+    assert_int_equal(subs_remove(tree, "x/+/z", a), 1); /* not there: no change */
+    assert_int_equal(subs_changes(tree) - before, 6);
+    assert_int_equal(subs_remove(tree, "x/+/z", b), 0);
+    listed[0] = '\0';
+    assert_int_equal(subs_for_each_filter(tree, collect_filter, listed), 0);
+    assert_null(strstr(listed, "[x/+/z]"));
+    subs_free(tree);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -228,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_no_local),
         cmocka_unit_test(test_shared_round_robin_prefers_connected),
         cmocka_unit_test(test_remove_and_prune),
+        cmocka_unit_test(test_filters_are_listed_once_each_and_changes_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

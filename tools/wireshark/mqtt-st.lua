@@ -245,6 +245,24 @@ def("resync_count", ProtoField.uint64("mqttst.resync.count", "Sequence numbers o
 def("resync_valid", ProtoField.bool("mqttst.resync.valid", "Valid"))
 def("resync_error", ProtoField.string("mqttst.resync.error",
     "Refused by the brokers (0x81) because"))
+-- interest announcements ($MQTT-ST/link/interest, section 7.7)
+def("interest", ProtoField.none("mqttst.interest", "Interest announcement"))
+def("interest_version", ProtoField.uint8("mqttst.interest.version", "Format version", base.DEC))
+def("interest_kind", ProtoField.string("mqttst.interest.kind", "Kind"))
+def("interest_generation", ProtoField.uint32("mqttst.interest.generation", "Generation",
+    base.DEC))
+def("interest_everything", ProtoField.bool("mqttst.interest.everything",
+    "Everything (any topic: no filters follow)"))
+def("interest_carried", ProtoField.bool("mqttst.interest.carried",
+    "Carried (the added filters come this way after a tree change: resync)"))
+def("interest_add", ProtoField.string("mqttst.interest.add", "Add filter"))
+def("interest_remove", ProtoField.string("mqttst.interest.remove", "Remove filter"))
+def("interest_adds", ProtoField.uint32("mqttst.interest.adds", "Filters added", base.DEC))
+def("interest_removes", ProtoField.uint32("mqttst.interest.removes", "Filters removed",
+    base.DEC))
+def("interest_valid", ProtoField.bool("mqttst.interest.valid", "Valid"))
+def("interest_error", ProtoField.string("mqttst.interest.error",
+    "Refused by the brokers (0x81) because"))
 
 local field_list = {}
 for _, pf in pairs(F) do field_list[#field_list + 1] = pf end
@@ -271,6 +289,8 @@ local EXPERTS = {
         "delivered line from a standby (only a holder's count)" },
     resync_malformed = { "mqttst.resync.malformed", "MALFORMED", "ERROR",
         "Malformed resync packet (the broker closes the connection, 0x81)" },
+    interest_malformed = { "mqttst.interest.malformed", "MALFORMED", "ERROR",
+        "Malformed interest announcement (the broker closes the connection, 0x81)" },
     resync_other = { "mqttst.resync.other", "PROTOCOL", "NOTE",
         "Link-local packet of another version (the brokers ignore it)" },
     bridge_from_empty = { "mqttst.bridge_from.empty", "MALFORMED", "ERROR",
@@ -1291,12 +1311,154 @@ local function show_run(at, pr, line, run)
     return it
 end
 
+-- Whether s is well-formed UTF-8 as MQTT wants it (utf8_is_valid_mqtt): no U+0000, no
+-- surrogates, no overlong forms, nothing above U+10FFFF
+local function valid_mqtt_utf8(s)
+    local i, n = 1, #s
+    while i <= n do
+        local c = s:byte(i)
+        local need, min
+        if c == 0 then return false
+        elseif c < 0x80 then need, min = 0, 0
+        elseif c >= 0xC2 and c <= 0xDF then need, min = 1, 0x80
+        elseif c >= 0xE0 and c <= 0xEF then need, min = 2, 0x800
+        elseif c >= 0xF0 and c <= 0xF4 then need, min = 3, 0x10000
+        else return false end
+        if i + need > n then return false end
+        local cp = need == 0 and c or (c % (2 ^ (6 - need)))
+        for k = 1, need do
+            local b = s:byte(i + k)
+            if b < 0x80 or b > 0xBF then return false end
+            cp = cp * 64 + (b - 0x80)
+        end
+        if cp < min or cp > 0x10FFFF or (cp >= 0xD800 and cp <= 0xDFFF) then return false end
+        i = i + need + 1
+    end
+    return true
+end
+
+-- Whether s is a topic filter (topic_filter_is_valid): not empty, '#' only as the whole last
+-- level, '+' only as a whole level, at most 200 '/'
+local function valid_topic_filter(s)
+    if s == "" then return false end
+    local levels = {}
+    for level in (s .. "/"):gmatch("([^/]*)/") do levels[#levels + 1] = level end
+    if #levels > 201 then return false end
+    for k, level in ipairs(levels) do
+        if level:find("#", 1, true) and (level ~= "#" or k ~= #levels) then return false end
+        if level:find("+", 1, true) and level ~= "+" then return false end
+    end
+    return true
+end
+
+local INTEREST_KINDS = { [0] = "full", [1] = "update", [2] = "request" }
+
+-- A PUBLISH on $MQTT-ST/link/interest: the binary announcement (section 7.7) in the payload
+-- at off, checked as peer_interest_parse reads it (the brokers close the connection on a
+-- malformed one)
+local function dissect_interest(r, topic_range, off, len, t, info)
+    local pr = len > 0 and r:range(off, len) or nil
+    local whole = pr or topic_range
+    local at = t:add(F.interest, whole)
+    local problem
+    local function fail(item, text)
+        if not problem then
+            problem = text
+            item:add_proto_expert_info(E.interest_malformed,
+                "Malformed interest announcement (the broker closes the connection, 0x81): " ..
+                text)
+        end
+    end
+    if len < 7 then
+        fail(at, "the header needs 7 bytes, the payload has " .. len)
+    end
+    local kind, generation, flags, adds, removes = nil, 0, 0, 0, 0
+    if not problem then
+        local version = pr:range(0, 1):uint()
+        at:add(F.interest_version, pr:range(0, 1))
+        if version ~= 1 then fail(at, "version " .. version .. ", not 1") end
+        kind = INTEREST_KINDS[pr:range(1, 1):uint()]
+        at:add(F.interest_kind, pr:range(1, 1), kind or ("unknown " .. pr:range(1, 1):uint()))
+        if not kind then fail(at, "unknown kind " .. pr:range(1, 1):uint()) end
+        generation = pr:range(2, 4):uint()
+        at:add(F.interest_generation, pr:range(2, 4))
+        flags = pr:range(6, 1):uint()
+        at:add(F.interest_everything, pr:range(6, 1), flags % 2 == 1)
+        at:add(F.interest_carried, pr:range(6, 1), math.floor(flags / 2) % 2 == 1)
+        if flags > 3 then fail(at, string.format("unknown flags 0x%02x", flags)) end
+    end
+    local pos = 7
+    local no_entries = kind == "request" or flags % 2 == 1
+    while not problem and pos < len do
+        if no_entries then
+            fail(at, kind == "request" and "entries in a request" or "entries after everything")
+            break
+        end
+        if len - pos < 3 then fail(at, "an entry cut short at byte " .. pos) break end
+        local op = pr:range(pos, 1):uint()
+        local flen = pr:range(pos + 1, 2):uint()
+        if flen > len - pos - 3 then
+            fail(at, string.format("a filter of %d bytes runs past the payload at byte %d", flen,
+                pos))
+            break
+        end
+        local fr = flen > 0 and pr:range(pos + 3, flen) or pr:range(pos + 1, 2)
+        local text = flen > 0 and fr:raw() or ""
+        local item
+        if op == 1 then
+            item = at:add(F.interest_add, pr:range(pos, 3 + flen), text)
+            adds = adds + 1
+        elseif op == 2 then
+            item = at:add(F.interest_remove, pr:range(pos, 3 + flen), text)
+            removes = removes + 1
+        else
+            item = at:add(pr:range(pos, 1), string.format("Unknown operation 0x%02x", op))
+            fail(item, string.format("unknown operation 0x%02x", op))
+        end
+        if not problem and op == 2 and kind == "full" then
+            fail(item, "a remove in a full announcement")
+        end
+        if not problem and not valid_mqtt_utf8(text) then
+            fail(item, "a filter that is not UTF-8 as MQTT wants it")
+        end
+        if not problem and not valid_topic_filter(text) then
+            fail(item, "not a topic filter: " .. text)
+        end
+        pos = pos + 3 + flen
+    end
+    at:add(F.interest_adds, whole, adds):set_generated()
+    at:add(F.interest_removes, whole, removes):set_generated()
+    at:add(F.interest_valid, whole, problem == nil):set_generated()
+    if problem then
+        at:add(F.interest_error, whole, problem):set_generated()
+        at:set_text("Interest announcement: malformed, " .. problem)
+        info[#info + 1] = "interest: malformed (" .. problem .. ")"
+        return
+    end
+    local what
+    if kind == "request" then
+        what = "request for a full announcement"
+    elseif flags % 2 == 1 then
+        what = string.format("%s %d: everything", kind, generation)
+    elseif kind == "full" then
+        what = string.format("full %d: %s", generation, plural(adds, "filter"))
+    else
+        what = string.format("update %d: +%d -%d%s", generation, adds, removes,
+            math.floor(flags / 2) % 2 == 1 and ", carried" or "")
+    end
+    at:set_text("Interest announcement: " .. what)
+    info[#info + 1] = "interest " .. what
+end
+
 -- A PUBLISH on $MQTT-ST/link/<kind> (its topic at topic_off), a link-local packet without
 -- origin: a summary or lost notice (section 7.3.1) in the payload at off, checked line by
 -- line as the brokers read it (they close the connection on a malformed one); another kind
 -- is a later version's, which the brokers ignore
 local function dissect_resync(r, topic_off, topic_len, off, len, t, info)
     local kind = r:range(topic_off + #LINK_PREFIX, topic_len - #LINK_PREFIX):string(ENC_UTF_8)
+    if kind == "interest" then
+        return dissect_interest(r, r:range(topic_off, topic_len), off, len, t, info)
+    end
     local pr = len > 0 and r:range(off, len) or r:range(topic_off, topic_len)
     local at = t:add(F.resync, pr)
     at:add(F.resync_kind, r:range(topic_off + #LINK_PREFIX, topic_len - #LINK_PREFIX), kind)

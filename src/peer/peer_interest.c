@@ -1,0 +1,319 @@
+/*
+ * peer_interest.c: interest routing (docs/interest-routing-design.md): what this broker tells
+ * each neighbour its side of the tree wants, and what each neighbour told it.
+ *
+ *  - Local interest: the filters of the subscription tree (persistent sessions' included, a
+ *    shared subscription's inner filter), rebuilt when subs_changes moves; $SYS filters are
+ *    left out ($SYS never leaves a broker).
+ *  - The announcement to neighbour N: the summary (lib/interest.c, bounded by
+ *    peer_interest_max_filters) of the local interest and of what every other neighbour whose
+ *    link forwards announced; everything when one of those is unknown or wants everything, or
+ *    when this broker runs `peer_routing all`.
+ *  - Sent on our connection to N when it comes up (full) and then as updates, at most once
+ *    per PEER_INTEREST_INTERVAL_MS; only to neighbours whose CONNACK said they read them.
+ *  - Received on N's connection to us: applied to acc->wanted, in generation order; a gap
+ *    asks N for a full announcement, and until it comes N's interest is unknown.
+ *
+ * Step 2 of the design: what is announced and wanted is visible ($SYS, arbor_stp show) but
+ * does not yet decide forwarding (peer_flood.c still sends everything).
+ */
+#include <string.h>
+
+#include "log.h"
+#include "peer_interest_wire.h"
+#include "peer_net.h"
+#include "subs.h"
+
+/* ---- what we announce --------------------------------------------------------------------- */
+
+static bool is_sys_filter(const char *filter, size_t len)
+{
+    return len >= 4 && memcmp(filter, "$SYS", 4) == 0 && (len == 4 || filter[4] == '/');
+}
+
+static void add_local(void *ctx, const char *filter, size_t len)
+{
+    struct peer_net *net = ctx;
+    if (is_sys_filter(filter, len)) return;
+    if (interest_add(&net->interest.local, filter, len) != 0) net->interest.local_built = false;
+}
+
+/* Rebuild the local interest if the subscription tree changed; false when out of memory. */
+static bool refresh_local(struct peer_net *net)
+{
+    struct peer_interest *in = &net->interest;
+    struct subscription_tree *tree = net->broker->shared->subscriptions;
+    uint64_t changes = subs_changes(tree);
+    if (in->local_built && changes == in->subs_seen) return true;
+    interest_set_free(&in->local);
+    interest_set_init(&in->local);
+    in->local_built = true;
+    in->subs_seen = changes;
+    if (subs_for_each_filter(tree, add_local, net) != 0) in->local_built = false;
+    return in->local_built;
+}
+
+static bool link_forwards(const struct peer_net *net, const struct peer_link *link)
+{
+    return link->stp_id && stp_link_forwarding(net->stp, link->stp_id);
+}
+
+const struct peer_wanted *peer_interest_wanted(const struct peer_link *link)
+{
+    if (!link->in || !link->in->wanted.known) return NULL;
+    return &link->in->wanted;
+}
+
+/* Whether the link contributes "everything" to the others' announcements. */
+static bool open_ended(const struct peer_link *link)
+{
+    const struct peer_wanted *w = peer_interest_wanted(link);
+    return !w || w->everything;
+}
+
+struct union_build {
+    struct interest_set *set;
+    int sign; /* +1 add, -1 remove */
+    bool failed;
+};
+
+static void union_apply(void *ctx, const char *filter, size_t len)
+{
+    struct union_build *u = ctx;
+    if (u->sign > 0) {
+        if (interest_add(u->set, filter, len) != 0) u->failed = true;
+    } else {
+        interest_remove(u->set, filter, len);
+    }
+}
+
+static bool apply_set(struct interest_set *to, const struct interest_set *from, int sign)
+{
+    struct union_build u = {to, sign, false};
+    return interest_for_each(from, union_apply, &u) == 0 && !u.failed;
+}
+
+static bool summaries_equal(const struct interest_summary *a, const struct interest_summary *b)
+{
+    if (a->everything != b->everything || a->count != b->count) return false;
+    for (size_t i = 0; i < a->count; i++)
+        if (a->lengths[i] != b->lengths[i] || memcmp(a->filters[i], b->filters[i], a->lengths[i]))
+            return false;
+    return true;
+}
+
+/* Send `next` to the dialer's neighbour as a full announcement or an update; it becomes what
+ * the neighbour was told (next is taken over). */
+static void announce(struct peer_net *net, struct peer_dialer *d, struct interest_summary *next)
+{
+    struct peer_announced *a = &d->announced;
+    if (a->sent && summaries_equal(&a->summary, next)) {
+        interest_summary_free(next);
+        return;
+    }
+    struct abuf payload = {0};
+    struct interest_diff diff;
+    uint32_t generation = a->generation + 1;
+    int rc;
+    if (a->sent && interest_summary_diff(&a->summary, next, &diff)) {
+        rc = peer_interest_encode_update(&payload, generation, false, &diff);
+        interest_diff_free(&diff);
+    } else {
+        rc = peer_interest_encode_full(&payload, generation, next);
+    }
+    if (rc != 0 || peer_dialer_send_control(d, PEER_INTEREST_TOPIC, payload.data, payload.len)) {
+        log_error("Error: MQTT-ST: out of memory announcing interest to %s.", d->target);
+        a->sent = false; /* a full announcement next time */
+        interest_summary_free(next);
+        abuf_free(&payload);
+        net->interest.dirty = true;
+        return;
+    }
+    net->interest.sent++;
+    net->interest.bytes_sent += payload.len;
+    abuf_free(&payload);
+    interest_summary_free(&a->summary);
+    a->summary = *next;
+    a->generation = generation;
+    a->sent = true;
+    net->sys_dirty = true;
+}
+
+static bool announces_to(const struct peer_dialer *d)
+{
+    return d->state == DIAL_UP && d->conn && d->neighbour_interest;
+}
+
+/* The announcement for every neighbour that reads them. The union of the local interest and
+ * of every forwarding link's is built once; each neighbour's own part is taken out while its
+ * summary is made. */
+static void announce_all(struct peer_net *net)
+{
+    const struct arbor_config *cfg = net->broker->config;
+    struct interest_set all;
+    interest_set_init(&all);
+    bool ok = cfg->peer_routing_interest && refresh_local(net) &&
+              apply_set(&all, &net->interest.local, +1);
+    unsigned open = 0; /* forwarding links that want everything or are unknown */
+    struct peer_link *link, *tmp;
+    HASH_ITER(hh, net->links, link, tmp)
+    {
+        if (!ok || !link_forwards(net, link)) continue;
+        if (open_ended(link))
+            open++;
+        else
+            ok = apply_set(&all, &link->in->wanted.filters, +1);
+    }
+    HASH_ITER(hh, net->links, link, tmp)
+    {
+        if (!link->out || !announces_to(link->out)) continue;
+        struct interest_summary next = {.everything = true};
+        bool own = link_forwards(net, link);
+        bool everything = !ok || open > (own && open_ended(link) ? 1u : 0u);
+        if (!everything) {
+            bool take_out = own && !open_ended(link);
+            if (take_out) apply_set(&all, &link->in->wanted.filters, -1);
+            if (interest_summarise(&all, cfg->peer_interest_max_filters, &next) != 0)
+                next = (struct interest_summary){.everything = true};
+            if (take_out && !apply_set(&all, &link->in->wanted.filters, +1)) ok = false;
+        }
+        announce(net, link->out, &next);
+    }
+    interest_set_free(&all);
+}
+
+void peer_interest_note_change(struct peer_net *net)
+{
+    net->interest.dirty = true;
+}
+
+int64_t peer_interest_run(struct peer_net *net)
+{
+    struct peer_interest *in = &net->interest;
+    int64_t now = net->broker->now_ms;
+    bool by_interest = net->broker->config->peer_routing_interest;
+    if (by_interest && in->local_built &&
+        subs_changes(net->broker->shared->subscriptions) != in->subs_seen)
+        in->dirty = true;
+    if (in->dirty && now >= in->next_ms) {
+        in->dirty = false;
+        in->next_ms = now + PEER_INTEREST_INTERVAL_MS;
+        announce_all(net);
+    }
+    if (in->dirty) return in->next_ms;
+    /* subscriptions change on any loop without telling this one: look again each interval */
+    return by_interest ? now + PEER_INTEREST_INTERVAL_MS : TIMER_NONE;
+}
+
+void peer_interest_out_up(struct peer_net *net, struct peer_dialer *d)
+{
+    peer_interest_dialer_free(d);
+    if (!announces_to(d)) return;
+    net->interest.dirty = true;
+    net->interest.next_ms = 0; /* at once: before the link's resync summary */
+    peer_interest_run(net);
+}
+
+void peer_interest_dialer_free(struct peer_dialer *d)
+{
+    interest_summary_free(&d->announced.summary);
+    memset(&d->announced, 0, sizeof d->announced);
+}
+
+/* ---- what neighbours want ----------------------------------------------------------------- */
+
+static void wanted_reset(struct peer_wanted *w)
+{
+    interest_set_free(&w->filters);
+    memset(w, 0, sizeof *w);
+    interest_set_init(&w->filters);
+}
+
+void peer_interest_accepted_free(struct peer_accepted *acc)
+{
+    interest_set_free(&acc->wanted.filters);
+}
+
+struct apply_context {
+    struct peer_wanted *w;
+    bool inconsistent; /* a remove of a filter it never announced */
+    bool failed;       /* out of memory */
+};
+
+static int apply_entry(void *ctx, uint8_t op, const char *filter, size_t len)
+{
+    struct apply_context *a = ctx;
+    if (op == PEER_INTEREST_ADD) {
+        if (interest_count(&a->w->filters, filter, len) > 0) return 0; /* said twice */
+        if (interest_add(&a->w->filters, filter, len) != 0) a->failed = true;
+    } else if (!interest_remove(&a->w->filters, filter, len)) {
+        a->inconsistent = true;
+    }
+    return 0;
+}
+
+static int parse_only(void *ctx, uint8_t op, const char *filter, size_t len)
+{
+    (void)ctx, (void)op, (void)filter, (void)len;
+    return 0;
+}
+
+/* Ask the neighbour for a full announcement on our connection to it. */
+static void request_full(struct peer_accepted *acc)
+{
+    struct peer_dialer *out = acc->link ? acc->link->out : NULL;
+    struct abuf payload = {0};
+    if (out && peer_interest_encode_request(&payload) == 0)
+        peer_dialer_send_control(out, PEER_INTEREST_TOPIC, payload.data, payload.len);
+    abuf_free(&payload);
+}
+
+int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
+                          const struct mqtt_publish *p)
+{
+    struct peer_interest_header h;
+    /* checked whole first: a malformed one closes the connection and changes nothing */
+    if (peer_interest_parse(p->payload, p->payload_len, &h, parse_only, NULL) != 0) {
+        log_warning("Warning: MQTT-ST: malformed interest announcement from %s.", acc->name);
+        return MQTT_RC_MALFORMED_PACKET;
+    }
+    struct peer_wanted *w = &acc->wanted;
+    if (h.kind == PEER_INTEREST_REQUEST) { /* it missed one of ours: start again */
+        struct peer_dialer *out = acc->link ? acc->link->out : NULL;
+        if (out) peer_interest_out_up(net, out);
+        return 0;
+    }
+    if (h.kind == PEER_INTEREST_UPDATE && (!w->known || w->everything ||
+                                           h.generation != w->generation + 1)) {
+        log_info("MQTT-ST: interest update %u from %s does not follow %u: asking for all of it.",
+                 h.generation, acc->name, w->generation);
+        wanted_reset(w);
+        request_full(acc);
+        peer_interest_note_change(net);
+        return 0;
+    }
+    if (h.kind == PEER_INTEREST_FULL) wanted_reset(w);
+    struct apply_context a = {w, false, false};
+    peer_interest_parse(p->payload, p->payload_len, &h, apply_entry, &a);
+    if (a.failed || a.inconsistent) {
+        if (a.inconsistent)
+            log_info("MQTT-ST: interest update %u from %s removes a filter it never announced: "
+                     "asking for all of it.", h.generation, acc->name);
+        else
+            log_error("Error: MQTT-ST: out of memory keeping the interest of %s.", acc->name);
+        wanted_reset(w); /* unknown: it gets everything meanwhile */
+        request_full(acc);
+    } else {
+        w->known = true;
+        w->everything = h.flags & PEER_INTEREST_EVERYTHING;
+        w->generation = h.generation;
+    }
+    peer_interest_note_change(net);
+    net->sys_dirty = true;
+    return 0;
+}
+
+void peer_interest_free(struct peer_net *net)
+{
+    interest_set_free(&net->interest.local);
+}
