@@ -9,8 +9,10 @@
  *    peer_interest_max_filters) of the local interest and of what every other neighbour whose
  *    link forwards announced; everything when one of those is unknown or wants everything, or
  *    when this broker runs `peer_routing all`.
- *  - Sent on our connection to N when it comes up (full) and then as updates, at most once
- *    per PEER_INTEREST_INTERVAL_MS; only to neighbours whose CONNACK said they read them.
+ *  - Sent on our connection to N when it comes up (full) and then as updates (or a full one
+ *    when shorter), at most once per PEER_INTEREST_INTERVAL_MS, and spaced further when a
+ *    round takes long (at most a tenth of loop 0's time); only to neighbours whose CONNACK
+ *    said they read them.
  *  - Received on N's connection to us: applied to acc->wanted, in generation order; a gap
  *    asks N for a full announcement, and until it comes N's interest is unknown.
  *
@@ -112,13 +114,16 @@ static void announce(struct peer_net *net, struct peer_dialer *d, struct interes
         return;
     }
     struct abuf payload = {0};
-    struct interest_diff diff;
+    struct interest_diff diff = {0};
     uint32_t generation = a->generation + 1;
     int rc;
-    if (a->sent && interest_summary_diff(&a->summary, next, &diff)) {
+    /* an update, unless the full announcement is shorter (a summary that widened) */
+    if (a->sent && interest_summary_diff(&a->summary, next, &diff) &&
+        diff.added_count + diff.removed_count <= next->count) {
         rc = peer_interest_encode_update(&payload, generation, false, &diff);
         interest_diff_free(&diff);
     } else {
+        interest_diff_free(&diff);
         rc = peer_interest_encode_full(&payload, generation, next);
     }
     if (rc != 0 || peer_dialer_send_control(d, PEER_INTEREST_TOPIC, payload.data, payload.len)) {
@@ -197,8 +202,14 @@ int64_t peer_interest_run(struct peer_net *net)
         in->dirty = true;
     if (in->dirty && now >= in->next_ms) {
         in->dirty = false;
-        in->next_ms = now + PEER_INTEREST_INTERVAL_MS;
+        int64_t started_us = peer_now_us();
         announce_all(net);
+        /* A round rebuilds every summary: with thousands of filters it takes milliseconds.
+         * Rounds are spaced so that they take at most a tenth of loop 0's time. */
+        int64_t spent_ms = (peer_now_us() - started_us) / 1000;
+        int64_t interval = spent_ms * 10 > PEER_INTEREST_INTERVAL_MS ? spent_ms * 10
+                                                                     : PEER_INTEREST_INTERVAL_MS;
+        in->next_ms = now + interval;
     }
     if (in->dirty) return in->next_ms;
     /* subscriptions change on any loop without telling this one: look again each interval */
