@@ -240,8 +240,10 @@ struct collect {
     struct interest_summary *out; /* the uncovered filters go here, or */
     void (*fn)(void *ctx, const char *filter, size_t len); /* every filter to this */
     void *ctx;
+    bool every; /* to out: every filter, covered or not */
     size_t cap;
     char path[65536 + 1]; /* a filter is an MQTT string: at most 65,535 bytes */
+    struct level levels[MAX_LEVELS]; /* here, not in each frame of the recursion */
     bool failed;
 };
 
@@ -275,10 +277,10 @@ static void collect_uncovered(struct collect *c, const struct interest_node *n, 
     if (n->count > 0 && c->fn) {
         c->fn(c->ctx, c->path, len);
     } else if (n->count > 0) {
-        struct level lv[MAX_LEVELS];
+        struct level *lv = c->levels;
         int count = split(c->path, len, lv);
         /* "#" and "+/#" cover each other: "#" stays */
-        bool all = len == 1 && c->path[0] == '#';
+        bool all = c->every || (len == 1 && c->path[0] == '#');
         if (count > 0 && (all || !cover_from(c->set->root, lv, 0, count, n)) &&
             summary_push(c->out, &c->cap, c->path, len) != 0)
             c->failed = true;
@@ -330,7 +332,7 @@ static int sort_summary(struct interest_summary *s)
 }
 
 /* The uncovered filters of set, unsorted, with no bound. */
-static int uncovered(const struct interest_set *set, struct interest_summary *out)
+static int uncovered(const struct interest_set *set, struct interest_summary *out, bool every)
 {
     memset(out, 0, sizeof *out);
     if (!set->root) return 0;
@@ -338,6 +340,7 @@ static int uncovered(const struct interest_set *set, struct interest_summary *ou
     if (!c) return -1;
     c->set = set;
     c->out = out;
+    c->every = every;
     collect_uncovered(c, set->root, 0);
     bool failed = c->failed;
     free(c);
@@ -390,7 +393,7 @@ static int max_depth(const struct interest_summary *s)
 int interest_summarise(const struct interest_set *set, size_t max_filters,
                        struct interest_summary *out)
 {
-    if (uncovered(set, out) != 0) return -1;
+    if (uncovered(set, out, false) != 0) return -1;
     if (max_filters > 0 && out->count > max_filters) {
         struct interest_summary full = *out;
         memset(out, 0, sizeof *out);
@@ -401,7 +404,7 @@ int interest_summarise(const struct interest_set *set, size_t max_filters,
             interest_set_init(&cut);
             for (size_t k = 0; k < full.count && rc == 0; k++)
                 rc = add_cut(&cut, full.filters[k], full.lengths[k], d);
-            if (rc == 0) rc = uncovered(&cut, out);
+            if (rc == 0) rc = uncovered(&cut, out, false);
             interest_set_free(&cut);
             if (rc == 0 && out->count <= max_filters) fits = true;
             else interest_summary_free(out);
@@ -410,6 +413,16 @@ int interest_summarise(const struct interest_set *set, size_t max_filters,
         if (rc != 0) return -1;
         if (!fits) out->everything = true;
     }
+    if (sort_summary(out) != 0) {
+        interest_summary_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+int interest_list(const struct interest_set *set, struct interest_summary *out)
+{
+    if (uncovered(set, out, true) != 0) return -1;
     if (sort_summary(out) != 0) {
         interest_summary_free(out);
         return -1;

@@ -67,6 +67,9 @@ bool interest_filter_covers(const char *a, size_t alen, const char *b, size_t bl
 int interest_summarise(const struct interest_set *set, size_t max_filters,
                        struct interest_summary *out);
 void interest_summary_free(struct interest_summary *s);
+/* Every filter of the set, sorted as a summary is, covered ones too (no cover is computed:
+ * cheaper than interest_summarise for a set that is a summary already). 0 or -1. */
+int interest_list(const struct interest_set *set, struct interest_summary *out);
 /* Whether a summary (as the neighbour that sent it holds) matches topic. Linear: for tests
  * and tools; the forwarding path matches against an interest_set built from it. */
 bool interest_summary_matches(const struct interest_summary *s, const char *topic, size_t len);

@@ -66,7 +66,7 @@ static void publish_interest(struct peer_net *net, struct peer_link *link)
         snprintf(text, sizeof text, "unknown");
     } else if (w->everything) {
         snprintf(text, sizeof text, "everything");
-    } else if (interest_summarise(&w->filters, 0, &s) == 0) {
+    } else if (interest_list(&w->filters, &s) == 0) { /* a summary already: no cover to find */
         summary_count(&s, text, sizeof text);
         for (size_t i = 0; i < s.count && i < SYS_FILTERS_LISTED; i++) {
             abuf_append(&list, s.filters[i], s.lengths[i]);

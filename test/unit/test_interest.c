@@ -226,6 +226,12 @@ static void test_summary_leaves_out_what_a_wider_filter_covers(void **state)
     assert_int_equal(s.count, 4);
     for (size_t i = 0; i < 4; i++) assert_string_equal(s.filters[i], want[i]);
     interest_summary_free(&s);
+    /* the list has them all, sorted, once each */
+    assert_int_equal(interest_list(&set, &s), 0);
+    const char *all[] = {"$dev/x", "+/y", "a", "a/#", "a/+/c", "a/b/c", "b/x"};
+    assert_int_equal(s.count, 7);
+    for (size_t i = 0; i < 7; i++) assert_string_equal(s.filters[i], all[i]);
+    interest_summary_free(&s);
     interest_set_free(&set);
 }
 
