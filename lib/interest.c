@@ -4,7 +4,8 @@
  * many times the filter that ends there was added. Matching and covering walk the tree along
  * the topic or filter, trying the '#', '+' and literal children of each node, so their cost
  * grows with the depth of what is asked about and the wildcards on the way, not with the
- * number of filters.
+ * number of filters; each question has a budget of steps, past which it gives the safe
+ * answer (interest.h).
  */
 #include "interest.h"
 
@@ -153,8 +154,14 @@ uint32_t interest_count(const struct interest_set *set, const char *filter, size
 
 /* ---- matching ------------------------------------------------------------------------------ */
 
-static bool match_from(const struct interest_node *n, const struct level *lv, int i, int count)
+/* Steps (nodes visited) one match may take: a set crafted with '+' at many levels would make
+ * a match try both branches at each ('+' and the literal); past this it answers true. */
+#define MATCH_STEPS 4096
+
+static bool match_from(const struct interest_node *n, const struct level *lv, int i, int count,
+                       int *steps)
 {
+    if (--*steps < 0) return true; /* too costly to decide: the message goes (safe) */
     if (i == count) { /* the whole topic: a filter ends here, or goes on with "/#" */
         const struct interest_node *hash = child(n, "#", 1);
         return n->count > 0 || (hash && hash->count > 0);
@@ -164,10 +171,10 @@ static bool match_from(const struct interest_node *n, const struct level *lv, in
         const struct interest_node *hash = child(n, "#", 1);
         if (hash && hash->count > 0) return true;
         const struct interest_node *plus = child(n, "+", 1);
-        if (plus && match_from(plus, lv, i + 1, count)) return true;
+        if (plus && match_from(plus, lv, i + 1, count, steps)) return true;
     }
     const struct interest_node *lit = child(n, lv[i].p, lv[i].len);
-    return lit && match_from(lit, lv, i + 1, count);
+    return lit && match_from(lit, lv, i + 1, count, steps);
 }
 
 bool interest_matches(const struct interest_set *set, const char *topic, size_t len)
@@ -175,7 +182,8 @@ bool interest_matches(const struct interest_set *set, const char *topic, size_t 
     struct level lv[MAX_LEVELS];
     int n = split(topic, len, lv);
     if (n < 0 || !set->root) return false;
-    return match_from(set->root, lv, 0, n);
+    int steps = MATCH_STEPS;
+    return match_from(set->root, lv, 0, n, &steps);
 }
 
 /* ---- covering ------------------------------------------------------------------------------ */
@@ -185,10 +193,17 @@ static bool counts(const struct interest_node *n, const struct interest_node *ex
     return n && n->count > 0 && n != exclude;
 }
 
+/* Steps one cover question may take (as MATCH_STEPS); a summary's questions share
+ * COVER_STEPS and COVER_STEPS_PER_FILTER more for each filter of the set (an ordinary filter
+ * needs about as many as it has levels). */
+#define COVER_STEPS 4096
+#define COVER_STEPS_PER_FILTER 64
+
 /* Whether a filter of the tree below n, other than exclude's, covers the filter levels lv[i..]. */
 static bool cover_from(const struct interest_node *n, const struct level *lv, int i, int count,
-                       const struct interest_node *exclude)
+                       const struct interest_node *exclude, long *steps)
 {
+    if (--*steps < 0) return false; /* too costly to decide: not covered (kept: safe) */
     const struct interest_node *hash = child(n, "#", 1);
     if (i == count) /* "x" is covered by "x" and by "x/#" */
         return counts(n, exclude) || counts(hash, exclude);
@@ -198,10 +213,10 @@ static bool cover_from(const struct interest_node *n, const struct level *lv, in
     /* '#' is covered by '#' only, but for "+/#" covering "#": with no level above, '#'
      * matches one level or more, as "+/#" does ("x/#" matches "x") */
     if (is(lv[i], '#')) return i == 0 && plus && counts(child(plus, "#", 1), exclude);
-    if (!dollar && plus && cover_from(plus, lv, i + 1, count, exclude)) return true;
+    if (!dollar && plus && cover_from(plus, lv, i + 1, count, exclude, steps)) return true;
     if (is(lv[i], '+')) return false; /* a literal level does not cover '+' */
     const struct interest_node *lit = child(n, lv[i].p, lv[i].len);
-    return lit && cover_from(lit, lv, i + 1, count, exclude);
+    return lit && cover_from(lit, lv, i + 1, count, exclude, steps);
 }
 
 bool interest_covers(const struct interest_set *set, const char *filter, size_t len)
@@ -209,7 +224,8 @@ bool interest_covers(const struct interest_set *set, const char *filter, size_t 
     struct level lv[MAX_LEVELS];
     int n = split(filter, len, lv);
     if (n < 0 || !set->root) return false;
-    return cover_from(set->root, lv, 0, n, NULL);
+    long steps = COVER_STEPS;
+    return cover_from(set->root, lv, 0, n, NULL, &steps);
 }
 
 bool interest_filter_covers(const char *a, size_t alen, const char *b, size_t blen)
@@ -241,6 +257,7 @@ struct collect {
     void (*fn)(void *ctx, const char *filter, size_t len); /* every filter to this */
     void *ctx;
     bool every; /* to out: every filter, covered or not */
+    long cover_steps; /* left for the cover questions of this walk, shared */
     size_t cap;
     char path[65536 + 1]; /* a filter is an MQTT string: at most 65,535 bytes */
     struct level levels[MAX_LEVELS]; /* here, not in each frame of the recursion */
@@ -281,7 +298,7 @@ static void collect_uncovered(struct collect *c, const struct interest_node *n, 
         int count = split(c->path, len, lv);
         /* "#" and "+/#" cover each other: "#" stays */
         bool all = c->every || (len == 1 && c->path[0] == '#');
-        if (count > 0 && (all || !cover_from(c->set->root, lv, 0, count, n)) &&
+        if (count > 0 && (all || !cover_from(c->set->root, lv, 0, count, n, &c->cover_steps)) &&
             summary_push(c->out, &c->cap, c->path, len) != 0)
             c->failed = true;
     }
@@ -331,35 +348,39 @@ static int sort_summary(struct interest_summary *s)
     return 0;
 }
 
-/* The uncovered filters of set, unsorted, with no bound. */
-static int uncovered(const struct interest_set *set, struct interest_summary *out, bool every)
+/* One walk of the set's tree: the uncovered filters (or every one) to out, or every filter to
+ * fn. 0, or -1 when out of memory. */
+static int walk(const struct interest_set *set, struct interest_summary *out, bool every,
+                void (*fn)(void *ctx, const char *filter, size_t len), void *ctx)
 {
-    memset(out, 0, sizeof *out);
     if (!set->root) return 0;
     struct collect *c = calloc(1, sizeof *c);
     if (!c) return -1;
     c->set = set;
     c->out = out;
     c->every = every;
+    c->fn = fn;
+    c->ctx = ctx;
+    c->cover_steps = COVER_STEPS + COVER_STEPS_PER_FILTER * (long)set->distinct;
     collect_uncovered(c, set->root, 0);
     bool failed = c->failed;
     free(c);
-    if (failed) interest_summary_free(out);
     return failed ? -1 : 0;
+}
+
+/* The uncovered filters of set (or every one), unsorted, with no bound. */
+static int uncovered(const struct interest_set *set, struct interest_summary *out, bool every)
+{
+    memset(out, 0, sizeof *out);
+    if (walk(set, out, every, NULL, NULL) == 0) return 0;
+    interest_summary_free(out);
+    return -1;
 }
 
 int interest_for_each(const struct interest_set *set,
                       void (*fn)(void *ctx, const char *filter, size_t len), void *ctx)
 {
-    if (!set->root) return 0;
-    struct collect *c = calloc(1, sizeof *c);
-    if (!c) return -1;
-    c->set = set;
-    c->fn = fn;
-    c->ctx = ctx;
-    collect_uncovered(c, set->root, 0);
-    free(c);
-    return 0;
+    return walk(set, NULL, false, fn, ctx);
 }
 
 /* Filter f cut to its first d levels and '#' when it has more than d (d >= 1). */
@@ -379,39 +400,107 @@ static int add_cut(struct interest_set *set, const char *f, size_t len, int d)
     return rc;
 }
 
-static int max_depth(const struct interest_summary *s)
+size_t interest_summary_bytes(const struct interest_summary *s)
 {
-    int depth = 0;
-    for (size_t k = 0; k < s->count; k++) {
-        int levels = 1;
-        for (size_t i = 0; i < s->lengths[k]; i++) levels += s->filters[k][i] == '/';
-        if (levels > depth) depth = levels;
-    }
-    return depth;
+    size_t bytes = 0;
+    for (size_t i = 0; !s->everything && i < s->count; i++)
+        bytes += s->lengths[i] + INTEREST_FILTER_OVERHEAD;
+    return bytes;
 }
 
-int interest_summarise(const struct interest_set *set, size_t max_filters,
+static bool fits(size_t filters, size_t bytes, struct interest_bound bound)
+{
+    return (!bound.filters || filters <= bound.filters) && (!bound.bytes || bytes <= bound.bytes);
+}
+
+/* What cutting a set to d levels leaves, for every d at once, from one walk of its tree: a
+ * filter of at most d levels stays itself; every deeper one becomes the first d levels of it
+ * and '#', one filter for each node at depth d with children. Cutting to d - 1 is cutting the
+ * cut to d again, so fewer levels never leave more filters. */
+struct cut_counts {
+    size_t ends[MAX_LEVELS + 1], ends_bytes[MAX_LEVELS + 1]; /* filters of exactly k levels */
+    size_t cuts[MAX_LEVELS + 1], cuts_bytes[MAX_LEVELS + 1]; /* nodes at depth k with children */
+    int deepest;
+};
+
+static void count_cuts(const struct interest_node *n, int depth, size_t len, struct cut_counts *c)
+{
+    if (depth > c->deepest) c->deepest = depth;
+    if (depth > 0 && n->count > 0) {
+        c->ends[depth]++;
+        c->ends_bytes[depth] += len + INTEREST_FILTER_OVERHEAD;
+    }
+    if (depth > 0 && n->children) {
+        c->cuts[depth]++;
+        c->cuts_bytes[depth] += len + 2 + INTEREST_FILTER_OVERHEAD; /* "/#" */
+    }
+    const struct interest_node *ch, *tmp;
+    HASH_ITER(hh, n->children, ch, tmp)
+    {
+        size_t at = depth ? len + 1 : 0; /* the child's level after this path and a '/' */
+        if (depth < MAX_LEVELS) count_cuts(ch, depth + 1, at + ch->level_len, c);
+    }
+}
+
+/* The most levels (>= 1) the filters of s may keep so that the cut fits the bound; 0 when
+ * even one level does not. */
+static int deepest_cut_that_fits(const struct interest_summary *s, struct interest_bound bound,
+                                 int *out)
+{
+    struct interest_set set;
+    interest_set_init(&set);
+    struct cut_counts *c = calloc(1, sizeof *c);
+    int rc = c ? 0 : -1;
+    for (size_t k = 0; k < s->count && rc == 0; k++)
+        rc = interest_add(&set, s->filters[k], s->lengths[k]);
+    *out = 0;
+    if (rc == 0 && set.root) {
+        count_cuts(set.root, 0, 0, c);
+        size_t filters = 0, bytes = 0; /* of the filters ending at depth <= d */
+        for (int d = 1; d < c->deepest; d++) {
+            filters += c->ends[d];
+            bytes += c->ends_bytes[d];
+            if (fits(filters + c->cuts[d], bytes + c->cuts_bytes[d], bound)) *out = d;
+        }
+    }
+    free(c);
+    interest_set_free(&set);
+    return rc;
+}
+
+/* s cut to d levels, with what the cut covers left out. */
+static int cut_summary(const struct interest_summary *s, int d, struct interest_summary *out)
+{
+    struct interest_set cut;
+    interest_set_init(&cut);
+    int rc = 0;
+    for (size_t k = 0; k < s->count && rc == 0; k++)
+        rc = add_cut(&cut, s->filters[k], s->lengths[k], d);
+    if (rc == 0) rc = uncovered(&cut, out, false);
+    else memset(out, 0, sizeof *out);
+    interest_set_free(&cut);
+    return rc;
+}
+
+int interest_summarise(const struct interest_set *set, struct interest_bound bound,
                        struct interest_summary *out)
 {
     if (uncovered(set, out, false) != 0) return -1;
-    if (max_filters > 0 && out->count > max_filters) {
+    if (!fits(out->count, interest_summary_bytes(out), bound)) {
         struct interest_summary full = *out;
         memset(out, 0, sizeof *out);
-        int rc = 0;
-        bool fits = false;
-        for (int d = max_depth(&full) - 1; d >= 1 && !fits && rc == 0; d--) {
-            struct interest_set cut;
-            interest_set_init(&cut);
-            for (size_t k = 0; k < full.count && rc == 0; k++)
-                rc = add_cut(&cut, full.filters[k], full.lengths[k], d);
-            if (rc == 0) rc = uncovered(&cut, out, false);
-            interest_set_free(&cut);
-            if (rc == 0 && out->count <= max_filters) fits = true;
-            else interest_summary_free(out);
+        int d = 0;
+        int rc = deepest_cut_that_fits(&full, bound, &d);
+        /* the cut fits before what it covers is left out, so it fits after (the loop is a
+         * guard, not a search) */
+        for (; rc == 0 && d >= 1; d--) {
+            rc = cut_summary(&full, d, out);
+            if (rc == 0 && fits(out->count, interest_summary_bytes(out), bound)) break;
+            interest_summary_free(out);
         }
         interest_summary_free(&full);
         if (rc != 0) return -1;
-        if (!fits) out->everything = true;
+        if (d < 1) out->everything = true;
     }
     if (sort_summary(out) != 0) {
         interest_summary_free(out);

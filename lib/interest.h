@@ -5,7 +5,11 @@
  *  - A multiset: the same filter added by several subscriptions is counted, and leaves when
  *    the last one is removed.
  *  - Matching: does any filter in the set match a topic (the forwarding decision, once per
- *    message and link), in time that grows with the topic's depth, not with the set's size.
+ *    message and link). The cost grows with the topic's depth and with the '+' branches on
+ *    the way, not with the number of filters; a set crafted with '+' at many levels could
+ *    make it exponential, so a match that takes more than a few thousand steps answers
+ *    "matches" (over-forwarding is safe; under-forwarding would lose messages). Cover
+ *    questions are bounded the same way and answer "not covered" (a filter kept is safe).
  *  - Cover: does a filter in the set match every topic another filter matches.
  *  - Summary: the filters a neighbour is told, sorted; a filter covered by another is left
  *    out, and past a bound the filters are cut to fewer levels (ending in '#') until the
@@ -59,13 +63,24 @@ int interest_for_each(const struct interest_set *set,
 /* Pure pairwise: does filter a match every topic filter b matches? */
 bool interest_filter_covers(const char *a, size_t alen, const char *b, size_t blen);
 
-/* The summary of the set with at most max_filters filters (0: no bound): the filters no other
- * filter covers; past the bound, every filter deeper than d levels is cut to its first d
- * levels and '#', for the largest d that fits (a filter whose first level starts with '$'
- * keeps that level); when even one level does not fit, everything. 0 or -1 (out of memory,
- * *out empty). */
-int interest_summarise(const struct interest_set *set, size_t max_filters,
+/* A summary's bound: at most `filters` filters, and at most `bytes` bytes, each filter
+ * counting its length and INTEREST_FILTER_OVERHEAD (as an announcement encodes it); 0: no
+ * bound. */
+struct interest_bound {
+    size_t filters, bytes;
+};
+#define INTEREST_FILTER_OVERHEAD 3
+
+/* The summary of the set within the bound: the filters no other filter covers; past the
+ * bound, every filter deeper than d levels is cut to its first d levels and '#', for the
+ * largest d whose cut fits (a filter whose first level starts with '$' keeps that level);
+ * when even one level does not fit, everything. d is found in one walk of the summary's tree
+ * (counting what each depth's cut leaves), so the cost is a few walks of the set whatever its
+ * depth. 0 or -1 (out of memory, *out empty). */
+int interest_summarise(const struct interest_set *set, struct interest_bound bound,
                        struct interest_summary *out);
+/* The bytes a summary counts against a bound (0 for everything). */
+size_t interest_summary_bytes(const struct interest_summary *s);
 void interest_summary_free(struct interest_summary *s);
 /* Every filter of the set, sorted as a summary is, covered ones too (no cover is computed:
  * cheaper than interest_summarise for a set that is a summary already). 0 or -1. */

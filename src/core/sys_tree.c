@@ -21,12 +21,13 @@
 struct retained_value {
     const char *value;
     size_t len;
-    bool same;
+    bool same, found;
 };
 
 static void compare_retained(struct message *msg, void *ctx)
 {
     struct retained_value *check = ctx;
+    check->found = true;
     check->same =
         msg->payload_len == check->len && memcmp(msg->payload, check->value, check->len) == 0;
 }
@@ -35,9 +36,10 @@ static void compare_retained(struct message *msg, void *ctx)
  * the last one published. */
 static bool unchanged(struct broker *broker, const char *topic, const char *value, size_t len)
 {
-    struct retained_value check = {value, len, false};
+    struct retained_value check = {value, len, false, false};
     retain_for_each_match(broker->shared->retained, topic, strlen(topic), compare_retained, &check);
-    return check.same;
+    /* an empty value clears the topic: with nothing retained there, there is nothing to clear */
+    return check.same || (len == 0 && !check.found);
 }
 
 void sys_tree_publish_value(struct broker *broker, const char *topic, const char *fmt, ...)

@@ -385,6 +385,7 @@ void peer_net_reload(struct broker *broker)
             peer_dialer_add(net, cfg->peers[i].host, cfg->peers[i].port, true);
         }
     }
+    peer_interest_note_change(net); /* peer_routing or peer_interest_max_filters may differ */
     net->next_run_ms = broker->now_ms;
 }
 

@@ -60,6 +60,10 @@ static int send_connack(struct peer_accepted *acc)
         mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_INTEREST_PROPERTY,
                                strlen(PEER_INTEREST_PROPERTY), "1", 1))
         return -1;
+    /* as to a client: a neighbour sends nothing larger (peer_dial.c flow_send_publish) */
+    uint32_t max_packet = broker->config->max_packet_size;
+    if (max_packet && mqtt_property_add_u32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, max_packet))
+        return -1;
     abuf_reset(&broker->scratch);
     if (mqtt_encode_connack(&broker->scratch, MQTT_V5, false, 0,
                             (struct mqtt_props_out){props->data, props->len}))

@@ -362,6 +362,9 @@ static int peer_handle_connack(struct peer_dialer *d, struct connection *conn, c
     d->learned = true;
     d->learned_id = id;
     d->neighbour_interest = connack_reads_interest(&ack);
+    d->neighbour_max_packet = ack.props.present & MQTT_PROP_BIT(MQTT_PROP_MAXIMUM_PACKET_SIZE)
+                                  ? ack.props.maximum_packet_size
+                                  : 0;
     d->attempted = true;
     struct peer_link *link = peer_link_get(d->net, &id);
     if (!link) return MQTT_RC_UNSPECIFIED;
@@ -472,6 +475,14 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
         .props = {broker->scratch_props.data, broker->scratch_props.len},
         .payload_len = msg->payload_len,
     };
+    if (d->neighbour_max_packet && mqtt_publish_packet_size(&out) > d->neighbour_max_packet) {
+        /* it would close the link (0x95), and the next resync would send it again */
+        log_warning("Warning: MQTT-ST: a message on %.*s is larger than %s accepts (%u bytes); "
+                    "not sent to it.", (int)(msg->topic_len > 200 ? 200 : msg->topic_len),
+                    msg->topic, d->target, d->neighbour_max_packet);
+        d->net->counters.dropped++;
+        return OUTFLOW_TOO_LARGE;
+    }
     abuf_reset(&broker->scratch);
     if (mqtt_encode_publish_header(&broker->scratch, &out) || connection_send_publish(conn, msg))
         return OUTFLOW_FAILED;
@@ -501,20 +512,23 @@ static const struct outflow_ops link_ops = {
     .send_pubrel = flow_send_pubrel,
 };
 
-void peer_dialer_send_message(struct peer_dialer *d, struct message *msg, uint8_t flags)
+bool peer_dialer_send_message(struct peer_dialer *d, struct message *msg, uint8_t flags)
 {
-    if (d->state != DIAL_UP || !d->conn) return;
+    if (d->state != DIAL_UP || !d->conn) return false;
     struct outflow_item item = {
         .msg = msg,
         .qos = 2,
         .retain = msg->retain,
         .owner_flags = flags,
     };
-    if (outflow_offer(dialer_broker(d), &d->flow, &link_ops, d, &item, false) == OUTFLOW_REFUSED) {
+    bool taken = outflow_offer(dialer_broker(d), &d->flow, &link_ops, d, &item, false) !=
+                 OUTFLOW_REFUSED;
+    if (!taken) {
         d->net->counters.dropped++;
         dialer_broker(d)->stats.publish_dropped++;
     }
     peer_backlog_update(d->net);
+    return taken;
 }
 
 int peer_dialer_send_control(struct peer_dialer *d, const char *topic, const void *payload,
@@ -525,9 +539,9 @@ int peer_dialer_send_control(struct peer_dialer *d, const char *topic, const voi
                                          len, NULL, 0, 2, false, 0, 0, broker->now_ms);
     if (!msg) return -1;
     msg->origin.local_only = true; /* link-local, never routed */
-    peer_dialer_send_message(d, msg, PEER_SEND_LINK_CONTROL);
+    bool taken = peer_dialer_send_message(d, msg, PEER_SEND_LINK_CONTROL);
     message_unref(msg);
-    return 0;
+    return taken ? 0 : -1;
 }
 
 static int handle_ack(struct peer_dialer *d, uint8_t type, const uint8_t *body, size_t len)

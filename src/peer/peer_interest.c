@@ -13,8 +13,10 @@
  *    when shorter), at most once per PEER_INTEREST_INTERVAL_MS, and spaced further when a
  *    round takes long (at most a tenth of loop 0's time); only to neighbours whose CONNACK
  *    said they read them.
+ *    An announcement fits in one PUBLISH within N's Maximum Packet Size (it widens).
  *  - Received on N's connection to us: applied to acc->wanted, in generation order; a gap
- *    asks N for a full announcement, and until it comes N's interest is unknown.
+ *    asks N (once) for a full announcement, and until it comes N's interest is unknown. More
+ *    than PEER_WANTED_* is taken as everything.
  *
  * Step 2 of the design: what is announced and wanted is visible ($SYS, arbor_stp show) but
  * does not yet decide forwarding (peer_flood.c still sends everything).
@@ -104,8 +106,34 @@ static bool summaries_equal(const struct interest_summary *a, const struct inter
     return true;
 }
 
+/* The bound of what we tell the dialer's neighbour: ours in filters, and in bytes what fits
+ * its Maximum Packet Size (a larger PUBLISH would close the link, and the next connection
+ * would send it again). */
+static struct interest_bound bound_for(const struct peer_net *net, const struct peer_dialer *d)
+{
+    struct interest_bound b = {.filters = net->broker->config->peer_interest_max_filters};
+    if (d->neighbour_max_packet) {
+        /* fixed header (at most 5), topic, packet identifier, empty properties, our header */
+        size_t overhead =
+            5 + 2 + strlen(PEER_INTEREST_TOPIC) + 2 + 1 + PEER_INTEREST_HEADER_LEN;
+        b.bytes = d->neighbour_max_packet > overhead ? d->neighbour_max_packet - overhead : 1;
+    }
+    return b;
+}
+
+static size_t diff_bytes(const struct interest_diff *d)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < d->added_count; i++)
+        bytes += d->added_from->lengths[d->added[i]] + INTEREST_FILTER_OVERHEAD;
+    for (size_t i = 0; i < d->removed_count; i++)
+        bytes += d->removed_from->lengths[d->removed[i]] + INTEREST_FILTER_OVERHEAD;
+    return bytes;
+}
+
 /* Send `next` to the dialer's neighbour as a full announcement or an update; it becomes what
- * the neighbour was told (next is taken over). */
+ * the neighbour was told (next is taken over). Not taken (the link's queue is full): a full
+ * one at the next round. */
 static void announce(struct peer_net *net, struct peer_dialer *d, struct interest_summary *next)
 {
     struct peer_announced *a = &d->announced;
@@ -117,17 +145,20 @@ static void announce(struct peer_net *net, struct peer_dialer *d, struct interes
     struct interest_diff diff = {0};
     uint32_t generation = a->generation + 1;
     int rc;
-    /* an update, unless the full announcement is shorter (a summary that widened) */
+    /* an update, unless the full announcement is shorter (a summary that widened); the full
+     * one fits the neighbour's Maximum Packet Size, so the update chosen does too */
     if (a->sent && interest_summary_diff(&a->summary, next, &diff) &&
-        diff.added_count + diff.removed_count <= next->count) {
+        diff_bytes(&diff) <= interest_summary_bytes(next)) {
         rc = peer_interest_encode_update(&payload, generation, false, &diff);
         interest_diff_free(&diff);
     } else {
         interest_diff_free(&diff);
         rc = peer_interest_encode_full(&payload, generation, next);
     }
-    if (rc != 0 || peer_dialer_send_control(d, PEER_INTEREST_TOPIC, payload.data, payload.len)) {
-        log_error("Error: MQTT-ST: out of memory announcing interest to %s.", d->target);
+    if (rc == 0) rc = peer_dialer_send_control(d, PEER_INTEREST_TOPIC, payload.data, payload.len);
+    if (rc != 0) {
+        log_warning("Warning: MQTT-ST: could not queue an interest announcement for %s (queue "
+                    "full or out of memory); trying again.", d->target);
         a->sent = false; /* a full announcement next time */
         interest_summary_free(next);
         abuf_free(&payload);
@@ -178,7 +209,7 @@ static void announce_all(struct peer_net *net)
         if (!everything) {
             bool take_out = own && !open_ended(link);
             if (take_out) apply_set(&all, &link->in->wanted.filters, -1);
-            if (interest_summarise(&all, cfg->peer_interest_max_filters, &next) != 0)
+            if (interest_summarise(&all, bound_for(net, link->out), &next) != 0)
                 next = (struct interest_summary){.everything = true};
             if (take_out && !apply_set(&all, &link->in->wanted.filters, +1)) ok = false;
         }
@@ -192,13 +223,26 @@ void peer_interest_note_change(struct peer_net *net)
     net->interest.dirty = true;
 }
 
+static bool any_announcing(const struct peer_net *net)
+{
+    const struct peer_link *link, *tmp;
+    HASH_ITER(hh, net->links, link, tmp)
+    {
+        if (link->out && announces_to(link->out)) return true;
+    }
+    return false;
+}
+
 int64_t peer_interest_run(struct peer_net *net)
 {
     struct peer_interest *in = &net->interest;
     int64_t now = net->broker->now_ms;
     bool by_interest = net->broker->config->peer_routing_interest;
-    if (by_interest && in->local_built &&
-        subs_changes(net->broker->shared->subscriptions) != in->subs_seen)
+    /* with nobody to tell, nothing to do: a connection coming up starts a round */
+    if (!any_announcing(net)) return TIMER_NONE;
+    /* (not built: out of memory last time, so try again) */
+    if (by_interest && (!in->local_built ||
+                        subs_changes(net->broker->shared->subscriptions) != in->subs_seen))
         in->dirty = true;
     if (in->dirty && now >= in->next_ms) {
         in->dirty = false;
@@ -216,10 +260,18 @@ int64_t peer_interest_run(struct peer_net *net)
     return by_interest ? now + PEER_INTEREST_INTERVAL_MS : TIMER_NONE;
 }
 
+static void request_full(struct peer_accepted *acc);
+
 void peer_interest_out_up(struct peer_net *net, struct peer_dialer *d)
 {
     peer_interest_dialer_free(d);
     if (!announces_to(d)) return;
+    /* a request we sent on the connection before this one may have been lost with it */
+    struct peer_accepted *in = d->link ? d->link->in : NULL;
+    if (in && in->wanted.requested) {
+        in->wanted.requested = false;
+        request_full(in);
+    }
     net->interest.dirty = true;
     net->interest.next_ms = 0; /* at once: before the link's resync summary */
     peer_interest_run(net);
@@ -233,11 +285,14 @@ void peer_interest_dialer_free(struct peer_dialer *d)
 
 /* ---- what neighbours want ----------------------------------------------------------------- */
 
+/* Forget what the neighbour announced: unknown (it gets everything meanwhile). */
 static void wanted_reset(struct peer_wanted *w)
 {
+    bool requested = w->requested;
     interest_set_free(&w->filters);
     memset(w, 0, sizeof *w);
     interest_set_init(&w->filters);
+    w->requested = requested;
 }
 
 void peer_interest_accepted_free(struct peer_accepted *acc)
@@ -247,18 +302,33 @@ void peer_interest_accepted_free(struct peer_accepted *acc)
 
 struct apply_context {
     struct peer_wanted *w;
-    bool inconsistent; /* a remove of a filter it never announced */
-    bool failed;       /* out of memory */
+    size_t max_filters; /* 0: no bound */
+    bool inconsistent;  /* a remove of a filter it never announced */
+    bool failed;        /* out of memory */
+    bool overflowed;    /* past PEER_WANTED_* */
 };
 
 static int apply_entry(void *ctx, uint8_t op, const char *filter, size_t len)
 {
     struct apply_context *a = ctx;
+    struct peer_wanted *w = a->w;
     if (op == PEER_INTEREST_ADD) {
-        if (interest_count(&a->w->filters, filter, len) > 0) return 0; /* said twice */
-        if (interest_add(&a->w->filters, filter, len) != 0) a->failed = true;
-    } else if (!interest_remove(&a->w->filters, filter, len)) {
+        if (interest_count(&w->filters, filter, len) > 0) return 0; /* said twice */
+        if ((a->max_filters && w->filters.distinct >= a->max_filters) ||
+            w->bytes + len > PEER_WANTED_BYTES_MAX) {
+            a->overflowed = true;
+            return -1;
+        }
+        if (interest_add(&w->filters, filter, len) != 0) {
+            a->failed = true;
+            return -1;
+        }
+        w->bytes += len;
+    } else if (interest_remove(&w->filters, filter, len)) {
+        w->bytes -= len;
+    } else {
         a->inconsistent = true;
+        return -1;
     }
     return 0;
 }
@@ -269,13 +339,16 @@ static int parse_only(void *ctx, uint8_t op, const char *filter, size_t len)
     return 0;
 }
 
-/* Ask the neighbour for a full announcement on our connection to it. */
+/* Ask the neighbour for a full announcement on our connection to it, once: the updates that
+ * arrive meanwhile are dropped without asking again. */
 static void request_full(struct peer_accepted *acc)
 {
+    if (acc->wanted.requested) return;
     struct peer_dialer *out = acc->link ? acc->link->out : NULL;
     struct abuf payload = {0};
-    if (out && peer_interest_encode_request(&payload) == 0)
-        peer_dialer_send_control(out, PEER_INTEREST_TOPIC, payload.data, payload.len);
+    if (out && peer_interest_encode_request(&payload) == 0 &&
+        peer_dialer_send_control(out, PEER_INTEREST_TOPIC, payload.data, payload.len) == 0)
+        acc->wanted.requested = true;
     abuf_free(&payload);
 }
 
@@ -289,24 +362,44 @@ int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
         return MQTT_RC_MALFORMED_PACKET;
     }
     struct peer_wanted *w = &acc->wanted;
-    if (h.kind == PEER_INTEREST_REQUEST) { /* it missed one of ours: start again */
+    if (h.kind == PEER_INTEREST_REQUEST) {
+        /* it missed one of ours: a full one at the next round (paced as any other) */
         struct peer_dialer *out = acc->link ? acc->link->out : NULL;
-        if (out) peer_interest_out_up(net, out);
+        if (out) out->announced.sent = false;
+        peer_interest_note_change(net);
+        return 0;
+    }
+    if (h.kind == PEER_INTEREST_UPDATE && w->overflowed && w->known &&
+        h.generation == w->generation + 1) {
+        w->generation = h.generation; /* still everything: the entries are not kept */
         return 0;
     }
     if (h.kind == PEER_INTEREST_UPDATE && (!w->known || w->everything ||
                                            h.generation != w->generation + 1)) {
-        log_info("MQTT-ST: interest update %u from %s does not follow %u: asking for all of it.",
-                 h.generation, acc->name, w->generation);
+        if (!w->requested)
+            log_info("MQTT-ST: interest update %u from %s does not follow %u: asking for all "
+                     "of it.", h.generation, acc->name, w->generation);
         wanted_reset(w);
         request_full(acc);
         peer_interest_note_change(net);
         return 0;
     }
-    if (h.kind == PEER_INTEREST_FULL) wanted_reset(w);
-    struct apply_context a = {w, false, false};
+    if (h.kind == PEER_INTEREST_FULL) {
+        wanted_reset(w);
+        w->requested = false;
+    }
+    const struct arbor_config *cfg = net->broker->config;
+    struct apply_context a = {
+        .w = w, .max_filters = cfg->peer_interest_max_filters * PEER_WANTED_FILTERS_PER_MAX};
     peer_interest_parse(p->payload, p->payload_len, &h, apply_entry, &a);
-    if (a.failed || a.inconsistent) {
+    if (a.overflowed) {
+        log_warning("Warning: MQTT-ST: %s announced more interest than this broker keeps (%zu "
+                    "filters, %u bytes); sending it everything.",
+                    acc->name, a.max_filters, PEER_WANTED_BYTES_MAX);
+        wanted_reset(w);
+        w->known = w->everything = w->overflowed = true;
+        w->generation = h.generation;
+    } else if (a.failed || a.inconsistent) {
         if (a.inconsistent)
             log_info("MQTT-ST: interest update %u from %s removes a filter it never announced: "
                      "asking for all of it.", h.generation, acc->name);

@@ -74,9 +74,17 @@ struct peer_announced {
 struct peer_wanted {
     bool known; /* a full announcement arrived on this connection */
     bool everything;
+    bool overflowed; /* it announced more than PEER_WANTED_MAX: taken as everything */
+    bool requested;  /* we asked it for a full announcement, which has not come yet */
     uint32_t generation;
+    size_t bytes; /* of the filters held */
     struct interest_set filters;
 };
+/* What we keep of a neighbour's announcement at most: more is taken as everything (a
+ * neighbour widens to its own peer_interest_max_filters; this guards our memory from one
+ * that does not). */
+#define PEER_WANTED_FILTERS_PER_MAX 4 /* times our peer_interest_max_filters */
+#define PEER_WANTED_BYTES_MAX (16u << 20)
 
 enum dial_state {
     DIAL_WAITING,    /* back-off before the next attempt */
@@ -127,6 +135,7 @@ struct peer_dialer {
     struct outflow flow;
 
     bool neighbour_interest; /* its CONNACK had mqtt-st-interest: it reads announcements */
+    uint32_t neighbour_max_packet; /* its CONNACK's Maximum Packet Size; 0: none */
     struct peer_announced announced;
 };
 
@@ -299,9 +308,11 @@ void peer_dialer_send_bpdu(struct peer_dialer *dialer, const uint8_t *bytes, siz
 /* Send msg on the dialer's connection at QoS 2 (queued behind the window); flags
  * (PEER_SEND_*): a retained message offered for reconciliation rather than a new publication,
  * a message a resync sends, a link-local resync packet. */
-void peer_dialer_send_message(struct peer_dialer *dialer, struct message *msg, uint8_t flags);
+/* Returns false when it was not taken (the link is not up, its queue is full, out of memory:
+ * counted as dropped). */
+bool peer_dialer_send_message(struct peer_dialer *dialer, struct message *msg, uint8_t flags);
 /* Send a link-local packet (PEER_SEND_LINK_CONTROL: no origin, never routed) on topic with
- * payload; 0, or -1 when out of memory. */
+ * payload; 0, or -1 when it was not taken (as peer_dialer_send_message, or out of memory). */
 int peer_dialer_send_control(struct peer_dialer *dialer, const char *topic, const void *payload,
                              size_t len);
 

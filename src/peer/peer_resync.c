@@ -54,7 +54,8 @@ static void send_text(struct peer_net *net, struct peer_link *link, const char *
 {
     (void)net;
     if (peer_dialer_send_control(link->out, topic, text->data, text->len) != 0)
-        log_error("Error: MQTT-ST: out of memory resyncing with %s.", link->name);
+        log_error("Error: MQTT-ST: could not queue a resync packet for %s (queue full or out of "
+                  "memory).", link->name);
 }
 
 static void send_summary(struct peer_net *net, struct peer_link *link, bool want, bool starts)

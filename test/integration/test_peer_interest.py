@@ -14,6 +14,8 @@ On a line of three real brokers 0 - 1 - 2 (fast timers, peer_net.Cluster):
 Forwarding does not depend on it yet (step 3): every message still reaches every broker.
 """
 
+import signal
+
 import pytest
 
 from helpers import wait_until
@@ -117,3 +119,44 @@ def test_routing_all_wants_everything_and_the_bound_widens(cluster):
     for k in range(5):
         sub.subscribe("plant%d/x/y" % k, qos=0)
     wait_wanted(c, 1, 2, "everything", [])  # seven first levels do not fit in three
+
+
+def test_announcements_and_messages_fit_the_neighbours_maximum_packet_size(cluster):
+    """Broker 1 takes packets of at most 600 bytes (`max_packet_size`, said in its CONNACK).
+    Broker 0's announcement to it widens until it fits, and a message too large for it is not
+    sent to it: either would otherwise close the link (0x95) at every reconnect."""
+    c = cluster(2, line(2), broker_lines={1: ["max_packet_size 600"]})
+    c.wait_tree(timeout=30)
+    wait_wanted(c, 1, 0, "0", [])
+    sub = c.client(0)
+    for k in range(20):  # 20 x (52 + 3) bytes: more than fits in 600
+        sub.subscribe("factory/hall-%02d/machine-with-a-long-name/temperature" % k, qos=0)
+    # cut to the deepest level that fits: 20 x (17 + 3) bytes
+    wait_wanted(c, 1, 0, "20", ["factory/hall-%02d/#" % k for k in range(20)])
+
+    listener = c.client(1)
+    listener.subscribe("factory/#", qos=1)
+    wait_wanted(c, 0, 1, "1", ["factory/#"])
+    publisher = c.client(0)
+    publisher.publish("factory/hall-01/big", b"x" * 2000, qos=1).wait_for_publish(timeout=10)
+    publisher.publish("factory/hall-01/small", b"y", qos=1)
+    message = listener.get_message(timeout=10)
+    assert (message.topic, message.payload) == ("factory/hall-01/small", b"y")
+    c.brokers[0].wait_log("is larger than")
+    # the link never closed: each broker connected to the other once
+    for b in c.brokers:
+        text = b.log_text()
+        assert "too large" not in text
+        assert text.count("MQTT-ST: connected to") == 1, text[-3000:]
+
+
+def test_a_reload_announces_a_changed_peer_routing_at_once(cluster):
+    c = cluster(2, line(2))
+    c.wait_tree(timeout=30)
+    c.client(0).subscribe("orders/#", qos=1)
+    wait_wanted(c, 1, 0, "1", ["orders/#"])
+    c.broker_lines[0] = ["peer_routing all"]
+    c._write_config(0)
+    c.brokers[0].proc.send_signal(signal.SIGHUP)
+    # no subscription changes: the reload alone re-announces
+    wait_wanted(c, 1, 0, "everything", [])

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -197,7 +198,7 @@ static void test_set_matches_and_covers_as_its_filters_one_by_one(void **state)
         /* the summary matches exactly what the set matches, and no filter in it covers
          * another */
         struct interest_summary s;
-        assert_int_equal(interest_summarise(&set, 0, &s), 0);
+        assert_int_equal(interest_summarise(&set, (struct interest_bound){0}, &s), 0);
         assert_false(s.everything);
         for (size_t t = 0; t < u->count; t++)
             assert_int_equal(interest_summary_matches(&s, S(u->topics[t])),
@@ -221,7 +222,7 @@ static void test_summary_leaves_out_what_a_wider_filter_covers(void **state)
     for (size_t i = 0; i < sizeof added / sizeof *added; i++)
         assert_int_equal(interest_add(&set, S(added[i])), 0);
     struct interest_summary s;
-    assert_int_equal(interest_summarise(&set, 0, &s), 0);
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){0}, &s), 0);
     const char *want[] = {"$dev/x", "+/y", "a/#", "b/x"}; /* sorted bytewise */
     assert_int_equal(s.count, 4);
     for (size_t i = 0; i < 4; i++) assert_string_equal(s.filters[i], want[i]);
@@ -248,10 +249,12 @@ static void test_summary_past_its_bound_widens_by_levels_down_to_everything(void
         }
     assert_int_equal(interest_add(&set, S("$alerts/x/y")), 0);
     struct interest_summary s;
-    assert_int_equal(interest_summarise(&set, 31, &s), 0); /* fits: unchanged */
+    /* fits: unchanged */
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){.filters = 31}, &s), 0);
     assert_int_equal(s.count, 31);
     interest_summary_free(&s);
-    assert_int_equal(interest_summarise(&set, 30, &s), 0); /* two levels do not fit either */
+    /* two levels do not fit either */
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){.filters = 30}, &s), 0);
     assert_false(s.everything);
     const char *want[] = {"$alerts/#", "site0/#", "site1/#", "site2/#"};
     assert_int_equal(s.count, 4);
@@ -262,11 +265,190 @@ static void test_summary_past_its_bound_widens_by_levels_down_to_everything(void
     assert_true(interest_summary_matches(&s, S("site1/other")));
     assert_false(interest_summary_matches(&s, S("shop/dev1/temp")));
     interest_summary_free(&s);
-    assert_int_equal(interest_summarise(&set, 3, &s), 0);
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){.filters = 3}, &s), 0);
     assert_true(s.everything);
     assert_int_equal(s.count, 0);
     assert_true(interest_summary_matches(&s, S("$other/thing")));
     interest_summary_free(&s);
+    interest_set_free(&set);
+}
+
+/* The reference for a bound: cut to d levels (as the header says) for d from deep to
+ * shallow, the first whose cut (distinct filters before covers are left out) fits. */
+static void reference_cut(const char *const *filters, int n, int d, char out[][32], int *count)
+{
+    *count = 0;
+    for (int i = 0; i < n; i++) {
+        char cut[32];
+        strcpy(cut, filters[i]);
+        int levels = 1;
+        for (char *p = cut; *p; p++)
+            if (*p == '/' && levels++ == d) {
+                strcpy(p + 1, "#");
+                break;
+            }
+        bool seen = false;
+        for (int k = 0; k < *count && !seen; k++) seen = strcmp(out[k], cut) == 0;
+        if (!seen) strcpy(out[(*count)++], cut);
+    }
+}
+
+static void test_widening_picks_the_deepest_cut_that_fits_as_brute_force_does(void **state)
+{
+    (void)state;
+    const struct universe *u = universe();
+    unsigned seed = 23;
+    for (int round = 0; round < 300; round++) {
+        char filters[12][32];
+        int n = 1 + (int)(rand_r(&seed) % 12);
+        struct interest_set set;
+        interest_set_init(&set);
+        for (int i = 0; i < n; i++) {
+            random_filter(filters[i], &seed);
+            assert_int_equal(interest_add(&set, S(filters[i])), 0);
+        }
+        struct interest_summary all;
+        assert_int_equal(interest_summarise(&set, (struct interest_bound){0}, &all), 0);
+        struct interest_bound bound = {0};
+        if (rand_r(&seed) % 2) bound.filters = 1 + rand_r(&seed) % 4;
+        else bound.bytes = 4 + rand_r(&seed) % 24;
+        /* the reference, from the uncovered filters */
+        const char *kept[12];
+        int kept_n = 0, deepest = 1;
+        for (size_t i = 0; i < all.count; i++) {
+            kept[kept_n++] = all.filters[i];
+            int levels = 1;
+            for (const char *p = all.filters[i]; *p; p++) levels += *p == '/';
+            if (levels > deepest) deepest = levels;
+        }
+        bool fits_unbounded = (!bound.filters || all.count <= bound.filters) &&
+                              (!bound.bytes || interest_summary_bytes(&all) <= bound.bytes);
+        struct interest_set want_set;
+        interest_set_init(&want_set);
+        bool want_everything = !fits_unbounded;
+        if (fits_unbounded) {
+            for (int i = 0; i < kept_n; i++) interest_add(&want_set, S(kept[i]));
+        } else {
+            for (int d = deepest - 1; d >= 1; d--) {
+                char cut[12][32];
+                int count;
+                reference_cut(kept, kept_n, d, cut, &count);
+                size_t bytes = 0;
+                for (int i = 0; i < count; i++) bytes += strlen(cut[i]) + INTEREST_FILTER_OVERHEAD;
+                if ((bound.filters && (size_t)count > bound.filters) ||
+                    (bound.bytes && bytes > bound.bytes))
+                    continue;
+                for (int i = 0; i < count; i++) interest_add(&want_set, S(cut[i]));
+                want_everything = false;
+                break;
+            }
+        }
+        struct interest_summary want, got;
+        assert_int_equal(interest_summarise(&want_set, (struct interest_bound){0}, &want), 0);
+        want.everything = want_everything;
+        assert_int_equal(interest_summarise(&set, bound, &got), 0);
+        if (got.everything != want.everything || (!got.everything && got.count != want.count))
+            fail_msg("round %d: %zu filters (everything %d), want %zu (everything %d)", round,
+                     got.count, got.everything, want.count, want.everything);
+        for (size_t i = 0; !got.everything && i < got.count; i++)
+            assert_string_equal(got.filters[i], want.filters[i]);
+        /* within the bound, and wider: every topic the set matches, the summary matches */
+        if (!got.everything) {
+            assert_true(!bound.filters || got.count <= bound.filters);
+            assert_true(!bound.bytes || interest_summary_bytes(&got) <= bound.bytes);
+        }
+        for (size_t t = 0; t < u->count; t++)
+            if (interest_matches(&set, S(u->topics[t])))
+                assert_true(interest_summary_matches(&got, S(u->topics[t])));
+        interest_summary_free(&want);
+        interest_summary_free(&got);
+        interest_summary_free(&all);
+        interest_set_free(&want_set);
+        interest_set_free(&set);
+    }
+}
+
+static double cpu_seconds(void)
+{
+    return (double)clock() / CLOCKS_PER_SEC;
+}
+
+/* 10,001 filters of 200 levels that differ in the first: no cut fits, so the summary is
+ * everything. Trying each depth in turn took 97 s of CPU here; one walk takes milliseconds
+ * (the bound below leaves a sanitizer build a wide margin). */
+static void test_widening_deep_filters_costs_a_few_walks_not_one_per_depth(void **state)
+{
+    (void)state;
+    struct interest_set set;
+    interest_set_init(&set);
+    static char f[8 + 2 * 200];
+    for (int k = 0; k <= 10000; k++) {
+        int len = snprintf(f, sizeof f, "%d", k);
+        for (int level = 1; level < 200; level++) len += snprintf(f + len, sizeof f - len, "/x");
+        assert_int_equal(interest_add(&set, f, (size_t)len), 0);
+    }
+    double started = cpu_seconds();
+    struct interest_summary s;
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){.filters = 10000}, &s), 0);
+    assert_true(s.everything);
+    interest_summary_free(&s);
+    /* with room for one filter per first level, the cut to one level fits */
+    struct interest_bound one_level = {.filters = 10001, .bytes = 10001 * 9};
+    assert_int_equal(interest_summarise(&set, one_level, &s), 0);
+    assert_false(s.everything);
+    assert_int_equal(s.count, 10001);
+    assert_string_equal(s.filters[0], "0/#");
+    interest_summary_free(&s);
+    double spent = cpu_seconds() - started;
+    if (spent > 10.0) fail_msg("two summaries took %.1f s of CPU", spent);
+    interest_set_free(&set);
+}
+
+static void test_bytes_bound_widens_a_summary_that_is_few_but_long(void **state)
+{
+    (void)state;
+    struct interest_set set;
+    interest_set_init(&set);
+    assert_int_equal(interest_add(&set, S("plant/line-1/a-long-device-name/temperature")), 0);
+    assert_int_equal(interest_add(&set, S("plant/line-2/a-long-device-name/temperature")), 0);
+    struct interest_summary s;
+    /* two filters fit the count, but 2 x (43 + 3) bytes do not fit 60: cut to two levels */
+    assert_int_equal(
+        interest_summarise(&set, (struct interest_bound){.filters = 10, .bytes = 60}, &s), 0);
+    assert_false(s.everything);
+    assert_int_equal(s.count, 2);
+    assert_string_equal(s.filters[0], "plant/line-1/#");
+    assert_string_equal(s.filters[1], "plant/line-2/#");
+    assert_int_equal(interest_summary_bytes(&s), 34);
+    interest_summary_free(&s);
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){.bytes = 33}, &s), 0);
+    assert_int_equal(s.count, 1);
+    assert_string_equal(s.filters[0], "plant/#");
+    interest_summary_free(&s);
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){.bytes = 92}, &s), 0);
+    assert_int_equal(s.count, 2); /* exactly fits */
+    interest_summary_free(&s);
+    interest_set_free(&set);
+}
+
+/* A set built so that matching tries two branches at each of 14 levels and none matches at
+ * the end: 16,384 paths. Past its step budget a match answers true (over-forwarding). */
+static void test_a_match_too_costly_to_decide_answers_true(void **state)
+{
+    (void)state;
+    struct interest_set set;
+    interest_set_init(&set);
+    char f[64];
+    for (unsigned bits = 0; bits < 1u << 14; bits++) {
+        f[0] = '\0';
+        for (int level = 0; level < 14; level++) strcat(f, bits >> level & 1 ? "+/" : "a/");
+        strcat(f, "no");
+        assert_int_equal(interest_add(&set, S(f)), 0);
+    }
+    assert_true(interest_matches(&set, S("a/a/a/a/a/a/a/a/a/a/a/a/a/a/yes")));
+    /* shallow questions stay exact */
+    assert_false(interest_matches(&set, S("a/yes")));
+    assert_true(interest_matches(&set, S("a/a/a/a/a/a/a/a/a/a/a/a/a/a/no")));
     interest_set_free(&set);
 }
 
@@ -282,8 +464,8 @@ static void test_diff_names_what_came_and_went(void **state)
         assert_int_equal(interest_add(&b, S(new_filters[i])), 0);
     }
     struct interest_summary old, new_;
-    assert_int_equal(interest_summarise(&a, 0, &old), 0);
-    assert_int_equal(interest_summarise(&b, 0, &new_), 0);
+    assert_int_equal(interest_summarise(&a, (struct interest_bound){0}, &old), 0);
+    assert_int_equal(interest_summarise(&b, (struct interest_bound){0}, &new_), 0);
     struct interest_diff d;
     assert_true(interest_summary_diff(&old, &new_, &d));
     assert_int_equal(d.added_count, 2);
@@ -310,6 +492,10 @@ int main(void)
         cmocka_unit_test(test_set_matches_and_covers_as_its_filters_one_by_one),
         cmocka_unit_test(test_summary_leaves_out_what_a_wider_filter_covers),
         cmocka_unit_test(test_summary_past_its_bound_widens_by_levels_down_to_everything),
+        cmocka_unit_test(test_widening_picks_the_deepest_cut_that_fits_as_brute_force_does),
+        cmocka_unit_test(test_widening_deep_filters_costs_a_few_walks_not_one_per_depth),
+        cmocka_unit_test(test_bytes_bound_widens_a_summary_that_is_few_but_long),
+        cmocka_unit_test(test_a_match_too_costly_to_decide_answers_true),
         cmocka_unit_test(test_diff_names_what_came_and_went),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,7 +39,7 @@ static void summary_of(struct interest_summary *s, const char *const *filters, s
     struct interest_set set;
     interest_set_init(&set);
     for (size_t i = 0; i < n; i++) assert_int_equal(interest_add(&set, S(filters[i])), 0);
-    assert_int_equal(interest_summarise(&set, 0, s), 0);
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){0}, s), 0);
     interest_set_free(&set);
 }
 
