@@ -98,6 +98,23 @@ void stp_report_table(FILE *out, const struct stp_view *v)
         print_peers(out, v);
 }
 
+/* A list item as it was before it was written on a line: "\\n" is a line feed, "\\\\" a
+ * backslash (peer_sys.c). */
+static char *unescape(const char *p, size_t len)
+{
+    char *out = malloc(len + 1);
+    if (!out) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] == '\\' && i + 1 < len && (p[i + 1] == 'n' || p[i + 1] == '\\'))
+            out[n++] = p[++i] == 'n' ? '\n' : '\\';
+        else
+            out[n++] = p[i];
+    }
+    out[n] = '\0';
+    return out;
+}
+
 /* The JSON form of one value: a number or a boolean where the topic is one and the text reads
  * as one, else the text; null when absent. */
 static cJSON *json_value(const char *value, enum stp_view_kind kind)
@@ -112,7 +129,7 @@ static cJSON *json_value(const char *value, enum stp_view_kind kind)
         cJSON *items = cJSON_CreateArray();
         for (const char *p = value; items && *p;) {
             size_t len = strcspn(p, "\n");
-            char *item = strndup(p, len);
+            char *item = unescape(p, len);
             cJSON *s = item ? cJSON_CreateString(item) : NULL;
             free(item);
             if (!s || !cJSON_AddItemToArray(items, s)) {

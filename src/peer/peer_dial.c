@@ -141,6 +141,7 @@ static void attempt(struct peer_dialer *d)
         peer_link_consider_connect_back(d->net);
         return;
     }
+    d->conn->version = MQTT_V5; /* what the link speaks (the packet log decodes by it) */
     d->state = DIAL_CONNECTING;
     /* connect, TLS and MQTT handshakes within max age, like any silence on a link */
     d->conn->handshake_timeout_ms = broker->config->stp_max_age_ms;
@@ -475,8 +476,11 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
         .props = {broker->scratch_props.data, broker->scratch_props.len},
         .payload_len = msg->payload_len,
     };
-    if (d->neighbour_max_packet && mqtt_publish_packet_size(&out) > d->neighbour_max_packet) {
-        /* it would close the link (0x95), and the next resync would send it again */
+    if (d->neighbour_max_packet && !(delivery->owner_flags & PEER_SEND_LINK_CONTROL) &&
+        mqtt_publish_packet_size(&out) > d->neighbour_max_packet) {
+        /* it would close the link (0x95), and the next resync would send it again. (A link's
+         * own packets go: an announcement fits by construction, a resync summary cannot be
+         * split, and without it the link would never resync.) */
         log_warning("Warning: MQTT-ST: a message on %.*s is larger than %s accepts (%u bytes); "
                     "not sent to it.", (int)(msg->topic_len > 200 ? 200 : msg->topic_len),
                     msg->topic, d->target, d->neighbour_max_packet);

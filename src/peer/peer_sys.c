@@ -53,6 +53,21 @@ static void summary_count(const struct interest_summary *s, char *out, size_t si
         snprintf(out, size, "%zu", s->count); /* filters */
 }
 
+/* A filter as a line of interest/filters: a backslash and a line feed (a filter may hold
+ * either) as "\\" and "\n", so that lines split the list exactly. */
+static void append_escaped(struct abuf *list, const char *filter, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (filter[i] == '\\' || filter[i] == '\n') {
+            abuf_append_u8(list, '\\');
+            abuf_append_u8(list, filter[i] == '\n' ? 'n' : '\\');
+        } else {
+            abuf_append_u8(list, (uint8_t)filter[i]);
+        }
+    }
+    abuf_append_u8(list, '\n');
+}
+
 /* interest/wanted, interest/filters (what the neighbour announced) and interest/announced
  * (what this broker told it). */
 static void publish_interest(struct peer_net *net, struct peer_link *link)
@@ -68,10 +83,8 @@ static void publish_interest(struct peer_net *net, struct peer_link *link)
         snprintf(text, sizeof text, "everything");
     } else if (interest_list(&w->filters, &s) == 0) { /* a summary already: no cover to find */
         summary_count(&s, text, sizeof text);
-        for (size_t i = 0; i < s.count && i < SYS_FILTERS_LISTED; i++) {
-            abuf_append(&list, s.filters[i], s.lengths[i]);
-            abuf_append_u8(&list, '\n');
-        }
+        for (size_t i = 0; i < s.count && i < SYS_FILTERS_LISTED; i++)
+            append_escaped(&list, s.filters[i], s.lengths[i]);
         if (s.count > SYS_FILTERS_LISTED) {
             char more[48];
             int n = snprintf(more, sizeof more, "(%zu more)\n", s.count - SYS_FILTERS_LISTED);

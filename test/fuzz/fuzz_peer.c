@@ -55,13 +55,17 @@
 #include "log.h"
 #include "packet.h"
 #include "outflow.h"
+#include "peer_interest_wire.h"
 #include "peer_net.h"
 #include "stp.h"
 #include "transport_tls.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
-        if (!(cond)) __builtin_trap();                                                             \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_peer: check failed at line %d: %s\n", __LINE__, #cond);          \
+            __builtin_trap();                                                                      \
+        }                                                                                          \
     } while (0)
 
 #define NEIGHBOURS 2
@@ -109,6 +113,7 @@ enum step_kind {
     STEP_LOCAL_SUB,     /* 1 byte: the local client subscribes or unsubscribes */
     STEP_BEHAVE,        /* 1 byte: the neighbour's behaviour (cooperative, reachable) */
     STEP_RELOAD,        /* 1 byte: SIGHUP with a new config (header byte 0 layout) */
+    STEP_INTEREST,      /* 4 bytes and one per entry: an interest announcement (7.7) from it */
     STEP_KINDS
 };
 
@@ -144,6 +149,9 @@ struct stream {
     bool connect_sent, saw_challenge, answered, admitted;        /* STREAM_IN, STREAM_LOCAL */
     const char *claimed_name; /* the identity we gave in our CONNECT or challenge */
     bool raw_seen; /* raw script bytes went in: the handshake is not ours to check */
+    uint32_t max_packet; /* STREAM_OUT: the Maximum Packet Size our CONNACK told; 0: none */
+    bool reads_interest; /* STREAM_OUT: our CONNACK said mqtt-st-interest = 1 */
+    uint32_t interest_generation; /* STREAM_IN: the last one the neighbour announced */
     int64_t last_hello_us;
 };
 
@@ -412,11 +420,26 @@ static bool proof_verifies(bool from_server, const uint8_t *client_nonce,
                            server_id, proof, len);
 }
 
+static int any_entry(void *ctx, uint8_t op, const char *filter, size_t len)
+{
+    (void)ctx, (void)op, (void)filter, (void)len;
+    return 0;
+}
+
+static size_t varint_size(size_t n)
+{
+    return n < 128 ? 1 : n < 16384 ? 2 : n < 2097152 ? 3 : 4;
+}
+
 /* What the broker sends on its connection to a neighbour (it is the client there). */
 static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uint8_t *body,
                         size_t len)
 {
     const char *secret = peer_secret();
+    /* nothing larger than the neighbour's Maximum Packet Size (it would close the link) but
+     * a resync's summary or lost notice, which cannot be split (docs/mqtt-st-protocol.md 9) */
+    bool fits = !s->max_packet || 1 + varint_size(len) + len <= s->max_packet;
+    CHECK(fits || type == MQTT_PUBLISH);
     switch (type) {
     case MQTT_CONNECT: {
         struct mqtt_connect c;
@@ -459,10 +482,19 @@ static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uin
             struct peer_summary summary;
             bool lost = p.topic.len == strlen(PEER_LOST_TOPIC);
             CHECK(!user_property(&p.props, PEER_ORIGIN_PROPERTY, &value));
-            CHECK(peer_summary_parse(p.payload, p.payload_len, lost, &summary) == 0);
-            peer_summary_free(&summary);
+            if (p.topic.len == strlen(PEER_INTEREST_TOPIC) &&
+                memcmp(p.topic.data, PEER_INTEREST_TOPIC, p.topic.len) == 0) {
+                /* an announcement, only to a neighbour whose CONNACK said it reads them */
+                struct peer_interest_header h;
+                CHECK(s->reads_interest && fits);
+                CHECK(peer_interest_parse(p.payload, p.payload_len, &h, any_entry, NULL) == 0);
+            } else {
+                CHECK(peer_summary_parse(p.payload, p.payload_len, lost, &summary) == 0);
+                peer_summary_free(&summary);
+            }
         } else {
             struct message_origin origin;
+            CHECK(fits);
             CHECK(user_property(&p.props, PEER_ORIGIN_PROPERTY, &value));
             CHECK(peer_origin_parse(value, &origin));
         }
@@ -836,8 +868,19 @@ static void send_connack(struct stream *s, uint8_t variant)
     if (name)
         mqtt_property_add_pair(&world.props, MQTT_PROP_USER_PROPERTY, PEER_ID_PROPERTY,
                                strlen(PEER_ID_PROPERTY), name, strlen(name));
+    /* bit 6: it reads interest announcements; bit 7: it takes packets of 96 to 544 bytes */
+    bool interest = variant & 0x40;
+    uint32_t max_packet = variant & 0x80 ? 96u + (uint32_t)(variant >> 3 & 7) * 64u : 0;
+    if (interest)
+        mqtt_property_add_pair(&world.props, MQTT_PROP_USER_PROPERTY, PEER_INTEREST_PROPERTY,
+                               strlen(PEER_INTEREST_PROPERTY), "1", 1);
+    if (max_packet) mqtt_property_add_u32(&world.props, MQTT_PROP_MAXIMUM_PACKET_SIZE, max_packet);
     if (mqtt_encode_connack(&world.packet, MQTT_V5, false, reason,
                             (struct mqtt_props_out){world.props.data, world.props.len}) == 0) {
+        if (!s->connack_sent) { /* a second one is a protocol error: the first counts */
+            s->reads_interest = interest;
+            s->max_packet = max_packet;
+        }
         s->connack_sent = true;
         deliver_packet(s);
     }
@@ -1060,6 +1103,50 @@ static void step_local_sub(uint8_t variant)
     deliver_packet(world.local);
 }
 
+/* An interest announcement (docs/mqtt-st-protocol.md 7.7) on the neighbour's connection to
+ * us: kind byte (bits 0-1 the kind, bits 4-5 the flags), generation, entry count (0-7), one
+ * byte per entry (bit 7: remove; the rest picks a filter). Variant 0: the generation follows
+ * the last one (a full one starts again at the byte given); 1: the generation as given; 2:
+ * the kind and flags bytes as given, unchecked; 3: one byte of the payload flipped. */
+static void step_interest(int k, uint8_t variant)
+{
+    static const char *const filters[] = {"a/#", "+/b", "#", "x/+/z", "$SYS/#", "r/1", "a",
+                                          "sensors/+", "+/+/+", "a/b"};
+    uint8_t kind = next_u8();
+    uint16_t generation = next_u16();
+    uint8_t count = next_u8() % 8;
+    struct stream *s = world.nb[k].in;
+    struct abuf payload = {0};
+    uint32_t gen = generation;
+    if (variant == 0)
+        gen = (kind & 3) == PEER_INTEREST_FULL ? generation : s ? s->interest_generation + 1 : 1;
+    abuf_append_u8(&payload, PEER_INTEREST_VERSION);
+    abuf_append_u8(&payload, variant == 2 ? kind : (uint8_t)((kind & 3) % 3));
+    abuf_append_u32(&payload, gen);
+    abuf_append_u8(&payload, variant == 2 ? (uint8_t)(kind >> 4) : (uint8_t)(kind >> 4 & 3));
+    for (uint8_t i = 0; i < count; i++) {
+        uint8_t e = next_u8();
+        const char *f = filters[(e & 0x7f) % (sizeof filters / sizeof filters[0])];
+        abuf_append_u8(&payload, e & 0x80 ? PEER_INTEREST_REMOVE : PEER_INTEREST_ADD);
+        abuf_append_prefixed(&payload, f, strlen(f));
+    }
+    if (variant == 3 && payload.len) payload.data[generation % payload.len] ^= (uint8_t)(kind | 1);
+    if (s) {
+        s->interest_generation = gen;
+        struct mqtt_publish_out p = {
+            .version = MQTT_V5,
+            .qos = 2,
+            .topic = PEER_INTEREST_TOPIC,
+            .topic_len = strlen(PEER_INTEREST_TOPIC),
+            .packet_id = (uint16_t)(generation | 1),
+            .payload_len = payload.len,
+        };
+        if (mqtt_encode_publish(&world.packet, &p, payload.data) == 0) deliver_packet(s);
+        abuf_reset(&world.packet);
+    }
+    abuf_free(&payload);
+}
+
 static struct arbor_config *build_config(uint8_t flags);
 
 static void step(uint8_t op, int timeout_ms)
@@ -1130,6 +1217,9 @@ static void step(uint8_t op, int timeout_ms)
     case STEP_LOCAL_SUB:
         step_local_sub(variant);
         break;
+    case STEP_INTEREST:
+        step_interest(k, variant);
+        break;
     case STEP_BEHAVE: {
         uint8_t b = next_u8();
         n->cooperative = b & 1;
@@ -1155,7 +1245,7 @@ static void cooperate(int k)
         if (secret && !out->challenged)
             send_challenge(out, 0);
         else if ((!secret || out->saw_client_auth) && !out->connack_sent)
-            send_connack(out, 0);
+            send_connack(out, 0x40); /* a current arbor: it reads interest announcements */
     }
     uint16_t id;
     if ((out = n->out)) {

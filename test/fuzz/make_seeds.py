@@ -15,7 +15,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # ---------------------------------------------------------------- fuzz_peer
 
 (RAW_IN, RAW_OUT, RAW_LOCAL, BPDU, PINGRESP, PUBLISH, PUBREL, ACK_OUT, OPEN_IN, AUTH_IN,
- AUTH_OUT, CONNACK_OUT, CLOSE, ADVANCE, LOCAL_PUBLISH, LOCAL_SUB, BEHAVE, RELOAD) = range(18)
+ AUTH_OUT, CONNACK_OUT, CLOSE, ADVANCE, LOCAL_PUBLISH, LOCAL_SUB, BEHAVE, RELOAD,
+ INTEREST) = range(19)
+FULL, UPDATE, REQUEST = 0, 1, 2  # interest announcement kinds
+EVERYTHING = 0x10                # its flag, in the kind byte's bits 4-5
+REMOVE = 0x80                    # an entry's bit 7
 
 SECRET, SYS, DEBUG, LOCAL_REPAIR, LINE0, LINE1, OTHER_SECRET = 1, 2, 4, 8, 16, 32, 64
 COOP0, COOP1 = 1, 2
@@ -71,6 +75,14 @@ def local_publish(qos=1, retain=False, topic=0, size=8, pid=1):
 
 def local_sub(which=0, unsubscribe=False):
     return op(LOCAL_SUB, 0, 3 if unsubscribe else 0) + bytes([which])
+
+
+def interest(k, kind, entries=(), generation=1, variant=0):
+    """An interest announcement from neighbour k: entries pick filters of step_interest's table
+    (| REMOVE to remove); variant 1: the generation as given, 2: kind and flags unchecked, 3: a
+    byte flipped."""
+    return op(INTEREST, k, variant) + bytes([kind]) + struct.pack(">H", generation) + \
+        bytes([len(entries)]) + bytes(entries)
 
 
 def raw(kind, k, data):
@@ -151,6 +163,25 @@ def peer_seeds():
         publish(0, qos=2, extra=0x21) + publish(1, qos=1, who=3) + \
         publish(0, retain=True, topic=2, size=0) + advance_min(11) + advance_min(61) + \
         advance_to_deadline()
+    # interest routing: the broker announces its client's filters to both neighbours; neighbour
+    # 0 announces, updates, skips a generation (a request goes back), asks for a full one, says
+    # everything, and sends one malformed (the connection closes)
+    seeds["interest"] = header(both, COOP0 | COOP1) + advance_s(1) + local_sub(1) + \
+        local_sub(2) + local_sub(3) + advance_s(1) + \
+        interest(0, FULL, [0, 1, 3], generation=1) + interest(0, UPDATE, [2, 1 | REMOVE]) + \
+        interest(0, UPDATE, [5], generation=9, variant=1) + interest(0, UPDATE, [6]) + \
+        interest(0, FULL, [7, 8], generation=20) + interest(1, REQUEST, generation=0,
+                                                           variant=1) + \
+        interest(1, FULL | EVERYTHING) + local_sub(1, unsubscribe=True) + advance_s(1) + \
+        interest(0, UPDATE, [9], variant=3) + advance_s(1) + advance_to_deadline()
+    # a neighbour that takes packets of at most 96 bytes (CONNACK variant 0x80; 0x40: it reads
+    # interest): announcements widen to fit, larger messages are not sent to it
+    seeds["interest-small-packets"] = header(both, COOP1) + advance_ms(1) + \
+        op(OPEN_IN, 0) + b"\0" + op(AUTH_IN, 0) + b"\0" + advance_ms(1) + \
+        op(AUTH_OUT, 0) + b"\0" + op(CONNACK_OUT, 0) + bytes([0x80 | 0x40]) + \
+        b"".join(local_sub(i) for i in (1, 2, 4, 5, 6, 7)) + advance_s(1) + \
+        local_publish(qos=1, topic=0, size=64) + publish(1, qos=2, size=64) + \
+        advance_s(1) + advance_to_deadline()
     return seeds
 
 

@@ -145,6 +145,8 @@ static void test_json_odd_values(void **state)
     put(&v, "id", "10.0.0.1:1883");
     put(&v, "hops", "many"); /* not a number: kept as text */
     put(&v, "peers/10.0.0.2:1883/state", "connecting");
+    /* filters holding a line feed and a backslash, escaped by the broker (peer_sys.c) */
+    put(&v, "peers/10.0.0.2:1883/interest/filters", "a\\nb/#\nc\\\\d\ne\\x");
     cJSON *json = stp_report_json(&v);
     assert_string_equal(item(json, "hops")->valuestring, "many");
     assert_true(cJSON_IsNull(item(json, "epoch")));
@@ -152,6 +154,11 @@ static void test_json_odd_values(void **state)
     assert_true(cJSON_IsNull(item(peer, "role")));
     assert_true(cJSON_IsNull(item(peer, "forwarding")));
     assert_true(cJSON_IsNull(item(item(peer, "bpdus"), "sent")));
+    const cJSON *filters = item(item(peer, "interest"), "filters");
+    assert_int_equal(cJSON_GetArraySize(filters), 3);
+    assert_string_equal(cJSON_GetArrayItem(filters, 0)->valuestring, "a\nb/#");
+    assert_string_equal(cJSON_GetArrayItem(filters, 1)->valuestring, "c\\d");
+    assert_string_equal(cJSON_GetArrayItem(filters, 2)->valuestring, "e\\x"); /* not an escape */
     cJSON_Delete(json);
     stp_view_free(&v);
 }
