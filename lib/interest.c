@@ -193,11 +193,11 @@ static bool counts(const struct interest_node *n, const struct interest_node *ex
     return n && n->count > 0 && n != exclude;
 }
 
-/* Steps one cover question may take (as MATCH_STEPS); a summary's questions share
- * COVER_STEPS and COVER_STEPS_PER_FILTER more for each filter of the set (an ordinary filter
- * needs about as many as it has levels). */
+/* Steps one cover question may take (as MATCH_STEPS): COVER_STEPS and COVER_STEPS_PER_LEVEL
+ * for each level of the filter asked about (an ordinary filter needs about as many as it has
+ * levels; each question has its own, so the answer does not depend on the order asked). */
 #define COVER_STEPS 4096
-#define COVER_STEPS_PER_FILTER 64
+#define COVER_STEPS_PER_LEVEL 8
 
 /* Whether a filter of the tree below n, other than exclude's, covers the filter levels lv[i..]. */
 static bool cover_from(const struct interest_node *n, const struct level *lv, int i, int count,
@@ -224,7 +224,7 @@ bool interest_covers(const struct interest_set *set, const char *filter, size_t 
     struct level lv[MAX_LEVELS];
     int n = split(filter, len, lv);
     if (n < 0 || !set->root) return false;
-    long steps = COVER_STEPS;
+    long steps = COVER_STEPS + COVER_STEPS_PER_LEVEL * n;
     return cover_from(set->root, lv, 0, n, NULL, &steps);
 }
 
@@ -257,7 +257,6 @@ struct collect {
     void (*fn)(void *ctx, const char *filter, size_t len); /* every filter to this */
     void *ctx;
     bool every; /* to out: every filter, covered or not */
-    long cover_steps; /* left for the cover questions of this walk, shared */
     size_t cap;
     char path[65536 + 1]; /* a filter is an MQTT string: at most 65,535 bytes */
     struct level levels[MAX_LEVELS]; /* here, not in each frame of the recursion */
@@ -298,7 +297,8 @@ static void collect_uncovered(struct collect *c, const struct interest_node *n, 
         int count = split(c->path, len, lv);
         /* "#" and "+/#" cover each other: "#" stays */
         bool all = c->every || (len == 1 && c->path[0] == '#');
-        if (count > 0 && (all || !cover_from(c->set->root, lv, 0, count, n, &c->cover_steps)) &&
+        long steps = COVER_STEPS + COVER_STEPS_PER_LEVEL * count;
+        if (count > 0 && (all || !cover_from(c->set->root, lv, 0, count, n, &steps)) &&
             summary_push(c->out, &c->cap, c->path, len) != 0)
             c->failed = true;
     }
@@ -361,7 +361,6 @@ static int walk(const struct interest_set *set, struct interest_summary *out, bo
     c->every = every;
     c->fn = fn;
     c->ctx = ctx;
-    c->cover_steps = COVER_STEPS + COVER_STEPS_PER_FILTER * (long)set->distinct;
     collect_uncovered(c, set->root, 0);
     bool failed = c->failed;
     free(c);
@@ -442,10 +441,11 @@ static void count_cuts(const struct interest_node *n, int depth, size_t len, str
     }
 }
 
-/* The most levels (>= 1) the filters of s may keep so that the cut fits the bound; 0 when
- * even one level does not. */
+/* The most levels (>= 1) the filters of s may keep so that the cut fits the bound before
+ * what it covers is left out (*fits_before; 0 when even one level does not), and the depth
+ * past which cutting changes nothing (*deepest). */
 static int deepest_cut_that_fits(const struct interest_summary *s, struct interest_bound bound,
-                                 int *out)
+                                 int *out, int *deepest)
 {
     struct interest_set set;
     interest_set_init(&set);
@@ -454,6 +454,7 @@ static int deepest_cut_that_fits(const struct interest_summary *s, struct intere
     for (size_t k = 0; k < s->count && rc == 0; k++)
         rc = interest_add(&set, s->filters[k], s->lengths[k]);
     *out = 0;
+    *deepest = 0;
     if (rc == 0 && set.root) {
         count_cuts(set.root, 0, 0, c);
         size_t filters = 0, bytes = 0; /* of the filters ending at depth <= d */
@@ -462,6 +463,7 @@ static int deepest_cut_that_fits(const struct interest_summary *s, struct intere
             bytes += c->ends_bytes[d];
             if (fits(filters + c->cuts[d], bytes + c->cuts_bytes[d], bound)) *out = d;
         }
+        *deepest = c->deepest;
     }
     free(c);
     interest_set_free(&set);
@@ -489,17 +491,33 @@ int interest_summarise(const struct interest_set *set, struct interest_bound bou
     if (!fits(out->count, interest_summary_bytes(out), bound)) {
         struct interest_summary full = *out;
         memset(out, 0, sizeof *out);
-        int d = 0;
-        int rc = deepest_cut_that_fits(&full, bound, &d);
-        /* the cut fits before what it covers is left out, so it fits after (the loop is a
-         * guard, not a search) */
-        for (; rc == 0 && d >= 1; d--) {
-            rc = cut_summary(&full, d, out);
-            if (rc == 0 && fits(out->count, interest_summary_bytes(out), bound)) break;
-            interest_summary_free(out);
+        int d = 0, deepest = 0;
+        int rc = deepest_cut_that_fits(&full, bound, &d, &deepest);
+        /* The cut to d fits before what it covers is left out, so it fits after. A deeper cut
+         * may fit once covered filters leave ("a/+/#" covering a thousand "a/x/#"): search the
+         * depths below for the deepest that does. Fewer levels never leave more filters after
+         * covers either, so a binary search: a few cuts, not one per depth. */
+        if (rc == 0 && d >= 1) rc = cut_summary(&full, d, out);
+        int lo = d + 1, hi = deepest - 1; /* depths still to try */
+        while (rc == 0 && lo <= hi) {
+            int mid = lo + (hi - lo) / 2;
+            struct interest_summary deeper;
+            rc = cut_summary(&full, mid, &deeper);
+            if (rc == 0 && fits(deeper.count, interest_summary_bytes(&deeper), bound)) {
+                interest_summary_free(out);
+                *out = deeper;
+                d = mid;
+                lo = mid + 1;
+            } else {
+                interest_summary_free(&deeper);
+                hi = mid - 1;
+            }
         }
         interest_summary_free(&full);
-        if (rc != 0) return -1;
+        if (rc != 0) {
+            interest_summary_free(out);
+            return -1;
+        }
         if (d < 1) out->everything = true;
     }
     if (sort_summary(out) != 0) {

@@ -73,10 +73,11 @@ struct interest_bound {
 
 /* The summary of the set within the bound: the filters no other filter covers; past the
  * bound, every filter deeper than d levels is cut to its first d levels and '#', for the
- * largest d whose cut fits (a filter whose first level starts with '$' keeps that level);
- * when even one level does not fit, everything. d is found in one walk of the summary's tree
- * (counting what each depth's cut leaves), so the cost is a few walks of the set whatever its
- * depth. 0 or -1 (out of memory, *out empty). */
+ * largest d whose cut fits once covered filters are left out (a filter whose first level
+ * starts with '$' keeps that level); when even one level does not fit, everything. A walk of
+ * the summary's tree counts every depth's cut at once, then a binary search over the deeper
+ * depths cuts a few times: the cost is a few walks of the set, not one per level. 0 or -1
+ * (out of memory, *out empty). */
 int interest_summarise(const struct interest_set *set, struct interest_bound bound,
                        struct interest_summary *out);
 /* The bytes a summary counts against a bound (0 for everything). */

@@ -38,8 +38,9 @@ static bool unchanged(struct broker *broker, const char *topic, const char *valu
 {
     struct retained_value check = {value, len, false, false};
     retain_for_each_match(broker->shared->retained, topic, strlen(topic), compare_retained, &check);
-    /* an empty value clears the topic: with nothing retained there, there is nothing to clear */
-    return check.same || (len == 0 && !check.found);
+    /* an empty value clears the topic: with nothing retained there, there is nothing to clear
+     * (without retained messages, nothing is ever held: every value goes) */
+    return check.same || (len == 0 && !check.found && broker->config->retain_available);
 }
 
 void sys_tree_publish_value(struct broker *broker, const char *topic, const char *fmt, ...)

@@ -60,8 +60,8 @@ static int send_connack(struct peer_accepted *acc)
         mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_INTEREST_PROPERTY,
                                strlen(PEER_INTEREST_PROPERTY), "1", 1))
         return -1;
-    /* as to a client: a neighbour sends nothing larger (peer_dial.c flow_send_publish) */
-    uint32_t max_packet = broker->config->max_packet_size;
+    /* a neighbour sends no larger message (peer_dial.c flow_send_publish) */
+    uint32_t max_packet = peer_advertised_max_packet(broker->config);
     if (max_packet && mqtt_property_add_u32(props, MQTT_PROP_MAXIMUM_PACKET_SIZE, max_packet))
         return -1;
     abuf_reset(&broker->scratch);
@@ -372,8 +372,24 @@ static void accept_on_free(struct connection *conn)
     free(conn->role_data);
 }
 
+uint32_t peer_advertised_max_packet(const struct arbor_config *cfg)
+{
+    uint64_t limit = cfg->max_packet_size;
+    if (!limit) return 0;
+    limit += PEER_PACKET_HEADROOM;
+    return limit > MQTT_VARINT_MAX + 5 ? MQTT_VARINT_MAX + 5 : (uint32_t)limit;
+}
+
+static uint32_t accept_inbound_limit(const struct connection *conn)
+{
+    uint32_t advertised = peer_advertised_max_packet(conn->broker->config);
+    if (!advertised) return MQTT_VARINT_MAX + 5;
+    return advertised > PEER_LINK_PACKET_MAX ? advertised : PEER_LINK_PACKET_MAX;
+}
+
 static const struct connection_role accept_role = {
     .name = "peer (incoming)",
+    .inbound_limit = accept_inbound_limit,
     .header_allowed = accept_header_allowed,
     .on_packet = accept_on_packet,
     .on_close = accept_on_close,

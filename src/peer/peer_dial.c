@@ -8,6 +8,7 @@
  * connection is retried after a capped exponential back-off with jitter.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,9 +482,15 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
         /* it would close the link (0x95), and the next resync would send it again. (A link's
          * own packets go: an announcement fits by construction, a resync summary cannot be
          * split, and without it the link would never resync.) */
-        log_warning("Warning: MQTT-ST: a message on %.*s is larger than %s accepts (%u bytes); "
-                    "not sent to it.", (int)(msg->topic_len > 200 ? 200 : msg->topic_len),
-                    msg->topic, d->target, d->neighbour_max_packet);
+        d->too_large++;
+        if (d->too_large_warned_ms == 0 || broker->now_ms - d->too_large_warned_ms >= 60000) {
+            log_warning("Warning: MQTT-ST: %" PRIu64 " message(s) larger than %s accepts (%u "
+                        "bytes) not sent to it, the last on %.*s.", d->too_large, d->target,
+                        d->neighbour_max_packet,
+                        (int)(msg->topic_len > 200 ? 200 : msg->topic_len), msg->topic);
+            d->too_large = 0;
+            d->too_large_warned_ms = broker->now_ms;
+        }
         d->net->counters.dropped++;
         return OUTFLOW_TOO_LARGE;
     }

@@ -157,8 +157,10 @@ static void announce(struct peer_net *net, struct peer_dialer *d, struct interes
     }
     if (rc == 0) rc = peer_dialer_send_control(d, PEER_INTEREST_TOPIC, payload.data, payload.len);
     if (rc != 0) {
-        log_warning("Warning: MQTT-ST: could not queue an interest announcement for %s (queue "
-                    "full or out of memory); trying again.", d->target);
+        if (!a->refused)
+            log_warning("Warning: MQTT-ST: could not queue an interest announcement for %s "
+                        "(queue full or out of memory); trying again.", d->target);
+        a->refused = true;
         a->sent = false; /* a full announcement next time */
         interest_summary_free(next);
         abuf_free(&payload);
@@ -172,6 +174,7 @@ static void announce(struct peer_net *net, struct peer_dialer *d, struct interes
     a->summary = *next;
     a->generation = generation;
     a->sent = true;
+    a->refused = false;
     net->sys_dirty = true;
 }
 
@@ -223,6 +226,8 @@ void peer_interest_note_change(struct peer_net *net)
     net->interest.dirty = true;
 }
 
+static void request_full(struct peer_accepted *acc);
+
 static bool any_announcing(const struct peer_net *net)
 {
     const struct peer_link *link, *tmp;
@@ -255,12 +260,20 @@ int64_t peer_interest_run(struct peer_net *net)
                                                                      : PEER_INTEREST_INTERVAL_MS;
         in->next_ms = now + interval;
     }
+    /* a request for a full announcement that could not be queued: again each interval */
+    bool retry = false;
+    struct peer_link *link, *tmp;
+    HASH_ITER(hh, net->links, link, tmp)
+    {
+        struct peer_wanted *w = link->in ? &link->in->wanted : NULL;
+        if (!w || !w->want_full || w->requested) continue;
+        request_full(link->in);
+        retry = retry || !w->requested;
+    }
     if (in->dirty) return in->next_ms;
     /* subscriptions change on any loop without telling this one: look again each interval */
-    return by_interest ? now + PEER_INTEREST_INTERVAL_MS : TIMER_NONE;
+    return by_interest || retry ? now + PEER_INTEREST_INTERVAL_MS : TIMER_NONE;
 }
-
-static void request_full(struct peer_accepted *acc);
 
 void peer_interest_out_up(struct peer_net *net, struct peer_dialer *d)
 {
@@ -268,9 +281,9 @@ void peer_interest_out_up(struct peer_net *net, struct peer_dialer *d)
     if (!announces_to(d)) return;
     /* a request we sent on the connection before this one may have been lost with it */
     struct peer_accepted *in = d->link ? d->link->in : NULL;
-    if (in && in->wanted.requested) {
+    if (in) {
         in->wanted.requested = false;
-        request_full(in);
+        if (in->wanted.want_full) request_full(in);
     }
     net->interest.dirty = true;
     net->interest.next_ms = 0; /* at once: before the link's resync summary */
@@ -285,13 +298,15 @@ void peer_interest_dialer_free(struct peer_dialer *d)
 
 /* ---- what neighbours want ----------------------------------------------------------------- */
 
-/* Forget what the neighbour announced: unknown (it gets everything meanwhile). */
+/* Forget what the neighbour announced: unknown (it gets everything meanwhile). Whether a full
+ * announcement is wanted and asked for stays. */
 static void wanted_reset(struct peer_wanted *w)
 {
-    bool requested = w->requested;
+    bool want_full = w->want_full, requested = w->requested;
     interest_set_free(&w->filters);
     memset(w, 0, sizeof *w);
     interest_set_init(&w->filters);
+    w->want_full = want_full;
     w->requested = requested;
 }
 
@@ -333,6 +348,28 @@ static int apply_entry(void *ctx, uint8_t op, const char *filter, size_t len)
     return 0;
 }
 
+/* While a neighbour is taken as everything for announcing too much: roughly how much it
+ * announces now (adds less removes), to ask for a full announcement once it fits again. */
+static int count_entry(void *ctx, uint8_t op, const char *filter, size_t len)
+{
+    struct peer_wanted *w = ctx;
+    (void)filter;
+    if (op == PEER_INTEREST_ADD) {
+        w->overflow_filters++;
+        w->overflow_bytes += len;
+    } else {
+        w->overflow_filters -= w->overflow_filters ? 1 : 0;
+        w->overflow_bytes -= len < w->overflow_bytes ? len : w->overflow_bytes;
+    }
+    return 0;
+}
+
+static bool overflow_ended(const struct peer_wanted *w, size_t max_filters)
+{
+    return (!max_filters || w->overflow_filters <= max_filters) &&
+           w->overflow_bytes <= PEER_WANTED_BYTES_MAX;
+}
+
 static int parse_only(void *ctx, uint8_t op, const char *filter, size_t len)
 {
     (void)ctx, (void)op, (void)filter, (void)len;
@@ -340,9 +377,11 @@ static int parse_only(void *ctx, uint8_t op, const char *filter, size_t len)
 }
 
 /* Ask the neighbour for a full announcement on our connection to it, once: the updates that
- * arrive meanwhile are dropped without asking again. */
+ * arrive meanwhile are dropped without asking again. Not taken (our connection is down or its
+ * queue full): asked again by peer_interest_run, or when our connection comes up. */
 static void request_full(struct peer_accepted *acc)
 {
+    acc->wanted.want_full = true;
     if (acc->wanted.requested) return;
     struct peer_dialer *out = acc->link ? acc->link->out : NULL;
     struct abuf payload = {0};
@@ -369,9 +408,17 @@ int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
         peer_interest_note_change(net);
         return 0;
     }
+    const struct arbor_config *cfg = net->broker->config;
+    size_t max_filters = cfg->peer_interest_max_filters * PEER_WANTED_FILTERS_PER_MAX;
     if (h.kind == PEER_INTEREST_UPDATE && w->overflowed && w->known &&
         h.generation == w->generation + 1) {
-        w->generation = h.generation; /* still everything: the entries are not kept */
+        w->generation = h.generation; /* still everything: the entries are only counted */
+        peer_interest_parse(p->payload, p->payload_len, &h, count_entry, w);
+        if (overflow_ended(w, max_filters) && !w->want_full) {
+            log_info("MQTT-ST: %s announces little enough again: asking for all of it.",
+                     acc->name);
+            request_full(acc);
+        }
         return 0;
     }
     if (h.kind == PEER_INTEREST_UPDATE && (!w->known || w->everything ||
@@ -386,19 +433,22 @@ int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
     }
     if (h.kind == PEER_INTEREST_FULL) {
         wanted_reset(w);
-        w->requested = false;
+        w->want_full = w->requested = false;
     }
-    const struct arbor_config *cfg = net->broker->config;
-    struct apply_context a = {
-        .w = w, .max_filters = cfg->peer_interest_max_filters * PEER_WANTED_FILTERS_PER_MAX};
+    size_t before_filters = w->filters.distinct, before_bytes = w->bytes; /* 0 for a full */
+    struct apply_context a = {.w = w, .max_filters = max_filters};
     peer_interest_parse(p->payload, p->payload_len, &h, apply_entry, &a);
     if (a.overflowed) {
         log_warning("Warning: MQTT-ST: %s announced more interest than this broker keeps (%zu "
                     "filters, %u bytes); sending it everything.",
-                    acc->name, a.max_filters, PEER_WANTED_BYTES_MAX);
+                    acc->name, max_filters, PEER_WANTED_BYTES_MAX);
         wanted_reset(w);
         w->known = w->everything = w->overflowed = true;
         w->generation = h.generation;
+        /* from here on only counted: what it applied to, and all of its entries */
+        w->overflow_filters = before_filters;
+        w->overflow_bytes = before_bytes;
+        peer_interest_parse(p->payload, p->payload_len, &h, count_entry, w);
     } else if (a.failed || a.inconsistent) {
         if (a.inconsistent)
             log_info("MQTT-ST: interest update %u from %s removes a filter it never announced: "

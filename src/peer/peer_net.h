@@ -67,6 +67,7 @@ struct peer_link;
  * our connection to a neighbour: */
 struct peer_announced {
     bool sent; /* a full announcement went on this connection */
+    bool refused; /* the last one was not taken (warned once until one is) */
     uint32_t generation;
     struct interest_summary summary;
 };
@@ -74,8 +75,11 @@ struct peer_announced {
 struct peer_wanted {
     bool known; /* a full announcement arrived on this connection */
     bool everything;
-    bool overflowed; /* it announced more than PEER_WANTED_MAX: taken as everything */
-    bool requested;  /* we asked it for a full announcement, which has not come yet */
+    bool overflowed; /* it announced more than PEER_WANTED_*: taken as everything */
+    bool want_full;  /* a full announcement is needed (a gap, an inconsistency, an overflow
+                        that ended) */
+    bool requested;  /* asked for on our current connection to it; not come yet */
+    size_t overflow_filters, overflow_bytes; /* overflowed: about how much it announces now */
     uint32_t generation;
     size_t bytes; /* of the filters held */
     struct interest_set filters;
@@ -136,6 +140,8 @@ struct peer_dialer {
 
     bool neighbour_interest; /* its CONNACK had mqtt-st-interest: it reads announcements */
     uint32_t neighbour_max_packet; /* its CONNACK's Maximum Packet Size; 0: none */
+    uint64_t too_large;            /* messages not sent for it since the last warning */
+    int64_t too_large_warned_ms;   /* that warning: at most one a minute */
     struct peer_announced announced;
 };
 
@@ -235,6 +241,14 @@ struct peer_interest {
     uint64_t sent, bytes_sent; /* announcements sent, and their payload bytes */
 };
 #define PEER_INTEREST_INTERVAL_MS 100
+/* With max_packet_size set, what a peer connection accepts: a neighbour is told
+ * max_packet_size + PEER_PACKET_HEADROOM (its CONNACK), room for the properties a message
+ * gains on a link (its origin, the bridge it came in over), so that a message a client could
+ * publish here also crosses a link; a link's own packets (a resync summary, which cannot be
+ * split) may take up to PEER_LINK_PACKET_MAX. */
+#define PEER_PACKET_HEADROOM 1024u
+#define PEER_LINK_PACKET_MAX (16u << 20)
+uint32_t peer_advertised_max_packet(const struct arbor_config *cfg); /* 0: none */
 #define PEER_INTEREST_PROPERTY "mqtt-st-interest" /* on a peer's CONNACK: "1" */
 
 struct peer_net {

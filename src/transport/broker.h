@@ -129,6 +129,9 @@ struct connection_role {
     /* Optional. A flush wrote some of the output and the connection has room again: the role
      * may add what it held back for room (a client's queued and retained messages). */
     void (*on_output_drained)(struct connection *conn);
+    /* Optional. The largest packet accepted on the connection (NULL: max_packet_size when set,
+     * else MQTT's largest). */
+    uint32_t (*inbound_limit)(const struct connection *conn);
 };
 
 struct connection {

@@ -757,6 +757,7 @@ void broker_reap_connections(struct broker *broker)
 
 static uint32_t inbound_packet_limit(const struct connection *conn)
 {
+    if (conn->role->inbound_limit) return conn->role->inbound_limit(conn);
     uint32_t limit = conn->broker->config->max_packet_size;
     return limit ? limit : MQTT_VARINT_MAX + 5;
 }

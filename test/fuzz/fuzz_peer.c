@@ -437,7 +437,7 @@ static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uin
 {
     const char *secret = peer_secret();
     /* nothing larger than the neighbour's Maximum Packet Size (it would close the link) but
-     * a resync's summary or lost notice, which cannot be split (docs/mqtt-st-protocol.md 9) */
+     * a resync's summary or lost notice, which cannot be split (docs/mqtt-st-protocol.md 7.0) */
     bool fits = !s->max_packet || 1 + varint_size(len) + len <= s->max_packet;
     CHECK(fits || type == MQTT_PUBLISH);
     switch (type) {

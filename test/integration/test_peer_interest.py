@@ -122,17 +122,18 @@ def test_routing_all_wants_everything_and_the_bound_widens(cluster):
 
 
 def test_announcements_and_messages_fit_the_neighbours_maximum_packet_size(cluster):
-    """Broker 1 takes packets of at most 600 bytes (`max_packet_size`, said in its CONNACK).
-    Broker 0's announcement to it widens until it fits, and a message too large for it is not
-    sent to it: either would otherwise close the link (0x95) at every reconnect."""
+    """Broker 1 takes packets of at most 600 bytes from clients (`max_packet_size`), and
+    tells its neighbours 600 + 1024 (room for what a message gains on a link). Broker 0's
+    announcement to it widens until it fits, and a message too large for it is not sent to
+    it: either would otherwise close the link (0x95) at every reconnect."""
     c = cluster(2, line(2), broker_lines={1: ["max_packet_size 600"]})
     c.wait_tree(timeout=30)
     wait_wanted(c, 1, 0, "0", [])
     sub = c.client(0)
-    for k in range(20):  # 20 x (52 + 3) bytes: more than fits in 600
+    for k in range(40):  # 40 x (52 + 3) bytes: more than fits in 1624 - 39
         sub.subscribe("factory/hall-%02d/machine-with-a-long-name/temperature" % k, qos=0)
-    # cut to the deepest level that fits: 20 x (17 + 3) bytes
-    wait_wanted(c, 1, 0, "20", ["factory/hall-%02d/#" % k for k in range(20)])
+    # cut to the deepest level that fits: 40 x (17 + 3) bytes (three levels: 40 x 45)
+    wait_wanted(c, 1, 0, "40", ["factory/hall-%02d/#" % k for k in range(40)])
 
     listener = c.client(1)
     listener.subscribe("factory/#", qos=1)
@@ -142,12 +143,28 @@ def test_announcements_and_messages_fit_the_neighbours_maximum_packet_size(clust
     publisher.publish("factory/hall-01/small", b"y", qos=1)
     message = listener.get_message(timeout=10)
     assert (message.topic, message.payload) == ("factory/hall-01/small", b"y")
-    c.brokers[0].wait_log("is larger than")
+    c.brokers[0].wait_log("message(s) larger than")
     # the link never closed: each broker connected to the other once
     for b in c.brokers:
         text = b.log_text()
         assert "too large" not in text
         assert text.count("MQTT-ST: connected to") == 1, text[-3000:]
+
+
+def test_a_message_at_the_client_limit_crosses_links_of_the_same_limit(cluster):
+    """Every broker runs `max_packet_size 600`: a 560-byte PUBLISH a client may send gains
+    its origin on the link (about 100 bytes) and still reaches the other broker."""
+    c = cluster(2, line(2), broker_lines={0: ["max_packet_size 600"],
+                                          1: ["max_packet_size 600"]})
+    c.wait_tree(timeout=30)
+    listener = c.client(1)
+    listener.subscribe("t", qos=1)
+    wait_wanted(c, 0, 1, "1", ["t"])
+    payload = b"p" * 550
+    c.client(0).publish("t", payload, qos=1).wait_for_publish(timeout=10)
+    message = listener.get_message(timeout=10)
+    assert message.payload == payload
+    assert "larger than" not in c.brokers[0].log_text()
 
 
 def test_a_reload_announces_a_changed_peer_routing_at_once(cluster):
@@ -160,3 +177,20 @@ def test_a_reload_announces_a_changed_peer_routing_at_once(cluster):
     c.brokers[0].proc.send_signal(signal.SIGHUP)
     # no subscription changes: the reload alone re-announces
     wait_wanted(c, 1, 0, "everything", [])
+
+
+def test_a_neighbour_announcing_too_much_is_sent_everything_until_it_shrinks(cluster):
+    """Broker 1 keeps at most 4 x 2 of a neighbour's filters (`peer_interest_max_filters 2`).
+    Broker 0 (bound 10,000) announces 10: broker 1 takes it as wanting everything, then counts
+    its updates, and once they are back within 8 asks for a full announcement again."""
+    c = cluster(2, line(2), broker_lines={1: ["peer_interest_max_filters 2"]})
+    c.wait_tree(timeout=30)
+    sub = c.client(0)
+    for k in range(10):
+        sub.subscribe("room/%d" % k, qos=0)
+    wait_wanted(c, 1, 0, "everything", [])
+    c.brokers[1].wait_log("announced more interest than this broker keeps")
+    for k in range(5):
+        sub.unsubscribe("room/%d" % k)
+    wait_wanted(c, 1, 0, "5", ["room/%d" % k for k in range(5, 10)])
+    c.brokers[1].wait_log("announces little enough again")

@@ -273,8 +273,7 @@ static void test_summary_past_its_bound_widens_by_levels_down_to_everything(void
     interest_set_free(&set);
 }
 
-/* The reference for a bound: cut to d levels (as the header says) for d from deep to
- * shallow, the first whose cut (distinct filters before covers are left out) fits. */
+/* Filters cut to d levels (as the header says), each once. */
 static void reference_cut(const char *const *filters, int n, int d, char out[][32], int *count)
 {
     *count = 0;
@@ -293,12 +292,17 @@ static void reference_cut(const char *const *filters, int n, int d, char out[][3
     }
 }
 
+/* Brute force: every depth is cut and summarised; the deepest whose summary fits wins. With
+ * a bound on filters only, the summary must be exactly that one (fewer levels never leave
+ * more filters, so the binary search finds the deepest); with a bound on bytes, a cut to
+ * fewer levels can be longer ("a/" becomes "a/#"), so the summary must fit and be no
+ * shallower than the deepest cut that fits before covers are left out. */
 static void test_widening_picks_the_deepest_cut_that_fits_as_brute_force_does(void **state)
 {
     (void)state;
     const struct universe *u = universe();
     unsigned seed = 23;
-    for (int round = 0; round < 300; round++) {
+    for (int round = 0; round < 400; round++) {
         char filters[12][32];
         int n = 1 + (int)(rand_r(&seed) % 12);
         struct interest_set set;
@@ -310,9 +314,9 @@ static void test_widening_picks_the_deepest_cut_that_fits_as_brute_force_does(vo
         struct interest_summary all;
         assert_int_equal(interest_summarise(&set, (struct interest_bound){0}, &all), 0);
         struct interest_bound bound = {0};
-        if (rand_r(&seed) % 2) bound.filters = 1 + rand_r(&seed) % 4;
-        else bound.bytes = 4 + rand_r(&seed) % 24;
-        /* the reference, from the uncovered filters */
+        bool by_bytes = rand_r(&seed) % 2;
+        if (by_bytes) bound.bytes = 4 + rand_r(&seed) % 24;
+        else bound.filters = 1 + rand_r(&seed) % 4;
         const char *kept[12];
         int kept_n = 0, deepest = 1;
         for (size_t i = 0; i < all.count; i++) {
@@ -321,51 +325,103 @@ static void test_widening_picks_the_deepest_cut_that_fits_as_brute_force_does(vo
             for (const char *p = all.filters[i]; *p; p++) levels += *p == '/';
             if (levels > deepest) deepest = levels;
         }
+        struct interest_bound none = {0};
+        struct interest_summary got;
+        assert_int_equal(interest_summarise(&set, bound, &got), 0);
         bool fits_unbounded = (!bound.filters || all.count <= bound.filters) &&
                               (!bound.bytes || interest_summary_bytes(&all) <= bound.bytes);
-        struct interest_set want_set;
-        interest_set_init(&want_set);
-        bool want_everything = !fits_unbounded;
+        /* the reference: the deepest fitting summary of a cut, and the deepest fitting cut
+         * before covers */
+        struct interest_summary want = {.everything = true};
+        int want_d = 0, before_covers_d = 0;
         if (fits_unbounded) {
-            for (int i = 0; i < kept_n; i++) interest_add(&want_set, S(kept[i]));
-        } else {
-            for (int d = deepest - 1; d >= 1; d--) {
-                char cut[12][32];
-                int count;
-                reference_cut(kept, kept_n, d, cut, &count);
-                size_t bytes = 0;
-                for (int i = 0; i < count; i++) bytes += strlen(cut[i]) + INTEREST_FILTER_OVERHEAD;
-                if ((bound.filters && (size_t)count > bound.filters) ||
-                    (bound.bytes && bytes > bound.bytes))
-                    continue;
-                for (int i = 0; i < count; i++) interest_add(&want_set, S(cut[i]));
-                want_everything = false;
-                break;
+            assert_int_equal(interest_summarise(&set, none, &want), 0);
+            want_d = deepest;
+        }
+        for (int d = deepest - 1; d >= 1 && !fits_unbounded; d--) {
+            char cut[12][32];
+            int count;
+            reference_cut(kept, kept_n, d, cut, &count);
+            size_t bytes = 0;
+            struct interest_set cut_set;
+            interest_set_init(&cut_set);
+            for (int i = 0; i < count; i++) {
+                bytes += strlen(cut[i]) + INTEREST_FILTER_OVERHEAD;
+                interest_add(&cut_set, S(cut[i]));
+            }
+            if (!before_covers_d && (!bound.filters || (size_t)count <= bound.filters) &&
+                (!bound.bytes || bytes <= bound.bytes))
+                before_covers_d = d;
+            struct interest_summary s;
+            assert_int_equal(interest_summarise(&cut_set, none, &s), 0);
+            interest_set_free(&cut_set);
+            if (!want_d && (!bound.filters || s.count <= bound.filters) &&
+                (!bound.bytes || interest_summary_bytes(&s) <= bound.bytes)) {
+                want = s;
+                want_d = d;
+            } else {
+                interest_summary_free(&s);
             }
         }
-        struct interest_summary want, got;
-        assert_int_equal(interest_summarise(&want_set, (struct interest_bound){0}, &want), 0);
-        want.everything = want_everything;
-        assert_int_equal(interest_summarise(&set, bound, &got), 0);
-        if (got.everything != want.everything || (!got.everything && got.count != want.count))
-            fail_msg("round %d: %zu filters (everything %d), want %zu (everything %d)", round,
-                     got.count, got.everything, want.count, want.everything);
-        for (size_t i = 0; !got.everything && i < got.count; i++)
-            assert_string_equal(got.filters[i], want.filters[i]);
-        /* within the bound, and wider: every topic the set matches, the summary matches */
+        if (!by_bytes || fits_unbounded) {
+            if (got.everything != want.everything || got.count != want.count)
+                fail_msg("round %d: %zu filters (everything %d), want %zu (everything %d)",
+                         round, got.count, got.everything, want.count, want.everything);
+            for (size_t i = 0; i < got.count; i++)
+                assert_string_equal(got.filters[i], want.filters[i]);
+        } else {
+            /* no shallower than the cut that fits before covers */
+            if (before_covers_d) assert_false(got.everything);
+            int got_d = 0;
+            for (size_t i = 0; i < got.count; i++) {
+                int levels = 1;
+                for (const char *p = got.filters[i]; *p; p++) levels += *p == '/';
+                if (levels > got_d) got_d = levels;
+            }
+            if (!got.everything && got_d < before_covers_d)
+                fail_msg("round %d: cut to %d levels, %d fit before covers", round, got_d,
+                         before_covers_d);
+        }
         if (!got.everything) {
             assert_true(!bound.filters || got.count <= bound.filters);
             assert_true(!bound.bytes || interest_summary_bytes(&got) <= bound.bytes);
         }
+        /* wider: every topic the set matches, the summary matches */
         for (size_t t = 0; t < u->count; t++)
             if (interest_matches(&set, S(u->topics[t])))
                 assert_true(interest_summary_matches(&got, S(u->topics[t])));
         interest_summary_free(&want);
         interest_summary_free(&got);
         interest_summary_free(&all);
-        interest_set_free(&want_set);
         interest_set_free(&set);
     }
+}
+
+/* One subtree whose '+' covers its siblings once cut must not drag the rest of the set to
+ * fewer levels: a cut to two levels leaves 251 filters, 51 once covered ones leave. */
+static void test_widening_counts_what_covers_leave_out(void **state)
+{
+    (void)state;
+    struct interest_set set;
+    interest_set_init(&set);
+    char f[64];
+    for (int k = 0; k < 50; k++) {
+        snprintf(f, sizeof f, "b/k%d/x/y", k);
+        assert_int_equal(interest_add(&set, S(f)), 0);
+    }
+    assert_int_equal(interest_add(&set, S("a/+/q/r")), 0);
+    for (int k = 0; k < 200; k++) {
+        snprintf(f, sizeof f, "a/d%d/s/t", k);
+        assert_int_equal(interest_add(&set, S(f)), 0);
+    }
+    struct interest_summary s;
+    assert_int_equal(interest_summarise(&set, (struct interest_bound){.filters = 100}, &s), 0);
+    assert_false(s.everything);
+    assert_int_equal(s.count, 51);
+    assert_string_equal(s.filters[0], "a/+/#");
+    assert_string_equal(s.filters[1], "b/k0/#");
+    interest_summary_free(&s);
+    interest_set_free(&set);
 }
 
 static double cpu_seconds(void)
@@ -499,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_summary_leaves_out_what_a_wider_filter_covers),
         cmocka_unit_test(test_summary_past_its_bound_widens_by_levels_down_to_everything),
         cmocka_unit_test(test_widening_picks_the_deepest_cut_that_fits_as_brute_force_does),
+        cmocka_unit_test(test_widening_counts_what_covers_leave_out),
         cmocka_unit_test(test_widening_deep_filters_costs_a_few_walks_not_one_per_depth),
         cmocka_unit_test(test_bytes_bound_widens_a_summary_that_is_few_but_long),
         cmocka_unit_test(test_a_match_too_costly_to_decide_answers_true),
