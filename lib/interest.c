@@ -445,7 +445,7 @@ static void count_cuts(const struct interest_node *n, int depth, size_t len, str
  * what it covers is left out (*fits_before; 0 when even one level does not), and the depth
  * past which cutting changes nothing (*deepest). */
 static int deepest_cut_that_fits(const struct interest_summary *s, struct interest_bound bound,
-                                 int *out, int *deepest)
+                                 int *fits_before, int *deepest)
 {
     struct interest_set set;
     interest_set_init(&set);
@@ -453,7 +453,7 @@ static int deepest_cut_that_fits(const struct interest_summary *s, struct intere
     int rc = c ? 0 : -1;
     for (size_t k = 0; k < s->count && rc == 0; k++)
         rc = interest_add(&set, s->filters[k], s->lengths[k]);
-    *out = 0;
+    *fits_before = 0;
     *deepest = 0;
     if (rc == 0 && set.root) {
         count_cuts(set.root, 0, 0, c);
@@ -461,7 +461,7 @@ static int deepest_cut_that_fits(const struct interest_summary *s, struct intere
         for (int d = 1; d < c->deepest; d++) {
             filters += c->ends[d];
             bytes += c->ends_bytes[d];
-            if (fits(filters + c->cuts[d], bytes + c->cuts_bytes[d], bound)) *out = d;
+            if (fits(filters + c->cuts[d], bytes + c->cuts_bytes[d], bound)) *fits_before = d;
         }
         *deepest = c->deepest;
     }

@@ -59,6 +59,7 @@
 #include "peer_net.h"
 #include "stp.h"
 #include "transport_tls.h"
+#include "wire.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -426,11 +427,6 @@ static int any_entry(void *ctx, uint8_t op, const char *filter, size_t len)
     return 0;
 }
 
-static size_t varint_size(size_t n)
-{
-    return n < 128 ? 1 : n < 16384 ? 2 : n < 2097152 ? 3 : 4;
-}
-
 /* What the broker sends on its connection to a neighbour (it is the client there). */
 static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uint8_t *body,
                         size_t len)
@@ -438,7 +434,7 @@ static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uin
     const char *secret = peer_secret();
     /* nothing larger than the neighbour's Maximum Packet Size (it would close the link) but
      * a resync's summary or lost notice, which cannot be split (docs/mqtt-st-protocol.md 7.0) */
-    bool fits = !s->max_packet || 1 + varint_size(len) + len <= s->max_packet;
+    bool fits = !s->max_packet || 1 + wire_varint_size((uint32_t)len) + len <= s->max_packet;
     CHECK(fits || type == MQTT_PUBLISH);
     switch (type) {
     case MQTT_CONNECT: {
