@@ -149,6 +149,41 @@ int seqset_subtract_below(const struct seqset *a, const struct seqset *b, uint64
     return 0;
 }
 
+int seqset_remove(struct seqset *set, uint64_t seq)
+{
+    if (!seqset_contains(set, seq)) return false;
+    size_t i = find(set, seq);
+    struct seq_range *r = &set->ranges[i];
+    if (r->lo == seq && r->hi == seq) {
+        memmove(r, r + 1, (set->count - i - 1) * sizeof *r);
+        set->count--;
+    } else if (r->lo == seq) {
+        r->lo++;
+    } else if (r->hi == seq) {
+        r->hi--;
+    } else { /* split in two */
+        if (reserve(set) != 0) return -1;
+        r = &set->ranges[i];
+        memmove(r + 1, r, (set->count - i) * sizeof *r);
+        set->count++;
+        r[0].hi = seq - 1;
+        r[1].lo = seq + 1;
+    }
+    return true;
+}
+
+uint64_t seqset_drop_lowest_ranges(struct seqset *set, size_t max_ranges)
+{
+    if (max_ranges == 0) max_ranges = 1;
+    if (set->count <= max_ranges) return 0;
+    size_t drop = set->count - max_ranges;
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < drop; i++) dropped += set->ranges[i].hi - set->ranges[i].lo + 1;
+    memmove(set->ranges, set->ranges + drop, max_ranges * sizeof set->ranges[0]);
+    set->count = max_ranges;
+    return dropped;
+}
+
 void seqset_free(struct seqset *set)
 {
     free(set->ranges);

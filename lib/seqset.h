@@ -41,6 +41,12 @@ uint64_t seqset_limit_ranges(struct seqset *set, size_t max_ranges);
  * how many. 0, or -1 when out of memory. */
 int seqset_subtract_below(const struct seqset *a, const struct seqset *b, uint64_t below,
                           struct seqset *out, uint64_t *count);
+/* Remove seq: true when it was in the set. -1 when out of memory (splitting a range; the set
+ * is unchanged). */
+int seqset_remove(struct seqset *set, uint64_t seq);
+/* Forget the lowest ranges until at most max_ranges remain (>= 1); returns how many numbers
+ * left the set. */
+uint64_t seqset_drop_lowest_ranges(struct seqset *set, size_t max_ranges);
 void seqset_free(struct seqset *set);
 
 #endif

@@ -18,6 +18,8 @@ const struct stp_view_field stp_view_broker_fields[SV_BROKER_FIELDS] = {
     [SV_HOPS] = {"hops", "hops", STP_VIEW_NUMBER},
     [SV_EPOCH] = {"epoch", "epoch", STP_VIEW_NUMBER},
     [SV_TOPOLOGY_CHANGES] = {"topology_changes", "topology changes", STP_VIEW_NUMBER},
+    /* flooding on every live link after a change (docs/mqtt-st-protocol.md 7.3) */
+    [SV_SETTLING] = {"settling", "settling", STP_VIEW_FLAG},
     [SV_BPDUS_SENT] = {"bpdus/sent", "BPDUs sent", STP_VIEW_NUMBER},
     [SV_BPDUS_RECEIVED] = {"bpdus/received", "BPDUs received", STP_VIEW_NUMBER},
     [SV_BPDUS_REJECTED] = {"bpdus/rejected", "BPDUs rejected", STP_VIEW_NUMBER},
@@ -29,6 +31,9 @@ const struct stp_view_field stp_view_broker_fields[SV_BROKER_FIELDS] = {
     [SV_MESSAGES_RESYNCED] = {"messages/resynced", "messages resynced", STP_VIEW_NUMBER},
     [SV_MESSAGES_LOST] = {"messages/lost", "messages lost", STP_VIEW_NUMBER},
     [SV_MESSAGES_DROPPED] = {"messages/dropped", "messages dropped", STP_VIEW_NUMBER},
+    /* interest routing: left out on a link, and the notices that told so */
+    [SV_MESSAGES_SKIPPED] = {"messages/skipped", "messages skipped", STP_VIEW_NUMBER},
+    [SV_MESSAGES_SKIP_NOTICES] = {"messages/skip_notices", "skip notices", STP_VIEW_NUMBER},
 };
 
 const struct stp_view_field stp_view_peer_fields[SV_PEER_FIELDS] = {

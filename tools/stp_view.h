@@ -42,6 +42,7 @@ enum stp_view_broker_field {
     SV_HOPS,
     SV_EPOCH,
     SV_TOPOLOGY_CHANGES,
+    SV_SETTLING,
     SV_BPDUS_SENT,
     SV_BPDUS_RECEIVED,
     SV_BPDUS_REJECTED,
@@ -53,6 +54,8 @@ enum stp_view_broker_field {
     SV_MESSAGES_RESYNCED,
     SV_MESSAGES_LOST,
     SV_MESSAGES_DROPPED,
+    SV_MESSAGES_SKIPPED,
+    SV_MESSAGES_SKIP_NOTICES,
     SV_BROKER_FIELDS
 };
 

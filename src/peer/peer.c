@@ -386,6 +386,7 @@ void peer_net_reload(struct broker *broker)
         }
     }
     peer_interest_note_change(net); /* peer_routing or peer_interest_max_filters may differ */
+    net->interest.local_built = false; /* and the bridges' topic lines */
     net->next_run_ms = broker->now_ms;
 }
 
@@ -469,6 +470,8 @@ void peer_net_run(struct broker *broker)
     if (walk < net->next_run_ms) net->next_run_ms = walk;
     int64_t interest = peer_interest_run(net);
     if (interest < net->next_run_ms) net->next_run_ms = interest;
+    int64_t skips = peer_skip_run(net);
+    if (skips < net->next_run_ms) net->next_run_ms = skips;
     if (net->pressure.release_pending) {
         net->pressure.release_pending = false;
         net->pressure.engaged = false;
@@ -477,6 +480,11 @@ void peer_net_run(struct broker *broker)
                   (unsigned)net->pressure.queued);
         release_held_everywhere(broker);
     }
+    /* $SYS/broker/stp/settling follows the settling period, to its end */
+    bool settling = now < net->settle_until_ms;
+    if (settling != net->settling_published) net->sys_dirty = true;
+    if (settling && net->settle_until_ms < net->next_run_ms)
+        net->next_run_ms = net->settle_until_ms;
     if (net->sys_dirty && broker->config->sys_interval > 0) {
         net->sys_dirty = false;
         peer_sys_publish(net);

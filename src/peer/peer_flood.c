@@ -58,6 +58,7 @@ void peer_flood_free(struct peer_net *net)
         HASH_DEL(net->origins, o);
         seqset_free(&o->seen);
         seqset_free(&o->adopted);
+        seqset_free(&o->skipped);
         free(o);
     }
     message_log_free(net->log);
@@ -203,6 +204,18 @@ struct peer_origin *peer_origin_get(struct peer_net *net, const struct stp_broke
     return o;
 }
 
+/* A QoS 1/2 run with more than PEER_RANGES_MAX gaps: the oldest are given up as lost. */
+static void give_up_gaps(struct peer_net *net, struct peer_origin *w)
+{
+    if (w->seen.count <= PEER_RANGES_MAX) return;
+    uint64_t given_up = seqset_limit_ranges(&w->seen, PEER_RANGES_MAX);
+    net->counters.lost += given_up;
+    char name[STP_BROKER_ID_STRLEN];
+    log_warning("Warning: MQTT-ST: %" PRIu64 " messages of %s are lost: too many gaps in "
+                "what arrived from it.",
+                given_up, stp_broker_id_format(&w->key.broker, name, sizeof name));
+}
+
 /* True when (origin, sequence) was seen before (or is too old to tell); marks it seen. */
 bool peer_flood_seen_before(struct peer_net *net, const struct message_origin *o)
 {
@@ -212,42 +225,65 @@ bool peer_flood_seen_before(struct peer_net *net, const struct message_origin *o
     /* Taken as seen when this broker joined (peer_resync.c): a duplicate, except a retained
      * offer, which this broker never had (7.3, 7.4) */
     if (!o->retained_sync && seqset_contains(&w->adopted, o->sequence)) return true;
+    /* Told skipped by a neighbour: this is the real copy (another path, a resync after the
+     * tree changed), taken once. */
+    if (w->skipped.count && seqset_remove(&w->skipped, o->sequence) == 1) return false;
     bool windowed = o->incarnation & PEER_STREAM_QOS0;
     bool seen = peer_seen_check(&w->seen, windowed, o->sequence);
     if (!seen && !windowed) net->state_dirty = true;
-    if (!windowed && w->seen.count > PEER_RANGES_MAX) { /* too many gaps: the oldest go */
-        uint64_t given_up = seqset_limit_ranges(&w->seen, PEER_RANGES_MAX);
-        net->counters.lost += given_up;
-        char name[STP_BROKER_ID_STRLEN];
-        log_warning("Warning: MQTT-ST: %" PRIu64 " messages of %s are lost: too many gaps in "
-                    "what arrived from it.",
-                    given_up, stp_broker_id_format(&o->broker, name, sizeof name));
-    }
+    if (!windowed) give_up_gaps(net, w);
     return seen;
 }
 
 /* ---- sending ------------------------------------------------------------------------------ */
 
-/* The forwarder's forward (route.h): on along the spanning tree, after local delivery. */
+/* Whether a message flooded from link `from` goes on link: a link up that is not the one it
+ * came from, and that the tree forwards on (while it settles after a change, every one). */
+static bool floods_on(const struct peer_net *net, const struct peer_link *link, stp_link_id from)
+{
+    if (!link->stp_id || !link->out || link->stp_id == from) return false;
+    /* Every forwarding link but the arrival one, also for a message that arrived off the
+     * tree (it was accepted, so it is marked seen here: the tree's own copy would stop here,
+     * so this broker must pass it on). */
+    return settling(net) || stp_link_forwarding(net->stp, link->stp_id);
+}
+
+static struct peer_origin_key run_of(const struct message_origin *o)
+{
+    struct peer_origin_key key;
+    memset(&key, 0, sizeof key);
+    key.broker = o->broker;
+    key.incarnation = o->incarnation;
+    return key;
+}
+
+/* The forwarder's forward (route.h): on along the spanning tree, after local delivery, to the
+ * links whose neighbour's interest matches; a QoS 1/2 number left out is told (peer_skip.c). */
 static bool flood(void *ctx, struct message *msg)
 {
     struct peer_net *net = ctx;
     if (!msg->origin.stamped || msg->origin.local_only || net->stopping) return false;
     stp_link_id from = msg->origin.link;
-    if (msg->qos > 0 && !(msg->origin.incarnation & PEER_STREAM_QOS0) &&
-        message_log_add(net->log, msg, net->broker->now_ms) != 0)
+    bool logged = msg->qos > 0 && !(msg->origin.incarnation & PEER_STREAM_QOS0);
+    if (logged && message_log_add(net->log, msg, net->broker->now_ms) != 0)
         log_error("Error: MQTT-ST: out of memory logging a message for resync.");
-    bool everywhere = settling(net);
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp)
     {
-        if (!link->stp_id || !link->out || link->stp_id == from) continue;
+        if (!floods_on(net, link, from)) continue;
         if (peer_resync_holds(link, msg)) continue; /* its resync sends it, in order */
-        /* Every forwarding link but the arrival one, also for a message that arrived off the
-         * tree (it was accepted, so it is marked seen here: the tree's own copy would stop
-         * here, so this broker must pass it on). */
-        if (everywhere || stp_link_forwarding(net->stp, link->stp_id))
+        /* also while settling: the neighbour's announcement describes its whole side (on a
+         * link that does not forward, everything behind it); one that is stale after the
+         * change is carried interest, and its resync sends what was skipped */
+        if (peer_interest_link_wants(link, msg)) {
             peer_dialer_send_message(link->out, msg, 0);
+            continue;
+        }
+        net->counters.skipped++;
+        if (logged) {
+            struct peer_origin_key run = run_of(&msg->origin);
+            peer_skip_add(net, link, &run, msg->origin.sequence, msg->origin.sequence);
+        }
     }
     return false; /* replication: where the subscribers are is not known here */
 }
@@ -309,6 +345,7 @@ void peer_flood_expire(struct peer_net *net, int64_t now_ms)
         HASH_DEL(net->origins, o);
         seqset_free(&o->seen);
         seqset_free(&o->adopted);
+        seqset_free(&o->skipped);
         free(o);
     }
     struct peer_tombstone *t, *ttmp;
@@ -405,6 +442,55 @@ static bool wanted(struct peer_net *net, const struct message_origin *o, stp_lin
     return true;
 }
 
+/* A skip notice from the neighbour (peer_skip.c): the numbers it left out on purpose. Those
+ * not seen here become seen and skipped, and are passed on where their messages would have
+ * gone, so the brokers behind this one keep no gap either. */
+static int receive_skips(struct peer_net *net, struct peer_accepted *acc,
+                         const struct mqtt_publish *p)
+{
+    struct peer_summary s;
+    if (peer_summary_parse(p->payload, p->payload_len, PEER_SUMMARY_SKIP, &s) != 0) {
+        log_warning("Warning: MQTT-ST: malformed skip notice from %s.", acc->name);
+        return MQTT_RC_MALFORMED_PACKET;
+    }
+    stp_link_id from = acc->link ? acc->link->stp_id : 0;
+    for (size_t i = 0; from && i < s.count; i++) {
+        const struct peer_summary_run *run = &s.runs[i];
+        if (run->incarnation & PEER_STREAM_QOS0) continue; /* windowed: gaps are normal */
+        if (stp_broker_id_equal(&run->broker, &net->self) && run->incarnation == net->incarnation)
+            continue; /* our own run: nothing to keep */
+        struct peer_origin *o = peer_origin_get(net, &run->broker, run->incarnation);
+        if (!o) break;
+        o->last_seen_ms = net->broker->now_ms;
+        struct seqset not_seen = {0}, fresh = {0};
+        uint64_t n;
+        if (seqset_subtract_below(&run->seqs, &o->seen, UINT64_MAX, &not_seen, &n) != 0 ||
+            seqset_subtract_below(&not_seen, &o->adopted, UINT64_MAX, &fresh, &n) != 0) {
+            log_error("Error: MQTT-ST: out of memory taking a skip notice from %s.", acc->name);
+            n = 0;
+        }
+        for (size_t k = 0; n && k < fresh.count; k++) {
+            const struct seq_range *r = &fresh.ranges[k];
+            seqset_add_range(&o->seen, r->lo, r->hi);
+            seqset_add_range(&o->skipped, r->lo, r->hi);
+            struct peer_link *link, *tmp;
+            HASH_ITER(hh, net->links, link, tmp)
+            {
+                if (floods_on(net, link, from)) peer_skip_add(net, link, &o->key, r->lo, r->hi);
+            }
+        }
+        if (n) {
+            net->state_dirty = true;
+            seqset_drop_lowest_ranges(&o->skipped, PEER_RANGES_MAX); /* they stay seen */
+            give_up_gaps(net, o);
+        }
+        seqset_free(&not_seen);
+        seqset_free(&fresh);
+    }
+    peer_summary_free(&s);
+    return 0;
+}
+
 int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t flags,
                        const uint8_t *body, size_t len)
 {
@@ -414,10 +500,17 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
     if (p.topic.len == 0) return MQTT_RC_PROTOCOL_ERROR; /* peers send no topic aliases */
     if (p.topic.len > strlen(PEER_LINK_TOPIC_PREFIX) &&
         memcmp(p.topic.data, PEER_LINK_TOPIC_PREFIX, strlen(PEER_LINK_TOPIC_PREFIX)) == 0) {
-        /* link-local: an interest announcement, a resync summary or lost notice */
+        /* link-local: an interest announcement, a skip notice, a resync summary or lost
+         * notice */
         if (p.topic.len == strlen(PEER_INTEREST_TOPIC) &&
-            memcmp(p.topic.data, PEER_INTEREST_TOPIC, p.topic.len) == 0)
-            rc = peer_interest_receive(net, acc, &p);
+            memcmp(p.topic.data, PEER_INTEREST_TOPIC, p.topic.len) == 0) {
+            bool carried_grew;
+            rc = peer_interest_receive(net, acc, &p, &carried_grew);
+            if (carried_grew && acc->link) peer_resync_for_interest(net, acc->link);
+        }
+        else if (p.topic.len == strlen(PEER_SKIP_TOPIC) &&
+                 memcmp(p.topic.data, PEER_SKIP_TOPIC, p.topic.len) == 0)
+            rc = receive_skips(net, acc, &p);
         else
             rc = peer_resync_receive(net, acc, &p);
         if (rc || p.qos == 0) return rc;

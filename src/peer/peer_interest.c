@@ -3,8 +3,9 @@
  * each neighbour its side of the tree wants, and what each neighbour told it.
  *
  *  - Local interest: the filters of the subscription tree (persistent sessions' included, a
- *    shared subscription's inner filter), rebuilt when subs_changes moves; $SYS filters are
- *    left out ($SYS never leaves a broker).
+ *    shared subscription's inner filter) and the local filters of the bridges' out and both
+ *    topic lines, rebuilt when subs_changes moves or the configuration is reloaded; $SYS
+ *    filters are left out ($SYS never leaves a broker).
  *  - The announcement to neighbour N: the summary (lib/interest.c, bounded by
  *    peer_interest_max_filters) of the local interest and of what every other neighbour whose
  *    link forwards announced; everything when one of those is unknown or wants everything, or
@@ -18,8 +19,9 @@
  *    asks N (once) for a full announcement, and until it comes N's interest is unknown. More
  *    than PEER_WANTED_* is taken as everything.
  *
- * Step 2 of the design: what is announced and wanted is visible ($SYS, arbor_stp show) but
- * does not yet decide forwarding (peer_flood.c still sends everything).
+ *  - What a neighbour wants decides what goes on its link (peer_interest_link_wants, asked by
+ *    peer_flood.c and peer_resync.c). Announcements that add carried interest (after a tree
+ *    change) are marked so; the neighbour resyncs the link to send what it left out before.
  */
 #include <string.h>
 
@@ -27,6 +29,7 @@
 #include "peer_interest_wire.h"
 #include "peer_net.h"
 #include "subs.h"
+#include "topic.h"
 
 /* ---- what we announce --------------------------------------------------------------------- */
 
@@ -54,6 +57,17 @@ static bool refresh_local(struct peer_net *net)
     in->local_built = true;
     in->subs_seen = changes;
     if (subs_for_each_filter(tree, add_local, net) != 0) in->local_built = false;
+    /* a bridge sends out what its out/both topic lines match, whichever broker publishes it
+     * (and a bridge shared by the tree may be held here next, 7.5) */
+    const struct arbor_config *cfg = net->broker->config;
+    for (size_t b = 0; b < cfg->bridge_count; b++) {
+        const struct bridge_config *bc = &cfg->bridges[b];
+        for (size_t t = 0; t < bc->topic_count; t++) {
+            const struct bridge_topic *bt = &bc->topics[t];
+            if (bt->direction & BRIDGE_OUT)
+                add_local(net, bt->local_filter, strlen(bt->local_filter));
+        }
+    }
     return in->local_built;
 }
 
@@ -66,6 +80,16 @@ const struct peer_wanted *peer_interest_wanted(const struct peer_link *link)
 {
     if (!link->in || !link->in->wanted.known) return NULL;
     return &link->in->wanted;
+}
+
+bool peer_interest_link_wants(const struct peer_link *link, const struct message *msg)
+{
+    const struct peer_wanted *w = peer_interest_wanted(link);
+    if (!w || w->everything || msg->retain) return true;
+    size_t control = strlen(TREE_CONTROL_PREFIX);
+    if (msg->topic_len >= control && memcmp(msg->topic, TREE_CONTROL_PREFIX, control) == 0)
+        return true; /* the tree's own messages (bridge announcements) go everywhere */
+    return interest_matches(&w->filters, msg->topic, msg->topic_len);
 }
 
 /* Whether the link contributes "everything" to the others' announcements. */
@@ -131,10 +155,12 @@ static size_t diff_bytes(const struct interest_diff *d)
     return bytes;
 }
 
-/* Send `next` to the dialer's neighbour as a full announcement or an update; it becomes what
+/* Send `next` to the dialer's neighbour as a full announcement or an update, marked carried
+ * when what it adds was there before (the tree changed; design section 6); it becomes what
  * the neighbour was told (next is taken over). Not taken (the link's queue is full): a full
  * one at the next round. */
-static void announce(struct peer_net *net, struct peer_dialer *d, struct interest_summary *next)
+static void announce(struct peer_net *net, struct peer_dialer *d, struct interest_summary *next,
+                     bool carried)
 {
     struct peer_announced *a = &d->announced;
     if (a->sent && summaries_equal(&a->summary, next)) {
@@ -149,11 +175,11 @@ static void announce(struct peer_net *net, struct peer_dialer *d, struct interes
      * one fits the neighbour's Maximum Packet Size, so the update chosen does too */
     if (a->sent && interest_summary_diff(&a->summary, next, &diff) &&
         diff_bytes(&diff) <= interest_summary_bytes(next)) {
-        rc = peer_interest_encode_update(&payload, generation, false, &diff);
+        rc = peer_interest_encode_update(&payload, generation, carried, &diff);
         interest_diff_free(&diff);
     } else {
         interest_diff_free(&diff);
-        rc = peer_interest_encode_full(&payload, generation, next);
+        rc = peer_interest_encode_full(&payload, generation, carried, next);
     }
     if (rc == 0) rc = peer_dialer_send_control(d, PEER_INTEREST_TOPIC, payload.data, payload.len);
     if (rc != 0) {
@@ -161,7 +187,8 @@ static void announce(struct peer_net *net, struct peer_dialer *d, struct interes
             log_warning("Warning: MQTT-ST: could not queue an interest announcement for %s "
                         "(queue full or out of memory); trying again.", d->target);
         a->refused = true;
-        a->sent = false; /* a full announcement next time */
+        a->sent = false; /* a full announcement next time, carried: what it adds may be */
+        net->interest.carry = true;
         interest_summary_free(next);
         abuf_free(&payload);
         net->interest.dirty = true;
@@ -186,7 +213,7 @@ static bool announces_to(const struct peer_dialer *d)
 /* The announcement for every neighbour that reads them. The union of the local interest and
  * of every forwarding link's is built once; each neighbour's own part is taken out while its
  * summary is made. */
-static void announce_all(struct peer_net *net)
+static void announce_all(struct peer_net *net, bool carried)
 {
     const struct arbor_config *cfg = net->broker->config;
     struct interest_set all;
@@ -216,7 +243,7 @@ static void announce_all(struct peer_net *net)
                 next = (struct interest_summary){.everything = true};
             if (take_out && !apply_set(&all, &link->in->wanted.filters, +1)) ok = false;
         }
-        announce(net, link->out, &next);
+        announce(net, link->out, &next, carried);
     }
     interest_set_free(&all);
 }
@@ -224,6 +251,7 @@ static void announce_all(struct peer_net *net)
 void peer_interest_note_change(struct peer_net *net)
 {
     net->interest.dirty = true;
+    net->interest.carry = true; /* what the next round adds was there before: carried */
 }
 
 static void request_full(struct peer_accepted *acc);
@@ -252,7 +280,9 @@ int64_t peer_interest_run(struct peer_net *net)
     if (in->dirty && now >= in->next_ms) {
         in->dirty = false;
         int64_t started_us = peer_now_us();
-        announce_all(net);
+        bool carried = in->carry;
+        in->carry = false; /* (a refused announcement sets it again) */
+        announce_all(net, carried);
         /* A round rebuilds every summary: with thousands of filters it takes milliseconds.
          * Rounds are spaced so that they take at most a tenth of loop 0's time. */
         int64_t spent_ms = (peer_now_us() - started_us) / 1000;
@@ -302,12 +332,13 @@ void peer_interest_dialer_free(struct peer_dialer *d)
  * announcement is wanted and asked for stays. */
 static void wanted_reset(struct peer_wanted *w)
 {
-    bool want_full = w->want_full, requested = w->requested;
+    bool want_full = w->want_full, requested = w->requested, filtered = w->filtered;
     interest_set_free(&w->filters);
     memset(w, 0, sizeof *w);
     interest_set_init(&w->filters);
     w->want_full = want_full;
     w->requested = requested;
+    w->filtered = filtered;
 }
 
 void peer_interest_accepted_free(struct peer_accepted *acc)
@@ -320,6 +351,7 @@ struct apply_context {
     size_t max_filters; /* 0: no bound */
     bool inconsistent;  /* a remove of a filter it never announced */
     bool failed;        /* out of memory */
+    size_t added;       /* filters it did not announce before */
     bool overflowed;    /* past PEER_WANTED_* */
 };
 
@@ -339,6 +371,7 @@ static int apply_entry(void *ctx, uint8_t op, const char *filter, size_t len)
             return -1;
         }
         w->bytes += len;
+        a->added++;
     } else if (interest_remove(&w->filters, filter, len)) {
         w->bytes -= len;
     } else {
@@ -385,6 +418,12 @@ static void request_full(struct peer_accepted *acc)
     if (acc->wanted.requested) return;
     struct peer_dialer *out = acc->link ? acc->link->out : NULL;
     struct abuf payload = {0};
+    if (out && out->state == DIAL_UP && !out->neighbour_interest) {
+        /* it announces but said it reads none: it cannot be asked; unknown until its next
+         * full announcement */
+        acc->wanted.requested = true;
+        return;
+    }
     if (out && peer_interest_encode_request(&payload) == 0 &&
         peer_dialer_send_control(out, PEER_INTEREST_TOPIC, payload.data, payload.len) == 0)
         acc->wanted.requested = true;
@@ -392,8 +431,9 @@ static void request_full(struct peer_accepted *acc)
 }
 
 int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
-                          const struct mqtt_publish *p)
+                          const struct mqtt_publish *p, bool *carried_grew)
 {
+    *carried_grew = false;
     struct peer_interest_header h;
     /* checked whole first: a malformed one closes the connection and changes nothing */
     if (peer_interest_parse(p->payload, p->payload_len, &h, parse_only, NULL) != 0) {
@@ -405,7 +445,7 @@ int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
         /* it missed one of ours: a full one at the next round (paced as any other) */
         struct peer_dialer *out = acc->link ? acc->link->out : NULL;
         if (out) out->announced.sent = false;
-        peer_interest_note_change(net);
+        net->interest.dirty = true;
         return 0;
     }
     const struct arbor_config *cfg = net->broker->config;
@@ -462,7 +502,14 @@ int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
         w->everything = h.flags & PEER_INTEREST_EVERYTHING;
         w->generation = h.generation;
     }
-    peer_interest_note_change(net);
+    /* Carried interest that grew on a connection we have filtered on: messages left out
+     * before may be wanted now, so the link resyncs (design section 6). */
+    if ((h.flags & PEER_INTEREST_CARRIED) && w->filtered && (a.added || !w->known ||
+                                                            w->everything))
+        *carried_grew = true;
+    if (w->known && !w->everything) w->filtered = true;
+    net->interest.dirty = true;
+    if (h.flags & PEER_INTEREST_CARRIED) net->interest.carry = true;
     net->sys_dirty = true;
     return 0;
 }

@@ -23,11 +23,12 @@ static int entry(struct abuf *out, uint8_t op, const char *filter, size_t len)
     return abuf_append_u8(out, op) || abuf_append_prefixed(out, filter, len) ? -1 : 0;
 }
 
-int peer_interest_encode_full(struct abuf *out, uint32_t generation,
+int peer_interest_encode_full(struct abuf *out, uint32_t generation, bool carried,
                               const struct interest_summary *s)
 {
-    if (header(out, PEER_INTEREST_FULL, generation, s->everything ? PEER_INTEREST_EVERYTHING : 0))
-        return -1;
+    uint8_t flags = (uint8_t)((s->everything ? PEER_INTEREST_EVERYTHING : 0) |
+                              (carried ? PEER_INTEREST_CARRIED : 0));
+    if (header(out, PEER_INTEREST_FULL, generation, flags)) return -1;
     for (size_t i = 0; !s->everything && i < s->count; i++)
         if (entry(out, PEER_INTEREST_ADD, s->filters[i], s->lengths[i])) return -1;
     return 0;

@@ -35,7 +35,7 @@ struct peer_interest_header {
 };
 
 /* Append a full announcement of s. 0 or -1 (out of memory). */
-int peer_interest_encode_full(struct abuf *out, uint32_t generation,
+int peer_interest_encode_full(struct abuf *out, uint32_t generation, bool carried,
                               const struct interest_summary *s);
 /* Append an update from the diff d. 0 or -1. */
 int peer_interest_encode_update(struct abuf *out, uint32_t generation, bool carried,

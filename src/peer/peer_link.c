@@ -64,6 +64,7 @@ static void link_down(struct peer_net *net, struct peer_link *link, const char *
     stp_link_id id = link->stp_id;
     link->stp_id = 0;
     peer_resync_link_down(net, link);
+    peer_skip_forget(link);
     log_notice("MQTT-ST: link to %s down (%s).", link->name, why);
     peer_note_change(net);
     stp_link_down(net->stp, id, (uint64_t)net->broker->now_ms);
@@ -75,6 +76,7 @@ static void free_if_unused(struct peer_net *net, struct peer_link *link)
     if (link->out || link->in) return;
     peer_sys_clear_link(net, link);
     peer_resync_reset(link);
+    peer_skip_forget(link);
     HASH_DEL(net->links, link);
     free(link);
 }
@@ -197,6 +199,7 @@ void peer_links_free(struct peer_net *net)
     HASH_ITER(hh, net->links, link, tmp)
     {
         HASH_DEL(net->links, link);
+        peer_skip_forget(link);
         free(link);
     }
 }

@@ -15,6 +15,7 @@
  *   peer_state.c   what is kept across restarts: the stream, what was seen
  *   peer_interest.c interest routing: what each link is told and what it wants
  *   peer_interest_wire.c the announcement payload (pure, unit-tested)
+ *   peer_skip.c    skip notices: the numbers a link left out by interest, told in batches
  *
  * A link to neighbour X is the pair (our outgoing connection to X, X's outgoing connection to
  * us). Each side sends BPDUs (in PINGREQ) and messages (PUBLISH QoS 2) on its own outgoing
@@ -79,6 +80,8 @@ struct peer_wanted {
     bool want_full;  /* a full announcement is needed (a gap, an inconsistency, an overflow
                         that ended) */
     bool requested;  /* asked for on our current connection to it; not come yet */
+    bool filtered;   /* it was known and not everything at some time on this connection:
+                        messages may have been left out for it */
     size_t overflow_filters, overflow_bytes; /* overflowed: about how much it announces now */
     uint32_t generation;
     size_t bytes; /* of the filters held */
@@ -188,6 +191,11 @@ struct peer_link {
     struct seqset *walk_lost;   /* per run of walk_lost_runs: what it will report lost */
     struct peer_origin_key *walk_lost_runs;
     size_t walk_lost_count;
+    bool rewalk;                /* carried interest grew during the walk: walk again after */
+    /* Interest routing: QoS 1/2 numbers left out on this link, not told yet (peer_skip.c) */
+    struct peer_skip_run *skips;
+    size_t skip_ranges;     /* in all of skips */
+    int64_t skips_since_ms; /* the oldest of them */
 };
 
 /* Messages seen from one origin run (7.2): a set of sequence numbers. A QoS 0 stream (odd
@@ -206,6 +214,9 @@ struct peer_origin {
     int64_t last_seen_ms;
     struct seqset seen;
     struct seqset adopted; /* taken as seen when this broker joined (7.3, item 4) */
+    /* in seen only because a neighbour said it left them out (a skip notice): a real copy
+     * that comes later is still taken, once (interest routing, section 5 of its design) */
+    struct seqset skipped;
     uint64_t log_lowest; /* scratch of a resync: the lowest sequence of the run in the log */
 };
 
@@ -217,6 +228,17 @@ struct peer_tombstone {
     struct message *clear; /* the clearing message (empty payload, retain, stamped) */
     int64_t at_ms;
 };
+/* The numbers of one run a link left out and has not told yet (peer_skip.c). */
+struct peer_skip_run {
+    UT_hash_handle hh;
+    struct peer_origin_key key;
+    struct seqset seqs;
+};
+/* Skips wait at most this long, or until this many ranges wait on a link, before a notice
+ * tells them; a receiver keeps at most PEER_RANGES_MAX ranges of skipped numbers per run. */
+#define PEER_SKIP_DELAY_MS 100
+#define PEER_SKIP_RANGES_MAX 64
+
 #define PEER_TOMBSTONE_FORGET_MS (60 * 60 * 1000) /* clears are remembered for an hour */
 #define PEER_SWEEP_INTERVAL_MS 60000 /* origins and tombstones are swept this often */
 
@@ -229,6 +251,8 @@ struct peer_counters {
     uint64_t resynced;   /* sent by a resync (7.3) */
     uint64_t lost;       /* given up: left a neighbour's log before it could be sent here */
     uint64_t dropped;    /* not sent: a link's queue was full */
+    uint64_t skipped;    /* not sent on a link: the neighbour's interest does not match */
+    uint64_t skip_notices; /* skip notices sent */
 };
 
 /* This broker's side of interest routing (peer_interest.c). */
@@ -237,6 +261,8 @@ struct peer_interest {
     uint64_t subs_seen;        /* subs_changes when local was built */
     bool local_built;
     bool dirty;      /* announcements may have changed: compute them at next_ms */
+    bool carry;      /* what they add is carried interest (the tree or a neighbour's carried
+                        interest changed), not only new subscriptions: design section 6 */
     int64_t next_ms; /* at most one round of announcements per PEER_INTEREST_INTERVAL_MS */
     uint64_t sent, bytes_sent; /* announcements sent, and their payload bytes */
 };
@@ -290,6 +316,7 @@ struct peer_net {
      * clients (broker->shared->peer_backlog) until release_pending, at PEER_BACKLOG_LOW. */
     struct outflow_pressure pressure;
     int64_t settle_until_ms; /* after a change: flood on every live link until then */
+    bool settling_published; /* what $SYS/broker/stp/settling says */
     int64_t next_run_ms;     /* earliest deadline of dialers and pings */
     bool sys_dirty;
     struct peer_counters counters;
@@ -357,6 +384,17 @@ void peer_flood_expire(struct peer_net *net, int64_t now_ms);
 /* The last sequence number our QoS 1/2 stream gave (loop 0; other loops stamp too). */
 uint64_t peer_flood_own_sequence(struct peer_net *net);
 
+/* peer_skip.c (docs/interest-routing-design.md section 5) */
+/* Numbers lo..hi of a QoS 1/2 run were left out on the link: told in the next notice. */
+void peer_skip_add(struct peer_net *net, struct peer_link *link,
+                   const struct peer_origin_key *run, uint64_t lo, uint64_t hi);
+/* Tell the link's neighbour what waits, now (kept for later when its queue refuses). */
+void peer_skip_flush(struct peer_net *net, struct peer_link *link);
+/* Tell what waited long enough; returns the next deadline (TIMER_NONE: nothing waits). */
+int64_t peer_skip_run(struct peer_net *net);
+/* Forget what waits on the link (it went down: its resync tells again what it must). */
+void peer_skip_forget(struct peer_link *link);
+
 /* peer_interest.c */
 /* Our connection to a neighbour is up: announce to it from scratch (at once, before anything
  * else goes on the connection that needs the link). */
@@ -364,8 +402,10 @@ void peer_interest_out_up(struct peer_net *net, struct peer_dialer *dialer);
 void peer_interest_dialer_free(struct peer_dialer *dialer);
 void peer_interest_accepted_free(struct peer_accepted *acc);
 /* An announcement on acc ($MQTT-ST/link/interest): 0 or an MQTT reason code. */
+/* *carried_grew: it added carried interest (design section 6) where messages may have been
+ * left out for it: the link must resync. */
 int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
-                          const struct mqtt_publish *p);
+                          const struct mqtt_publish *p, bool *carried_grew);
 /* Something announcements depend on changed (a link, the tree). */
 void peer_interest_note_change(struct peer_net *net);
 /* Announce what changed, at most once per interval; returns the next deadline. */
@@ -373,6 +413,9 @@ int64_t peer_interest_run(struct peer_net *net);
 void peer_interest_free(struct peer_net *net);
 /* What the link's neighbour wants: NULL when unknown (no announcement on its connection). */
 const struct peer_wanted *peer_interest_wanted(const struct peer_link *link);
+/* Whether msg goes on the link by its neighbour's interest: unknown, everything, a matching
+ * filter; a retained message and $MQTT-ST/ tree control always. */
+bool peer_interest_link_wants(const struct peer_link *link, const struct message *msg);
 
 /* peer_sys.c: $SYS/broker/stp/... for the peer network ctx, registered with sys_tree.c. */
 void peer_sys_publish(void *ctx);
@@ -400,6 +443,9 @@ void peer_resync_reset(struct peer_link *link);
 /* A link-local PUBLISH (summary, lost) from the neighbour: 0 or an MQTT reason code. */
 int peer_resync_receive(struct peer_net *net, struct peer_accepted *acc,
                         const struct mqtt_publish *p);
+/* The neighbour's carried interest grew: a forwarding link resyncs (again), so that what was
+ * left out for it and is wanted now is sent. */
+void peer_resync_for_interest(struct peer_net *net, struct peer_link *link);
 /* Whether a live message must not go on the link now: a resync will send it. */
 bool peer_resync_holds(const struct peer_link *link, const struct message *msg);
 /* Hand the links' walks on as their queues drain; returns when to come back (TIMER_NONE:

@@ -3,7 +3,10 @@
  * two ends exchange summaries of what they have seen (per QoS 1/2 origin run, a set of
  * sequence numbers), and each walks its message log (message_log.c) sending the other what it
  * lacks, oldest first, paced by the link's queue, then the ranges that already left its log
- * ("lost"). While an end waits for the neighbour's summary or walks, live QoS 1/2 messages
+ * ("lost"). With interest routing (docs/mqtt-st-protocol.md 7.8) the walk sends only what
+ * the neighbour's interest matches and tells the rest skipped (peer_skip.c); summaries leave
+ * out what their sender was only told skipped; and a link whose neighbour's carried interest
+ * grows resyncs again (after the walk under way, so that every walk ends). While an end waits for the neighbour's summary or walks, live QoS 1/2 messages
  * do not go on that link (flood asks peer_resync_holds): they are in the log, and the walk
  * sends them in order.
  *
@@ -62,7 +65,7 @@ static void send_summary(struct peer_net *net, struct peer_link *link, bool want
 {
     struct abuf text = {0};
     struct seqset own = {0};
-    int rc = peer_summary_format_header(&text, false, want, starts);
+    int rc = peer_summary_format_header(&text, PEER_SUMMARY_SUMMARY, want, starts);
     uint64_t own_last = peer_flood_own_sequence(net);
     if (!rc && own_last && seqset_add_range(&own, 1, own_last) == 0)
         rc = peer_summary_format_run(&text, &net->self, net->incarnation, &own);
@@ -70,8 +73,11 @@ static void send_summary(struct peer_net *net, struct peer_link *link, bool want
     HASH_ITER(hh, net->origins, o, tmp)
     {
         if (rc || (o->key.incarnation & PEER_STREAM_QOS0)) continue;
-        struct seqset both = {0}; /* what it has seen and what it took as seen on joining */
+        /* what it has seen and what it took as seen on joining, less what it was only told
+         * skipped: the neighbour sends those again if they match our interest now */
+        struct seqset both = {0}, held = {0};
         const struct seqset *run = &o->seen;
+        uint64_t n;
         if (o->adopted.count) {
             run = &both;
             for (size_t k = 0; !rc && k < o->seen.count; k++)
@@ -79,8 +85,13 @@ static void send_summary(struct peer_net *net, struct peer_link *link, bool want
             for (size_t k = 0; !rc && k < o->adopted.count; k++)
                 rc = seqset_add_range(&both, o->adopted.ranges[k].lo, o->adopted.ranges[k].hi);
         }
+        if (!rc && o->skipped.count) {
+            rc = seqset_subtract_below(run, &o->skipped, UINT64_MAX, &held, &n);
+            run = &held;
+        }
         if (!rc) rc = peer_summary_format_run(&text, &o->key.broker, o->key.incarnation, run);
         seqset_free(&both);
+        seqset_free(&held);
     }
     if (!rc)
         send_text(net, link, PEER_SUMMARY_TOPIC, &text);
@@ -123,18 +134,34 @@ void peer_resync_reset(struct peer_link *link)
 {
     walk_free(link);
     link->resync = RESYNC_IDLE;
+    link->rewalk = false;
 }
 
 void peer_resync_link_up(struct peer_link *link)
 {
     walk_free(link);
     link->resync = RESYNC_PENDING;
+    link->rewalk = false;
+}
+
+void peer_resync_for_interest(struct peer_net *net, struct peer_link *link)
+{
+    if (!link->stp_id || !stp_link_forwarding(net->stp, link->stp_id)) return;
+    if (link->resync == RESYNC_PENDING || link->resync == RESYNC_WAITING) return; /* coming */
+    if (link->resync == RESYNC_WALKING) { /* once this walk ends: a walk always finishes */
+        link->rewalk = true;
+        return;
+    }
+    log_info("MQTT-ST: %s now leads to interest that was elsewhere: resyncing the link.",
+             link->name);
+    peer_resync_start(net, link);
 }
 
 void peer_resync_start(struct peer_net *net, struct peer_link *link)
 {
     if (!link || !link->out) return;
     walk_free(link);
+    link->rewalk = false; /* this walk reads the interest as it is now */
     link->resync = RESYNC_WAITING;
     link->resync_since_ms = net->broker->now_ms;
     link->walk_from = message_log_end(net->log);
@@ -152,24 +179,32 @@ static bool they_lack(struct peer_net *net, const struct peer_link *link, const 
     return !have || !seqset_contains(have, msg->origin.sequence);
 }
 
-/* What they lack of one run that left the log: the numbers seen here that their summary
- * does not hold, below the run's oldest logged message (below: 0 when none is logged). */
-static int add_lost(struct peer_link *link, const struct peer_origin_key *key,
-                    const struct seqset *seen, uint64_t below)
+/* What they lack of one run that is not in the log:
+ *  - the numbers this broker was only told skipped: skipped for them too (any number: they
+ *    never were in the log);
+ *  - the other numbers seen here that their summary does not hold, below the run's oldest
+ *    logged message (below: 0 when none is logged): lost. */
+static int add_lost(struct peer_net *net, struct peer_link *link, const struct peer_origin_key *key,
+                    const struct seqset *seen, const struct seqset *skipped, uint64_t below)
 {
     if (!below) below = seqset_highest(seen) + 1;
     const struct seqset *have = peer_summary_find(&link->theirs, &key->broker, key->incarnation);
     struct seqset *lost = &link->walk_lost[link->walk_lost_count];
-    uint64_t count;
-    if (seqset_subtract_below(seen, have, below, lost, &count) != 0) {
-        seqset_free(lost);
-        return -1;
-    }
-    if (count)
+    struct seqset missing = {0}, skip = {0};
+    uint64_t count, skips = 0;
+    int rc = seqset_subtract_below(seen, have, below, &missing, &count);
+    if (!rc && skipped && skipped->count)
+        rc = seqset_subtract_below(skipped, have, UINT64_MAX, &skip, &skips);
+    if (!rc) rc = seqset_subtract_below(&missing, skipped, below, lost, &count);
+    for (size_t k = 0; !rc && k < skip.count; k++)
+        peer_skip_add(net, link, key, skip.ranges[k].lo, skip.ranges[k].hi);
+    seqset_free(&missing);
+    seqset_free(&skip);
+    if (!rc && count)
         link->walk_lost_runs[link->walk_lost_count++] = *key;
     else
         seqset_free(lost);
-    return 0;
+    return rc;
 }
 
 static int prepare_lost(struct peer_net *net, struct peer_link *link, uint64_t own_lowest)
@@ -185,13 +220,13 @@ static int prepare_lost(struct peer_net *net, struct peer_link *link, uint64_t o
     struct seqset own = {0};
     uint64_t own_last = peer_flood_own_sequence(net);
     int rc = own_last ? seqset_add_range(&own, 1, own_last) : 0;
-    if (!rc) rc = add_lost(link, &own_key, &own, own_lowest);
+    if (!rc) rc = add_lost(net, link, &own_key, &own, NULL, own_lowest);
     seqset_free(&own);
     struct peer_origin *o, *tmp;
     HASH_ITER(hh, net->origins, o, tmp)
     {
         if (rc || (o->key.incarnation & PEER_STREAM_QOS0)) continue;
-        rc = add_lost(link, &o->key, &o->seen, o->log_lowest);
+        rc = add_lost(net, link, &o->key, &o->seen, &o->skipped, o->log_lowest);
     }
     return rc;
 }
@@ -219,7 +254,8 @@ static void start_walk(struct peer_net *net, struct peer_link *link, struct peer
             lowest = run ? &run->log_lowest : NULL;
         }
         if (lowest && (!*lowest || mo->sequence < *lowest)) *lowest = mo->sequence;
-        if (serial >= link->walk_next && they_lack(net, link, msg)) {
+        if (serial >= link->walk_next && they_lack(net, link, msg) &&
+            peer_interest_link_wants(link, msg)) {
             link->walk_messages++;
             link->walk_bytes += message_log_size(msg);
         }
@@ -234,9 +270,10 @@ static void start_walk(struct peer_net *net, struct peer_link *link, struct peer
 
 static void finish_walk(struct peer_net *net, struct peer_link *link)
 {
+    peer_skip_flush(net, link); /* what the walk left out, before live messages go again */
     if (link->walk_lost_count) {
         struct abuf text = {0};
-        int rc = peer_summary_format_header(&text, true, false, false);
+        int rc = peer_summary_format_header(&text, PEER_SUMMARY_LOST, false, false);
         for (size_t i = 0; !rc && i < link->walk_lost_count; i++)
             rc = peer_summary_format_run(&text, &link->walk_lost_runs[i].broker,
                                          link->walk_lost_runs[i].incarnation,
@@ -248,6 +285,7 @@ static void finish_walk(struct peer_net *net, struct peer_link *link)
     link->resync = RESYNC_IDLE;
     net->sys_dirty = true;
     peer_flood_offer_retained(net, link); /* after the backlog, so newer values come last */
+    if (link->rewalk) peer_resync_for_interest(net, link); /* interest grew meanwhile */
 }
 
 int64_t peer_resync_pump(struct peer_net *net)
@@ -282,8 +320,17 @@ int64_t peer_resync_pump(struct peer_net *net)
             if (!e) break;
             link->walk_next++;
             budget--;
-            if (they_lack(net, link, e->msg))
+            if (!they_lack(net, link, e->msg)) continue;
+            if (peer_interest_link_wants(link, e->msg)) {
                 peer_dialer_send_message(link->out, e->msg, PEER_SEND_RESYNC);
+            } else { /* told skipped, so that they keep no gap */
+                struct peer_origin_key run;
+                memset(&run, 0, sizeof run);
+                run.broker = e->msg->origin.broker;
+                run.incarnation = e->msg->origin.incarnation;
+                net->counters.skipped++;
+                peer_skip_add(net, link, &run, e->msg->origin.sequence, e->msg->origin.sequence);
+            }
         }
         if (link->walk_next == message_log_end(net->log))
             finish_walk(net, link);
@@ -302,8 +349,9 @@ static void adopt(struct peer_net *net, const struct peer_summary *s)
         const struct peer_summary_run *run = &s->runs[i];
         if (own_run(net, &run->broker, run->incarnation)) continue;
         struct peer_origin *o = peer_origin_get(net, &run->broker, run->incarnation);
-        for (size_t k = 0; o && k < run->seqs.count; k++)
-            seqset_add_range(&o->adopted, run->seqs.ranges[k].lo, run->seqs.ranges[k].hi);
+        /* everything up to its highest: what it lacks below (a gap still to come, or what it
+         * was told skipped and left out of its summary) is older than this broker's start */
+        if (o) seqset_add_range(&o->adopted, 1, seqset_highest(&run->seqs));
     }
     net->state_dirty = true;
 }
@@ -344,7 +392,8 @@ int peer_resync_receive(struct peer_net *net, struct peer_accepted *acc,
                    memcmp(p->topic.data, PEER_SUMMARY_TOPIC, p->topic.len) == 0;
     if (!lost && !summary) return 0; /* a later version's: ignored */
     struct peer_summary s;
-    if (peer_summary_parse(p->payload, p->payload_len, lost, &s) != 0) {
+    if (peer_summary_parse(p->payload, p->payload_len,
+                           lost ? PEER_SUMMARY_LOST : PEER_SUMMARY_SUMMARY, &s) != 0) {
         log_warning("Warning: MQTT-ST: malformed resync %s from %s.", lost ? "notice" : "summary",
                     acc->name);
         return MQTT_RC_MALFORMED_PACKET;

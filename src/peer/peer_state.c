@@ -38,7 +38,7 @@
 
 static int format_runs(struct abuf *out, const struct peer_net *net, bool adopted)
 {
-    if (peer_summary_format_header(out, false, false, false)) return -1;
+    if (peer_summary_format_header(out, PEER_SUMMARY_SUMMARY, false, false)) return -1;
     const struct peer_origin *o, *tmp;
     HASH_ITER(hh, net->origins, o, tmp)
     {
@@ -88,8 +88,9 @@ static bool restore_runs(struct peer_net *net, const uint8_t *data, size_t len)
     const uint8_t *nul = memchr(data, 0, len);
     if (!nul) return false;
     struct peer_summary seen, adopted;
-    if (peer_summary_parse(data, (size_t)(nul - data), false, &seen)) return false;
-    if (peer_summary_parse(nul + 1, len - (size_t)(nul + 1 - data), false, &adopted)) {
+    if (peer_summary_parse(data, (size_t)(nul - data), PEER_SUMMARY_SUMMARY, &seen)) return false;
+    if (peer_summary_parse(nul + 1, len - (size_t)(nul + 1 - data), PEER_SUMMARY_SUMMARY,
+                           &adopted)) {
         peer_summary_free(&seen);
         return false;
     }

@@ -1,5 +1,5 @@
 /*
- * peer_summary.c: summary and lost notice text, and the stream line of the state kept across
+ * peer_summary.c: summary, lost and skip notice text, and the stream line of the state kept across
  * restarts (peer_summary.h). Read strictly, as the origin
  * property is (peer_origin.c): one blank between fields, LF after each line, decimal numbers
  * without signs, ranges ascending and apart.
@@ -11,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int peer_summary_format_header(struct abuf *out, bool lost, bool want, bool fresh)
+int peer_summary_format_header(struct abuf *out, enum peer_summary_kind kind, bool want,
+                               bool fresh)
 {
-    const char *text = lost ? "lost 1\n" : want ? (fresh ? "summary 1 want fresh\n" : "summary 1 want\n")
-                                                : (fresh ? "summary 1 reply fresh\n" : "summary 1 reply\n");
+    const char *text = kind == PEER_SUMMARY_LOST   ? "lost 1\n"
+                       : kind == PEER_SUMMARY_SKIP ? "skip 1\n"
+                       : want ? (fresh ? "summary 1 want fresh\n" : "summary 1 want\n")
+                              : (fresh ? "summary 1 reply fresh\n" : "summary 1 reply\n");
     return abuf_append(out, text, strlen(text));
 }
 
@@ -140,9 +143,10 @@ static bool parse_run(struct cursor *c, struct peer_summary *s)
     return true;
 }
 
-static bool parse_header(struct cursor *c, bool lost, struct peer_summary *s)
+static bool parse_header(struct cursor *c, struct peer_summary *s)
 {
-    if (lost) return word(c, "lost") && word(c, "1") && c->p == c->end;
+    if (s->kind == PEER_SUMMARY_LOST) return word(c, "lost") && word(c, "1") && c->p == c->end;
+    if (s->kind == PEER_SUMMARY_SKIP) return word(c, "skip") && word(c, "1") && c->p == c->end;
     if (!word(c, "summary") || !word(c, "1")) return false;
     const char *f;
     size_t len;
@@ -156,21 +160,22 @@ static bool parse_header(struct cursor *c, bool lost, struct peer_summary *s)
     return s->fresh && c->p == c->end;
 }
 
-int peer_summary_parse(const uint8_t *text, size_t len, bool lost, struct peer_summary *out)
+int peer_summary_parse(const uint8_t *text, size_t len, enum peer_summary_kind kind,
+                       struct peer_summary *out)
 {
     memset(out, 0, sizeof *out);
-    out->lost = lost;
+    out->kind = kind;
     const char *p = (const char *)text, *end = p + len;
     bool header = true;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         if (!nl) break;
         struct cursor c = {p, nl};
-        if (!(header ? parse_header(&c, lost, out) : parse_run(&c, out))) break;
+        if (!(header ? parse_header(&c, out) : parse_run(&c, out))) break;
         header = false;
         p = nl + 1;
     }
-    if (p != end || header || (lost && out->count == 0)) {
+    if (p != end || header || (kind != PEER_SUMMARY_SUMMARY && out->count == 0)) {
         peer_summary_free(out);
         return -1;
     }

@@ -16,6 +16,7 @@
 
 #define PEER_SUMMARY_TOPIC "$MQTT-ST/link/summary"
 #define PEER_LOST_TOPIC "$MQTT-ST/link/lost"
+#define PEER_SKIP_TOPIC "$MQTT-ST/link/skip"
 #define PEER_LINK_TOPIC_PREFIX "$MQTT-ST/link/"
 
 struct peer_summary_run {
@@ -24,23 +25,33 @@ struct peer_summary_run {
     struct seqset seqs;
 };
 
-/* A parsed summary (or lost notice: lost set, want and fresh false). */
+/* What the text is: a summary, a lost notice, or a skip notice (numbers of runs the sender
+ * left out on purpose: interest routing, docs/interest-routing-design.md section 5). */
+enum peer_summary_kind {
+    PEER_SUMMARY_SUMMARY,
+    PEER_SUMMARY_LOST,
+    PEER_SUMMARY_SKIP,
+};
+
+/* A parsed summary, or notice (want and fresh false). */
 struct peer_summary {
-    bool lost;  /* a lost notice */
+    enum peer_summary_kind kind;
     bool want;  /* the sender wants this broker's summary in reply */
     bool fresh; /* the sender starts without its log */
     struct peer_summary_run *runs;
     size_t count, cap;
 };
 
-/* "summary 1 want|reply [fresh]\n" or "lost 1\n". */
-int peer_summary_format_header(struct abuf *out, bool lost, bool want, bool fresh);
+/* "summary 1 want|reply [fresh]\n", "lost 1\n" or "skip 1\n". */
+int peer_summary_format_header(struct abuf *out, enum peer_summary_kind kind, bool want,
+                               bool fresh);
 /* "run <identity> <incarnation> <ranges>\n" (nothing for an empty set). */
 int peer_summary_format_run(struct abuf *out, const struct stp_broker_id *broker,
                             uint64_t incarnation, const struct seqset *seqs);
-/* Parse a summary (lost false) or a lost notice (lost true): 0, or -1 when malformed or out
- * of memory (out is then empty). */
-int peer_summary_parse(const uint8_t *text, size_t len, bool lost, struct peer_summary *out);
+/* Parse a summary or a notice of that kind (a notice has at least one run): 0, or -1 when
+ * malformed or out of memory (out is then empty). */
+int peer_summary_parse(const uint8_t *text, size_t len, enum peer_summary_kind kind,
+                       struct peer_summary *out);
 /* The set of one run, NULL when the summary does not list it. */
 const struct seqset *peer_summary_find(const struct peer_summary *s,
                                        const struct stp_broker_id *broker, uint64_t incarnation);

@@ -162,6 +162,8 @@ void peer_sys_publish(void *ctx)
     publish_u64(broker, "hops", st.hops);
     publish_u64(broker, "epoch", st.epoch);
     publish_u64(broker, "topology_changes", st.topology_changes);
+    net->settling_published = net->broker->now_ms < net->settle_until_ms;
+    publish_text(broker, "settling", net->settling_published ? "1" : "0");
     publish_u64(broker, "bpdus/sent", st.bpdus_sent);
     publish_u64(broker, "bpdus/received", st.bpdus_received);
     publish_u64(broker, "bpdus/rejected", st.bpdus_rejected);
@@ -176,6 +178,8 @@ void peer_sys_publish(void *ctx)
     publish_u64(broker, "log/bytes", net->log->bytes);
     publish_u64(broker, "log/evicted", net->log->evicted);
     publish_u64(broker, "messages/dropped", net->counters.dropped);
+    publish_u64(broker, "messages/skipped", net->counters.skipped);
+    publish_u64(broker, "messages/skip_notices", net->counters.skip_notices);
     publish_u64(broker, "interest/announcements", net->interest.sent);
     publish_u64(broker, "interest/bytes", net->interest.bytes_sent);
     struct peer_link *link, *tmp;

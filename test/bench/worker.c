@@ -408,6 +408,13 @@ static int setup_loop(struct bench_worker *w)
     return 0;
 }
 
+/* Between every client subscribed and the first publish: on one broker a moment; across
+ * MQTT-ST brokers long enough for the subscriptions to take effect network-wide (interest
+ * routing announces them to the neighbours within about 100 ms per broker on the way,
+ * docs/mqtt-st-protocol.md 7.8), so that no message races a subscription. */
+#define START_DELAY_NS 50000000ull
+#define START_DELAY_PEERS_NS 1000000000ull
+
 /* Both barrier waits in one place: the first after connecting, then one thread fixes the
  * common start instant while the others wait at the second. */
 static void agree_on_start(struct bench_worker *w)
@@ -415,7 +422,8 @@ static void agree_on_start(struct bench_worker *w)
     struct bench_engine *e = w->engine;
     if (pthread_barrier_wait(&e->barrier) == PTHREAD_BARRIER_SERIAL_THREAD) {
         const struct bench_scenario *sc = e->sc;
-        e->t0_ns = bench_now_ns() + 50000000ull;
+        e->t0_ns = bench_now_ns() +
+                   (sc->broker_count > 1 ? START_DELAY_PEERS_NS : START_DELAY_NS);
         e->stop_ns = e->t0_ns + (uint64_t)(sc->duration_s * 1e9);
         e->window_start_ns = e->t0_ns + (uint64_t)(sc->trim_s * 1e9);
         e->window_end_ns = e->stop_ns - (uint64_t)(sc->trim_s * 1e9);

@@ -115,6 +115,7 @@ enum step_kind {
     STEP_BEHAVE,        /* 1 byte: the neighbour's behaviour (cooperative, reachable) */
     STEP_RELOAD,        /* 1 byte: SIGHUP with a new config (header byte 0 layout) */
     STEP_INTEREST,      /* 4 bytes and one per entry: an interest announcement (7.7) from it */
+    STEP_SKIP,          /* 4 bytes: a skip notice (7.8) from it */
     STEP_KINDS
 };
 
@@ -474,9 +475,15 @@ static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uin
         struct wire_bytes value;
         if (p.topic.len > strlen(PEER_LINK_TOPIC_PREFIX) &&
             memcmp(p.topic.data, PEER_LINK_TOPIC_PREFIX, strlen(PEER_LINK_TOPIC_PREFIX)) == 0) {
-            /* a resync's own packet (7.3.1): no origin, a summary or lost notice that parses */
+            /* a link's own packet (7.3.1): no origin; a summary, lost or skip notice that
+             * parses */
             struct peer_summary summary;
-            bool lost = p.topic.len == strlen(PEER_LOST_TOPIC);
+            enum peer_summary_kind kind =
+                p.topic.len == strlen(PEER_LOST_TOPIC) &&
+                        memcmp(p.topic.data, PEER_LOST_TOPIC, p.topic.len) == 0 ? PEER_SUMMARY_LOST
+                : p.topic.len == strlen(PEER_SKIP_TOPIC) &&
+                        memcmp(p.topic.data, PEER_SKIP_TOPIC, p.topic.len) == 0 ? PEER_SUMMARY_SKIP
+                                                                                : PEER_SUMMARY_SUMMARY;
             CHECK(!user_property(&p.props, PEER_ORIGIN_PROPERTY, &value));
             if (p.topic.len == strlen(PEER_INTEREST_TOPIC) &&
                 memcmp(p.topic.data, PEER_INTEREST_TOPIC, p.topic.len) == 0) {
@@ -485,7 +492,7 @@ static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uin
                 CHECK(s->reads_interest && fits);
                 CHECK(peer_interest_parse(p.payload, p.payload_len, &h, any_entry, NULL) == 0);
             } else {
-                CHECK(peer_summary_parse(p.payload, p.payload_len, lost, &summary) == 0);
+                CHECK(peer_summary_parse(p.payload, p.payload_len, kind, &summary) == 0);
                 peer_summary_free(&summary);
             }
         } else {
@@ -1104,6 +1111,22 @@ static void step_local_sub(uint8_t variant)
  * byte per entry (bit 7: remove; the rest picks a filter). Variant 0: the generation follows
  * the last one (a full one starts again at the byte given); 1: the generation as given; 2:
  * the kind and flags bytes as given, unchecked; 3: one byte of the payload flipped. */
+/* A link-local PUBLISH (QoS 2, no origin) with payload on the neighbour's connection s. */
+static void send_link_packet(struct stream *s, const char *topic, const struct abuf *payload,
+                             uint16_t packet_id)
+{
+    struct mqtt_publish_out p = {
+        .version = MQTT_V5,
+        .qos = 2,
+        .topic = topic,
+        .topic_len = strlen(topic),
+        .packet_id = packet_id ? packet_id : 1,
+        .payload_len = payload->len,
+    };
+    if (mqtt_encode_publish(&world.packet, &p, payload->data) == 0) deliver_packet(s);
+    abuf_reset(&world.packet);
+}
+
 static void step_interest(int k, uint8_t variant)
 {
     static const char *const filters[] = {"a/#", "+/b", "#", "x/+/z", "$SYS/#", "r/1", "a",
@@ -1129,18 +1152,36 @@ static void step_interest(int k, uint8_t variant)
     if (variant == 3 && payload.len) payload.data[generation % payload.len] ^= (uint8_t)(kind | 1);
     if (s) {
         s->interest_generation = gen;
-        struct mqtt_publish_out p = {
-            .version = MQTT_V5,
-            .qos = 2,
-            .topic = PEER_INTEREST_TOPIC,
-            .topic_len = strlen(PEER_INTEREST_TOPIC),
-            .packet_id = (uint16_t)(generation | 1),
-            .payload_len = payload.len,
-        };
-        if (mqtt_encode_publish(&world.packet, &p, payload.data) == 0) deliver_packet(s);
-        abuf_reset(&world.packet);
+        send_link_packet(s, PEER_INTEREST_TOPIC, &payload, (uint16_t)(generation | 1));
     }
     abuf_free(&payload);
+}
+
+/* A skip notice: one run (variant 1: two) of an origin add_origin names, `span` numbers
+ * from `lo`; variant 2: the QoS 0 stream's incarnation; variant 3: one byte flipped. */
+static void step_skip(int k, uint8_t variant)
+{
+    uint8_t who = next_u8(), span = next_u8();
+    uint16_t lo = next_u16();
+    struct stream *s = world.nb[k].in;
+    struct abuf text = {0};
+    abuf_append(&text, "skip 1\n", 7);
+    for (int r = 0; r < (variant == 1 ? 2 : 1); r++) {
+        const struct stp_broker_id *id = pick_id((uint8_t)((who + r) & 7), k);
+        uint64_t incarnation = UINT64_C(0x1111111111111111) * (uint64_t)(1 + (who >> 3 & 3));
+        if (stp_broker_id_equal(id, &world.self_id) && (who & 0x20) && world.broker.shared->peers)
+            incarnation = world.broker.shared->peers->incarnation;
+        if (variant == 2) incarnation |= 1;
+        struct seqset set = {0};
+        uint64_t first = lo ? lo : 1;
+        seqset_add_range(&set, first, first + span % 16);
+        if (span & 0x80) seqset_add(&set, first + 100 + (span & 0x3f));
+        peer_summary_format_run(&text, id, incarnation, &set);
+        seqset_free(&set);
+    }
+    if (variant == 3 && text.len) text.data[(lo + span) % text.len] ^= (uint8_t)(who | 1);
+    if (s) send_link_packet(s, PEER_SKIP_TOPIC, &text, (uint16_t)(lo | 1));
+    abuf_free(&text);
 }
 
 static struct arbor_config *build_config(uint8_t flags);
@@ -1215,6 +1256,9 @@ static void step(uint8_t op, int timeout_ms)
         break;
     case STEP_INTEREST:
         step_interest(k, variant);
+        break;
+    case STEP_SKIP:
+        step_skip(k, variant);
         break;
     case STEP_BEHAVE: {
         uint8_t b = next_u8();

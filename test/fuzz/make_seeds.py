@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 (RAW_IN, RAW_OUT, RAW_LOCAL, BPDU, PINGRESP, PUBLISH, PUBREL, ACK_OUT, OPEN_IN, AUTH_IN,
  AUTH_OUT, CONNACK_OUT, CLOSE, ADVANCE, LOCAL_PUBLISH, LOCAL_SUB, BEHAVE, RELOAD,
- INTEREST) = range(19)
+ INTEREST, SKIP) = range(20)
 FULL, UPDATE, REQUEST = 0, 1, 2  # interest announcement kinds
 EVERYTHING = 0x10                # its flag, in the kind byte's bits 4-5
 REMOVE = 0x80                    # an entry's bit 7
@@ -83,6 +83,13 @@ def interest(k, kind, entries=(), generation=1, variant=0):
     byte flipped."""
     return op(INTEREST, k, variant) + bytes([kind]) + struct.pack(">H", generation) + \
         bytes([len(entries)]) + bytes(entries)
+
+
+def skip(k, who=0, lo=1, span=0, variant=0):
+    """A skip notice from neighbour k for the run add_origin names by `who`: span % 16 + 1
+    numbers from lo (span bit 7: one more, 100 above); variant 1: two runs, 2: the QoS 0
+    stream's incarnation, 3: a byte flipped."""
+    return op(SKIP, k, variant) + bytes([who, span]) + struct.pack(">H", lo)
 
 
 def raw(kind, k, data):
@@ -182,6 +189,18 @@ def peer_seeds():
         b"".join(local_sub(i) for i in (1, 2, 4, 5, 6, 7)) + advance_s(1) + \
         local_publish(qos=1, topic=0, size=64) + publish(1, qos=2, size=64) + \
         advance_s(1) + advance_to_deadline()
+    # skip notices (7.8): neighbour 0 wants only a/#, so the local client's QoS 1 messages on
+    # other topics are told skipped; neighbour 0 tells skips of a run, then sends a real copy
+    # of a skipped number (taken once), the same again (a duplicate), a QoS 0 stream's skip,
+    # two runs at once and a malformed notice (the connection closes)
+    seeds["skips"] = header(both, COOP0 | COOP1) + advance_s(1) + \
+        interest(0, FULL, [0], generation=1) + advance_s(1) + \
+        local_publish(qos=1, topic=1) + local_publish(qos=1, topic=2, pid=2) + advance_ms(150) + \
+        publish(0, qos=1, who=3, seq=1) + skip(0, who=3, lo=2, span=3) + \
+        publish(0, qos=1, who=3, seq=3) + publish(0, qos=1, who=3, seq=3, pid=2) + \
+        publish(0, qos=1, who=3, seq=6, pid=3) + skip(0, who=3, lo=7, span=0x85, variant=2) + \
+        skip(1, who=3, lo=9, span=2, variant=1) + advance_ms(150) + \
+        skip(0, who=3, lo=20, span=1, variant=3) + advance_s(1) + advance_to_deadline()
     return seeds
 
 

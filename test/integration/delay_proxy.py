@@ -43,6 +43,7 @@ class _Relay:
         self.last_release = [0.0, 0.0]
         self.connecting = False
         self.held = False                 # accepted during a black hole: no upstream yet
+        self.tails = [b"", b""]           # the last bytes read from side s (watch_bytes)
         self.closed = False
         self.source = None                # the dialer's address
 
@@ -63,6 +64,8 @@ class DelayProxy:
                         that one of several dialers sharing the proxy loses its path alone;
                         heal_from(host) ends that
       close()           stop the thread and close every socket
+      watch_bytes(pattern)  count from now on how often `pattern` crosses (either direction,
+                        also across reads); seen_bytes(pattern) says how often so far
 
     All methods are synchronous: when they return, the proxy thread has applied them.
     Counters: accepted (connections), forwarded[0] / [1] (bytes up / down)."""
@@ -75,6 +78,7 @@ class DelayProxy:
         self._delay = [delay_ms / 1000.0, delay_ms / 1000.0]
         self._mode = "open"
         self._cut_sources = set()         # cut_from(): dialers whose connections are reset
+        self._patterns = {}               # watch_bytes(): pattern -> times seen
         self._relays = []
         self._registered = {}
         self._commands = collections.deque()
@@ -130,6 +134,20 @@ class DelayProxy:
 
     def heal_from(self, host):
         self._call(lambda: self._cut_sources.discard(host))
+
+    def watch_bytes(self, pattern):
+        self._call(lambda: self._patterns.setdefault(bytes(pattern), 0))
+
+    def seen_bytes(self, pattern):
+        return self._call(lambda: self._patterns[bytes(pattern)])
+
+    def _count(self, relay, side, data):
+        longest = max(len(p) for p in self._patterns)
+        tail = relay.tails[side]
+        both = tail + data
+        for p in self._patterns:
+            self._patterns[p] += both.count(p) - tail.count(p)
+        relay.tails[side] = both[-(longest - 1):] if longest > 1 else b""
 
     def connection_count(self):
         return self._call(lambda: len(self._relays))
@@ -266,6 +284,8 @@ class DelayProxy:
             relay.read_done[side] = True
         else:
             relay.held_bytes[side] += len(data)
+            if self._patterns:
+                self._count(relay, side, data)
         release = max(time.monotonic() + self._delay[side], relay.last_release[side])
         relay.last_release[side] = release
         relay.queue[side].append((release, data))

@@ -268,6 +268,48 @@ def read_stp_once(broker, quiet=0.1, limit=1.0, prefix=STP_PREFIX):
     return values
 
 
+def filter_covers(a, b):
+    """Whether topic filter a matches every topic filter b matches (interest routing's
+    cover, for the filters tests use: '#' does not take the $ topics)."""
+    al, bl = a.split("/"), b.split("/")
+    for k, x in enumerate(al):
+        if x == "#":
+            return not (k == 0 and bl[0].startswith("$"))
+        if k >= len(bl) or bl[k] == "#":
+            return False
+        if x == "+":
+            if k == 0 and bl[0].startswith("$"):
+                return False
+            continue
+        if x != bl[k]:
+            return False
+    return len(al) == len(bl)
+
+
+def wait_link_wants(broker, neighbour_identity, topic_filter, timeout=20.0):
+    """Waits until broker's $SYS says its link to neighbour_identity wants topic_filter
+    (announced a filter covering it, or everything, or nothing yet): from then on a
+    subscription behind that link gets what broker sends (interest routing)."""
+    prefix = "peers/%s/interest/" % neighbour_identity
+    seen = {}
+
+    def wants():
+        values = read_stp_once(broker)
+        seen.update(wanted=values.get(prefix + "wanted"), filters=values.get(prefix + "filters"))
+        if values.get("peers/%s/state" % neighbour_identity) != "up":
+            return False
+        if seen["wanted"] in (None, "unknown", "everything"):
+            return True
+        return any(filter_covers(f, topic_filter) for f in (seen["filters"] or "").split("\n")
+                   if f)
+    deadline = time.monotonic() + timeout
+    while not wants():
+        if time.monotonic() >= deadline:
+            raise AssertionError("%r: the link to %s does not want %s within %.1fs: %r" % (
+                broker, neighbour_identity, topic_filter, timeout, seen))
+        time.sleep(0.1)
+
+
 class Snapshot:
     """What the live brokers report at one moment, with the checks on it.
 
@@ -321,6 +363,41 @@ class Snapshot:
     def forwarding_edges(self):
         """Links that both ends report as forwarding (among every configured link)."""
         return [e for e in self.edges if all(self.forwarding(*e))]
+
+    def behind(self, j, i):
+        """The live brokers on j's side of link (i, j): reached from j over links both ends
+        forward on, without taking (i, j). What j announces to i is their interest."""
+        tree = {}
+        for a, b in self.forwarding_edges():
+            if {a, b} != {i, j} and a in self.live and b in self.live:
+                tree.setdefault(a, set()).add(b)
+                tree.setdefault(b, set()).add(a)
+        seen, todo = {j}, [j]
+        while todo:
+            for k in tree.get(todo.pop(), ()):
+                if k not in seen:
+                    seen.add(k)
+                    todo.append(k)
+        return seen
+
+    def interest_missing(self, topic_filter, at):
+        """The up links (i, j) over which broker i does not yet know that j's side wants
+        topic_filter, though a broker in `at` is behind j (interest routing: what i would
+        not send to j). A link whose interest is unknown or everything gets everything."""
+        out = []
+        for i in sorted(self.live):
+            for j in sorted(self.live):
+                if i == j or self.peer_value(i, j, "state") != "up":
+                    continue
+                if not (self.behind(j, i) & set(at)):
+                    continue
+                wanted = self.peer_value(i, j, "interest/wanted", "unknown")
+                if wanted in ("unknown", "everything"):
+                    continue
+                filters = self.peer_value(i, j, "interest/filters", "").split("\n")
+                if not any(filter_covers(f, topic_filter) for f in filters if f):
+                    out.append((i, j))
+        return out
 
     def signature(self):
         """What must stay the same for an agreement to count as stable."""
@@ -972,6 +1049,32 @@ class Cluster:
                     timeout, "\n  ".join(last.problems()[:20]), last.describe()))
             time.sleep(poll)
 
+    def wait_interest(self, topic_filter, at, timeout=20.0, poll=0.05, exact=False):
+        """Waits until a subscription to topic_filter on the brokers `at` (indices) is in
+        effect network-wide: every live broker's announced interest on every up link leads
+        it there (docs/interest-routing-design.md section 4). Immediate with full
+        replication. exact=True (to count what crosses the links): also no up link's
+        interest is unknown (such a link gets everything) and no broker is settling."""
+        deadline = time.monotonic() + timeout
+        while True:
+            snap = self.snapshot()
+            missing = snap.interest_missing(topic_filter, at)
+            if exact:
+                missing += [(i, "settling") for i in sorted(snap.live)
+                            if snap.value(i, "settling") != "0"]
+                missing += [(i, j, "unknown") for i in sorted(snap.live)
+                            for j in sorted(snap.live)
+                            if snap.peer_value(i, j, "state") == "up" and
+                            snap.peer_value(i, j, "interest/wanted") in (None, "unknown")]
+            if not missing:
+                return snap
+            if time.monotonic() >= deadline:
+                raise AssertionError("%s on %s not in effect within %.1fs: links (from, to) "
+                                     "still without it: %s\n%s" % (
+                                         topic_filter, sorted(at), timeout, missing,
+                                         snap.describe()))
+            time.sleep(poll)
+
     def check_spanning_tree(self, snapshot, live=None, connected=True):
         return check_spanning_tree(snapshot, live, connected)
 
@@ -1085,6 +1188,13 @@ class Collector:
                 self.clients.append(c)
                 codes = c.subscribe(topic, qos)
                 assert codes[0] < 0x80, "subscription refused on %r: %s" % (b, codes)
+            # interest routing: messages published before the subscriptions are in effect
+            # network-wide may or may not reach them, so wait for that
+            cluster = getattr(self.brokers[0], "cluster", None) if self.brokers else None
+            if cluster is not None and hasattr(cluster, "wait_interest") and \
+                    all(getattr(b, "cluster", None) is cluster for b in self.brokers):
+                live = cluster.live()
+                cluster.wait_interest(topic, [b.index for b in self.brokers if b.index in live])
         except BaseException:
             self.close()
             raise

@@ -58,7 +58,8 @@ TREE_TOPICS = ["id", "capability", "root/id", "root/capability", "root/link", "h
                "topology_changes"]
 COUNTER_TOPICS = ["bpdus/sent", "bpdus/received", "bpdus/rejected", "messages/forwarded",
                   "messages/received", "messages/duplicates", "messages/discarded",
-                  "messages/off_tree", "messages/resynced", "messages/lost", "messages/dropped"]
+                  "messages/off_tree", "messages/resynced", "messages/lost", "messages/dropped",
+                  "messages/skipped", "messages/skip_notices"]
 PEER_COUNTERS = ["bpdus/sent", "bpdus/received"]
 
 
@@ -124,7 +125,8 @@ def parse_table(text):
 TABLE_LABELS = {"id": "id", "capability": "capability", "root/id": "root id",
                 "root/capability": "root capability", "root/cost_us": "root path cost (us)",
                 "root/link": "root link", "hops": "hops", "epoch": "epoch",
-                "topology_changes": "topology changes", "bpdus/sent": "BPDUs sent",
+                "topology_changes": "topology changes", "settling": "settling",
+                "bpdus/sent": "BPDUs sent",
                 "bpdus/received": "BPDUs received", "bpdus/rejected": "BPDUs rejected",
                 "messages/forwarded": "messages forwarded",
                 "messages/received": "messages received",
@@ -132,7 +134,8 @@ TABLE_LABELS = {"id": "id", "capability": "capability", "root/id": "root id",
                 "messages/discarded": "messages discarded",
                 "messages/off_tree": "messages off tree",
                 "messages/resynced": "messages resynced", "messages/lost": "messages lost",
-                "messages/dropped": "messages dropped"}
+                "messages/dropped": "messages dropped", "messages/skipped": "messages skipped",
+                "messages/skip_notices": "skip notices"}
 
 
 def check_against_sys(doc, before, after):

@@ -17,6 +17,7 @@ import pytest
 import mqttproto as mp
 import peerproto as pp
 from helpers import StolenTime, free_port, wait_until
+from peer_net import wait_link_wants
 
 pytestmark = pytest.mark.arbor_only
 
@@ -54,6 +55,8 @@ class Net:
         self.client_a.subscribe("norm/#", 1)
         self.client_b = mqtt(self.b, client_id="normal-b")
         self.client_b.subscribe("norm/#", 1)
+        wait_link_wants(self.a, self.b_id, "norm/#")   # interest routing: in effect
+        wait_link_wants(self.b, self.a_id, "norm/#")
         self.raw_peers = []
         assert_undisturbed(self)
 
@@ -338,6 +341,8 @@ def origin(peer, seq, incarnation=0x0123456789ABCDEF):
 def subscribe_raw_topics(net):
     net.client_a.subscribe("raw/#", 1)
     net.client_b.subscribe("raw/#", 1)
+    wait_link_wants(net.a, net.b_id, "raw/#")   # what a raw peer sends A goes on to B
+    wait_link_wants(net.b, net.a_id, "raw/#")
 
 
 def test_stamped_peer_publish_is_delivered(net):

@@ -19,6 +19,7 @@ import pytest
 
 import peerproto as pp
 from helpers import HOST, free_port, start_mosquitto, stop_mosquitto
+from peer_net import wait_link_wants
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 
@@ -192,6 +193,8 @@ def test_bridge_and_peer_link_exactly_once(broker, mosquitto, mqtt):
         wait_crossing(mqtt, src, dst)
     subs = [subscriber(mqtt, a, "sub-a"), subscriber(mqtt, b, "sub-b"),
             subscriber(mqtt, m, "sub-m")]
+    wait_link_wants(a, "127.0.0.1:%d" % b_port, "t/#")   # interest routing: in effect
+    wait_link_wants(b, "127.0.0.1:%d" % a_port, "t/#")
     for side, src in (("mosquitto", m), ("second arbor", b)):
         payloads = [b"from %s %d" % (side.encode(), i) for i in range(5)]
         publish_all(mqtt(src, client_id="pub-%d" % src.port), "t/x", payloads)

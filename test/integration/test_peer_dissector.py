@@ -281,7 +281,7 @@ def publish_across_the_tree(cluster, run):
     pub = PahoClient(cluster.brokers[LEAF], client_id=PLAIN_IDS[1], version=4)
     try:
         assert sub.subscribe("dissector/#", 1)[0] < 0x80
-        time.sleep(0.1)
+        cluster.wait_interest("dissector/#", [0])
         run.publish_ms = time.time() * 1000
         pub.publish(TOPIC, PAYLOAD, qos=1)
         m = sub.get_message(5)
@@ -1028,7 +1028,7 @@ def test_message_from_a_bridge_names_it(bridge_pdus):
 
 # ---------------------------------------------------------------- resync of a link (7.3.1)
 
-SUMMARY, LOST = "$MQTT-ST/link/summary", "$MQTT-ST/link/lost"
+SUMMARY, LOST, SKIP = "$MQTT-ST/link/summary", "$MQTT-ST/link/lost", "$MQTT-ST/link/skip"
 RESYNC_SENDER = "127.0.0.1:1886"
 RUNS = [("192.168.1.7:1884", "5f0c2a9e11d3b7a4", "1-1042,1050-1077,2000", 1071, 1, 2000),
         ("[2001:db8::1]:1883", "0000000000000002", "7", 1, 7, 7)]
@@ -1047,6 +1047,8 @@ VALID_RESYNCS = [
     ("want with two runs", SUMMARY, WANT),
     ("reply fresh", SUMMARY, resync_text("summary 1 reply fresh")),
     ("lost", LOST, resync_text("lost 1", RUN + "1-200")),
+    ("skip", SKIP, resync_text("skip 1", RUN + "3,5-9",
+                               "run [2001:db8::1]:1883 0000000000000002 7")),
     ("adjacent ranges, leading zeros", SUMMARY, resync_text("summary 1 reply",
                                                             RUN + "1-5,6-9,0010-011")),
     ("one identity, two incarnations", SUMMARY,
@@ -1090,6 +1092,9 @@ MALFORMED_RESYNCS = [
     ("missing LF", SUMMARY, resync_text("summary 1 want", RUN + "1-5")[:-1], "no_newline",
      "line 2: the last line does not end with LF"),
     ("lost with no run", LOST, resync_text("lost 1"), "no_run", "a lost notice without a run"),
+    ("skip with no run", SKIP, resync_text("skip 1"), "no_run", "a skip notice without a run"),
+    ("lost header on the skip topic", SKIP, resync_text("lost 1", RUN + "1"), "header",
+     "line 1: skip 1 expected"),
     ("no ranges", SUMMARY, resync_text("summary 1 want", RUN[:-1]), "run",
      "line 2: run <identity> <incarnation> <ranges> expected"),
     ("trailing comma", SUMMARY, resync_text("summary 1 want", RUN + "1,"), "ranges",
@@ -1205,6 +1210,13 @@ def test_resync_reply_and_lost_notice_decode(resync_pdus):
     assert lost.get("mqttst.resync.run.ranges") == "1-200"
     assert lost.get("mqttst.resync.run.count") == lost.get("mqttst.resync.count") == "200"
     assert lost.get("mqttst.resync.valid") == "1" and expert_messages(lost) == []
+    skip = resync_pdus["skip"]   # section 7.8: read as a lost notice is
+    assert skip.get("mqttst.resync.kind") == "skip"
+    assert not skip.has("mqttst.resync.want") and not skip.has("mqttst.resync.fresh")
+    assert skip.fields["mqttst.resync.run.ranges"] == ["3,5-9", "7"]
+    assert skip.fields["mqttst.resync.run.count"] == ["6", "1"]
+    assert skip.get("mqttst.resync.count") == "7" and skip.get("mqttst.resync.runs") == "2"
+    assert skip.get("mqttst.resync.valid") == "1" and expert_messages(skip) == []
     largest = resync_pdus["the largest sequence number"]
     assert largest.get("mqttst.resync.run.last") == "18446744073709551615"
     assert largest.get("mqttst.resync.run.count") == "1"
@@ -1227,6 +1239,7 @@ def test_resync_info_column(resync_capture):
     assert info["want with two runs"].endswith("[resync summary (want, 2 runs)]"), info
     assert info["reply fresh"].endswith("[resync summary (reply, fresh, 0 runs)]"), info
     assert info["lost"].endswith("[resync lost: 200 messages]"), info
+    assert info["skip"].endswith("[skip: 7 messages, 2 runs]"), info
     assert info["backwards range"].endswith("[resync summary: malformed (backwards)]"), info
     assert info["another version's link-local topic"].endswith("[link-local digest (ignored)]")
     assert info["ordinary topic without origin"].endswith("[no origin]"), info
@@ -1340,6 +1353,7 @@ def test_resync_of_a_healed_link_decodes(peer_support):
         cluster.wait_tree(timeout=15)
         sub = cluster.client(1, version=5)
         assert sub.subscribe(topic, 1)[0] < 0x80
+        cluster.wait_interest(topic, [1])
         pub = cluster.client(0, version=5)
         for n in range(2):
             pub.publish(topic, b"m%d" % n, qos=1)

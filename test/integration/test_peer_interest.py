@@ -11,7 +11,7 @@ On a line of three real brokers 0 - 1 - 2 (fast timers, peer_net.Cluster):
 - `peer_routing all` makes a broker want everything, and the broker next to it passes that
   on; past `peer_interest_max_filters` an announcement widens by levels.
 
-Forwarding does not depend on it yet (step 3): every message still reaches every broker.
+What the announcements make forwarding do is test_peer_routing.py's.
 """
 
 import signal

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from helpers import HOST, PahoClient, free_port, wait_until
+from peer_net import wait_link_wants
 
 pytestmark = pytest.mark.arbor_only
 
@@ -83,6 +84,8 @@ def test_messages_cross_both_ways_exactly_once(broker):
         c = PahoClient(br, client_id="sub-" + name, version=5)
         c.subscribe("x/#", qos=2)
         subs[name] = c
+    wait_link_wants(a, "%s:%d" % (HOST, pb), "x/#")     # interest routing: in effect
+    wait_link_wants(b, "%s:%d" % (HOST, pa), "x/#")
     for name, br in (("a", a), ("b", b)):
         p = PahoClient(br, client_id="pub-" + name, version=5)
         for qos in (0, 1, 2):
@@ -180,6 +183,7 @@ def test_message_expiry_counts_down_across_the_link(broker):
     wait_link(a, b)
     sub = PahoClient(b, client_id="exp-sub", version=5)
     sub.subscribe("exp/#", qos=1)
+    wait_link_wants(a, "%s:%d" % (HOST, pb), "exp/#")
     pub = PahoClient(a, client_id="exp-pub", version=5)
     pub.publish("exp/live", b"x", qos=1,
                 properties=props(PacketTypes.PUBLISH, MessageExpiryInterval=30))

@@ -112,6 +112,7 @@ class TlsNet:
         self.client_a.subscribe("norm/#", 1)
         self.client_b = self.c.client(1, version=5)
         self.client_b.subscribe("norm/#", 1)
+        self.c.wait_interest("norm/#", [0, 1])
         self.assert_undisturbed()
 
     def dial(self, cert=None, tls=True):

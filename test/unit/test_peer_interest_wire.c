@@ -54,7 +54,7 @@ static void test_full_update_and_request_parse_back(void **state)
     struct peer_interest_header h;
     struct got g = {0};
 
-    assert_int_equal(peer_interest_encode_full(&buf, 7, &old), 0);
+    assert_int_equal(peer_interest_encode_full(&buf, 7, false, &old), 0);
     assert_int_equal(buf.len, PEER_INTEREST_HEADER_LEN + 3 + 13 + 3 + 11);
     assert_int_equal(peer_interest_parse(buf.data, buf.len, &h, collect, &g), 0);
     assert_int_equal(h.kind, PEER_INTEREST_FULL);
@@ -79,11 +79,18 @@ static void test_full_update_and_request_parse_back(void **state)
     struct interest_summary all = {.everything = true};
     abuf_reset(&buf);
     memset(&g, 0, sizeof g);
-    assert_int_equal(peer_interest_encode_full(&buf, 8, &all), 0);
+    assert_int_equal(peer_interest_encode_full(&buf, 8, true, &all), 0);
     assert_int_equal(buf.len, PEER_INTEREST_HEADER_LEN);
     assert_int_equal(peer_interest_parse(buf.data, buf.len, &h, collect, &g), 0);
-    assert_int_equal(h.flags, PEER_INTEREST_EVERYTHING);
+    assert_int_equal(h.flags, PEER_INTEREST_EVERYTHING | PEER_INTEREST_CARRIED);
     assert_int_equal(g.entries, 0);
+
+    abuf_reset(&buf);
+    memset(&g, 0, sizeof g);
+    assert_int_equal(peer_interest_encode_full(&buf, 9, true, &new_), 0);
+    assert_int_equal(peer_interest_parse(buf.data, buf.len, &h, collect, &g), 0);
+    assert_int_equal(h.flags, PEER_INTEREST_CARRIED);
+    assert_string_equal(g.text, "+site/#|");
 
     abuf_reset(&buf);
     assert_int_equal(peer_interest_encode_request(&buf), 0);

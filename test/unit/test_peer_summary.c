@@ -28,7 +28,7 @@ static void summary_round_trip(void **state)
     seqset_add_range(&a, 1050, 1077);
     seqset_add(&a, 2000);
     seqset_add(&b, 7);
-    assert_int_equal(peer_summary_format_header(&out, false, true, false), 0);
+    assert_int_equal(peer_summary_format_header(&out, PEER_SUMMARY_SUMMARY, true, false), 0);
     assert_int_equal(peer_summary_format_run(&out, &ida, UINT64_C(0x5f0c2a9e11d3b7a4), &a), 0);
     assert_int_equal(peer_summary_format_run(&out, &idb, 2, &b), 0);
     const char *expected = "summary 1 want\n"
@@ -37,8 +37,8 @@ static void summary_round_trip(void **state)
     assert_int_equal(out.len, strlen(expected));
     assert_memory_equal(out.data, expected, out.len);
     struct peer_summary s;
-    assert_int_equal(peer_summary_parse(out.data, out.len, false, &s), 0);
-    assert_true(s.want && !s.fresh && !s.lost);
+    assert_int_equal(peer_summary_parse(out.data, out.len, PEER_SUMMARY_SUMMARY, &s), 0);
+    assert_true(s.want && !s.fresh && s.kind == PEER_SUMMARY_SUMMARY);
     assert_int_equal(s.count, 2);
     const struct seqset *back = peer_summary_find(&s, &ida, UINT64_C(0x5f0c2a9e11d3b7a4));
     assert_non_null(back);
@@ -58,17 +58,29 @@ static void headers(void **state)
     (void)state;
     struct peer_summary s;
     const char *reply = "summary 1 reply fresh\n";
-    assert_int_equal(peer_summary_parse((const uint8_t *)reply, strlen(reply), false, &s), 0);
+    assert_int_equal(peer_summary_parse((const uint8_t *)reply, strlen(reply), PEER_SUMMARY_SUMMARY,
+                                        &s), 0);
     assert_true(!s.want && s.fresh && s.count == 0);
     peer_summary_free(&s);
     const char *lost = "lost 1\nrun 10.0.0.1:1883 0000000000000000 1-200\n";
-    assert_int_equal(peer_summary_parse((const uint8_t *)lost, strlen(lost), true, &s), 0);
-    assert_true(s.lost && s.count == 1);
+    assert_int_equal(peer_summary_parse((const uint8_t *)lost, strlen(lost), PEER_SUMMARY_LOST, &s), 0);
+    assert_true(s.kind == PEER_SUMMARY_LOST && s.count == 1);
     peer_summary_free(&s);
+    /* a skip notice is read only as one, and a summary is no skip notice */
+    const char *skip = "skip 1\nrun 10.0.0.1:1883 0000000000000000 3,5-9\n";
+    assert_int_equal(peer_summary_parse((const uint8_t *)skip, strlen(skip), PEER_SUMMARY_SKIP, &s),
+                     0);
+    assert_true(s.kind == PEER_SUMMARY_SKIP && s.count == 1 && s.runs[0].seqs.count == 2);
+    peer_summary_free(&s);
+    assert_int_equal(peer_summary_parse((const uint8_t *)skip, strlen(skip), PEER_SUMMARY_LOST, &s),
+                     -1);
+    assert_int_equal(peer_summary_parse((const uint8_t *)reply, strlen(reply), PEER_SUMMARY_SKIP,
+                                        &s), -1);
     struct abuf out = {0};
-    assert_int_equal(peer_summary_format_header(&out, true, false, false), 0);
-    assert_int_equal(peer_summary_format_header(&out, false, false, true), 0);
-    assert_memory_equal(out.data, "lost 1\nsummary 1 reply fresh\n", out.len);
+    assert_int_equal(peer_summary_format_header(&out, PEER_SUMMARY_LOST, false, false), 0);
+    assert_int_equal(peer_summary_format_header(&out, PEER_SUMMARY_SUMMARY, false, true), 0);
+    assert_int_equal(peer_summary_format_header(&out, PEER_SUMMARY_SKIP, false, false), 0);
+    assert_memory_equal(out.data, "lost 1\nsummary 1 reply fresh\nskip 1\n", out.len);
     abuf_free(&out);
 }
 
@@ -97,12 +109,17 @@ static void malformed_text_is_refused(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct peer_summary s;
-        if (peer_summary_parse((const uint8_t *)bad[i], strlen(bad[i]), false, &s) != -1)
+        if (peer_summary_parse((const uint8_t *)bad[i], strlen(bad[i]), PEER_SUMMARY_SUMMARY,
+                               &s) != -1)
             fail_msg("accepted case %zu: %s", i, bad[i]);
         assert_int_equal(s.count, 0);
     }
-    struct peer_summary s; /* a lost notice lists at least one run */
-    assert_int_equal(peer_summary_parse((const uint8_t *)"lost 1\n", 7, true, &s), -1);
+    struct peer_summary s; /* a notice lists at least one run */
+    assert_int_equal(peer_summary_parse((const uint8_t *)"lost 1\n", 7, PEER_SUMMARY_LOST, &s), -1);
+    assert_int_equal(peer_summary_parse((const uint8_t *)"skip 1\n", 7, PEER_SUMMARY_SKIP, &s), -1);
+    assert_int_equal(
+        peer_summary_parse((const uint8_t *)"skip 2\nrun 10.0.0.1:1883 0000000000000000 1\n", 44,
+                           PEER_SUMMARY_SKIP, &s), -1);
 }
 
 /* ---- the log ------------------------------------------------------------------------------ */

@@ -1,8 +1,8 @@
 /*
  * test_seqset.c: lib/seqset.c against a plain bitmap over many random operations (add one,
- * add a range, fill below, limit the ranges), checking the ranges stay sorted, disjoint and
- * non-adjacent, and the edges: 0 is never a member, numbers near UINT64_MAX, the usual
- * in-order case staying one range.
+ * add a range, fill below, limit the ranges, remove one, drop the lowest ranges), checking
+ * the ranges stay sorted, disjoint and non-adjacent, and the edges: 0 is never a member,
+ * numbers near UINT64_MAX, the usual in-order case staying one range.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,7 +46,7 @@ static void random_operations_match_a_bitmap(void **state)
         struct seqset s = {0};
         bool ref[SPAN] = {0};
         for (int op = 0; op < 120; op++) {
-            int kind = rand() % 10;
+            int kind = rand() % 13;
             uint64_t a = 1 + (uint64_t)(rand() % (SPAN - 2)), b = a + (uint64_t)(rand() % 20);
             if (b >= SPAN) b = SPAN - 1;
             if (kind < 6) {
@@ -60,6 +60,19 @@ static void random_operations_match_a_bitmap(void **state)
                 uint64_t lo = a, hi = b, missing = 0;
                 for (uint64_t v = lo; v <= hi; v++) missing += !ref[v];
                 assert_int_equal(seqset_missing_between(&s, lo, hi), missing);
+            } else if (kind == 10 || kind == 11) { /* remove one, often one just added */
+                uint64_t v = kind == 10 && s.count ? s.ranges[rand() % s.count].lo + 1 : a;
+                if (v >= SPAN) v = a;
+                assert_int_equal(seqset_remove(&s, v), ref[v]);
+                ref[v] = false;
+            } else if (kind == 12) {
+                size_t max = 1 + (size_t)(rand() % 3);
+                uint64_t gone = 0;
+                for (size_t i = 0; s.count > max && i < s.count - max; i++)
+                    for (uint64_t v = s.ranges[i].lo; v <= s.ranges[i].hi; v++)
+                        ref[v] = false, gone++;
+                assert_int_equal(seqset_drop_lowest_ranges(&s, max), gone);
+                assert_true(s.count <= max);
             } else if (rand() % 4 == 0) {
                 assert_int_equal(seqset_fill_below(&s, a), 0);
                 for (uint64_t v = 1; v < a; v++) ref[v] = true;

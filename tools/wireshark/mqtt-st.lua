@@ -10,6 +10,8 @@
 --   * the BPDU a peer carries in PINGREQ, every field, with the checks of section 3.4;
 --   * the mqtt-st-origin user property of a peer PUBLISH, and the mqtt-st-bridge one after it;
 --   * the announcements of bridges shared by the tree ($MQTT-ST/bridge/<name>, section 7.5);
+--   * the skip notices of a link ($MQTT-ST/link/skip, section 7.8: numbers left out by
+--     interest), read as a lost notice is;
 --   * the resync packets of a link ($MQTT-ST/link/summary and $MQTT-ST/link/lost, section
 --     7.3.1), which carry no origin, read as strictly as the brokers read them.
 --
@@ -1236,8 +1238,8 @@ end
 local function parse_resync_header(f, kind)
     local words = {}
     for i, field in ipairs(f) do words[i] = field.text end
-    if kind == "lost" then
-        return (#words == 2 and words[1] == "lost" and words[2] == "1") and {} or nil
+    if kind == "lost" or kind == "skip" then
+        return (#words == 2 and words[1] == kind and words[2] == "1") and {} or nil
     end
     if (#words ~= 3 and #words ~= 4) or words[1] ~= "summary" or words[2] ~= "1" or
             (words[3] ~= "want" and words[3] ~= "reply") or
@@ -1247,7 +1249,8 @@ local function parse_resync_header(f, kind)
     return { want = words[3] == "want", fresh = words[4] == "fresh" }
 end
 
-local RESYNC_HEADERS = { summary = "summary 1 want|reply [fresh]", lost = "lost 1" }
+local RESYNC_HEADERS = { summary = "summary 1 want|reply [fresh]", lost = "lost 1",
+                         skip = "skip 1" }
 
 -- A run line "run <identity> <incarnation> <ranges>" (peer_summary.c parse_run): its values,
 -- the 18 identity bytes and incarnation that name it (seen: those of the runs before it), or
@@ -1451,9 +1454,9 @@ local function dissect_interest(r, topic_range, off, len, t, info)
 end
 
 -- A PUBLISH on $MQTT-ST/link/<kind> (its topic at topic_off), a link-local packet without
--- origin: a summary or lost notice (section 7.3.1) in the payload at off, checked line by
--- line as the brokers read it (they close the connection on a malformed one); another kind
--- is a later version's, which the brokers ignore
+-- origin: a summary or lost notice (section 7.3.1) or a skip notice (7.8) in the payload at
+-- off, checked line by line as the brokers read it (they close the connection on a malformed
+-- one); another kind is a later version's, which the brokers ignore
 local function dissect_resync(r, topic_off, topic_len, off, len, t, info)
     local kind = r:range(topic_off + #LINK_PREFIX, topic_len - #LINK_PREFIX):string(ENC_UTF_8)
     if kind == "interest" then
@@ -1510,13 +1513,13 @@ local function dissect_resync(r, topic_off, topic_len, off, len, t, info)
     end
     if #lines == 0 then
         problem(at, "header", "empty payload: " .. RESYNC_HEADERS[kind] .. " expected")
-    elseif kind == "lost" and run_lines == 0 then
-        problem(at, "no_run", "a lost notice without a run")
+    elseif kind ~= "summary" and run_lines == 0 then
+        problem(at, "no_run", "a " .. kind .. " notice without a run")
     end
     at:add(F.resync_runs, pr, runs):set_generated()
     at:add(F.resync_count, pr, total):set_generated()
     at:add(F.resync_valid, pr, #problems == 0):set_generated()
-    local title = kind == "lost" and "lost notice" or "summary"
+    local title = kind == "summary" and "summary" or kind .. " notice"
     if #problems > 0 then
         at:add(F.resync_error, pr, problems[1][2]):set_generated()
         for _, p in ipairs(problems) do
@@ -1526,6 +1529,13 @@ local function dissect_resync(r, topic_off, topic_len, off, len, t, info)
         at:set_text(string.format("Resync %s: malformed, %s (%d bytes)", title,
             problems[1][2], len))
         info[#info + 1] = string.format("resync %s: malformed (%s)", kind, problems[1][2])
+        return
+    end
+    if kind == "skip" then    -- section 7.8: left out by interest, not lost
+        at:set_text(string.format("Skip notice: %s in %s left out by interest (%d bytes)",
+            plural(total, "sequence number"), plural(runs, "run"), len))
+        info[#info + 1] = string.format("skip: %s%s", plural(total, "message"),
+            runs > 1 and ", " .. plural(runs, "run") or "")
         return
     end
     if kind == "lost" then
