@@ -481,13 +481,14 @@ void peer_net_run(struct broker *broker)
         release_held_everywhere(broker);
     }
     /* $SYS/broker/stp/settling follows the settling period, to its end */
+    bool sys = broker->config->sys_interval > 0;
     bool settling = now < net->settle_until_ms;
-    if (settling != net->settling_published) net->sys_dirty = true;
-    if (settling && net->settle_until_ms < net->next_run_ms)
+    if (sys && settling != net->settling_published) net->sys_dirty = true;
+    if (sys && settling && net->settle_until_ms < net->next_run_ms)
         net->next_run_ms = net->settle_until_ms;
-    if (net->sys_dirty && broker->config->sys_interval > 0) {
+    if (net->sys_dirty) { /* (without $SYS, only forgotten: it would wake the loop at once) */
         net->sys_dirty = false;
-        peer_sys_publish(net);
+        if (sys) peer_sys_publish(net);
     }
 }
 

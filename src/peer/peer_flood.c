@@ -4,9 +4,11 @@
  *  - Stamping: a message first published on this broker gets its origin: our identity, our
  *    incarnation (random per run) and the next sequence number, and the wall-clock time.
  *  - Flooding: a message goes out on every link the tree forwards on, except the one it came
- *    from; while the tree settles after a change, on every live link.
+ *    from (while the tree settles after a change, on every live link), when the neighbour's
+ *    interest matches it (7.8); a QoS 1/2 number left out is told skipped (peer_skip.c).
  *  - Duplicate suppression: each origin run has a window of the sequence numbers seen, so a
- *    message that arrives twice (another path, a resync) is delivered once.
+ *    message that arrives twice (another path, a resync) is delivered once; numbers a
+ *    neighbour told skipped count as seen, but a real copy of one is still taken once.
  *  - The log: every QoS 1/2 message this broker accepted (published here or received) is kept
  *    in the message log (message_log.c) for the resync of links that start forwarding
  *    (peer_resync.c), which holds such messages back from a link until it has sent what the

@@ -188,7 +188,7 @@ static void announce(struct peer_net *net, struct peer_dialer *d, struct interes
                         "(queue full or out of memory); trying again.", d->target);
         a->refused = true;
         a->sent = false; /* a full announcement next time, carried: what it adds may be */
-        net->interest.carry = true;
+        if (d->link) d->link->carry = true;
         interest_summary_free(next);
         abuf_free(&payload);
         net->interest.dirty = true;
@@ -213,7 +213,7 @@ static bool announces_to(const struct peer_dialer *d)
 /* The announcement for every neighbour that reads them. The union of the local interest and
  * of every forwarding link's is built once; each neighbour's own part is taken out while its
  * summary is made. */
-static void announce_all(struct peer_net *net, bool carried)
+static void announce_all(struct peer_net *net)
 {
     const struct arbor_config *cfg = net->broker->config;
     struct interest_set all;
@@ -243,6 +243,8 @@ static void announce_all(struct peer_net *net, bool carried)
                 next = (struct interest_summary){.everything = true};
             if (take_out && !apply_set(&all, &link->in->wanted.filters, +1)) ok = false;
         }
+        bool carried = link->carry;
+        link->carry = false; /* (a refused announcement sets it again) */
         announce(net, link->out, &next, carried);
     }
     interest_set_free(&all);
@@ -251,7 +253,9 @@ static void announce_all(struct peer_net *net, bool carried)
 void peer_interest_note_change(struct peer_net *net)
 {
     net->interest.dirty = true;
-    net->interest.carry = true; /* what the next round adds was there before: carried */
+    /* what the next round adds was there before: carried, on every link */
+    struct peer_link *link, *tmp;
+    HASH_ITER(hh, net->links, link, tmp) link->carry = true;
 }
 
 static void request_full(struct peer_accepted *acc);
@@ -280,9 +284,7 @@ int64_t peer_interest_run(struct peer_net *net)
     if (in->dirty && now >= in->next_ms) {
         in->dirty = false;
         int64_t started_us = peer_now_us();
-        bool carried = in->carry;
-        in->carry = false; /* (a refused announcement sets it again) */
-        announce_all(net, carried);
+        announce_all(net);
         /* A round rebuilds every summary: with thousands of filters it takes milliseconds.
          * Rounds are spaced so that they take at most a tenth of loop 0's time. */
         int64_t spent_ms = (peer_now_us() - started_us) / 1000;
@@ -509,7 +511,17 @@ int peer_interest_receive(struct peer_net *net, struct peer_accepted *acc,
         *carried_grew = true;
     if (w->known && !w->everything) w->filtered = true;
     net->interest.dirty = true;
-    if (h.flags & PEER_INTEREST_CARRIED) net->interest.carry = true;
+    /* Carried on: to the other neighbours, and only when it arrived on a link that forwards
+     * (only those feed the others' announcements). So carried marks travel away from the
+     * change along the tree and end; they never come back round through a blocked link. */
+    struct peer_link *from = acc->link;
+    if ((h.flags & PEER_INTEREST_CARRIED) && from && link_forwards(net, from)) {
+        struct peer_link *link, *tmp;
+        HASH_ITER(hh, net->links, link, tmp)
+        {
+            if (link != from) link->carry = true;
+        }
+    }
     net->sys_dirty = true;
     return 0;
 }

@@ -192,9 +192,12 @@ struct peer_link {
     struct peer_origin_key *walk_lost_runs;
     size_t walk_lost_count;
     bool rewalk;                /* carried interest grew during the walk: walk again after */
+    bool carry; /* our next announcement to it is carried: the tree changed, or carried
+                   interest came from another forwarding link (design section 6) */
     /* Interest routing: QoS 1/2 numbers left out on this link, not told yet (peer_skip.c) */
     struct peer_skip_run *skips;
     size_t skip_ranges;     /* in all of skips */
+    bool skips_refused;     /* the link's queue refused the last notice */
     int64_t skips_since_ms; /* the oldest of them */
 };
 
@@ -238,6 +241,7 @@ struct peer_skip_run {
  * tells them; a receiver keeps at most PEER_RANGES_MAX ranges of skipped numbers per run. */
 #define PEER_SKIP_DELAY_MS 100
 #define PEER_SKIP_RANGES_MAX 64
+#define PEER_SKIP_WAITING_MAX 4096 /* refused for long: forgotten, the next resync tells */
 
 #define PEER_TOMBSTONE_FORGET_MS (60 * 60 * 1000) /* clears are remembered for an hour */
 #define PEER_SWEEP_INTERVAL_MS 60000 /* origins and tombstones are swept this often */
@@ -261,8 +265,6 @@ struct peer_interest {
     uint64_t subs_seen;        /* subs_changes when local was built */
     bool local_built;
     bool dirty;      /* announcements may have changed: compute them at next_ms */
-    bool carry;      /* what they add is carried interest (the tree or a neighbour's carried
-                        interest changed), not only new subscriptions: design section 6 */
     int64_t next_ms; /* at most one round of announcements per PEER_INTEREST_INTERVAL_MS */
     uint64_t sent, bytes_sent; /* announcements sent, and their payload bytes */
 };
@@ -388,6 +390,10 @@ uint64_t peer_flood_own_sequence(struct peer_net *net);
 /* Numbers lo..hi of a QoS 1/2 run were left out on the link: told in the next notice. */
 void peer_skip_add(struct peer_net *net, struct peer_link *link,
                    const struct peer_origin_key *run, uint64_t lo, uint64_t hi);
+/* The same, told at the next deadline only (from inside the link's flow, which must not be
+ * offered a packet then). */
+void peer_skip_later(struct peer_net *net, struct peer_link *link,
+                     const struct peer_origin_key *run, uint64_t lo, uint64_t hi);
 /* Tell the link's neighbour what waits, now (kept for later when its queue refuses). */
 void peer_skip_flush(struct peer_net *net, struct peer_link *link);
 /* Tell what waited long enough; returns the next deadline (TIMER_NONE: nothing waits). */

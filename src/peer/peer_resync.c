@@ -6,9 +6,9 @@
  * ("lost"). With interest routing (docs/mqtt-st-protocol.md 7.8) the walk sends only what
  * the neighbour's interest matches and tells the rest skipped (peer_skip.c); summaries leave
  * out what their sender was only told skipped; and a link whose neighbour's carried interest
- * grows resyncs again (after the walk under way, so that every walk ends). While an end waits for the neighbour's summary or walks, live QoS 1/2 messages
- * do not go on that link (flood asks peer_resync_holds): they are in the log, and the walk
- * sends them in order.
+ * grows resyncs again (after the walk under way, so that every walk ends). While an end
+ * waits for the neighbour's summary or walks, live QoS 1/2 messages do not go on that link
+ * (flood asks peer_resync_holds): they are in the log, and the walk sends them in order.
  *
  * Must not: decide forwarding (stp/), or touch the link's connections except through
  * peer_dialer_send_message.
@@ -61,7 +61,10 @@ static void send_text(struct peer_net *net, struct peer_link *link, const char *
                   "memory).", link->name);
 }
 
-static void send_summary(struct peer_net *net, struct peer_link *link, bool want, bool starts)
+/* whole: with what this broker holds only as skipped, for a neighbour that starts fresh and
+ * takes the summary as what it has seen (it wants none of those again). */
+static void send_summary(struct peer_net *net, struct peer_link *link, bool want, bool starts,
+                         bool whole)
 {
     struct abuf text = {0};
     struct seqset own = {0};
@@ -85,7 +88,7 @@ static void send_summary(struct peer_net *net, struct peer_link *link, bool want
             for (size_t k = 0; !rc && k < o->adopted.count; k++)
                 rc = seqset_add_range(&both, o->adopted.ranges[k].lo, o->adopted.ranges[k].hi);
         }
-        if (!rc && o->skipped.count) {
+        if (!rc && !whole && o->skipped.count) {
             rc = seqset_subtract_below(run, &o->skipped, UINT64_MAX, &held, &n);
             run = &held;
         }
@@ -165,7 +168,7 @@ void peer_resync_start(struct peer_net *net, struct peer_link *link)
     link->resync = RESYNC_WAITING;
     link->resync_since_ms = net->broker->now_ms;
     link->walk_from = message_log_end(net->log);
-    send_summary(net, link, true, fresh(net));
+    send_summary(net, link, true, fresh(net), false);
     net->sys_dirty = true;
 }
 
@@ -303,7 +306,7 @@ int64_t peer_resync_pump(struct peer_net *net)
                 log_warning("Warning: MQTT-ST: no resync summary from %s; asking again.",
                             link->name);
                 link->resync_since_ms = now;
-                send_summary(net, link, true, fresh(net));
+                send_summary(net, link, true, fresh(net), false);
             }
             if (link->resync_since_ms + patience < next) next = link->resync_since_ms + patience;
             continue;
@@ -349,9 +352,8 @@ static void adopt(struct peer_net *net, const struct peer_summary *s)
         const struct peer_summary_run *run = &s->runs[i];
         if (own_run(net, &run->broker, run->incarnation)) continue;
         struct peer_origin *o = peer_origin_get(net, &run->broker, run->incarnation);
-        /* everything up to its highest: what it lacks below (a gap still to come, or what it
-         * was told skipped and left out of its summary) is older than this broker's start */
-        if (o) seqset_add_range(&o->adopted, 1, seqset_highest(&run->seqs));
+        for (size_t k = 0; o && k < run->seqs.count; k++)
+            seqset_add_range(&o->adopted, run->seqs.ranges[k].lo, run->seqs.ranges[k].hi);
     }
     net->state_dirty = true;
 }
@@ -411,7 +413,7 @@ int peer_resync_receive(struct peer_net *net, struct peer_accepted *acc,
             log_notice("MQTT-ST: joined the network through %s (this broker started without "
                        "a log: it takes what was sent before as delivered).", link->name);
         }
-        if (s.want) send_summary(net, link, false, fresh(net));
+        if (s.want) send_summary(net, link, false, fresh(net), s.fresh);
         if (link->resync == RESYNC_WAITING) start_walk(net, link, &s);
     }
     peer_summary_free(&s);

@@ -10,7 +10,8 @@
  *  - a number left out waits in link->skips (per run, as ranges);
  *  - what waits goes PEER_SKIP_DELAY_MS after the oldest, or at once when PEER_SKIP_RANGES_MAX
  *    ranges wait (the neighbour's gaps stay few), or when a resync's walk ends;
- *  - a notice the link's queue refuses stays and goes at the next deadline;
+ *  - a notice the link's queue refuses stays and goes at the next deadline (not at once
+ *    again); past PEER_SKIP_WAITING_MAX ranges what waits is forgotten (warned);
  *  - when the link goes down what waits is forgotten: the resync of its next connection tells
  *    the neighbour again what it lacks (peer_resync.c).
  *
@@ -36,10 +37,12 @@ void peer_skip_forget(struct peer_link *link)
     struct peer_skip_run *r, *tmp;
     HASH_ITER(hh, link->skips, r, tmp) forget_run(link, r);
     link->skip_ranges = 0;
+    link->skips_refused = false;
 }
 
-void peer_skip_add(struct peer_net *net, struct peer_link *link,
-                   const struct peer_origin_key *run, uint64_t lo, uint64_t hi)
+/* Note the numbers; true when enough ranges wait that they should go at once. */
+static bool note(struct peer_net *net, struct peer_link *link, const struct peer_origin_key *run,
+                 uint64_t lo, uint64_t hi)
 {
     struct peer_skip_run *r = NULL;
     HASH_FIND(hh, link->skips, run, sizeof *run, r);
@@ -50,17 +53,40 @@ void peer_skip_add(struct peer_net *net, struct peer_link *link,
     }
     if (!link->skip_ranges && !r->seqs.count) link->skips_since_ms = net->broker->now_ms;
     size_t before = r->seqs.count;
-    if (seqset_add_range(&r->seqs, lo, hi) != 0) goto out_of_memory;
-    link->skip_ranges = link->skip_ranges - before + r->seqs.count;
-    if (link->skip_ranges >= PEER_SKIP_RANGES_MAX) {
-        peer_skip_flush(net, link);
-    } else if (link->skips_since_ms + PEER_SKIP_DELAY_MS < net->next_run_ms) {
-        net->next_run_ms = link->skips_since_ms + PEER_SKIP_DELAY_MS;
+    if (seqset_add_range(&r->seqs, lo, hi) != 0) {
+        if (!r->seqs.count) forget_run(link, r); /* no empty run in a notice */
+        goto out_of_memory;
     }
-    return;
+    link->skip_ranges = link->skip_ranges - before + r->seqs.count;
+    if (link->skip_ranges > PEER_SKIP_WAITING_MAX) {
+        /* its queue has refused notices for long: forget them, its next resync tells them
+         * again (a notice this large would not fit a packet either) */
+        log_warning("Warning: MQTT-ST: %zu ranges of skipped messages could not be told to "
+                    "%s; its next resync tells them.", link->skip_ranges, link->name);
+        peer_skip_forget(link);
+        return false;
+    }
+    if (link->skips_since_ms + PEER_SKIP_DELAY_MS < net->next_run_ms)
+        net->next_run_ms = link->skips_since_ms + PEER_SKIP_DELAY_MS;
+    /* at once when enough wait, unless the queue refused the last notice: then at the
+     * deadline only (each try formats everything waiting) */
+    return link->skip_ranges >= PEER_SKIP_RANGES_MAX && !link->skips_refused;
 out_of_memory:
     /* the neighbour keeps a gap: its next resync tells it again, or reports it lost */
     log_error("Error: MQTT-ST: out of memory noting a message not sent to %s.", link->name);
+    return false;
+}
+
+void peer_skip_add(struct peer_net *net, struct peer_link *link,
+                   const struct peer_origin_key *run, uint64_t lo, uint64_t hi)
+{
+    if (note(net, link, run, lo, hi)) peer_skip_flush(net, link);
+}
+
+void peer_skip_later(struct peer_net *net, struct peer_link *link,
+                     const struct peer_origin_key *run, uint64_t lo, uint64_t hi)
+{
+    note(net, link, run, lo, hi);
 }
 
 void peer_skip_flush(struct peer_net *net, struct peer_link *link)
@@ -78,6 +104,7 @@ void peer_skip_flush(struct peer_net *net, struct peer_link *link)
     abuf_free(&text);
     if (rc != 0) { /* queue full or out of memory: again at the next deadline */
         link->skips_since_ms = net->broker->now_ms;
+        link->skips_refused = true;
         return;
     }
     net->counters.skip_notices++;

@@ -44,7 +44,20 @@ static int format_runs(struct abuf *out, const struct peer_net *net, bool adopte
     {
         if (o->key.incarnation & PEER_STREAM_QOS0) continue; /* only a window: not kept */
         const struct seqset *set = adopted ? &o->adopted : &o->seen;
-        if (peer_summary_format_run(out, &o->key.broker, o->key.incarnation, set)) return -1;
+        /* what was only told skipped is kept as not seen: after a restart the resyncs bring
+         * it again, as a real copy if it is wanted then or as a skip (interest routing) */
+        struct seqset held = {0};
+        uint64_t n;
+        if (!adopted && o->skipped.count) {
+            if (seqset_subtract_below(set, &o->skipped, UINT64_MAX, &held, &n) != 0) {
+                seqset_free(&held);
+                return -1;
+            }
+            set = &held;
+        }
+        int rc = peer_summary_format_run(out, &o->key.broker, o->key.incarnation, set);
+        seqset_free(&held);
+        if (rc) return -1;
     }
     return 0;
 }

@@ -478,12 +478,13 @@ static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uin
             /* a link's own packet (7.3.1): no origin; a summary, lost or skip notice that
              * parses */
             struct peer_summary summary;
-            enum peer_summary_kind kind =
-                p.topic.len == strlen(PEER_LOST_TOPIC) &&
-                        memcmp(p.topic.data, PEER_LOST_TOPIC, p.topic.len) == 0 ? PEER_SUMMARY_LOST
-                : p.topic.len == strlen(PEER_SKIP_TOPIC) &&
-                        memcmp(p.topic.data, PEER_SKIP_TOPIC, p.topic.len) == 0 ? PEER_SUMMARY_SKIP
-                                                                                : PEER_SUMMARY_SUMMARY;
+            bool lost = p.topic.len == strlen(PEER_LOST_TOPIC) &&
+                        memcmp(p.topic.data, PEER_LOST_TOPIC, p.topic.len) == 0;
+            bool skip = p.topic.len == strlen(PEER_SKIP_TOPIC) &&
+                        memcmp(p.topic.data, PEER_SKIP_TOPIC, p.topic.len) == 0;
+            enum peer_summary_kind kind = lost   ? PEER_SUMMARY_LOST
+                                          : skip ? PEER_SUMMARY_SKIP
+                                                 : PEER_SUMMARY_SUMMARY;
             CHECK(!user_property(&p.props, PEER_ORIGIN_PROPERTY, &value));
             if (p.topic.len == strlen(PEER_INTEREST_TOPIC) &&
                 memcmp(p.topic.data, PEER_INTEREST_TOPIC, p.topic.len) == 0) {

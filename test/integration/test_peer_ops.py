@@ -238,3 +238,18 @@ def test_identity_that_cannot_be_derived_stops_start_up(tmp_path):
     assert "set peer_identity" in r.stdout + r.stderr
     from conftest import sanitizer_findings
     assert not sanitizer_findings(r.stdout + r.stderr), r.stdout + r.stderr
+
+
+def test_peers_without_sys_topics_do_not_spin(broker):
+    """With `sys_interval 0` there is no $SYS to publish: what would have changed it (a link
+    up, the tree settling) must not keep the loop awake."""
+    from helpers import assert_cpu_goes_quiet
+    lines = [line for line in FAST if not line.startswith("sys_interval")] + ["sys_interval 0"]
+    pa, pb = free_port(), free_port()
+    b = broker("peer_identity %s:%d" % (HOST, pb), "stp_capability 200", *lines, port=pb)
+    a = broker("peer_identity %s:%d" % (HOST, pa), "stp_capability 100", *lines,
+               "peer %s:%d" % (HOST, pb), port=pa)
+    a.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pb))
+    b.wait_log("MQTT-ST: link to %s:%d up" % (HOST, pa))
+    for x in (a, b):
+        assert_cpu_goes_quiet(x.proc.pid, 0.3, what="with peers and sys_interval 0")

@@ -63,7 +63,8 @@ static void headers(void **state)
     assert_true(!s.want && s.fresh && s.count == 0);
     peer_summary_free(&s);
     const char *lost = "lost 1\nrun 10.0.0.1:1883 0000000000000000 1-200\n";
-    assert_int_equal(peer_summary_parse((const uint8_t *)lost, strlen(lost), PEER_SUMMARY_LOST, &s), 0);
+    assert_int_equal(
+        peer_summary_parse((const uint8_t *)lost, strlen(lost), PEER_SUMMARY_LOST, &s), 0);
     assert_true(s.kind == PEER_SUMMARY_LOST && s.count == 1);
     peer_summary_free(&s);
     /* a skip notice is read only as one, and a summary is no skip notice */
