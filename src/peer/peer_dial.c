@@ -496,13 +496,8 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
          * no gap (it would report it lost), and a resync that offers it again does too */
         if (d->link && msg->qos > 0 && msg->origin.stamped &&
             !(msg->origin.incarnation & PEER_STREAM_QOS0) &&
-            !(delivery->owner_flags & PEER_SEND_RETAINED_SYNC)) {
-            struct peer_origin_key run;
-            memset(&run, 0, sizeof run);
-            run.broker = msg->origin.broker;
-            run.incarnation = msg->origin.incarnation;
-            peer_skip_later(d->net, d->link, &run, msg->origin.sequence, msg->origin.sequence);
-        }
+            !(delivery->owner_flags & PEER_SEND_RETAINED_SYNC))
+            peer_skip_message(d->net, d->link, msg, true);
         return OUTFLOW_TOO_LARGE;
     }
     abuf_reset(&broker->scratch);

@@ -250,15 +250,6 @@ static bool floods_on(const struct peer_net *net, const struct peer_link *link, 
     return settling(net) || stp_link_forwarding(net->stp, link->stp_id);
 }
 
-static struct peer_origin_key run_of(const struct message_origin *o)
-{
-    struct peer_origin_key key;
-    memset(&key, 0, sizeof key);
-    key.broker = o->broker;
-    key.incarnation = o->incarnation;
-    return key;
-}
-
 /* The forwarder's forward (route.h): on along the spanning tree, after local delivery, to the
  * links whose neighbour's interest matches; a QoS 1/2 number left out is told (peer_skip.c). */
 static bool flood(void *ctx, struct message *msg)
@@ -282,10 +273,7 @@ static bool flood(void *ctx, struct message *msg)
             continue;
         }
         net->counters.skipped++;
-        if (logged) {
-            struct peer_origin_key run = run_of(&msg->origin);
-            peer_skip_add(net, link, &run, msg->origin.sequence, msg->origin.sequence);
-        }
+        if (logged) peer_skip_message(net, link, msg, false);
     }
     return false; /* replication: where the subscribers are is not known here */
 }

@@ -390,10 +390,10 @@ uint64_t peer_flood_own_sequence(struct peer_net *net);
 /* Numbers lo..hi of a QoS 1/2 run were left out on the link: told in the next notice. */
 void peer_skip_add(struct peer_net *net, struct peer_link *link,
                    const struct peer_origin_key *run, uint64_t lo, uint64_t hi);
-/* The same, told at the next deadline only (from inside the link's flow, which must not be
- * offered a packet then). */
-void peer_skip_later(struct peer_net *net, struct peer_link *link,
-                     const struct peer_origin_key *run, uint64_t lo, uint64_t hi);
+/* The same for one message's number; later: told at the next deadline only (from inside the
+ * link's flow, which must not be offered a packet then). */
+void peer_skip_message(struct peer_net *net, struct peer_link *link, const struct message *msg,
+                       bool later);
 /* Tell the link's neighbour what waits, now (kept for later when its queue refuses). */
 void peer_skip_flush(struct peer_net *net, struct peer_link *link);
 /* Tell what waited long enough; returns the next deadline (TIMER_NONE: nothing waits). */

@@ -327,12 +327,8 @@ int64_t peer_resync_pump(struct peer_net *net)
             if (peer_interest_link_wants(link, e->msg)) {
                 peer_dialer_send_message(link->out, e->msg, PEER_SEND_RESYNC);
             } else { /* told skipped, so that they keep no gap */
-                struct peer_origin_key run;
-                memset(&run, 0, sizeof run);
-                run.broker = e->msg->origin.broker;
-                run.incarnation = e->msg->origin.incarnation;
                 net->counters.skipped++;
-                peer_skip_add(net, link, &run, e->msg->origin.sequence, e->msg->origin.sequence);
+                peer_skip_message(net, link, e->msg, false);
             }
         }
         if (link->walk_next == message_log_end(net->log))

@@ -83,10 +83,15 @@ void peer_skip_add(struct peer_net *net, struct peer_link *link,
     if (note(net, link, run, lo, hi)) peer_skip_flush(net, link);
 }
 
-void peer_skip_later(struct peer_net *net, struct peer_link *link,
-                     const struct peer_origin_key *run, uint64_t lo, uint64_t hi)
+void peer_skip_message(struct peer_net *net, struct peer_link *link, const struct message *msg,
+                       bool later)
 {
-    note(net, link, run, lo, hi);
+    struct peer_origin_key run;
+    memset(&run, 0, sizeof run);
+    run.broker = msg->origin.broker;
+    run.incarnation = msg->origin.incarnation;
+    uint64_t seq = msg->origin.sequence;
+    if (note(net, link, &run, seq, seq) && !later) peer_skip_flush(net, link);
 }
 
 void peer_skip_flush(struct peer_net *net, struct peer_link *link)
