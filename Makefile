@@ -9,8 +9,9 @@ DESTDIR ?=
 
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps build run test unit integration sanitize bench bench-tree bench-persist bench-bridge \
-	bench-partition bench-connections bench-overload bench-tls chaos partition-soak crash fuzz \
+.PHONY: all deps build run test unit integration sanitize bench bench-tree bench-interest \
+	bench-persist bench-bridge bench-partition bench-connections bench-overload bench-tls chaos \
+	partition-soak crash fuzz \
 	install mosquitto-tests test-tsan test-loops clean
 
 all: build
@@ -93,6 +94,14 @@ crash: build
 # part of `make test`): appends or replaces a section of docs/benchmarks.md.
 bench-tree: deps
 	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-tree.sh
+
+# Interest routing (issue 20): three arbor brokers fully meshed with full replication and by
+# interest, and three Debian mosquitto brokers in a static tree with per-topic bridge lines,
+# under the MQTT-ST paper's local scenario and a Detti-style random attach; then the cost of
+# 10,000 subscriptions' announcements (about 15 minutes; not part of `make test`): appends or
+# replaces a section of docs/benchmarks.md. BENCH_INTEREST_QUICK=1 is a smoke test.
+bench-interest: deps
+	@BUILD="$(BUILD)" JOBS="$(JOBS)" scripts/run-bench-interest.sh
 
 # An edge broker (arbor, and Debian's mosquitto side by side) bridged to a central Debian
 # mosquitto: QoS 1 in and out, and the drain of a 100 000-message backlog (about 6 minutes; not

@@ -393,12 +393,15 @@ def markdown(figures, brokers, env, png_name, transport_missing=None, negotiated
     return "\n".join(parts)
 
 
-# Written into the same page by `make bench-tree` (tree_bench.py), `make bench-persist`
+# Written into the same page by `make bench-tree` (tree_bench.py), `make bench-interest`
+# (interest_bench.py), `make bench-persist`
 # (persist_bench.py), `make bench-bridge` (bridge_bench.py), `make bench-partition`
 # (partition_bench.py), `make bench-connections` (connections_bench.py), `make bench-overload`
 # (overload_bench.py) and `make bench-tls` (tls_bench.py); kept when this page is redone.
 KEPT_SECTIONS = ("## MQTT-ST trees against bridged Mosquitto",
-                 "## MQTT-ST trees with `loops 2` (issue 19, step 10)", "## Persistence",
+                 "## MQTT-ST trees with `loops 2` (issue 19, step 10)",
+                 "## Interest routing: full replication, by interest, static bridges",
+                 "## Persistence",
                  "## Bridges: arbor or Mosquitto at the edge",
                  "## Partitions: MQTT-ST resync or a Mosquitto bridge",
                  "## Many connections: memory and fan-out",

@@ -605,6 +605,15 @@ double scenario_target_ingress(const struct bench_scenario *sc, double interval_
     return scenario_publisher_count(sc) * 1000.0 / interval_ms;
 }
 
+/* splitmix64's output function: a well-mixed 64-bit value of x (random placement). */
+static uint64_t placement_mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
 size_t scenario_broker_for(const struct bench_scenario *sc, enum bench_client_kind kind,
                            uint32_t n)
 {
@@ -616,6 +625,8 @@ size_t scenario_broker_for(const struct bench_scenario *sc, enum bench_client_ki
         return kind == BENCH_KIND_PUBLISHER ? 0 : sc->broker_count - 1;
     case BENCH_PLACE_FIRST_TO_ALL:
         return kind == BENCH_KIND_PUBLISHER ? 0 : n % sc->broker_count;
+    case BENCH_PLACE_RANDOM:
+        return (size_t)(placement_mix(((uint64_t)kind << 32) | n) % sc->broker_count);
     case BENCH_PLACE_SPREAD:
         break;
     }
@@ -627,6 +638,7 @@ static const char *const placement_names[] = {
     [BENCH_PLACE_FIRST] = "first",
     [BENCH_PLACE_ENDS] = "ends",
     [BENCH_PLACE_FIRST_TO_ALL] = "first-to-all",
+    [BENCH_PLACE_RANDOM] = "random",
 };
 
 int scenario_parse_placement(const char *name, enum bench_placement *out)

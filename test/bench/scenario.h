@@ -26,6 +26,8 @@ enum bench_placement {
     BENCH_PLACE_FIRST,         /* every client on the first broker ("benchmark", "100% locality") */
     BENCH_PLACE_ENDS,          /* publishers on the first broker, subscribers on the last */
     BENCH_PLACE_FIRST_TO_ALL,  /* publishers on the first broker, subscribers round-robin */
+    BENCH_PLACE_RANDOM,        /* each client on a broker drawn by a fixed hash ("random
+                                  attach", the same draw in every run) */
 };
 
 /* Which kind of client scenario_broker_for places. */
@@ -124,14 +126,17 @@ double scenario_target_ingress(const struct bench_scenario *sc, double interval_
 /* Broker index of the n-th publisher or subscriber (each kind counted on its own) under the
  * scenario's placement: spread gives K brokers 1/K of each kind, first puts everything on
  * broker 0, ends puts publishers on broker 0 and subscribers on broker K-1, first-to-all puts
- * publishers on broker 0 and spreads the subscribers. */
+ * publishers on broker 0 and spreads the subscribers, random draws each client's broker with
+ * splitmix64((kind << 32) | n) % K (kind 0 publisher, 1 subscriber: the same in every run, so
+ * that a script can work out the placement and configure for it). */
 size_t scenario_broker_for(const struct bench_scenario *sc, enum bench_client_kind kind,
                            uint32_t n);
 
-/* Placement names ("spread", "first", "ends", "first-to-all"): parse returns 0 or -1. */
+/* Placement names ("spread", "first", "ends", "first-to-all", "random"): parse returns 0 or
+ * -1. */
 int scenario_parse_placement(const char *name, enum bench_placement *out);
 const char *scenario_placement_name(enum bench_placement p);
 /* "spread|first|ends|first-to-all", for usage and error texts. */
-#define BENCH_PLACEMENT_NAMES "spread|first|ends|first-to-all"
+#define BENCH_PLACEMENT_NAMES "spread|first|ends|first-to-all|random"
 
 #endif

@@ -286,6 +286,24 @@ static void test_placement(void **state)
         assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_PUBLISHER, n), 0);
         assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_SUBSCRIBER, n), n % 3);
     }
+    /* random: splitmix64((kind << 32) | n) % K, the values test/bench/interest_bench.py works
+     * out for itself (it configures Mosquitto's topic lines from them) */
+    sc.placement = BENCH_PLACE_RANDOM;
+    static const size_t pubs[12] = {1, 2, 1, 0, 1, 2, 2, 0, 1, 1, 1, 0};
+    static const size_t subs[12] = {1, 1, 0, 0, 1, 2, 0, 2, 0, 2, 1, 2};
+    for (uint32_t n = 0; n < 12; n++) {
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_PUBLISHER, n), pubs[n]);
+        assert_int_equal(scenario_broker_for(&sc, BENCH_KIND_SUBSCRIBER, n), subs[n]);
+    }
+    /* and about a third each over many clients */
+    size_t per_broker[3] = {0};
+    for (uint32_t n = 0; n < 3000; n++)
+        per_broker[scenario_broker_for(&sc, BENCH_KIND_PUBLISHER, n)]++;
+    for (int b = 0; b < 3; b++) assert_in_range(per_broker[b], 900, 1100);
+    enum bench_placement parsed;
+    assert_int_equal(scenario_parse_placement("random", &parsed), 0);
+    assert_int_equal(parsed, BENCH_PLACE_RANDOM);
+    assert_string_equal(scenario_placement_name(BENCH_PLACE_RANDOM), "random");
     scenario_free(&sc);
 
     /* one broker: every placement puts everything on it */

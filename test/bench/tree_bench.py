@@ -225,6 +225,24 @@ def retained(port, pattern, quiet=0.3):
         c.close()
 
 
+def read_sys(net):
+    """{broker name: {topic: payload}} of every retained $SYS/broker/# topic of each broker of
+    net["brokers"], read concurrently ({} for a broker that could not be read)."""
+    per = {}
+
+    def read(n, b):
+        try:
+            per[n] = retained(b.port, "$SYS/broker/#", quiet=0.2)
+        except (OSError, RuntimeError):
+            per[n] = {}
+    threads = [threading.Thread(target=read, args=item) for item in net["brokers"].items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return per
+
+
 # ---------------------------------------------------------------------------------------------
 # Counting TCP relay (for the idle signalling figure): one thread, every relay of a run.
 
@@ -474,18 +492,7 @@ class Runner:
 
     def counters(self, net):
         """COUNTERS summed over the network's brokers (read concurrently), and per broker."""
-        per = {}
-
-        def read(n, b):
-            try:
-                per[n] = retained(b.port, "$SYS/broker/#", quiet=0.2)
-            except (OSError, RuntimeError):
-                per[n] = {}
-        threads = [threading.Thread(target=read, args=item) for item in net["brokers"].items()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        per = read_sys(net)
         total = {}
         for c in COUNTERS:
             values = [per[n].get("$SYS/broker/" + c) for n in per]

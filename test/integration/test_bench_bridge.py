@@ -81,19 +81,19 @@ def still_running(pid):
         return False
 
 
-def run_quick(script, tmp_path, old_page, section_title, kept, *args):
+def run_quick(script, tmp_path, old_page, section_title, kept, *args, timeout=110):
     """Run a comparison script of test/bench (NAME_bench.py) in its quick mode, one round,
     writing into a copy of old_page; checks that it succeeded, that the lines `kept` of the
     other sections are still there, that its own old section (with "a stale row") was replaced
     by one quick-run section. Returns (that section's text, the --out directory, the pid
-    file)."""
+    file). timeout: the longest the script may take (s)."""
     page = tmp_path / "benchmarks.md"
     page.write_text(old_page)
     out, pidfile = tmp_path / "out", tmp_path / "pids"
     cmd = [sys.executable, script, "--arbor", ARBOR_BIN, "--mosquitto", MOSQUITTO,
            "--out", str(out), "--markdown", str(page), "--rounds", "1", "--quick",
            "--pidfile", str(pidfile)] + list(args)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     name = os.path.basename(script).split("_")[0]
     assert p.returncode == 0, "%s failed (%d):\n%s%s" % (script, p.returncode, p.stdout,
                                                           p.stderr)
