@@ -47,7 +47,7 @@ import sys
 import time
 
 import tree_bench
-from tree_bench import HOST, MiniClient, fmt, log, port_open, ratio, retained
+from tree_bench import HOST, MiniClient, fmt, log, ratio, retained
 
 SECTION = "## Interest routing: full replication, by interest, static bridges"
 SECRET = "bench-interest-secret-0123456789"
@@ -260,14 +260,7 @@ class Runner(tree_bench.Runner):
                         lines += ["", "connection bridge-%s-%s-to-%s" % (tag, n, parent),
                                   "address %s:%d" % (HOST, brokers[parent].port),
                                   "try_private true"] + topic_lines[n]
-            with open(b.conf, "w") as f:
-                f.write("\n".join(lines) + "\n")
-            b.proc = self.spawn([binary, "-c", b.conf], b.log)
-            deadline = time.monotonic() + 10
-            while not port_open(b.port):
-                if b.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("%s %s did not start; see %s" % (kind, n, b.log))
-                time.sleep(0.05)
+            self.launch(b, lines)
         net = {"kind": kind, "brokers": brokers, "started": time.monotonic()}
         deadline = time.monotonic() + 60
         while kind != "mosquitto" and not self.tree(net):

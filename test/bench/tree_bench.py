@@ -361,6 +361,17 @@ class Runner:
             self.stop(p)
 
     # -- networks
+    def launch(self, b, lines):
+        """Write broker b's config (lines), start it and wait until it listens."""
+        with open(b.conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        b.proc = self.spawn([b.binary, "-c", b.conf], b.log)
+        deadline = time.monotonic() + 10
+        while not port_open(b.port):
+            if b.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("%s %s did not start; see %s" % (b.kind, b.name, b.log))
+            time.sleep(0.05)
+
     def start_network(self, kind, topo, tag, relays=None):
         t = TOPOLOGIES[topo]
         binary = self.args.arbor if kind == "arbor" else self.args.mosquitto
@@ -386,14 +397,7 @@ class Runner:
                 lines += ["", "connection bridge-%s-%s-to-%s" % (tag, n, parent.name),
                           "address %s:%d" % (HOST, parent.addr_port),
                           "topic # both 2", "try_private true"]
-            with open(b.conf, "w") as f:
-                f.write("\n".join(lines) + "\n")
-            b.proc = self.spawn([binary, "-c", b.conf], b.log)
-            deadline = time.monotonic() + 10
-            while not port_open(b.port):
-                if b.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("%s %s did not start; see %s" % (kind, n, b.log))
-                time.sleep(0.05)
+            self.launch(b, lines)
         net = {"kind": kind, "topo": topo, "brokers": brokers, "started": time.monotonic()}
         self.wait_ready(net)
         return net
