@@ -70,12 +70,19 @@ def test_quick_run_writes_the_section_and_routes_by_interest(tmp_path):
         full, interest = results["arbor-all"][load], results["arbor-interest"][load]
         for r in (full, interest):
             assert r["published"] > 0 and r["delivered"] > 0, (load, r)
-            if r["tree"] != r["tree_before"] or r["counters"]["stp/topology_changes"]:
-                pytest.skip("the tree changed during %s (a loaded machine)" % load)
+            # a changed tree, or a blocked link's ends swapping roles for a moment (settling
+            # sends on every link: the copies that crossed the blocked link are duplicates)
+            if (r["tree"] != r["tree_before"] or r["counters"]["stp/topology_changes"] or
+                    r["counters"]["stp/messages/duplicates"]):
+                pytest.skip("the tree moved during %s (a loaded machine)" % load)
         # full replication: every message on both tree links of three brokers
         assert full["inter_publish"] == 2 * full["published"], (load, full)
-        # by interest: exactly the crossings the load needs on that tree, no more, no fewer
-        assert interest["inter_publish"] == interest["needed_crossings"], (load, interest)
+        # by interest: the crossings the load needs on that tree, no more; fewer only by the
+        # messages a subscriber did not get (published before its interest arrived: QoS 0),
+        # each at most two crossings (the longest path of three brokers)
+        missing = interest["expected"] - interest["received"]
+        assert (interest["needed_crossings"] - 2 * missing <= interest["inter_publish"]
+                <= interest["needed_crossings"]), (load, interest)
         if load.startswith("paper"):
             for r in (full, interest):
                 assert r["loss_rate"] == 0 and r["duplicates"] == 0, (load, r)
