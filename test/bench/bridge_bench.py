@@ -44,7 +44,7 @@ import time
 
 import persist_bench
 import tree_bench
-from tree_bench import HOST, Broker, MiniClient, fmt, log, port_open, ratio, retained
+from tree_bench import HOST, Broker, MiniClient, fmt, log, ratio, retained
 
 SECTION = "## Bridges: arbor or Mosquitto at the edge"
 KINDS = ("arbor", "mosquitto")
@@ -264,14 +264,6 @@ class BridgeRunner(tree_bench.Runner):
     def write_conf(self, b, lines):
         with open(b.conf, "w") as f:
             f.write("\n".join(["listener %d %s" % (b.port, HOST)] + lines) + "\n")
-
-    def start_broker(self, b):
-        b.proc = self.spawn([b.binary, "-c", b.conf], b.log)
-        deadline = time.monotonic() + 15
-        while not port_open(b.port):
-            if b.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("%s %s did not start; see %s" % (b.kind, b.name, b.log))
-            time.sleep(0.02)
 
     def start_pair(self, kind, direction, tag, persistent_central=False):
         a = self.args

@@ -47,6 +47,7 @@ import sys
 import time
 
 import tree_bench
+from bridge_bench import cells
 from tree_bench import HOST, MiniClient, fmt, log, ratio, retained
 
 SECTION = "## Interest routing: full replication, by interest, static bridges"
@@ -619,10 +620,6 @@ LOAD_TEXT = {
     "paper-local": "paper, 100 % locality",
     "detti": "Detti, random attach",
 }
-
-
-def cells(vals, digits):
-    return " / ".join(fmt(v, digits) for v in vals)
 
 
 def write_section(path, results):

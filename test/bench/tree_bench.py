@@ -365,12 +365,16 @@ class Runner:
         """Write broker b's config (lines), start it and wait until it listens."""
         with open(b.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
+        self.start_broker(b)
+
+    def start_broker(self, b):
+        """Start broker b from its config file and wait until it listens."""
         b.proc = self.spawn([b.binary, "-c", b.conf], b.log)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 15
         while not port_open(b.port):
             if b.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("%s %s did not start; see %s" % (b.kind, b.name, b.log))
-            time.sleep(0.05)
+            time.sleep(0.02)
 
     def start_network(self, kind, topo, tag, relays=None):
         t = TOPOLOGIES[topo]
