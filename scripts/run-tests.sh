@@ -27,12 +27,14 @@ fi
 # one about several loops, the core client behaviour their hand-overs touch, snapshot
 # persistence (its saves read every loop's sessions with the other loops parked), and MQTT-ST
 # peering (every loop stamps and hands messages to loop 0's links; loop 0 reads the
-# subscription tree every loop writes for its interest announcements).
+# subscription tree every loop writes for its interest announcements, and delivers shared
+# groups' messages to sessions of every loop).
 tsan_integration=(test/integration/test_loops.py test/integration/test_connect.py
                   test/integration/test_publish_qos.py test/integration/test_sessions.py
                   test/integration/test_publisher_pressure.py test/integration/test_tls.py
                   test/integration/test_stress_sessions.py test/integration/test_persistence.py
-                  test/integration/test_peer_loops.py test/integration/test_peer_interest.py)
+                  test/integration/test_peer_loops.py test/integration/test_peer_interest.py
+                  test/integration/test_peer_shares.py)
 
 # The unit tests on a ThreadSanitizer build: what several threads share is tested from
 # several threads in them (test_log_threads.c, ...); then the broker itself with 4 loops.

@@ -50,6 +50,9 @@ const struct stp_view_field stp_view_peer_fields[SV_PEER_FIELDS] = {
     [SV_PEER_RESYNC_MESSAGES] = {"resync/messages", "resync_messages", STP_VIEW_NUMBER},
     [SV_PEER_RESYNC_BYTES] = {"resync/bytes", "resync_bytes", STP_VIEW_NUMBER},
     [SV_PEER_WANTED_FILTERS] = {"interest/filters", "wants these filters", STP_VIEW_LIST},
+    /* shared groups across the tree: "<distance> <group>/<filter>" as it announced them */
+    [SV_PEER_SHARES] = {"shares", "shared groups (hops to a member, group/filter)",
+                        STP_VIEW_LIST},
 };
 
 #define PEERS_PART "peers/"

@@ -72,6 +72,7 @@ enum stp_view_peer_field {
     SV_PEER_RESYNC_MESSAGES,
     SV_PEER_RESYNC_BYTES,
     SV_PEER_WANTED_FILTERS,
+    SV_PEER_SHARES,
     SV_PEER_FIELDS
 };
 

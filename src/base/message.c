@@ -28,6 +28,8 @@ struct message *message_create(struct message_counters *counters, const char *to
     memset(&msg->origin, 0, sizeof msg->origin);
     msg->source = NULL;
     msg->publisher = NULL;
+    msg->forward_note = NULL;
+    msg->forward_note_free = NULL;
     message_restart_expiry(msg, now_ms);
     uint8_t *p = msg->data;
     memcpy(p, topic, topic_len);
@@ -54,6 +56,7 @@ void message_free_last(struct message *msg)
     }
     message_source_free(msg->source);
     if (msg->publisher) message_publisher_unref(msg->publisher);
+    if (msg->forward_note) msg->forward_note_free(msg->forward_note);
     free(msg);
 }
 

@@ -106,6 +106,10 @@ struct message {
      * too many of its deliveries wait in subscribers' queues; else NULL. Set before
      * publication: handle_publish.c. */
     struct message_publisher *publisher;
+    /* A forwarder's note on the message, freed with it by note_free (MQTT-ST: who in each
+     * shared group gets it, peer_share.c); loop 0's. NULL: none. */
+    void *forward_note;
+    void (*forward_note_free)(void *note);
     const char *topic; /* points into data[] */
     const uint8_t *payload;
     const uint8_t *props;

@@ -196,6 +196,7 @@ static inline struct broker *session_owner(const struct session *session)
 
 struct match_entry {
     struct subscriber *subscriber;
+    bool shared; /* the member picked for a shared group */
     uint8_t qos;
     bool retain_as_published;
     uint8_t sub_id_count;

@@ -145,6 +145,29 @@ static size_t forwarders_would_take(struct broker *broker, const struct message 
     return took;
 }
 
+/* After the stamps: does a forwarder decide the message's shared groups? */
+static bool shares_owned(struct broker *broker, const struct message *msg)
+{
+    for (size_t i = 0; i < broker->shared->forwarder_count; i++) {
+        const struct route_forwarder *f = broker->shared->forwarders[i];
+        if (f->owns_shares && f->owns_shares(f->ctx, msg)) return true;
+    }
+    return false;
+}
+
+size_t route_deliver_shares(struct broker *broker, struct message *msg,
+                            struct match_result *scratch,
+                            bool (*wanted)(void *ctx, const char *key, size_t len), void *ctx)
+{
+    if (subs_match_shares(broker->shared->subscriptions, msg->topic, msg->topic_len,
+                          msg->origin_session, scratch, wanted, ctx) != 0)
+        log_error("Out of memory matching shared subscriptions for %s.", msg->topic);
+    struct acl_read_cache acl_cache = {0};
+    for (size_t i = 0; i < scratch->count; i++)
+        deliver_to_session(broker, &scratch->entries[i], msg, &acl_cache);
+    return scratch->count;
+}
+
 size_t route_message(struct broker *broker, struct message *msg)
 {
     struct broker_shared *shared = broker->shared;
@@ -155,6 +178,7 @@ size_t route_message(struct broker *broker, struct message *msg)
         const struct route_forwarder *f = shared->forwarders[i];
         if (f->stamp) f->stamp(f->ctx, msg);
     }
+    bool forwarder_shares = forwarders && shares_owned(broker, msg);
     if (msg->retain && broker->config->retain_available && retained_wins(broker, msg)) {
         if (retain_set(shared->retained, msg) != 0)
             log_error("Out of memory storing retained message.");
@@ -163,13 +187,18 @@ size_t route_message(struct broker *broker, struct message *msg)
     }
     if (hand_to_loop0) post_to_forwarders(broker, msg);
     if (forwarders) route_forwarders_unlock(broker);
-    if (subs_match(shared->subscriptions, msg->topic, msg->topic_len, msg->origin_session,
-                   broker->match) != 0)
+    struct subscription_tree *tree = shared->subscriptions;
+    int matched = forwarder_shares ? subs_match_leaving_shares(tree, msg->topic, msg->topic_len,
+                                                               msg->origin_session, broker->match)
+                                   : subs_match(tree, msg->topic, msg->topic_len,
+                                                msg->origin_session, broker->match);
+    if (matched != 0)
         log_error("Out of memory matching subscriptions for %s.", msg->topic);
     size_t count = broker->match->count;
     struct acl_read_cache acl_cache = {0}; /* acl_file: one verdict per user section */
     for (size_t i = 0; i < count; i++) {
         const struct match_entry *e = &broker->match->entries[i];
+        if (!e->subscriber) continue; /* a shared group: its forwarder delivers (owns_shares) */
         switch ((enum subscriber_kind)e->subscriber->kind) {
         case SUBSCRIBER_SESSION:
             deliver_to_session(broker, e, msg, &acl_cache);

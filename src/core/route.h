@@ -28,6 +28,12 @@ struct route_forwarder {
     /* Several loops, where forward runs later on loop 0: would forward take it (the answer
      * route_message counts)? Any thread; only what does not change may be read. */
     bool (*takes)(void *ctx, const struct message *msg);
+    /* Does this forwarder decide who in a shared group gets the message, network-wide
+     * (MQTT-ST, peer_share.c)? Then route_message leaves the shared groups out of local
+     * delivery (still counting them as matches), and the forwarder's forward delivers to the
+     * groups it keeps here with route_deliver_shares. Any thread; reads only the message and
+     * what does not change. */
+    bool (*owns_shares)(void *ctx, const struct message *msg);
 };
 
 /* Register a forwarder (kept by pointer, called in registration order); -1 when
@@ -49,6 +55,13 @@ size_t route_message(struct broker *broker, struct message *msg);
  * only while several loops run. */
 void route_forwarders_lock(struct broker *broker);
 void route_forwarders_unlock(struct broker *broker);
+
+/* Deliver msg to one member of each local shared group whose key ("<group>/<filter>")
+ * wanted accepts (a forwarder that owns_shares; wanted runs under the subscription tree's read
+ * lock). scratch is the caller's match result. The number of groups delivered to. */
+size_t route_deliver_shares(struct broker *broker, struct message *msg,
+                            struct match_result *scratch,
+                            bool (*wanted)(void *ctx, const char *key, size_t len), void *ctx);
 
 /* Route a will (re-timing its message expiry from now) and drop the caller's reference. */
 void route_will(struct broker *broker, struct message *will);

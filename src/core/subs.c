@@ -29,8 +29,8 @@ struct subscriber_list {
 };
 
 struct shared_group {
-    UT_hash_handle hh;
-    char *name;
+    UT_hash_handle hh; /* keyed on the group's name: the start of key */
+    char *key;         /* "<group>/<filter>": the subscription less "$share/" */
     struct subscriber_list members;
     /* round-robin position; matches on several loops move it at once (relaxed: two of them
      * may pick the same member, each message still goes to one) */
@@ -56,6 +56,10 @@ struct subscription_tree {
     /* subscriptions added (not replaced) and removed: whoever summarises the filters (MQTT-ST
      * interest) looks again when it moved */
     _Atomic uint64_t changes;
+    /* shared groups that came or went (their first member came, their last left), and how
+     * many exist: MQTT-ST tells its neighbours where a group's members are (peer_share.c) */
+    _Atomic uint64_t share_changes;
+    _Atomic uint64_t share_groups;
 };
 
 static struct subs_node *node_new(struct subs_node *parent, const char *level, size_t len)
@@ -103,7 +107,7 @@ static void free_node_contents(struct subs_node *node)
     {
         HASH_DEL(node->groups, group);
         free(group->members.items);
-        free(group->name);
+        free(group->key);
         free(group);
     }
     free(node->subscribers.items);
@@ -235,12 +239,15 @@ static int add_locked(struct subscription_tree *tree, const char *filter,
     HASH_FIND(hh, node->groups, group_name, group_len, group);
     if (!group) {
         group = calloc(1, sizeof *group);
-        if (!group || !(group->name = strndup(group_name, group_len))) {
+        size_t key_len = len - (size_t)(group_name - filter);
+        if (!group || !(group->key = strndup(group_name, key_len))) {
             free(group);
             prune(node);
             return -1;
         }
-        HASH_ADD_KEYPTR(hh, node->groups, group->name, group_len, group);
+        HASH_ADD_KEYPTR(hh, node->groups, group->key, group_len, group);
+        atomic_fetch_add_explicit(&tree->share_changes, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&tree->share_groups, 1, memory_order_relaxed);
     }
     return list_put(&group->members, subscriber, options, identifier, replaced);
 }
@@ -281,8 +288,10 @@ static int remove_locked(struct subscription_tree *tree, const char *filter,
         if (group && group->members.count == 0) {
             HASH_DEL(node->groups, group);
             free(group->members.items);
-            free(group->name);
+            free(group->key);
             free(group);
+            atomic_fetch_add_explicit(&tree->share_changes, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&tree->share_groups, 1, memory_order_relaxed);
         }
     }
     prune(node);
@@ -301,6 +310,35 @@ int subs_remove(struct subscription_tree *tree, const char *filter, struct subsc
 uint64_t subs_changes(const struct subscription_tree *tree)
 {
     return atomic_load_explicit(&tree->changes, memory_order_relaxed);
+}
+
+uint64_t subs_share_changes(const struct subscription_tree *tree)
+{
+    return atomic_load_explicit(&tree->share_changes, memory_order_relaxed);
+}
+
+bool subs_has_shares(const struct subscription_tree *tree)
+{
+    return atomic_load_explicit(&tree->share_groups, memory_order_relaxed) > 0;
+}
+
+static void walk_shares(const struct subs_node *node,
+                        void (*fn)(void *ctx, const char *key, size_t len), void *ctx)
+{
+    const struct shared_group *group, *gtmp;
+    HASH_ITER(hh, node->groups, group, gtmp) fn(ctx, group->key, strlen(group->key));
+    const struct subs_node *child, *tmp;
+    HASH_ITER(hh, node->children, child, tmp) walk_shares(child, fn, ctx);
+    if (node->plus) walk_shares(node->plus, fn, ctx);
+    if (node->hash) walk_shares(node->hash, fn, ctx);
+}
+
+void subs_for_each_share(struct subscription_tree *tree,
+                         void (*fn)(void *ctx, const char *key, size_t len), void *ctx)
+{
+    brlock_read_lock(&tree->lock);
+    walk_shares(tree->root, fn, ctx);
+    brlock_read_unlock(&tree->lock);
 }
 
 struct filter_walk {
@@ -350,6 +388,12 @@ struct match_context {
     uint64_t origin;
     struct match_result *result;
     bool oom;
+    /* subs_match_shares: only the shared groups share_wanted says yes to */
+    bool shares_only;
+    /* subs_match_leaving_shares: a shared group is an entry with no member picked */
+    bool shares_left;
+    bool (*share_wanted)(void *ctx, const char *key, size_t len);
+    void *share_ctx;
 };
 
 static struct match_entry *result_push(struct match_context *ctx)
@@ -451,6 +495,13 @@ static void add_shared_group(struct match_context *ctx, struct shared_group *gro
 {
     size_t n = group->members.count;
     if (n == 0) return;
+    if (ctx->shares_left) { /* counted as a match; the forwarder picks (route.h) */
+        struct match_entry *entry = result_push(ctx);
+        if (entry) *entry = (struct match_entry){.subscriber = NULL, .shared = true};
+        return;
+    }
+    if (ctx->share_wanted && !ctx->share_wanted(ctx->share_ctx, group->key, strlen(group->key)))
+        return;
     /* Next member in turn, preferring one that is connected. */
     size_t next = atomic_load_explicit(&group->next, memory_order_relaxed);
     size_t pick = next % n;
@@ -467,6 +518,7 @@ static void add_shared_group(struct match_context *ctx, struct shared_group *gro
     struct match_entry *entry = result_push(ctx);
     if (!entry) return;
     *entry = (struct match_entry){.subscriber = sub->subscriber,
+                                  .shared = true,
                                   .qos = SUB_OPT_QOS(sub->options),
                                   .retain_as_published =
                                       (sub->options & SUB_OPT_RETAIN_AS_PUBLISHED) != 0};
@@ -475,7 +527,7 @@ static void add_shared_group(struct match_context *ctx, struct shared_group *gro
 
 static void add_node(struct match_context *ctx, struct subs_node *node)
 {
-    for (size_t i = 0; i < node->subscribers.count; i++)
+    for (size_t i = 0; !ctx->shares_only && i < node->subscribers.count; i++)
         add_subscriber(ctx, &node->subscribers.items[i]);
     struct shared_group *group, *tmp;
     HASH_ITER(hh, node->groups, group, tmp) add_shared_group(ctx, group);
@@ -507,17 +559,41 @@ static void match_walk(struct match_context *ctx, struct subs_node *node, const 
     }
 }
 
-int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_len,
-               uint64_t origin_session, struct match_result *result)
+static int match(struct subscription_tree *tree, const char *topic, size_t topic_len,
+                 struct match_context *ctx)
 {
+    struct match_result *result = ctx->result;
     result->count = 0;
     result->seen_count = 0;
     result->generation++; /* every slot of the seen set is free again */
-    struct match_context ctx = {.origin = origin_session, .result = result};
     brlock_read_lock(&tree->lock);
-    match_walk(&ctx, tree->root, topic, topic + topic_len, true, topic_len > 0 && topic[0] == '$');
+    match_walk(ctx, tree->root, topic, topic + topic_len, true, topic_len > 0 && topic[0] == '$');
     brlock_read_unlock(&tree->lock);
-    return ctx.oom ? -1 : 0;
+    return ctx->oom ? -1 : 0;
+}
+
+int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_len,
+               uint64_t origin_session, struct match_result *result)
+{
+    struct match_context ctx = {.origin = origin_session, .result = result};
+    return match(tree, topic, topic_len, &ctx);
+}
+
+int subs_match_leaving_shares(struct subscription_tree *tree, const char *topic,
+                              size_t topic_len, uint64_t origin_session,
+                              struct match_result *result)
+{
+    struct match_context ctx = {.origin = origin_session, .result = result, .shares_left = true};
+    return match(tree, topic, topic_len, &ctx);
+}
+
+int subs_match_shares(struct subscription_tree *tree, const char *topic, size_t topic_len,
+                      uint64_t origin_session, struct match_result *result,
+                      bool (*wanted)(void *ctx, const char *key, size_t len), void *ctx)
+{
+    struct match_context m = {.origin = origin_session, .result = result, .shares_only = true,
+                              .share_wanted = wanted, .share_ctx = ctx};
+    return match(tree, topic, topic_len, &m);
 }
 
 void match_result_free(struct match_result *result)

@@ -41,10 +41,27 @@ uint64_t subs_changes(const struct subscription_tree *tree);
  * memory. */
 int subs_for_each_filter(struct subscription_tree *tree,
                          void (*fn)(void *ctx, const char *filter, size_t len), void *ctx);
+/* Shared groups that came or went (a first member, a last one), and whether any exists. */
+uint64_t subs_share_changes(const struct subscription_tree *tree);
+bool subs_has_shares(const struct subscription_tree *tree);
+/* Call fn with the key of every shared group ("<group>/<filter>": its subscription less
+ * "$share/"), under the read lock (fn must not subscribe or unsubscribe). */
+void subs_for_each_share(struct subscription_tree *tree,
+                         void (*fn)(void *ctx, const char *key, size_t len), void *ctx);
 /* Collect the subscribers that should receive a message on topic. Entries are appended to
  * result (count reset first). origin_session is the publisher's serial, for no local. */
 int subs_match(struct subscription_tree *tree, const char *topic, size_t topic_len,
                uint64_t origin_session, struct match_result *result);
+/* As subs_match, but a shared group is an entry with shared set and no subscriber (no member
+ * is picked: whoever owns the groups picks, route.h owns_shares). */
+int subs_match_leaving_shares(struct subscription_tree *tree, const char *topic,
+                              size_t topic_len, uint64_t origin_session,
+                              struct match_result *result);
+/* As subs_match, but only the shared groups (a member each) whose key wanted accepts; wanted
+ * is called under the read lock. */
+int subs_match_shares(struct subscription_tree *tree, const char *topic, size_t topic_len,
+                      uint64_t origin_session, struct match_result *result,
+                      bool (*wanted)(void *ctx, const char *key, size_t len), void *ctx);
 void match_result_free(struct match_result *result);
 
 #endif

@@ -189,6 +189,7 @@ void peer_note_change(struct peer_net *net)
     net->settle_until_ms = net->broker->now_ms + settle;
     net->sys_dirty = true;
     peer_interest_note_change(net);
+    peer_share_note_change(net);
 }
 
 static void log_root(struct peer_net *net)
@@ -407,6 +408,7 @@ void peer_net_free(struct broker *broker)
     peer_links_free(net);
     route_remove_forwarder(broker, &net->forwarder);
     sys_tree_remove_source(broker, net);
+    peer_share_free(net);
     peer_flood_free(net);
     peer_interest_free(net);
     tls_context_release(net->tls);
@@ -470,6 +472,8 @@ void peer_net_run(struct broker *broker)
     if (walk < net->next_run_ms) net->next_run_ms = walk;
     int64_t interest = peer_interest_run(net);
     if (interest < net->next_run_ms) net->next_run_ms = interest;
+    int64_t shares = peer_share_run(net);
+    if (shares < net->next_run_ms) net->next_run_ms = shares;
     int64_t skips = peer_skip_run(net);
     if (skips < net->next_run_ms) net->next_run_ms = skips;
     if (net->pressure.release_pending) {

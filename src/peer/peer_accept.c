@@ -368,7 +368,10 @@ static void accept_on_close(struct connection *conn, uint8_t reason, const char 
 static void accept_on_free(struct connection *conn)
 {
     conn->name = NULL;
-    if (conn->role_data) peer_interest_accepted_free(conn->role_data);
+    if (conn->role_data) {
+        peer_interest_accepted_free(conn->role_data);
+        peer_share_accepted_free(conn->role_data);
+    }
     free(conn->role_data);
 }
 

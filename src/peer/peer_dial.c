@@ -81,6 +81,7 @@ void peer_dialer_free(struct peer_dialer *d)
     }
     release_messages(d);
     peer_interest_dialer_free(d);
+    peer_share_dialer_free(d);
     free(d->host);
     free(d);
 }
@@ -424,9 +425,10 @@ static int handle_pingresp(struct peer_dialer *d)
 /* ---- QoS 2 sending: the link's outbound flow (outflow.h) --------------------------------- */
 
 /* Properties on the link: the origin first, then the bridge it came in over if any (7.5),
- * then the message's own (user properties in their order), then the remaining expiry, so that
- * it keeps counting down across hops. */
-static int build_props(struct broker *broker, const struct message *msg, uint8_t flags)
+ * then the shared groups given to this link (7.9), then the message's own (user properties in
+ * their order), then the remaining expiry, so that it keeps counting down across hops. */
+static int build_props(struct broker *broker, const struct peer_dialer *d,
+                       const struct message *msg, uint8_t flags)
 {
     struct abuf *props = &broker->scratch_props;
     char origin[160];
@@ -440,6 +442,9 @@ static int build_props(struct broker *broker, const struct message *msg, uint8_t
     const char *bridge = bridge_marks_name(&broker->shared->bridge_marks, msg->origin.bridge);
     if (bridge && mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_BRIDGE_PROPERTY,
                                          strlen(PEER_BRIDGE_PROPERTY), bridge, strlen(bridge)))
+        return -1;
+    if (!(flags & PEER_SEND_RETAINED_SYNC) && d->link &&
+        peer_share_add_marks(msg, d->link->stp_id, props)) /* groups given to this link */
         return -1;
     if (msg->props_len && abuf_append(props, msg->props, msg->props_len)) return -1;
     if (msg->expiry_at_ms && mqtt_property_add_u32(props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL,
@@ -465,7 +470,7 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
     struct peer_dialer *d = owner;
     struct connection *conn = d->conn;
     struct message *msg = delivery->msg;
-    if (build_props(broker, msg, delivery->owner_flags)) return OUTFLOW_FAILED;
+    if (build_props(broker, d, msg, delivery->owner_flags)) return OUTFLOW_FAILED;
     struct mqtt_publish_out out = {
         .version = MQTT_V5,
         .qos = 2,

@@ -255,7 +255,9 @@ static bool floods_on(const struct peer_net *net, const struct peer_link *link, 
 static bool flood(void *ctx, struct message *msg)
 {
     struct peer_net *net = ctx;
-    if (!msg->origin.stamped || msg->origin.local_only || net->stopping) return false;
+    if (!msg->origin.stamped || msg->origin.local_only) return false;
+    peer_share_route(net, msg, !net->stopping); /* its shared groups: here, or a link */
+    if (net->stopping) return false;
     stp_link_id from = msg->origin.link;
     bool logged = msg->qos > 0 && !(msg->origin.incarnation & PEER_STREAM_QOS0);
     if (logged && message_log_add(net->log, msg, net->broker->now_ms) != 0)
@@ -268,14 +270,24 @@ static bool flood(void *ctx, struct message *msg)
         /* also while settling: the neighbour's announcement describes its whole side (on a
          * link that does not forward, everything behind it); one that is stale after the
          * change is carried interest, and its resync sends what was skipped */
-        if (peer_interest_link_wants(link, msg)) {
-            peer_dialer_send_message(link->out, msg, 0);
+        bool assigned = peer_share_assigned_to(msg, link->stp_id);
+        if (assigned || peer_interest_link_wants(link, msg)) {
+            if (!peer_dialer_send_message(link->out, msg, 0) && assigned)
+                peer_share_refused(net, msg, link->stp_id);
             continue;
         }
         net->counters.skipped++;
         if (logged) peer_skip_message(net, link, msg, false);
     }
     return false; /* replication: where the subscribers are is not known here */
+}
+
+/* The forwarder's owns_shares (route.h): the shared groups of a message that crosses the
+ * tree are decided network-wide (peer_share.c). */
+static bool owns_shares(void *ctx, const struct message *msg)
+{
+    (void)ctx;
+    return peer_share_owns(msg);
 }
 
 int peer_flood_register(struct peer_net *net)
@@ -286,6 +298,7 @@ int peer_flood_register(struct peer_net *net)
         .stamp = stamp,
         .retained_wins = retained_wins,
         .forward = flood,
+        .owns_shares = owns_shares,
     };
     return route_add_forwarder(net->broker, &net->forwarder);
 }
@@ -357,22 +370,37 @@ static bool named(struct wire_bytes name, const char *text)
     return name.len == strlen(text) && memcmp(name.data, text, name.len) == 0;
 }
 
-/* The origin property (required), and the bridge property if present (7.5). */
+/* The shared groups a message is marked for (7.9): at most this many. */
+#define SHARE_MARKS_MAX 64
+struct share_marks {
+    struct wire_bytes keys[SHARE_MARKS_MAX];
+    size_t count;
+};
+
+/* The origin property (required), the bridge property if present (7.5), then the shared
+ * groups marked for this broker (7.9); false when one is malformed. */
 static bool find_origin(struct peer_net *net, const struct mqtt_publish *p,
-                        struct message_origin *o)
+                        struct message_origin *o, struct share_marks *marks)
 {
     size_t pos = 0;
     struct wire_bytes name, value;
-    bool found = false;
+    bool found = false, bridge_allowed = true;
+    marks->count = 0;
     while (mqtt_properties_next_user(&p->props, &pos, &name, &value)) {
         if (!found && named(name, PEER_ORIGIN_PROPERTY)) {
             if (!peer_origin_parse(value, o)) return false;
             found = true;
-        } else if (found && named(name, PEER_BRIDGE_PROPERTY)) {
+        } else if (found && bridge_allowed && named(name, PEER_BRIDGE_PROPERTY)) {
             if (value.len == 0) return false;
             o->bridge = bridge_marks_intern(&net->broker->shared->bridge_marks,
                                             (const char *)value.data, value.len);
-            return true;
+            bridge_allowed = false;
+        } else if (found && named(name, PEER_SHARE_PROPERTY)) {
+            if (marks->count == SHARE_MARKS_MAX ||
+                !peer_share_key_is_valid((const char *)value.data, value.len))
+                return false;
+            marks->keys[marks->count++] = value;
+            bridge_allowed = false;
         } else if (found) {
             return true;
         }
@@ -386,7 +414,8 @@ static struct message *message_from_peer(struct peer_net *net, const struct mqtt
     struct broker *broker = net->broker;
     struct abuf *props = &broker->scratch_props;
     abuf_reset(props);
-    static const char *const internal[] = {PEER_ORIGIN_PROPERTY, PEER_BRIDGE_PROPERTY, NULL};
+    static const char *const internal[] = {PEER_ORIGIN_PROPERTY, PEER_BRIDGE_PROPERTY,
+                                           PEER_SHARE_PROPERTY, NULL};
     if (mqtt_properties_copy_forwardable_except(&p->props, internal, props))
         return NULL;
     uint32_t expiry = 0;
@@ -403,10 +432,12 @@ static struct message *message_from_peer(struct peer_net *net, const struct mqtt
     return msg;
 }
 
-/* What to do with a message from a neighbour; true: publish it here. */
+/* What to do with a message from a neighbour; true: publish it here. *again: it was seen
+ * before (its shared groups may still be new here). */
 static bool wanted(struct peer_net *net, const struct message_origin *o, stp_link_id from,
-                   const struct mqtt_publish *p)
+                   const struct mqtt_publish *p, bool *again)
 {
+    *again = false;
     if (stp_broker_id_equal(&o->broker, &net->self) &&
         (o->incarnation & ~(uint64_t)PEER_STREAM_QOS0) == net->incarnation) { /* either stream */
         net->counters.duplicates++; /* our own, back from around a loop */
@@ -427,6 +458,7 @@ static bool wanted(struct peer_net *net, const struct message_origin *o, stp_lin
     }
     if (peer_flood_seen_before(net, o)) {
         net->counters.duplicates++;
+        *again = true;
         return false;
     }
     return true;
@@ -498,6 +530,9 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
             rc = peer_interest_receive(net, acc, &p, &carried_grew);
             if (carried_grew && acc->link) peer_resync_for_interest(net, acc->link);
         }
+        else if (p.topic.len == strlen(PEER_SHARE_TOPIC) &&
+                 memcmp(p.topic.data, PEER_SHARE_TOPIC, p.topic.len) == 0)
+            rc = peer_share_receive(net, acc, &p);
         else if (p.topic.len == strlen(PEER_SKIP_TOPIC) &&
                  memcmp(p.topic.data, PEER_SKIP_TOPIC, p.topic.len) == 0)
             rc = receive_skips(net, acc, &p);
@@ -509,11 +544,17 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
     }
     struct message_origin origin;
     memset(&origin, 0, sizeof origin);
-    if (!find_origin(net, &p, &origin)) return MQTT_RC_PROTOCOL_ERROR;
+    struct share_marks marks;
+    if (!find_origin(net, &p, &origin, &marks)) return MQTT_RC_PROTOCOL_ERROR;
     stp_link_id from = acc->link ? acc->link->stp_id : 0;
-    if (wanted(net, &origin, from, &p)) {
+    bool again;
+    if (wanted(net, &origin, from, &p, &again)) {
         struct message *msg = message_from_peer(net, &p, &origin, from);
         if (!msg) return MQTT_RC_UNSPECIFIED;
+        if (marks.count && peer_share_note_marks(msg, marks.keys, marks.count) != 0) {
+            message_unref(msg);
+            return MQTT_RC_UNSPECIFIED;
+        }
         struct broker *broker = net->broker;
         /* An offered retained message older than what we hold is not news here. Only a
          * question: route_message decides again, and records a clear, for what it stores. */
@@ -531,6 +572,16 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
             broker->stats.publish_bytes_received += p.payload_len;
             route_message(broker, msg);
         }
+        message_unref(msg);
+    } else if (again && marks.count) {
+        /* a second copy given shared groups (another path, a failover): those not taken
+         * here yet are delivered or passed on (peer_share.c) */
+        struct message *msg = message_from_peer(net, &p, &origin, from);
+        if (!msg || peer_share_note_marks(msg, marks.keys, marks.count) != 0) {
+            if (msg) message_unref(msg);
+            return MQTT_RC_UNSPECIFIED;
+        }
+        peer_share_route(net, msg, false);
         message_unref(msg);
     }
     if (p.qos == 0) return 0;

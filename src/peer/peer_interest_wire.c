@@ -88,3 +88,70 @@ int peer_interest_parse(const uint8_t *p, size_t len, struct peer_interest_heade
     }
     return 0;
 }
+
+/* ---- shared groups ------------------------------------------------------------------------ */
+
+size_t peer_share_key_group_len(const char *key, size_t len)
+{
+    const char *slash = memchr(key, '/', len);
+    return slash ? (size_t)(slash - key) : len;
+}
+
+bool peer_share_key_is_valid(const char *key, size_t len)
+{
+    size_t group = peer_share_key_group_len(key, len);
+    if (group == 0 || group >= len || !utf8_is_valid_mqtt((const uint8_t *)key, len)) return false;
+    if (memchr(key, '+', group) || memchr(key, '#', group)) return false;
+    return topic_filter_is_valid(key + group + 1, len - group - 1);
+}
+
+int peer_share_encode_header(struct abuf *out)
+{
+    return abuf_append_u8(out, PEER_SHARE_VERSION) ? -1 : 0;
+}
+
+int peer_share_encode_entry(struct abuf *out, const char *key, size_t len, uint8_t distance)
+{
+    if (len > 65535) return -1;
+    return abuf_append_u8(out, distance) || abuf_append_prefixed(out, key, len) ? -1 : 0;
+}
+
+int peer_share_key_compare(const char *a, size_t alen, const char *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    if (c) return c;
+    return alen < blen ? -1 : alen > blen ? 1 : 0;
+}
+
+static int share_walk(const uint8_t *p, size_t len,
+                      int (*fn)(void *ctx, const char *key, size_t klen, uint8_t distance),
+                      void *ctx)
+{
+    if (len < 1 || p[0] != PEER_SHARE_VERSION) return -1;
+    size_t pos = 1;
+    const char *prev = NULL;
+    size_t prev_len = 0;
+    while (pos < len) {
+        if (len - pos < 3) return -1;
+        uint8_t distance = p[pos];
+        size_t klen = (size_t)p[pos + 1] << 8 | p[pos + 2];
+        pos += 3;
+        if (distance > PEER_SHARE_DISTANCE_MAX || klen > len - pos) return -1;
+        const char *key = (const char *)p + pos;
+        if (!peer_share_key_is_valid(key, klen)) return -1;
+        if (prev && peer_share_key_compare(prev, prev_len, key, klen) >= 0) return -1;
+        if (fn && fn(ctx, key, klen, distance) != 0) return -1;
+        prev = key;
+        prev_len = klen;
+        pos += klen;
+    }
+    return 0;
+}
+
+int peer_share_parse(const uint8_t *payload, size_t len,
+                     int (*fn)(void *ctx, const char *key, size_t klen, uint8_t distance),
+                     void *ctx)
+{
+    if (share_walk(payload, len, NULL, NULL) != 0) return -1; /* whole first */
+    return fn ? share_walk(payload, len, fn, ctx) : 0;
+}

@@ -50,4 +50,26 @@ int peer_interest_parse(const uint8_t *payload, size_t len, struct peer_interest
                         int (*fn)(void *ctx, uint8_t op, const char *filter, size_t flen),
                         void *ctx);
 
+/* ---- shared groups ($MQTT-ST/link/shares, protocol 7.9) ---- */
+#define PEER_SHARE_TOPIC "$MQTT-ST/link/shares"
+#define PEER_SHARE_VERSION 1
+#define PEER_SHARE_DISTANCE_MAX 64 /* farther is not relayed (a tree is never this deep) */
+/*
+ * A payload is the version byte then entries to its end, each one byte of distance (at most
+ * PEER_SHARE_DISTANCE_MAX) and the group's key "<group>/<filter>" as an MQTT string: the
+ * whole table, replacing the last one. */
+bool peer_share_key_is_valid(const char *key, size_t len);
+/* The group's name: the key up to its first '/' (a valid key has one). */
+size_t peer_share_key_group_len(const char *key, size_t len);
+/* Byte order of keys (a shorter prefix first): a table lists its keys in this order. */
+int peer_share_key_compare(const char *a, size_t alen, const char *b, size_t blen);
+int peer_share_encode_header(struct abuf *out);
+int peer_share_encode_entry(struct abuf *out, const char *key, size_t len, uint8_t distance);
+/* Check the whole payload, then give each entry to fn (0 or -1 to stop); -1 when malformed
+ * (version, a distance past the maximum, an entry cut short, a key that is not valid, keys
+ * not in strictly increasing byte order) or fn stopped. */
+int peer_share_parse(const uint8_t *payload, size_t len,
+                     int (*fn)(void *ctx, const char *key, size_t klen, uint8_t distance),
+                     void *ctx);
+
 #endif

@@ -64,6 +64,7 @@ static void link_down(struct peer_net *net, struct peer_link *link, const char *
     stp_link_id id = link->stp_id;
     link->stp_id = 0;
     peer_resync_link_down(net, link);
+    peer_share_link_down(net, id); /* what it was given lately goes elsewhere */
     peer_skip_forget(link);
     log_notice("MQTT-ST: link to %s down (%s).", link->name, why);
     peer_note_change(net);
@@ -87,6 +88,7 @@ void peer_link_set_out(struct peer_net *net, struct peer_link *link, struct peer
     dialer->link = link;
     net->sys_dirty = true;
     peer_interest_out_up(net, dialer); /* before the link's resync summary can go */
+    peer_share_out_up(net, dialer);
     link_up_if_complete(net, link);
 }
 

@@ -100,6 +100,19 @@ enum dial_state {
     DIAL_UP,         /* CONNACK received: the outgoing half of a link */
 };
 
+/* Shared subscriptions across the tree (peer_share.c, docs/interest-routing-design.md
+ * section 8): per group, the hops to its nearest member as a neighbour announced them. */
+struct peer_share_entry {
+    char *key;        /* "<group>/<filter>": the subscription less "$share/" */
+    uint16_t len;
+    uint8_t distance; /* 0: a member on the announcing broker */
+};
+struct peer_share_table {
+    struct peer_share_entry *items; /* sorted by key, each key once */
+    size_t count;
+};
+#define PEER_SHARE_PROPERTY "mqtt-st-share" /* on a message: "<group>/<filter>" is yours */
+
 /* delivery->owner_flags on a link's flow (peer_dialer_send_message's flags). */
 #define PEER_SEND_RETAINED_SYNC 0x01 /* offered as retained sync ('r') */
 #define PEER_SEND_RESYNC 0x02        /* sent by a resync (counted) */
@@ -146,6 +159,8 @@ struct peer_dialer {
     uint64_t too_large;            /* messages not sent for it since the last warning */
     int64_t too_large_warned_ms;   /* that warning: at most one a minute */
     struct peer_announced announced;
+    struct peer_share_table shares_told; /* the shared groups we told it last */
+    bool shares_sent;                    /* a table went on this connection */
 };
 
 /* An accepted connection whose CONNECT had the peer bit. */
@@ -162,6 +177,7 @@ struct peer_accepted {
     uint8_t early_bpdu[STP_BPDU_MAX_LEN]; /* the last BPDU received before the link was up */
     size_t early_bpdu_len;
     struct peer_wanted wanted; /* what the neighbour announced on this connection */
+    struct peer_share_table shares; /* its shared groups, as it announced them */
 };
 
 /* A link's resync (docs/mqtt-st-protocol.md 7.3, peer_resync.c). */
@@ -269,6 +285,30 @@ struct peer_interest {
     uint64_t sent, bytes_sent; /* announcements sent, and their payload bytes */
 };
 #define PEER_INTEREST_INTERVAL_MS 100
+
+/* This broker's side of shared subscriptions across the tree (peer_share.c). */
+struct peer_share_taken;
+struct peer_shares {
+    struct peer_share_table local; /* the groups with a member here */
+    uint64_t local_seen;           /* subs_share_changes when local was built */
+    bool local_built;
+    bool dirty;      /* the tables to tell may have changed */
+    int64_t next_ms; /* at most one round per PEER_INTEREST_INTERVAL_MS */
+    /* (origin, sequence, group) this broker was given, oldest first: a second copy of a
+     * message marked for a group already taken is not delivered again */
+    struct peer_share_taken *taken;
+    /* logged messages whose group lost its link: assigned again when a way appears */
+    struct message **pending;
+    size_t pending_count, pending_cap;
+    struct match_result scratch; /* route_deliver_shares's */
+    uint64_t here, assigned, reassigned, unassigned, sent, bytes_sent;
+};
+/* A group's messages assigned to a link that goes down within this time are assigned again
+ * (design section 8); a message waits for a way at most PEER_SHARE_PENDING_MS; a taken mark is
+ * remembered PEER_SHARE_TAKEN_MS. */
+#define PEER_SHARE_FAILOVER_MS 2000
+#define PEER_SHARE_PENDING_MS 30000
+#define PEER_SHARE_TAKEN_MS 120000
 /* With max_packet_size set, what a peer connection accepts: a neighbour is told
  * max_packet_size + PEER_PACKET_HEADROOM (its CONNACK), room for the properties a message
  * gains on a link (its origin, the bridge it came in over), so that a message a client could
@@ -324,6 +364,7 @@ struct peer_net {
     struct peer_counters counters;
     struct route_forwarder forwarder; /* registered at the routing point (peer_flood.c) */
     struct peer_interest interest;
+    struct peer_shares shares;
 };
 
 /* peer.c */
@@ -422,6 +463,36 @@ const struct peer_wanted *peer_interest_wanted(const struct peer_link *link);
 /* Whether msg goes on the link by its neighbour's interest: unknown, everything, a matching
  * filter; a retained message and $MQTT-ST/ tree control always. */
 bool peer_interest_link_wants(const struct peer_link *link, const struct message *msg);
+
+/* peer_share.c: shared subscriptions across the tree (design section 8). */
+/* Whether MQTT-ST decides msg's shared groups (route.h owns_shares): any loop. */
+bool peer_share_owns(const struct message *msg);
+/* Note on msg (from a neighbour) the groups its mqtt-st-share properties give this broker.
+ * 0, or -1 when out of memory. */
+int peer_share_note_marks(struct message *msg, const struct wire_bytes *marks, size_t count);
+/* Decide msg's shared groups here: published here, a member here of each group it matches,
+ * else the nearest link; from a neighbour, the groups it marked for this broker and that were
+ * not taken before. flooding: msg goes on the links next (peer_flood.c sends it where it is
+ * assigned); else (a second copy) it is sent to its assigned links now. */
+void peer_share_route(struct peer_net *net, struct message *msg, bool flooding);
+/* Whether msg is given to the link for a group (it goes there whatever the interest). */
+bool peer_share_assigned_to(const struct message *msg, stp_link_id link);
+/* Append the link's marks on msg (mqtt-st-share user properties) to props. 0 or -1. */
+int peer_share_add_marks(const struct message *msg, stp_link_id link, struct abuf *props);
+/* msg could not be queued on link: its groups there wait for a way. */
+void peer_share_refused(struct peer_net *net, struct message *msg, stp_link_id link);
+/* The link went down: what it was given lately is given again (failover). */
+void peer_share_link_down(struct peer_net *net, stp_link_id link);
+/* A table on $MQTT-ST/link/shares from acc's neighbour: 0 or an MQTT reason code. */
+int peer_share_receive(struct peer_net *net, struct peer_accepted *acc,
+                       const struct mqtt_publish *p);
+/* Tell what changed, give waiting groups a way; returns the next deadline. */
+int64_t peer_share_run(struct peer_net *net);
+void peer_share_note_change(struct peer_net *net);
+void peer_share_out_up(struct peer_net *net, struct peer_dialer *dialer);
+void peer_share_dialer_free(struct peer_dialer *dialer);
+void peer_share_accepted_free(struct peer_accepted *acc);
+void peer_share_free(struct peer_net *net);
 
 /* peer_sys.c: $SYS/broker/stp/... for the peer network ctx, registered with sys_tree.c. */
 void peer_sys_publish(void *ctx);

@@ -258,7 +258,7 @@ static void start_walk(struct peer_net *net, struct peer_link *link, struct peer
         }
         if (lowest && (!*lowest || mo->sequence < *lowest)) *lowest = mo->sequence;
         if (serial >= link->walk_next && they_lack(net, link, msg) &&
-            peer_interest_link_wants(link, msg)) {
+            (peer_interest_link_wants(link, msg) || peer_share_assigned_to(msg, link->stp_id))) {
             link->walk_messages++;
             link->walk_bytes += message_log_size(msg);
         }
@@ -324,7 +324,8 @@ int64_t peer_resync_pump(struct peer_net *net)
             link->walk_next++;
             budget--;
             if (!they_lack(net, link, e->msg)) continue;
-            if (peer_interest_link_wants(link, e->msg)) {
+            if (peer_interest_link_wants(link, e->msg) ||
+                peer_share_assigned_to(e->msg, link->stp_id)) { /* a group given to it */
                 peer_dialer_send_message(link->out, e->msg, PEER_SEND_RESYNC);
             } else { /* told skipped, so that they keep no gap */
                 net->counters.skipped++;

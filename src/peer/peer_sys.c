@@ -106,6 +106,30 @@ static void publish_interest(struct peer_net *net, struct peer_link *link)
     publish_peer(broker, link, "interest/announced", a && a->sent ? text : "");
 }
 
+/* shares: the shared groups the neighbour announced, a line "<distance> <group>/<filter>"
+ * each (escaped as interest/filters), at most SYS_FILTERS_LISTED */
+static void publish_shares(struct peer_net *net, struct peer_link *link)
+{
+    const struct peer_share_table *t = link->in ? &link->in->shares : NULL;
+    struct abuf list = {0};
+    for (size_t i = 0; t && i < t->count && i < SYS_FILTERS_LISTED; i++) {
+        char distance[8];
+        int n = snprintf(distance, sizeof distance, "%u ", t->items[i].distance);
+        abuf_append(&list, distance, (size_t)n);
+        append_escaped(&list, t->items[i].key, t->items[i].len);
+    }
+    if (t && t->count > SYS_FILTERS_LISTED) {
+        char more[48];
+        int n = snprintf(more, sizeof more, "(%zu more)\n", t->count - SYS_FILTERS_LISTED);
+        abuf_append(&list, more, (size_t)n);
+    }
+    char topic[192];
+    snprintf(topic, sizeof topic, STP_SYS "peers/%s/shares", link->name);
+    sys_tree_publish_bytes(net->broker, topic, list.len ? (const char *)list.data : "",
+                           list.len ? list.len - 1 : 0);
+    abuf_free(&list);
+}
+
 static void publish_link(struct peer_net *net, struct peer_link *link)
 {
     struct broker *broker = net->broker;
@@ -128,6 +152,7 @@ static void publish_link(struct peer_net *net, struct peer_link *link)
     snprintf(number, sizeof number, "%" PRIu64, link->resync == RESYNC_WALKING ? link->walk_bytes : 0);
     publish_peer(broker, link, "resync/bytes", number);
     publish_interest(net, link);
+    publish_shares(net, link);
     link->sys_published = true;
 }
 
@@ -137,7 +162,7 @@ void peer_sys_clear_link(struct peer_net *net, struct peer_link *link)
                                         "srtt_us",        "cost_us",        "bpdus/sent",
                                         "bpdus/received", "resync/messages", "resync/bytes",
                                         "interest/wanted", "interest/filters",
-                                        "interest/announced"};
+                                        "interest/announced", "shares"};
     if (!link->sys_published || net->broker->config->sys_interval <= 0) return;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         publish_peer(net->broker, link, names[i], "");
@@ -182,6 +207,15 @@ void peer_sys_publish(void *ctx)
     publish_u64(broker, "messages/skip_notices", net->counters.skip_notices);
     publish_u64(broker, "interest/announcements", net->interest.sent);
     publish_u64(broker, "interest/bytes", net->interest.bytes_sent);
+    const struct peer_shares *sh = &net->shares;
+    const struct {
+        const char *name;
+        uint64_t value;
+    } shares[] = {{"shares/delivered", sh->here},     {"shares/assigned", sh->assigned},
+                  {"shares/reassigned", sh->reassigned}, {"shares/unassigned", sh->unassigned},
+                  {"shares/tables", sh->sent},         {"shares/bytes", sh->bytes_sent}};
+    for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++)
+        publish_u64(broker, shares[i].name, shares[i].value);
     struct peer_link *link, *tmp;
     HASH_ITER(hh, net->links, link, tmp) publish_link(net, link);
 }

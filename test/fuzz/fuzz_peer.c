@@ -492,6 +492,11 @@ static void observe_out(struct stream *s, uint8_t type, uint8_t flags, const uin
                 struct peer_interest_header h;
                 CHECK(s->reads_interest && fits);
                 CHECK(peer_interest_parse(p.payload, p.payload_len, &h, any_entry, NULL) == 0);
+            } else if (p.topic.len == strlen(PEER_SHARE_TOPIC) &&
+                       memcmp(p.topic.data, PEER_SHARE_TOPIC, p.topic.len) == 0) {
+                /* a shared-group table (7.9), likewise only to such a neighbour */
+                CHECK(s->reads_interest && fits);
+                CHECK(peer_share_parse(p.payload, p.payload_len, NULL, NULL) == 0);
             } else {
                 CHECK(peer_summary_parse(p.payload, p.payload_len, kind, &summary) == 0);
                 peer_summary_free(&summary);
@@ -996,6 +1001,13 @@ static void step_publish(int k, uint8_t variant)
         if (variant != 1)
             add_origin(k, who, seq ? (uint16_t)(seq + i) : 0, when, (uint8_t)(flags >> 5 & 3) % 3,
                        flags & 0x10);
+        if (flags & 0x80) { /* marked for shared groups (7.9): g/a, and g/# too when dup */
+            mqtt_property_add_pair(&world.props, MQTT_PROP_USER_PROPERTY, "mqtt-st-share", 13,
+                                   "g/a", 3);
+            if (flags & 8)
+                mqtt_property_add_pair(&world.props, MQTT_PROP_USER_PROPERTY, "mqtt-st-share",
+                                       13, "g/#", 3);
+        }
         if (variant != 3) {
             if (extra & 1)
                 mqtt_property_add_u32(&world.props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, extra >> 4);

@@ -52,11 +52,13 @@ def advance_min(m):
 
 
 def publish(k, qos=2, retain=False, topic=0, size=8, who=0, when=0, extra=0, seq=0, pid=1,
-            origin_qos=None, sync=False, variant=0):
+            origin_qos=None, sync=False, variant=0, marks=0):
     """PUBLISH from neighbour k with an origin property (who: 0 itself, 1 the other
-    neighbour, 2 this broker, 3 a remote broker; seq 0: a fresh sequence number)."""
+    neighbour, 2 this broker, 3 a remote broker; seq 0: a fresh sequence number); marks 1:
+    mqtt-st-share g/a, 2: g/a and g/# (with the dup flag)."""
     origin_qos = qos if origin_qos is None else origin_qos
-    flags = qos | (4 if retain else 0) | (0x10 if sync else 0) | origin_qos << 5
+    flags = qos | (4 if retain else 0) | (0x10 if sync else 0) | origin_qos << 5 | \
+        (0x80 if marks else 0) | (8 if marks == 2 else 0)
     return op(PUBLISH, k, variant) + bytes([flags, topic, size, who, when, extra]) + \
         struct.pack(">H", seq) + bytes([pid])
 
@@ -201,6 +203,21 @@ def peer_seeds():
         publish(0, qos=1, who=3, seq=6, pid=3) + skip(0, who=3, lo=7, span=0x85, variant=2) + \
         skip(1, who=3, lo=9, span=2, variant=1) + advance_ms(150) + \
         skip(0, who=3, lo=20, span=1, variant=3) + advance_s(1) + advance_to_deadline()
+    # shared groups across the tree (7.9): a member of $share/g/a here; neighbour 0 tells a
+    # table, marks messages for the group (taken once: the same number again is a second copy
+    # whose group was taken), neighbour 1 marks one too; the local client's own messages go
+    # to it here; a link closes (failover), a malformed table closes the connection
+    table = b"\x01\x00\x00\x03g/a\x02\x00\x03g/b"
+    shares_publish = mqtt(3, 0, struct.pack(">H", 20) + b"$MQTT-ST/link/shares\x00" + table)
+    bad_publish = mqtt(3, 0, struct.pack(">H", 20) + b"$MQTT-ST/link/shares\x00\x01\x41\x00")
+    seeds["shares"] = header(both, COOP0 | COOP1) + advance_s(1) + local_sub(4) + \
+        advance_s(1) + raw(RAW_IN, 0, shares_publish) + raw(RAW_IN, 1, shares_publish) + \
+        advance_s(1) + publish(0, qos=1, marks=1, who=3, seq=1) + \
+        publish(0, qos=1, marks=2, who=3, seq=1, pid=2) + publish(1, qos=2, marks=1, who=3,
+                                                                  seq=2) + \
+        publish(1, qos=0, marks=1) + local_publish(qos=1) + local_publish(qos=2, pid=2) + \
+        op(CLOSE, 0, 0) + b"\0" + advance_s(1) + advance_to_deadline() + \
+        raw(RAW_IN, 1, bad_publish) + advance_s(3) + advance_to_deadline() + advance_s(40)
     return seeds
 
 

@@ -22,7 +22,9 @@ crafted pcap carries the PUBLISH of bridges shared by the tree (section 7.5): an
 (a holder's, a failing standby's, malformed ones) and messages with mqtt-st-bridge. Another
 carries resync packets (section 7.3.1: summaries, lost notices, malformed ones, each also
 sent to a real broker, whose verdict must be the dissector's), and a capture of two brokers
-whose link is cut and healed shows the real ones.
+whose link is cut and healed shows the real ones. Two more carry interest announcements
+(section 7.7) and the shared groups of section 7.9: tables of a link, valid and malformed, and
+messages marked with mqtt-st-share, each also sent to a real broker.
 
 Skips when tshark, editcap or dumpcap is missing or capturing on `lo` is not permitted.
 """
@@ -1524,12 +1526,18 @@ def test_interest_announcements_decode(interest_capture):
         assert q.get("mqttst.interest.valid") == "1" and expert_messages(q) == [], q
 
 
-def test_interest_info_column(interest_capture):
-    folder, pcap, _ = interest_capture
+def info_columns(capture, publishes):
+    """{what: Info column} of the crafted capture's link-local PUBLISH packets (the first
+    packet, before them, is the connection's)."""
+    folder, pcap, _ = capture
     out, _ = run_tool(["tshark", "-n", "-r", pcap, "-X", "lua_script:" + SCRIPT,
                        "-T", "fields", "-e", "_ws.col.Info"], folder)
     rows = out.decode().splitlines()[1:]
-    info = {what: row for (what, _, _), row in zip(interest_publishes(), rows)}
+    return {what: row for (what, _, _), row in zip(publishes, rows)}
+
+
+def test_interest_info_column(interest_capture):
+    info = info_columns(interest_capture, interest_publishes())
     assert info["full with two filters"].endswith("[interest full 1: 2 filters]"), info
     assert info["carried update"].endswith("[interest update 2: +1 -1, carried]"), info
     assert info["full: everything"].endswith("[interest full 7: everything]"), info
@@ -1556,3 +1564,280 @@ def test_interest_verdicts_match_the_broker(broker, interest_capture):
                 for what, p in interest_capture[2].items()}
     assert verdicts == expected
     assert b.log_text().count("malformed interest announcement from") == len(MALFORMED_INTERESTS)
+
+
+# ---------------------------------------------------------------- shared groups (7.9)
+
+SHARES = "$MQTT-ST/link/shares"
+SHARES_SENDER = "127.0.0.1:1888"
+
+
+def shares_payload(*entries):
+    """The binary table: version 1, then (distance, key bytes) per entry."""
+    out = b"\x01"
+    for distance, key in entries:
+        out += struct.pack(">BH", distance, len(key)) + key
+    return out
+
+
+TWO_GROUPS = shares_payload((0, b"g1/a/#"), (3, b"g2/shop/+/temp"))
+
+# (what, payload, [(distance, key)]) the broker accepts
+VALID_SHARES = [
+    ("two groups", TWO_GROUPS, [(0, "g1/a/#"), (3, "g2/shop/+/temp")]),
+    ("empty table", b"\x01", []),
+    ("a prefix first, the largest distance", shares_payload((64, b"g/a"), (1, b"g/a/b")),
+     [(64, "g/a"), (1, "g/a/b")]),
+    # byte order, whatever the locale: 0xc3 (the first byte of \u00e9) sorts after z
+    ("bytes above ASCII after z", shares_payload((1, b"z/+"), (2, "\u00e9t\u00e9/#".encode())),
+     [(1, "z/+"), (2, "\u00e9t\u00e9/#")]),
+]
+
+# (what, payload, the dissector's reason) the broker refuses (0x81)
+MALFORMED_SHARES = [
+    ("empty payload", b"", "no version byte (an empty payload)"),
+    ("version 2", b"\x02" + TWO_GROUPS[1:], "version 2, not 1"),
+    ("distance 65", shares_payload((65, b"g/a")), "distance 65 at byte 1, above 64"),
+    ("distance 65 in the second entry", shares_payload((0, b"g/a"), (65, b"h/a")),
+     "distance 65 at byte 7, above 64"),
+    ("keys out of order", shares_payload((0, b"g2/a"), (0, b"g1/a")),
+     "keys out of order: g1/a after g2/a"),
+    ("a longer key first", shares_payload((0, b"g/a/b"), (0, b"g/a")),
+     "keys out of order: g/a after g/a/b"),
+    ("key repeated", shares_payload((0, b"g/a"), (1, b"g/a")), "key g/a repeated"),
+    ("plus in the group", shares_payload((0, b"g+/a")),
+     "not a key: g+/a ('+' or '#' in the group)"),
+    ("hash as the group", shares_payload((0, b"#/a")), "not a key: #/a ('+' or '#' in the group)"),
+    ("empty group", shares_payload((0, b"/a")), "not a key: /a (an empty group)"),
+    ("no slash", shares_payload((0, b"group")), "not a key: group (no '/' after the group)"),
+    ("empty filter", shares_payload((0, b"g/")),
+     "not a key: g/ (the filter is not a topic filter)"),
+    ("hash not last in the filter", shares_payload((0, b"g/#/a")),
+     "not a key: g/#/a (the filter is not a topic filter)"),
+    ("plus inside a level", shares_payload((0, b"g/a+/b")),
+     "not a key: g/a+/b (the filter is not a topic filter)"),
+    ("entry cut short", shares_payload((0, b"g/a")) + b"\x00\x00",
+     "an entry cut short at byte 7"),
+    ("key past the end", b"\x01\x00\x00\x09g/a",
+     "a key of 9 bytes runs past the payload at byte 1"),
+    ("surrogate in a key", shares_payload((0, b"g/\xed\xa0\x80")),
+     "a key that is not UTF-8 as MQTT wants it"),
+    ("NUL in a key", shares_payload((0, b"g/a\x00b")), "a key that is not UTF-8 as MQTT wants it"),
+]
+
+
+def shares_publishes():
+    cases = [(w, p) for w, p, _ in VALID_SHARES] + [(w, p) for w, p, _ in MALFORMED_SHARES]
+    return [(what, payload, pp.publish_packet(SHARES, payload, k + 1, origin=None))
+            for k, (what, payload) in enumerate(cases)]
+
+
+@pytest.fixture(scope="module")
+def shares_capture(tmp_path_factory):
+    publishes = shares_publishes()
+    folder, pcap, pdus = decoded_peer_packets(tmp_path_factory, "shares", SHARES_SENDER, 40005,
+                                              [packet for _, _, packet in publishes])
+    return folder, pcap, {what: p for (what, _, _), p in zip(publishes, pdus)}
+
+
+def test_shared_group_tables_decode(shares_capture):
+    """A table with two groups, field by field; an empty one; every valid table: each entry's
+    distance and key, the count, valid, no expert info, no missing origin."""
+    p = shares_capture[2]["two groups"]
+    assert p.has("mqttst.shares") and p.bytes("mqttst.publish.payload") == TWO_GROUPS
+    assert p.get("mqttst.shares.version") == "1"
+    assert p.fields["mqttst.shares.distance"] == ["0", "3"]
+    assert p.fields["mqttst.shares.key"] == ["g1/a/#", "g2/shop/+/temp"]
+    assert p.fields["mqttst.shares.group"] == ["g1", "g2"]
+    assert p.fields["mqttst.shares.filter"] == ["a/#", "shop/+/temp"]
+    assert p.get("mqttst.shares.count") == "2"
+    assert p.get("mqttst.shares.valid") == "1" and not p.has("mqttst.shares.error")
+    assert not p.has("mqttst.origin.missing") and not p.has("mqttst.resync")
+    assert not p.has("mqttst.interest") and expert_messages(p) == []
+    empty = shares_capture[2]["empty table"]
+    assert empty.get("mqttst.shares.version") == "1"
+    assert empty.get("mqttst.shares.count") == "0"
+    assert not empty.has("mqttst.shares.entry") and not empty.has("mqttst.shares.key")
+    assert empty.get("mqttst.shares.valid") == "1" and expert_messages(empty) == []
+    for what, _, entries in VALID_SHARES:
+        q = shares_capture[2][what]
+        assert q.fields.get("mqttst.shares.distance", []) == [str(d) for d, _ in entries], q
+        assert q.fields.get("mqttst.shares.key", []) == [k for _, k in entries], q
+        assert q.get("mqttst.shares.count") == str(len(entries)), q
+        assert q.get("mqttst.shares.valid") == "1" and expert_messages(q) == [], q
+
+
+def test_shared_group_table_info_column(shares_capture):
+    info = info_columns(shares_capture, shares_publishes())
+    assert info["two groups"].endswith("[shares: 2 groups]"), info
+    assert info["empty table"].endswith("[shares: empty (every group withdrawn)]"), info
+    assert info["version 2"].endswith("[shares: malformed (version 2, not 1)]"), info
+
+
+@pytest.mark.parametrize("case", MALFORMED_SHARES, ids=lambda c: c[0])
+def test_malformed_shared_group_table_flagged(shares_capture, case):
+    what, payload, reason = case
+    p = shares_capture[2][what]
+    assert p.has("mqttst.shares")
+    assert_flagged(p, "mqttst.shares", reason, payload, "8388608",   # PI_ERROR
+                   "Malformed shared-group table (the broker closes the connection, 0x81): "
+                   + reason)
+    assert not p.has("mqttst.origin.missing")
+
+
+def test_malformed_shared_group_tables_keep_what_they_can_show(shares_capture):
+    """The entries up to the problem still decode."""
+    order = shares_capture[2]["keys out of order"]
+    assert order.fields["mqttst.shares.key"] == ["g2/a", "g1/a"]
+    assert order.fields["mqttst.shares.distance"] == ["0", "0"]
+    far = shares_capture[2]["distance 65 in the second entry"]
+    assert far.fields["mqttst.shares.distance"] == ["0", "65"]
+    assert far.fields["mqttst.shares.key"] == ["g/a", "h/a"]
+    plus = shares_capture[2]["plus in the group"]
+    assert plus.get("mqttst.shares.key") == "g+/a" and not plus.has("mqttst.shares.group")
+    cut = shares_capture[2]["entry cut short"]
+    assert cut.fields["mqttst.shares.key"] == ["g/a"]
+
+
+def test_shared_group_table_verdicts_match_the_broker(broker, shares_capture):
+    """Each table of the capture on a peer connection of its own to a real broker: it
+    acknowledges those the dissector takes as valid and closes the others with 0x81."""
+    b, verdicts = broker_verdicts(broker, [(what, packet)
+                                           for what, _, packet in shares_publishes()])
+    expected = {what: "accepted" if p.get("mqttst.shares.valid") == "1" else "0x81"
+                for what, p in shares_capture[2].items()}
+    assert verdicts == expected
+    assert sorted(set(expected.values())) == ["0x81", "accepted"]
+    assert b.log_text().count("malformed shared-group table from") == len(MALFORMED_SHARES)
+
+
+MARKER = "127.0.0.1:1889"
+
+
+def marked_publishes():
+    """(what, PUBLISH bytes) of messages on a peer link carrying mqtt-st-share marks, in and
+    out of their place (after mqtt-st-origin and mqtt-st-bridge, before the message's own)."""
+    out = []
+
+    def publish(what, props):
+        out.append((what, pp.publish_packet("sensors/%d" % (len(out) + 1), b"21.5",
+                                            len(out) + 1, extra_props=props)))
+
+    def origin():
+        return (mp.P_USER_PROPERTY, (pp.ORIGIN_PROPERTY, pp.origin_value(
+            MARKER, 0x5f0c2a9e11d3b7a4, len(out) + 1, wall_ms=1764020000123, qos=2)))
+
+    def share(key):
+        return (mp.P_USER_PROPERTY, ("mqtt-st-share", key))
+
+    def bridge(name):
+        return (mp.P_USER_PROPERTY, ("mqtt-st-bridge", name))
+
+    unit = (mp.P_USER_PROPERTY, ("unit", "C"))
+    publish("two marks", [origin(), share("g1/a/#"), share("g2/sensors/+"), unit])
+    publish("bridge then a mark", [origin(), bridge("central"), share("g/sensors/#")])
+    publish("invalid mark", [origin(), share("g1/a/#"), share("g+/a")])
+    publish("mark without a filter", [origin(), share("nogroup")])
+    publish("mark before the origin", [share("g/a"), origin()])
+    publish("mark after an own property", [origin(), unit, share("g/a")])
+    publish("bridge after a mark", [origin(), share("g/a"), bridge("central")])
+    publish("64 marks", [origin()] + [share("g%02d/sensors/#" % k) for k in range(64)])
+    publish("65 marks", [origin()] + [share("g%02d/sensors/#" % k) for k in range(65)])
+    return out
+
+
+@pytest.fixture(scope="module")
+def marked_pdus(tmp_path_factory):
+    publishes = marked_publishes()
+    _, _, pdus = decoded_peer_packets(tmp_path_factory, "marks", MARKER, 40006,
+                                      [packet for _, packet in publishes])
+    return {what: p for (what, _), p in zip(publishes, pdus)}
+
+
+INVALID_MARK = ("mqtt-st-share value is not a shared group's key (the broker closes the "
+                "connection, 0x82): ")
+MISPLACED_MARK = ("mqtt-st-share is not among the user properties that follow mqtt-st-origin "
+                  "(the brokers do not take it for a mark): ")
+
+
+def test_share_marks_decode(marked_pdus):
+    """Marks right after the origin (and after the bridge property) each name a group: key,
+    group and filter; the count; no expert info."""
+    p = marked_pdus["two marks"]
+    assert p.get("mqttst.origin.id") == MARKER
+    assert p.fields["mqttst.share_mark"] == ["g1/a/#", "g2/sensors/+"]
+    assert p.fields["mqttst.share_mark.group"] == ["g1", "g2"]
+    assert p.fields["mqttst.share_mark.filter"] == ["a/#", "sensors/+"]
+    assert p.get("mqttst.share_marks") == "2"
+    assert not p.has("mqttst.bridge_from") and expert_messages(p) == []
+    b = marked_pdus["bridge then a mark"]
+    assert b.get("mqttst.bridge_from") == "central"
+    assert b.fields["mqttst.share_mark"] == ["g/sensors/#"]
+    assert b.get("mqttst.share_marks") == "1" and expert_messages(b) == []
+    many = marked_pdus["64 marks"]
+    assert many.get("mqttst.share_marks") == "64"
+    assert many.fields["mqttst.share_mark"] == ["g%02d/sensors/#" % k for k in range(64)]
+    assert expert_messages(many) == []
+
+
+def test_invalid_share_marks_flagged(marked_pdus):
+    """A mark whose value is no key, or a 65th: an error expert info (the broker closes the
+    connection, 0x82); the marks still show."""
+    p = marked_pdus["invalid mark"]
+    assert p.fields["mqttst.share_mark"] == ["g1/a/#", "g+/a"]
+    assert p.fields["mqttst.share_mark.group"] == ["g1"]
+    assert p.has("mqttst.share_mark.invalid")
+    assert expert_messages(p) == [INVALID_MARK + "'+' or '#' in the group"]
+    assert p.get("_ws.expert.severity") == "8388608"     # PI_ERROR
+    nofilter = marked_pdus["mark without a filter"]
+    assert nofilter.get("mqttst.share_mark") == "nogroup"
+    assert expert_messages(nofilter) == [INVALID_MARK + "no '/' after the group"]
+    many = marked_pdus["65 marks"]
+    assert many.get("mqttst.share_marks") == "65"
+    assert many.has("mqttst.share_mark.too_many")
+    assert expert_messages(many) == [
+        "More than 64 mqtt-st-share marks (the broker closes the connection, 0x82)"]
+
+
+def test_misplaced_share_marks_flagged(marked_pdus):
+    """A mqtt-st-share before the origin or after the message's own properties is no mark
+    (the brokers pass it over): a warning, no mqttst.share_mark. A bridge property after a
+    mark is not taken for the bridge."""
+    for what in ("mark before the origin", "mark after an own property"):
+        p = marked_pdus[what]
+        assert not p.has("mqttst.share_mark") and not p.has("mqttst.share_marks"), p
+        assert p.has("mqttst.share_mark.misplaced"), p
+        assert MISPLACED_MARK + "g/a" in expert_messages(p), p
+        assert p.get("mqttst.origin.id") == MARKER
+    late = marked_pdus["bridge after a mark"]
+    assert late.fields["mqttst.share_mark"] == ["g/a"]
+    assert not late.has("mqttst.bridge_from") and late.has("mqttst.bridge_from.misplaced")
+
+
+def test_share_marks_info_column(tmp_path):
+    """The Info column names the marked groups (up to three), or counts them."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed (scripts/install-deps.sh installs it)")
+    folder = str(tmp_path)
+    pcap = os.path.join(folder, "marks.pcap")
+    publishes = marked_publishes()
+    write_pcap(pcap, [(40007, 1884, pp.connect_packet(MARKER, bytes(16)))] +
+               [(40007, 1884, packet) for _, packet in publishes])
+    out, _ = run_tool(["tshark", "-n", "-r", pcap, "-X", "lua_script:" + SCRIPT,
+                       "-T", "fields", "-e", "_ws.col.Info"], folder)
+    info = {what: row for (what, _), row in zip(publishes, out.decode().splitlines()[1:])}
+    assert info["two marks"].endswith("; marked g1/a/#, g2/sensors/+]"), info
+    assert info["bridge then a mark"].endswith("; via bridge central; marked g/sensors/#]"), info
+    assert info["64 marks"].endswith("; marked for 64 shared groups]"), info
+
+
+def test_share_mark_verdicts_match_the_broker(broker, marked_pdus):
+    """Each marked message on a peer connection of its own to a real broker: it closes the
+    connection (0x82) on exactly those the dissector flags with an error, and acknowledges
+    the others (marks out of place are passed over)."""
+    _, verdicts = broker_verdicts(broker, marked_publishes())
+    expected = {what: "0x82" if "8388608" in p.fields.get("_ws.expert.severity", [])   # PI_ERROR
+                else "accepted" for what, p in marked_pdus.items()}
+    assert verdicts == expected
+    assert sorted(what for what, v in expected.items() if v == "0x82") == [
+        "65 marks", "invalid mark", "mark without a filter"]

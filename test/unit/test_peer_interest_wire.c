@@ -1,7 +1,7 @@
 /*
  * test_peer_interest_wire.c: interest announcements on the wire (src/peer/peer_interest_wire.c):
  * what is encoded parses back to the same summary or diff, and every way a payload can break
- * the format is refused whole.
+ * the format is refused whole; likewise the shared-group tables ($MQTT-ST/link/shares).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,11 +145,92 @@ static void test_malformed_payloads_are_refused(void **state)
     assert_int_equal(g.entries, 1);
 }
 
+static int collect_share(void *ctx, const char *key, size_t len, uint8_t distance)
+{
+    struct got *g = ctx;
+    if (g->stop_after && g->entries == g->stop_after) return -1;
+    char d[8];
+    snprintf(d, sizeof d, "%u ", distance);
+    strcat(g->text, d);
+    strncat(g->text, key, len);
+    strcat(g->text, "|");
+    g->entries++;
+    return 0;
+}
+
+static void test_share_table_parses_back(void **state)
+{
+    (void)state;
+    struct abuf out = {0};
+    assert_int_equal(peer_share_encode_header(&out), 0);
+    assert_int_equal(peer_share_encode_entry(&out, S("g/jobs/#"), 0), 0);
+    assert_int_equal(peer_share_encode_entry(&out, S("h/a/+/b"), 3), 0);
+    /* version, then distance, length, key per entry */
+    static const uint8_t expected[] = {1, 0, 0, 8, 'g', '/', 'j', 'o', 'b', 's', '/', '#',
+                                       3, 0, 7, 'h', '/', 'a', '/', '+', '/', 'b'};
+    assert_int_equal(out.len, sizeof expected);
+    assert_memory_equal(out.data, expected, sizeof expected);
+    struct got g = {0};
+    assert_int_equal(peer_share_parse(out.data, out.len, collect_share, &g), 0);
+    assert_string_equal(g.text, "0 g/jobs/#|3 h/a/+/b|");
+    /* an empty table: the version alone */
+    static const uint8_t empty[] = {1};
+    struct got none = {0};
+    assert_int_equal(peer_share_parse(empty, sizeof empty, collect_share, &none), 0);
+    assert_int_equal(none.entries, 0);
+    /* the callback stops it */
+    struct got stop = {.stop_after = 1};
+    assert_int_equal(peer_share_parse(out.data, out.len, collect_share, &stop), -1);
+    abuf_free(&out);
+    assert_int_equal(peer_share_key_group_len(S("grp/a/b")), 3);
+}
+
+static void expect_share_refused(const uint8_t *p, size_t len)
+{
+    struct got g = {0};
+    assert_int_equal(peer_share_parse(p, len, collect_share, &g), -1);
+    assert_int_equal(g.entries, 0); /* checked whole before any entry is given */
+}
+
+static void test_malformed_share_tables_are_refused(void **state)
+{
+    (void)state;
+    static const uint8_t empty[] = {0};
+    expect_share_refused(empty, 0);
+    static const uint8_t version[] = {2};
+    expect_share_refused(version, sizeof version);
+    static const uint8_t far[] = {1, 65, 0, 3, 'g', '/', 'a'}; /* past the maximum distance */
+    expect_share_refused(far, sizeof far);
+    static const uint8_t cut[] = {1, 0, 0, 9, 'g', '/', 'a'};
+    expect_share_refused(cut, sizeof cut);
+    static const uint8_t short_entry[] = {1, 0, 0};
+    expect_share_refused(short_entry, sizeof short_entry);
+    static const uint8_t no_filter[] = {1, 0, 0, 2, 'g', '/'};
+    expect_share_refused(no_filter, sizeof no_filter);
+    static const uint8_t no_group[] = {1, 0, 0, 2, '/', 'a'};
+    expect_share_refused(no_group, sizeof no_group);
+    static const uint8_t wild_group[] = {1, 0, 0, 3, '+', '/', 'a'};
+    expect_share_refused(wild_group, sizeof wild_group);
+    static const uint8_t bad_filter[] = {1, 0, 0, 5, 'g', '/', 'a', '#', 'b'};
+    expect_share_refused(bad_filter, sizeof bad_filter);
+    static const uint8_t bad_utf8[] = {1, 0, 0, 3, 'g', '/', 0xff};
+    expect_share_refused(bad_utf8, sizeof bad_utf8);
+    /* the second entry is not after the first: a table lists each key once, in order */
+    static const uint8_t twice[] = {1, 0, 0, 3, 'g', '/', 'a', 1, 0, 3, 'g', '/', 'a'};
+    expect_share_refused(twice, sizeof twice);
+    static const uint8_t order[] = {1, 0, 0, 3, 'g', '/', 'b', 1, 0, 3, 'g', '/', 'a'};
+    expect_share_refused(order, sizeof order);
+    assert_false(peer_share_key_is_valid(S("g")));
+    assert_true(peer_share_key_is_valid(S("g/#")));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_update_and_request_parse_back),
         cmocka_unit_test(test_malformed_payloads_are_refused),
+        cmocka_unit_test(test_share_table_parses_back),
+        cmocka_unit_test(test_malformed_share_tables_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

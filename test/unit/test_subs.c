@@ -260,6 +260,70 @@ static void test_filters_are_listed_once_each_and_changes_counted(void **state)
     free(b);
 }
 
+static void collect_key(void *ctx, const char *key, size_t len)
+{
+    strcat(ctx, "[");
+    strncat(ctx, key, len);
+    strcat(ctx, "]");
+}
+
+static bool only_g(void *ctx, const char *key, size_t len)
+{
+    (*(int *)ctx)++;
+    return len >= 2 && memcmp(key, "g/", 2) == 0;
+}
+
+/* What MQTT-ST's shared groups across the tree use: the groups listed by key, their comings
+ * and goings counted, a match that leaves them unpicked, and one of chosen groups only. */
+static void test_shared_groups_listed_counted_and_matched_apart(void **state)
+{
+    (void)state;
+    struct subscription_tree *tree = subs_create();
+    struct subscriber *a = new_subscriber(1, true), *b = new_subscriber(2, true);
+    struct subscriber *c = new_subscriber(3, true);
+    uint64_t before = subs_share_changes(tree);
+    assert_false(subs_has_shares(tree));
+    add(tree, "$share/g/jobs/#", a, 1, 0);
+    add(tree, "$share/g/jobs/#", b, 1, 0); /* a second member: the same group */
+    add(tree, "$share/h/jobs/+", c, 0, 0);
+    add(tree, "jobs/#", c, 0, 0);
+    assert_true(subs_has_shares(tree));
+    assert_int_equal(subs_share_changes(tree) - before, 2);
+    char listed[128] = "";
+    subs_for_each_share(tree, collect_key, listed);
+    assert_true(strcmp(listed, "[g/jobs/#][h/jobs/+]") == 0 ||
+                strcmp(listed, "[h/jobs/+][g/jobs/#]") == 0);
+
+    struct match_result r = {0};
+    assert_int_equal(subs_match_leaving_shares(tree, "jobs/x", 6, 0, &r), 0);
+    assert_int_equal(r.count, 3); /* c, and each group unpicked */
+    size_t unpicked = 0;
+    for (size_t i = 0; i < r.count; i++)
+        if (!r.entries[i].subscriber) unpicked += r.entries[i].shared;
+    assert_int_equal(unpicked, 2);
+    /* leaving them did not move the turn: the next picks are a, then b */
+    int asked = 0;
+    assert_int_equal(subs_match_shares(tree, "jobs/x", 6, 0, &r, only_g, &asked), 0);
+    assert_int_equal(asked, 2);
+    assert_int_equal(r.count, 1);
+    assert_ptr_equal(r.entries[0].subscriber, a);
+    assert_true(r.entries[0].shared);
+    assert_int_equal(subs_match_shares(tree, "jobs/x", 6, 0, &r, only_g, &asked), 0);
+    assert_ptr_equal(r.entries[0].subscriber, b);
+
+    assert_int_equal(subs_remove(tree, "$share/g/jobs/#", a), 0);
+    assert_int_equal(subs_share_changes(tree) - before, 2); /* b is still in g */
+    assert_int_equal(subs_remove(tree, "$share/g/jobs/#", b), 0);
+    assert_int_equal(subs_remove(tree, "$share/h/jobs/+", c), 0);
+    assert_int_equal(subs_share_changes(tree) - before, 4);
+    assert_false(subs_has_shares(tree));
+    match_result_free(&r);
+    subs_free(tree);
+    free(a);
+    free(b);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_shared_round_robin_prefers_connected),
         cmocka_unit_test(test_remove_and_prune),
         cmocka_unit_test(test_filters_are_listed_once_each_and_changes_counted),
+        cmocka_unit_test(test_shared_groups_listed_counted_and_matched_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,10 +8,14 @@
 --     mqtt-st-id: the built-in dissector takes 0x85 for an unknown version and does not
 --     decode the MQTT 5 properties of these packets;
 --   * the BPDU a peer carries in PINGREQ, every field, with the checks of section 3.4;
---   * the mqtt-st-origin user property of a peer PUBLISH, and the mqtt-st-bridge one after it;
+--   * the mqtt-st-origin user property of a peer PUBLISH, the mqtt-st-bridge one after it, and
+--     the mqtt-st-share marks after those (section 7.9: the shared groups given the message);
 --   * the announcements of bridges shared by the tree ($MQTT-ST/bridge/<name>, section 7.5);
---   * the skip notices of a link ($MQTT-ST/link/skip, section 7.8: numbers left out by
---     interest), read as a lost notice is;
+--   * the interest announcements of a link ($MQTT-ST/link/interest, section 7.7) and the
+--     skip notices ($MQTT-ST/link/skip, section 7.8: numbers left out by interest), read as a
+--     lost notice is;
+--   * the shared-group tables of a link ($MQTT-ST/link/shares, section 7.9: each group's key
+--     and distance), read as strictly as the brokers read them;
 --   * the resync packets of a link ($MQTT-ST/link/summary and $MQTT-ST/link/lost, section
 --     7.3.1), which carry no origin, read as strictly as the brokers read them.
 --
@@ -39,6 +43,9 @@ local AUTH_METHOD = "MQTT-ST-HMAC-SHA256"
 local ORIGIN_PROPERTY = "mqtt-st-origin"
 local ID_PROPERTY = "mqtt-st-id"
 local BRIDGE_PROPERTY = "mqtt-st-bridge"
+local SHARE_PROPERTY = "mqtt-st-share"
+local SHARE_MARKS_MAX = 64      -- marks on one message (peer_flood.c SHARE_MARKS_MAX)
+local SHARE_DISTANCE_MAX = 64   -- in a table (PEER_SHARE_DISTANCE_MAX)
 local ANNOUNCE_PREFIX = "$MQTT-ST/bridge/"
 local LINK_PREFIX = "$MQTT-ST/link/"
 local NONCE_LEN, PROOF_LEN = 16, 32
@@ -202,6 +209,11 @@ def("origin_retained", ProtoField.bool("mqttst.origin.retained_sync",
     "Retained message offered for reconciliation (r)"))
 def("bridge_from", ProtoField.string("mqttst.bridge_from",
     "Came in over bridge (mqtt-st-bridge)"))
+def("share_mark", ProtoField.string("mqttst.share_mark", "Given shared group (mqtt-st-share)"))
+def("share_mark_group", ProtoField.string("mqttst.share_mark.group", "Group"))
+def("share_mark_filter", ProtoField.string("mqttst.share_mark.filter", "Filter"))
+def("share_marks", ProtoField.uint32("mqttst.share_marks", "Shared groups given (marks)",
+    base.DEC))
 -- announcements of a bridge shared by the tree ($MQTT-ST/bridge/<name>, section 7.5)
 def("announcement", ProtoField.none("mqttst.bridge", "Bridge announcement"))
 def("bridge_name", ProtoField.string("mqttst.bridge.name", "Bridge (connection name)"))
@@ -265,6 +277,19 @@ def("interest_removes", ProtoField.uint32("mqttst.interest.removes", "Filters re
 def("interest_valid", ProtoField.bool("mqttst.interest.valid", "Valid"))
 def("interest_error", ProtoField.string("mqttst.interest.error",
     "Refused by the brokers (0x81) because"))
+-- shared-group tables ($MQTT-ST/link/shares, section 7.9)
+def("shares", ProtoField.none("mqttst.shares", "Shared-group table"))
+def("shares_version", ProtoField.uint8("mqttst.shares.version", "Format version", base.DEC))
+def("shares_entry", ProtoField.none("mqttst.shares.entry", "Entry"))
+def("shares_distance", ProtoField.uint8("mqttst.shares.distance",
+    "Distance (hops from the sender to the group's nearest member)", base.DEC))
+def("shares_key", ProtoField.string("mqttst.shares.key", "Key (<group>/<filter>)"))
+def("shares_group", ProtoField.string("mqttst.shares.group", "Group"))
+def("shares_filter", ProtoField.string("mqttst.shares.filter", "Filter"))
+def("shares_count", ProtoField.uint32("mqttst.shares.count", "Groups", base.DEC))
+def("shares_valid", ProtoField.bool("mqttst.shares.valid", "Valid"))
+def("shares_error", ProtoField.string("mqttst.shares.error",
+    "Refused by the brokers (0x81) because"))
 
 local field_list = {}
 for _, pf in pairs(F) do field_list[#field_list + 1] = pf end
@@ -293,6 +318,8 @@ local EXPERTS = {
         "Malformed resync packet (the broker closes the connection, 0x81)" },
     interest_malformed = { "mqttst.interest.malformed", "MALFORMED", "ERROR",
         "Malformed interest announcement (the broker closes the connection, 0x81)" },
+    shares_malformed = { "mqttst.shares.malformed", "MALFORMED", "ERROR",
+        "Malformed shared-group table (the broker closes the connection, 0x81)" },
     resync_other = { "mqttst.resync.other", "PROTOCOL", "NOTE",
         "Link-local packet of another version (the brokers ignore it)" },
     bridge_from_empty = { "mqttst.bridge_from.empty", "MALFORMED", "ERROR",
@@ -300,6 +327,14 @@ local EXPERTS = {
     bridge_from_misplaced = { "mqttst.bridge_from.misplaced", "PROTOCOL", "WARN",
         "mqtt-st-bridge is not the user property right after mqtt-st-origin (the brokers " ..
         "do not take it for one)" },
+    share_mark_invalid = { "mqttst.share_mark.invalid", "PROTOCOL", "ERROR",
+        "mqtt-st-share value is not a shared group's key (the broker closes the " ..
+        "connection, 0x82)" },
+    share_mark_too_many = { "mqttst.share_mark.too_many", "PROTOCOL", "ERROR",
+        "More than 64 mqtt-st-share marks (the broker closes the connection, 0x82)" },
+    share_mark_misplaced = { "mqttst.share_mark.misplaced", "PROTOCOL", "WARN",
+        "mqtt-st-share is not among the user properties that follow mqtt-st-origin (the " ..
+        "brokers do not take it for a mark)" },
     auth = { "mqttst.auth.unexpected", "PROTOCOL", "WARN", "Unexpected peer authentication data" },
     bad_identity = { "mqttst.identity.invalid", "PROTOCOL", "WARN",
         "Not a broker identity (a.b.c.d:port or [v6]:port)" },
@@ -1354,29 +1389,48 @@ local function valid_topic_filter(s)
     return true
 end
 
+-- The start of a link payload checked as its C parser reads it: the tree item (on the
+-- payload at off, or on the topic when it is empty) and a checker whose fail(item, text) flags
+-- the first problem with expert (its text after `what`); the checker's problem holds it.
+local function checked_payload(r, topic_range, off, len, t, field, expert, what)
+    local pr = len > 0 and r:range(off, len) or nil
+    local whole = pr or topic_range
+    local check = {}
+    function check.fail(item, text)
+        if not check.problem then
+            check.problem = text
+            item:add_proto_expert_info(expert, what .. text)
+        end
+    end
+    return pr, whole, t:add(field, whole), check
+end
+
+-- The end of a checked payload: valid, and when it is not the problem as error, in the
+-- item's text (label) and the Info column (tag). True when it was malformed.
+local function malformed_end(at, whole, check, valid_field, error_field, label, tag, info)
+    at:add(valid_field, whole, check.problem == nil):set_generated()
+    if not check.problem then return false end
+    at:add(error_field, whole, check.problem):set_generated()
+    at:set_text(label .. ": malformed, " .. check.problem)
+    info[#info + 1] = tag .. ": malformed (" .. check.problem .. ")"
+    return true
+end
+
 local INTEREST_KINDS = { [0] = "full", [1] = "update", [2] = "request" }
 
 -- A PUBLISH on $MQTT-ST/link/interest: the binary announcement (section 7.7) in the payload
 -- at off, checked as peer_interest_parse reads it (the brokers close the connection on a
 -- malformed one)
 local function dissect_interest(r, topic_range, off, len, t, info)
-    local pr = len > 0 and r:range(off, len) or nil
-    local whole = pr or topic_range
-    local at = t:add(F.interest, whole)
-    local problem
-    local function fail(item, text)
-        if not problem then
-            problem = text
-            item:add_proto_expert_info(E.interest_malformed,
-                "Malformed interest announcement (the broker closes the connection, 0x81): " ..
-                text)
-        end
-    end
+    local pr, whole, at, check = checked_payload(r, topic_range, off, len, t, F.interest,
+        E.interest_malformed,
+        "Malformed interest announcement (the broker closes the connection, 0x81): ")
+    local fail = check.fail
     if len < 7 then
         fail(at, "the header needs 7 bytes, the payload has " .. len)
     end
     local kind, generation, flags, adds, removes = nil, 0, 0, 0, 0
-    if not problem then
+    if not check.problem then
         local version = pr:range(0, 1):uint()
         at:add(F.interest_version, pr:range(0, 1))
         if version ~= 1 then fail(at, "version " .. version .. ", not 1") end
@@ -1392,7 +1446,7 @@ local function dissect_interest(r, topic_range, off, len, t, info)
     end
     local pos = 7
     local no_entries = kind == "request" or flags % 2 == 1
-    while not problem and pos < len do
+    while not check.problem and pos < len do
         if no_entries then
             fail(at, kind == "request" and "entries in a request" or "entries after everything")
             break
@@ -1418,24 +1472,21 @@ local function dissect_interest(r, topic_range, off, len, t, info)
             item = at:add(pr:range(pos, 1), string.format("Unknown operation 0x%02x", op))
             fail(item, string.format("unknown operation 0x%02x", op))
         end
-        if not problem and op == 2 and kind == "full" then
+        if not check.problem and op == 2 and kind == "full" then
             fail(item, "a remove in a full announcement")
         end
-        if not problem and not valid_mqtt_utf8(text) then
+        if not check.problem and not valid_mqtt_utf8(text) then
             fail(item, "a filter that is not UTF-8 as MQTT wants it")
         end
-        if not problem and not valid_topic_filter(text) then
+        if not check.problem and not valid_topic_filter(text) then
             fail(item, "not a topic filter: " .. text)
         end
         pos = pos + 3 + flen
     end
     at:add(F.interest_adds, whole, adds):set_generated()
     at:add(F.interest_removes, whole, removes):set_generated()
-    at:add(F.interest_valid, whole, problem == nil):set_generated()
-    if problem then
-        at:add(F.interest_error, whole, problem):set_generated()
-        at:set_text("Interest announcement: malformed, " .. problem)
-        info[#info + 1] = "interest: malformed (" .. problem .. ")"
+    if malformed_end(at, whole, check, F.interest_valid, F.interest_error,
+                     "Interest announcement", "interest", info) then
         return
     end
     local what
@@ -1453,6 +1504,108 @@ local function dissect_interest(r, topic_range, off, len, t, info)
     info[#info + 1] = "interest " .. what
 end
 
+-- ------------------------------------------------------------------ shared groups (7.9)
+
+-- Why s (bytes) is not a shared group's key "<group>/<filter>" (peer_share_key_is_valid: a
+-- group up to the first '/', not empty, without '+' or '#', then a topic filter; UTF-8 as
+-- MQTT wants it), or nil when it is one
+local function share_key_problem(s)
+    if not valid_mqtt_utf8(s) then return "not UTF-8 as MQTT wants it" end
+    local slash = s:find("/", 1, true)
+    if not slash then return "no '/' after the group" end
+    if slash == 1 then return "an empty group" end
+    if s:sub(1, slash - 1):find("[+#]") then return "'+' or '#' in the group" end
+    if not valid_topic_filter(s:sub(slash + 1)) then return "the filter is not a topic filter" end
+    return nil
+end
+
+-- The group and the filter of a valid key
+local function share_key_parts(s)
+    local slash = s:find("/", 1, true)
+    return s:sub(1, slash - 1), s:sub(slash + 1)
+end
+
+-- Byte order of keys (peer_share_key_compare: memcmp, a shorter prefix first): -1, 0 or 1.
+-- Not Lua's < on strings, which follows the locale.
+local function share_key_compare(a, b)
+    for i = 1, math.min(#a, #b) do
+        local x, y = a:byte(i), b:byte(i)
+        if x ~= y then return x < y and -1 or 1 end
+    end
+    if #a == #b then return 0 end
+    return #a < #b and -1 or 1
+end
+
+-- A PUBLISH on $MQTT-ST/link/shares: the whole table of the shared groups the sender knows of
+-- (section 7.9) in the payload at off, checked as peer_share_parse reads it (the brokers
+-- close the connection on a malformed one)
+local function dissect_shares(r, topic_range, off, len, t, info)
+    local pr, whole, at, check = checked_payload(r, topic_range, off, len, t, F.shares,
+        E.shares_malformed,
+        "Malformed shared-group table (the broker closes the connection, 0x81): ")
+    local fail = check.fail
+    if len < 1 then
+        fail(at, "no version byte (an empty payload)")
+    else
+        local version = pr:range(0, 1):uint()
+        at:add(F.shares_version, pr:range(0, 1))
+        if version ~= 1 then fail(at, "version " .. version .. ", not 1") end
+    end
+    local pos, count, previous = 1, 0, nil
+    while not check.problem and pos < len do
+        if len - pos < 3 then fail(at, "an entry cut short at byte " .. pos) break end
+        local distance = pr:range(pos, 1):uint()
+        local klen = pr:range(pos + 1, 2):uint()
+        local far = distance > SHARE_DISTANCE_MAX
+        local far_text = string.format("distance %d at byte %d, above %d", distance, pos,
+            SHARE_DISTANCE_MAX)
+        if klen > len - pos - 3 then
+            if far then
+                fail(at:add(F.shares_distance, pr:range(pos, 1)), far_text)
+            else
+                fail(at, string.format("a key of %d bytes runs past the payload at byte %d",
+                    klen, pos))
+            end
+            break
+        end
+        local kr = klen > 0 and pr:range(pos + 3, klen) or pr:range(pos + 1, 2)
+        local key = klen > 0 and kr:raw() or ""
+        local et = at:add(F.shares_entry, pr:range(pos, 3 + klen))
+        et:set_text(string.format("Entry: %s, distance %d", key, distance))
+        local dt = et:add(F.shares_distance, pr:range(pos, 1))
+        et:add(F.shares_key, kr, key)
+        count = count + 1
+        if far then fail(dt, far_text) end
+        local why = share_key_problem(key)
+        if why then
+            fail(et, why == "not UTF-8 as MQTT wants it" and "a key that is " .. why or
+                "not a key: " .. key .. " (" .. why .. ")")
+        else
+            local group, filter = share_key_parts(key)
+            et:add(F.shares_group, kr, group):set_generated()
+            et:add(F.shares_filter, kr, filter):set_generated()
+        end
+        if not check.problem and previous then
+            local order = share_key_compare(previous, key)
+            if order == 0 then
+                fail(et, "key " .. key .. " repeated")
+            elseif order > 0 then
+                fail(et, "keys out of order: " .. key .. " after " .. previous)
+            end
+        end
+        previous = key
+        pos = pos + 3 + klen
+    end
+    at:add(F.shares_count, whole, count):set_generated()
+    if malformed_end(at, whole, check, F.shares_valid, F.shares_error, "Shared-group table",
+                     "shares", info) then
+        return
+    end
+    local what = count == 0 and "empty (every group withdrawn)" or plural(count, "group")
+    at:set_text("Shared-group table: " .. what)
+    info[#info + 1] = "shares: " .. what
+end
+
 -- A PUBLISH on $MQTT-ST/link/<kind> (its topic at topic_off), a link-local packet without
 -- origin: a summary or lost notice (section 7.3.1) or a skip notice (7.8) in the payload at
 -- off, checked line by line as the brokers read it (they close the connection on a malformed
@@ -1461,6 +1614,9 @@ local function dissect_resync(r, topic_off, topic_len, off, len, t, info)
     local kind = r:range(topic_off + #LINK_PREFIX, topic_len - #LINK_PREFIX):string(ENC_UTF_8)
     if kind == "interest" then
         return dissect_interest(r, r:range(topic_off, topic_len), off, len, t, info)
+    end
+    if kind == "shares" then
+        return dissect_shares(r, r:range(topic_off, topic_len), off, len, t, info)
     end
     local pr = len > 0 and r:range(off, len) or r:range(topic_off, topic_len)
     local at = t:add(F.resync, pr)
@@ -1571,6 +1727,53 @@ local function show_bridge_from(props, origin, t, info)
     end
 end
 
+-- The mqtt-st-share user properties (7.9): read as find_origin (peer_flood.c) reads them,
+-- those among the user properties right after the origin and the bridge property (one that
+-- follows a mark is none) are marks, each giving the message the shared group it names;
+-- anywhere else the brokers do not take them for marks
+local function show_share_marks(props, origin, t, info)
+    local state, bridge_allowed = "before", false   -- before, marks (after the origin), after
+    local marks, first, shown = 0, nil, {}
+    for _, prop in ipairs(props) do
+        if prop.id == PROP_USER then
+            if state == "marks" and prop.key == BRIDGE_PROPERTY and bridge_allowed then
+                bridge_allowed = false
+            elseif state == "marks" and prop.key == SHARE_PROPERTY then
+                marks, bridge_allowed = marks + 1, false
+                local it = t:add(F.share_mark, prop.range, prop.value)
+                first = first or prop
+                local key = prop.vrange and prop.vrange:raw() or ""
+                local why = share_key_problem(key)
+                if why then
+                    it:add_proto_expert_info(E.share_mark_invalid,
+                        "mqtt-st-share value is not a shared group's key (the broker closes " ..
+                        "the connection, 0x82): " .. why)
+                else
+                    local group, filter = share_key_parts(key)
+                    it:add(F.share_mark_group, prop.vrange, group):set_generated()
+                    it:add(F.share_mark_filter, prop.vrange, filter):set_generated()
+                end
+                if marks == SHARE_MARKS_MAX + 1 then
+                    it:add_proto_expert_info(E.share_mark_too_many)
+                end
+                if marks <= 3 then shown[#shown + 1] = prop.value end
+            elseif prop.key == SHARE_PROPERTY then
+                t:add_proto_expert_info(E.share_mark_misplaced,
+                    "mqtt-st-share is not among the user properties that follow " ..
+                    "mqtt-st-origin (the brokers do not take it for a mark): " .. prop.value)
+            elseif state == "before" and prop == origin then
+                state, bridge_allowed = "marks", true
+            elseif state == "marks" then
+                state = "after"
+            end
+        end
+    end
+    if marks == 0 then return end
+    t:add(F.share_marks, first.range, marks):set_generated()
+    info[#info + 1] = marks <= 3 and "marked " .. table.concat(shown, ", ") or
+        "marked for " .. plural(marks, "shared group")
+end
+
 local function dissect_publish(r, b0, body, body_end, t, info)
     local qos = math.floor(b0 / 2) % 4
     if body + 2 > body_end then
@@ -1634,6 +1837,7 @@ local function dissect_publish(r, b0, body, body_end, t, info)
         end
     end
     show_bridge_from(props, origin, t, info)
+    show_share_marks(props, origin, t, info)
     if after < body_end then t:add(F.payload, r:range(after, body_end - after)) end
     if topic:sub(1, #ANNOUNCE_PREFIX) == ANNOUNCE_PREFIX then
         dissect_announcement(r, body + 2, tlen, after, body_end - after, t, info)
