@@ -417,6 +417,7 @@ void peer_share_link_down(struct peer_net *net, stp_link_id link)
     struct message_log *log = net->log;
     int64_t now = net->broker->now_ms;
     size_t moved = 0;
+    if (!net->shares.assigned && !net->shares.reassigned) return; /* nothing ever given */
     for (uint64_t s = log->head_serial; s < message_log_end(log); s++) {
         const struct message_log_entry *e = message_log_at(log, s);
         struct share_note *n = e ? note_of(e->msg) : NULL;
@@ -690,13 +691,14 @@ static int hear_entry(void *ctx, const char *key, size_t len, uint8_t distance)
 int peer_share_receive(struct peer_net *net, struct peer_accepted *acc,
                        const struct mqtt_publish *p)
 {
-    if (peer_share_parse(p->payload, p->payload_len, NULL, NULL) != 0) {
+    /* (checked whole before any entry is heard: a malformed one adds nothing) */
+    struct table_build b = {0};
+    int rc = peer_share_parse(p->payload, p->payload_len, hear_entry, &b);
+    struct peer_share_table t = build_finish(&b);
+    if (rc != 0 && !b.failed) {
         log_warning("Warning: MQTT-ST: malformed shared-group table from %s.", acc->name);
         return MQTT_RC_MALFORMED_PACKET;
     }
-    struct table_build b = {0};
-    peer_share_parse(p->payload, p->payload_len, hear_entry, &b);
-    struct peer_share_table t = build_finish(&b);
     if (b.failed) {
         log_error("Error: MQTT-ST: out of memory keeping the shared groups of %s.", acc->name);
         return MQTT_RC_UNSPECIFIED;
