@@ -428,7 +428,7 @@ static int handle_pingresp(struct peer_dialer *d)
  * then the shared groups given to this link (7.9), then the message's own (user properties in
  * their order), then the remaining expiry, so that it keeps counting down across hops. */
 static int build_props(struct broker *broker, const struct peer_dialer *d,
-                       const struct message *msg, uint8_t flags)
+                       struct message *msg, uint8_t flags)
 {
     struct abuf *props = &broker->scratch_props;
     char origin[160];
@@ -553,6 +553,18 @@ bool peer_dialer_send_message(struct peer_dialer *d, struct message *msg, uint8_
     return taken;
 }
 
+void peer_dialer_drop_logged(struct peer_dialer *d, bool (*logged)(const struct message *msg,
+                                                                  void *ctx))
+{
+    struct broker *broker = dialer_broker(d);
+    outflow_drop_if(broker, &d->flow, true, logged, NULL);
+    /* What stays queued (the link's own packets) goes on now: with the window emptied and no
+     * acknowledgement left to come, nothing else would pump it, and every later message would
+     * queue behind it (a connection that outlives its link stalled so, seen under load). */
+    outflow_pump(broker, &d->flow, &link_ops, d);
+    peer_backlog_update(d->net);
+}
+
 int peer_dialer_send_control(struct peer_dialer *d, const char *topic, const void *payload,
                              size_t len)
 {
@@ -573,6 +585,15 @@ static int handle_ack(struct peer_dialer *d, uint8_t type, const uint8_t *body, 
     int rc = mqtt_decode_ack(MQTT_V5, type, body, len, &ack);
     if (rc) return rc;
     struct broker *broker = dialer_broker(d);
+    if (type == MQTT_PUBREC && d->link && d->link->stp_id) {
+        /* it took the groups given to it; refused (its end of the link was down), they go
+         * elsewhere */
+        struct delivery *delivery = outflow_find(&d->flow, ack.packet_id);
+        if (delivery && delivery->msg && ack.reason < 0x80)
+            peer_share_acknowledged(delivery->msg, d->link->stp_id);
+        else if (delivery && delivery->msg)
+            peer_share_refused(d->net, delivery->msg, d->link->stp_id);
+    }
     switch (outflow_acknowledge(broker, &d->flow, &link_ops, d, type, ack.packet_id, ack.reason)) {
     case OUTFLOW_ACK_FREED:
         outflow_pump(broker, &d->flow, &link_ops, d);

@@ -585,5 +585,12 @@ int peer_flood_receive(struct peer_net *net, struct peer_accepted *acc, uint8_t 
         message_unref(msg);
     }
     if (p.qos == 0) return 0;
-    return connection_send_ack(acc->conn, p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK, p.packet_id, 0);
+    /* not taken while this end of the link is down (7.9): the sender gives its groups
+     * elsewhere, and the resync sends the message again; unless its marks were all taken
+     * here before (a copy sent again): then it is done */
+    uint8_t reason = 0;
+    if (!from && (!marks.count || !peer_share_marks_taken(net, &origin, marks.keys, marks.count)))
+        reason = MQTT_RC_IMPLEMENTATION_SPECIFIC;
+    return connection_send_ack(acc->conn, p.qos == 2 ? MQTT_PUBREC : MQTT_PUBACK, p.packet_id,
+                               reason);
 }

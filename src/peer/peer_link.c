@@ -58,13 +58,16 @@ static void link_up_if_complete(struct peer_net *net, struct peer_link *link)
     peer_accepted_link_ready(link->in);
 }
 
-static void link_down(struct peer_net *net, struct peer_link *link, const char *why)
+/* told: the shared groups its neighbour told on the link (its connection to us may be
+ * detached already). */
+static void link_down(struct peer_net *net, struct peer_link *link, const char *why,
+                      const struct peer_share_table *told)
 {
     if (!link->stp_id) return;
     stp_link_id id = link->stp_id;
     link->stp_id = 0;
     peer_resync_link_down(net, link);
-    peer_share_link_down(net, id); /* what it was given lately goes elsewhere */
+    peer_share_link_down(net, id, &link->id, told); /* its groups wait for it to return */
     peer_skip_forget(link);
     log_notice("MQTT-ST: link to %s down (%s).", link->name, why);
     peer_note_change(net);
@@ -116,7 +119,7 @@ void peer_link_out_gone(struct peer_net *net, struct peer_dialer *dialer, const 
     if (!link || link->out != dialer) return;
     link->out = NULL;
     net->sys_dirty = true;
-    link_down(net, link, why);
+    link_down(net, link, why, link->in ? &link->in->shares : NULL);
     free_if_unused(net, link);
 }
 
@@ -139,7 +142,7 @@ static void detach_in(struct peer_net *net, struct peer_accepted *acc, const cha
     if (!link || link->in != acc) return;
     link->in = NULL;
     net->sys_dirty = true;
-    link_down(net, link, why);
+    link_down(net, link, why, &acc->shares);
     struct stp_broker_id id = link->id;
     free_if_unused(net, link);
     if (drop_dial_backs && !net->stopping) drop_connect_backs(net, &id);

@@ -300,12 +300,34 @@ struct peer_shares {
     /* logged messages whose group lost its link: assigned again when a way appears */
     struct message **pending;
     size_t pending_count, pending_cap;
+    /* links that went down with groups given to them: waiting for their neighbour to come
+     * back (what it did not acknowledge goes to it again) or to be taken as gone */
+    struct peer_share_orphan *orphans;
+    size_t orphan_count, orphan_cap;
+    /* the groups a link that went down had told, kept PEER_SHARE_ORPHAN_MS or until its
+     * neighbour tells again: a message published meanwhile waits for them (QoS 1/2) */
+    struct peer_share_lingering *lingering;
+    size_t lingering_count, lingering_cap;
     struct match_result scratch; /* route_deliver_shares's */
-    uint64_t here, assigned, reassigned, unassigned, sent, bytes_sent;
+    uint64_t here, assigned, reassigned, unassigned, sent, bytes_sent, returned;
 };
-/* A group's messages assigned to a link that goes down within this time are assigned again
- * (design section 8); a message waits for a way at most PEER_SHARE_PENDING_MS; a taken mark is
- * remembered PEER_SHARE_TAKEN_MS. */
+struct peer_share_lingering {
+    struct stp_broker_id neighbour;
+    char *key;
+    uint16_t len;
+    int64_t until_ms;
+};
+struct peer_share_orphan {
+    struct stp_broker_id neighbour;
+    stp_link_id link; /* the link id it had */
+    int64_t down_ms;
+};
+/* A link that goes down with groups given to it: its neighbour is waited for up to
+ * PEER_SHARE_ORPHAN_MS (a refused dial may be a partition: no sooner); gone, what it did not
+ * acknowledge and what it acknowledged within PEER_SHARE_FAILOVER_MS before going down are
+ * assigned again (design section 8); a message waits for a way at most PEER_SHARE_PENDING_MS;
+ * a taken mark is remembered PEER_SHARE_TAKEN_MS. */
+#define PEER_SHARE_ORPHAN_MS 10000
 #define PEER_SHARE_FAILOVER_MS 2000
 #define PEER_SHARE_PENDING_MS 30000
 #define PEER_SHARE_TAKEN_MS 120000
@@ -395,6 +417,10 @@ void peer_dialer_send_bpdu(struct peer_dialer *dialer, const uint8_t *bytes, siz
 /* Returns false when it was not taken (the link is not up, its queue is full, out of memory:
  * counted as dropped). */
 bool peer_dialer_send_message(struct peer_dialer *dialer, struct message *msg, uint8_t flags);
+/* Drop from the link's flow (queued and in flight) the messages `logged` picks; what stays
+ * goes on. */
+void peer_dialer_drop_logged(struct peer_dialer *dialer,
+                             bool (*logged)(const struct message *msg, void *ctx));
 /* Send a link-local packet (PEER_SEND_LINK_CONTROL: no origin, never routed) on topic with
  * payload; 0, or -1 when it was not taken (as peer_dialer_send_message, or out of memory). */
 int peer_dialer_send_control(struct peer_dialer *dialer, const char *topic, const void *payload,
@@ -477,12 +503,24 @@ int peer_share_note_marks(struct message *msg, const struct wire_bytes *marks, s
 void peer_share_route(struct peer_net *net, struct message *msg, bool flooding);
 /* Whether msg is given to the link for a group (it goes there whatever the interest). */
 bool peer_share_assigned_to(const struct message *msg, stp_link_id link);
-/* Append the link's marks on msg (mqtt-st-share user properties) to props. 0 or -1. */
-int peer_share_add_marks(const struct message *msg, stp_link_id link, struct abuf *props);
+/* Whether msg is given to the link for a group and its mark has not gone on the wire yet
+ * (a resync walk sends it even when the neighbour has the message). */
+bool peer_share_unsent_to(const struct message *msg, stp_link_id link);
+/* Append the link's marks on msg (mqtt-st-share user properties) to props, noting them as
+ * sent. 0 or -1. */
+int peer_share_add_marks(struct message *msg, stp_link_id link, struct abuf *props);
+/* The neighbour on link acknowledged msg (PUBREC): it took the groups marked for it. */
+void peer_share_acknowledged(struct message *msg, stp_link_id link);
+/* Whether every one of marks on a copy of origin's message was taken here before. */
+bool peer_share_marks_taken(struct peer_net *net, const struct message_origin *origin,
+                            const struct wire_bytes *marks, size_t count);
 /* msg could not be queued on link: its groups there wait for a way. */
 void peer_share_refused(struct peer_net *net, struct message *msg, stp_link_id link);
-/* The link went down: what it was given lately is given again (failover). */
-void peer_share_link_down(struct peer_net *net, stp_link_id link);
+/* The link went down: what it was given waits for its neighbour (peer_share_orphan); the
+ * groups it told (told: NULL when none) linger. */
+void peer_share_link_down(struct peer_net *net, stp_link_id link,
+                          const struct stp_broker_id *neighbour,
+                          const struct peer_share_table *told);
 /* A table on $MQTT-ST/link/shares from acc's neighbour: 0 or an MQTT reason code. */
 int peer_share_receive(struct peer_net *net, struct peer_accepted *acc,
                        const struct mqtt_publish *p);

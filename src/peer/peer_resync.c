@@ -129,7 +129,7 @@ void peer_resync_link_down(struct peer_net *net, struct peer_link *link)
     /* What the link's flow still holds of the logged stream would go out first when it comes
      * back, ahead of (and around) the resync's walk: drop it, the walk sends what the
      * neighbour lacks, in order. */
-    if (link->out) outflow_drop_if(net->broker, &link->out->flow, true, logged_msg, NULL);
+    if (link->out) peer_dialer_drop_logged(link->out, logged_msg);
     peer_resync_reset(link);
 }
 
@@ -180,6 +180,17 @@ static bool they_lack(struct peer_net *net, const struct peer_link *link, const 
     const struct seqset *have =
         peer_summary_find(&link->theirs, &msg->origin.broker, msg->origin.incarnation);
     return !have || !seqset_contains(have, msg->origin.sequence);
+}
+
+/* Whether the walk sends msg: they lack it and want it or were given a group of it, or they
+ * were given a group whose mark has not reached them (they may have the message unmarked,
+ * from another path while the tree settled: they take the mark from this copy). */
+static bool walk_sends(struct peer_net *net, const struct peer_link *link,
+                       const struct message *msg)
+{
+    if (peer_share_unsent_to(msg, link->stp_id)) return true;
+    return they_lack(net, link, msg) &&
+           (peer_interest_link_wants(link, msg) || peer_share_assigned_to(msg, link->stp_id));
 }
 
 /* What they lack of one run that is not in the log:
@@ -257,8 +268,7 @@ static void start_walk(struct peer_net *net, struct peer_link *link, struct peer
             lowest = run ? &run->log_lowest : NULL;
         }
         if (lowest && (!*lowest || mo->sequence < *lowest)) *lowest = mo->sequence;
-        if (serial >= link->walk_next && they_lack(net, link, msg) &&
-            (peer_interest_link_wants(link, msg) || peer_share_assigned_to(msg, link->stp_id))) {
+        if (serial >= link->walk_next && walk_sends(net, link, msg)) {
             link->walk_messages++;
             link->walk_bytes += message_log_size(msg);
         }
@@ -323,11 +333,9 @@ int64_t peer_resync_pump(struct peer_net *net)
             if (!e) break;
             link->walk_next++;
             budget--;
-            if (!they_lack(net, link, e->msg)) continue;
-            if (peer_interest_link_wants(link, e->msg) ||
-                peer_share_assigned_to(e->msg, link->stp_id)) { /* a group given to it */
+            if (walk_sends(net, link, e->msg)) {
                 peer_dialer_send_message(link->out, e->msg, PEER_SEND_RESYNC);
-            } else { /* told skipped, so that they keep no gap */
+            } else if (they_lack(net, link, e->msg)) { /* told skipped: they keep no gap */
                 net->counters.skipped++;
                 peer_skip_message(net, link, e->msg, false);
             }

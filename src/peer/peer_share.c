@@ -18,12 +18,16 @@
  *  - Once per broker: the marks this broker took ((origin, sequence, group), remembered
  *    PEER_SHARE_TAKEN_MS) are not taken again, so a second copy of a message (another path, a
  *    failover) delivers only groups not taken yet.
- *  - Failover: when a link goes down, the logged messages this broker gave it a group of within
- *    PEER_SHARE_FAILOVER_MS are given again: to a member here or the next nearest link (sent
- *    again; its broker takes only the groups new to it). Those given within the window may have
- *    reached a member behind the failed link before it failed: that member may get a message
- *    another member also gets (at least once for a failed member's last messages, never twice
- *    to the survivors). A group with no way yet waits up to PEER_SHARE_PENDING_MS.
+ *  - Acknowledged: a neighbour acknowledges a marked copy (PUBREC) once it took the marks; the
+ *    assignment notes whether its mark went on the wire and whether it was acknowledged.
+ *  - Failover: when a link goes down, what it was given waits for its neighbour (an orphan)
+ *    and the groups it told linger, both PEER_SHARE_ORPHAN_MS. Back in time, the neighbour
+ *    gets again what it had not acknowledged (it takes each mark once: nothing twice). Gone,
+ *    what it had not acknowledged and what it acknowledged within PEER_SHARE_FAILOVER_MS
+ *    before the link went down are given again: to a member here or the next nearest link.
+ *    Those acknowledged may have reached a member behind the failed link: at least once for
+ *    a failed member's last messages, never twice to the survivors. A group with no way yet
+ *    waits up to PEER_SHARE_PENDING_MS.
  *
  * Everything here runs on loop 0 (the links' loop), but peer_share_owns (any loop).
  */
@@ -49,6 +53,8 @@ struct share_assignment {
     char *key;
     uint16_t len;
     uint8_t state;
+    bool wired;       /* SHARE_SENT: its mark went on the link */
+    bool acked;       /* SHARE_SENT: the neighbour acknowledged the marked copy (PUBREC) */
     stp_link_id link; /* SHARE_SENT */
     int64_t at_ms;    /* when it was given (SHARE_SENT) or began to wait (SHARE_PENDING) */
 };
@@ -104,6 +110,7 @@ static struct share_assignment *note_add(struct message *msg, const char *key, s
     memcpy(a->key, key, len);
     a->len = (uint16_t)len;
     a->state = state;
+    a->wired = a->acked = false;
     a->link = 0;
     a->at_ms = 0;
     n->count++;
@@ -139,25 +146,42 @@ bool peer_share_assigned_to(const struct message *msg, stp_link_id link)
     return false;
 }
 
-int peer_share_add_marks(const struct message *msg, stp_link_id link, struct abuf *props)
+bool peer_share_unsent_to(const struct message *msg, stp_link_id link)
 {
     const struct share_note *n = note_of(msg);
+    for (size_t i = 0; n && link && i < n->count; i++)
+        if (n->items[i].state == SHARE_SENT && n->items[i].link == link && !n->items[i].wired)
+            return true;
+    return false;
+}
+
+int peer_share_add_marks(struct message *msg, stp_link_id link, struct abuf *props)
+{
+    struct share_note *n = note_of(msg);
     for (size_t i = 0; n && link && i < n->count; i++) {
-        const struct share_assignment *a = &n->items[i];
+        struct share_assignment *a = &n->items[i];
         if (a->state != SHARE_SENT || a->link != link) continue;
         if (mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_SHARE_PROPERTY,
                                    strlen(PEER_SHARE_PROPERTY), a->key, a->len))
             return -1;
+        a->wired = true;
     }
     return 0;
 }
 
+void peer_share_acknowledged(struct message *msg, stp_link_id link)
+{
+    struct share_note *n = note_of(msg);
+    for (size_t i = 0; n && link && i < n->count; i++)
+        if (n->items[i].state == SHARE_SENT && n->items[i].link == link && n->items[i].wired)
+            n->items[i].acked = true;
+}
+
 /* ---- what this broker was given ----------------------------------------------------------- */
 
-static size_t taken_key(const struct message *msg, const char *key, size_t len,
+static size_t taken_key(const struct message_origin *o, const char *key, size_t len,
                         unsigned char *out, size_t cap)
 {
-    const struct message_origin *o = &msg->origin;
     size_t head = sizeof o->broker.addr + sizeof o->broker.port + 2 * sizeof(uint64_t);
     if (head + len > cap) return 0;
     unsigned char *p = out;
@@ -173,21 +197,41 @@ static size_t taken_key(const struct message *msg, const char *key, size_t len,
     return head + len;
 }
 
+/* Whether origin's message's group was taken here; buf, *klen: its key (0: too long). */
+static bool was_taken(struct peer_net *net, const struct message_origin *origin,
+                      const char *key, size_t len, unsigned char *buf, size_t cap, size_t *klen)
+{
+    struct peer_share_taken *t = NULL;
+    *klen = taken_key(origin, key, len, buf, cap);
+    if (*klen) HASH_FIND(hh, net->shares.taken, buf, *klen, t);
+    return t != NULL;
+}
+
 /* Take the group of msg for this broker: false when it was taken before. */
 static bool take(struct peer_net *net, const struct message *msg, const char *key, size_t len)
 {
     unsigned char buf[64 + 65536];
-    size_t klen = taken_key(msg, key, len, buf, sizeof buf);
+    size_t klen;
+    if (was_taken(net, &msg->origin, key, len, buf, sizeof buf, &klen)) return false;
     if (!klen) return true;
-    struct peer_share_taken *t = NULL;
-    HASH_FIND(hh, net->shares.taken, buf, klen, t);
-    if (t) return false;
-    t = malloc(sizeof *t + klen);
+    struct peer_share_taken *t = malloc(sizeof *t + klen);
     if (!t) return true; /* not remembered: a second copy would be taken again */
     t->at_ms = net->broker->now_ms;
     t->key_len = klen;
     memcpy(t->key, buf, klen);
     HASH_ADD(hh, net->shares.taken, key, klen, t);
+    return true;
+}
+
+bool peer_share_marks_taken(struct peer_net *net, const struct message_origin *origin,
+                            const struct wire_bytes *marks, size_t count)
+{
+    unsigned char buf[64 + 65536];
+    size_t klen;
+    for (size_t i = 0; i < count; i++)
+        if (!was_taken(net, origin, (const char *)marks[i].data, marks[i].len, buf, sizeof buf,
+                       &klen))
+            return false;
     return true;
 }
 
@@ -298,6 +342,7 @@ static void give(struct peer_net *net, struct message *msg, struct share_assignm
     }
     bool again = a->state == SHARE_PENDING;
     a->state = SHARE_SENT;
+    a->wired = a->acked = false;
     a->link = link->stp_id;
     a->at_ms = now;
     if (!flooding && !peer_dialer_send_message(link->out, msg, 0)) {
@@ -334,6 +379,18 @@ static void list_pending(struct peer_net *net, struct message *msg)
 
 /* Published here: every group with a member here gets it here; the others known on the
  * forwarding links go to the nearest. */
+/* A group known somewhere that msg matches and that is not decided yet: given to its
+ * nearest link (or waits). false when out of memory. */
+static bool give_known(struct peer_net *net, struct message *msg, const char *key, size_t len,
+                       bool flooding)
+{
+    if (note_find(note_of(msg), key, len) || !key_matches(key, len, msg)) return true;
+    struct share_assignment *a = note_add(msg, key, len, SHARE_SENT);
+    if (!a) return false;
+    give(net, msg, a, 0, flooding);
+    return true;
+}
+
 static void route_local(struct peer_net *net, struct message *msg, bool flooding)
 {
     struct broker *broker = net->broker;
@@ -342,7 +399,7 @@ static void route_local(struct peer_net *net, struct message *msg, bool flooding
         net->shares.here += route_deliver_shares(broker, msg, &net->shares.scratch, pick_local,
                                                  &pick);
     }
-    if (pick.failed) log_error("Error: MQTT-ST: out of memory noting a shared group.");
+    bool ok = !pick.failed;
     /* the groups known on every link that is up: while the tree changes none may forward,
      * and a group given to none then waits for one (QoS 1/2) */
     struct peer_link *link, *tmp;
@@ -350,18 +407,15 @@ static void route_local(struct peer_net *net, struct message *msg, bool flooding
     {
         if (!link->in || !link->in->shares.count || !link->stp_id) continue;
         const struct peer_share_table *t = &link->in->shares;
-        for (size_t i = 0; i < t->count; i++) {
-            const struct peer_share_entry *e = &t->items[i];
-            if (note_find(note_of(msg), e->key, e->len) || !key_matches(e->key, e->len, msg))
-                continue;
-            struct share_assignment *a = note_add(msg, e->key, e->len, SHARE_SENT);
-            if (!a) {
-                log_error("Error: MQTT-ST: out of memory noting a shared group.");
-                return;
-            }
-            give(net, msg, a, 0, flooding);
-        }
+        for (size_t i = 0; ok && i < t->count; i++)
+            ok = give_known(net, msg, t->items[i].key, t->items[i].len, flooding);
     }
+    /* and those of links that went down lately: they wait for their way back */
+    for (size_t i = 0; ok && i < net->shares.lingering_count; i++) {
+        const struct peer_share_lingering *l = &net->shares.lingering[i];
+        ok = give_known(net, msg, l->key, l->len, flooding);
+    }
+    if (!ok) log_error("Error: MQTT-ST: out of memory noting a shared group.");
     list_pending(net, msg);
 }
 
@@ -412,29 +466,154 @@ void peer_share_refused(struct peer_net *net, struct message *msg, stp_link_id l
     list_pending(net, msg);
 }
 
-void peer_share_link_down(struct peer_net *net, stp_link_id link)
+/* The neighbour is taken as gone: what it did not acknowledge, and what it acknowledged
+ * within PEER_SHARE_FAILOVER_MS before the link went down (its member may not have had it),
+ * is given again: to a member here or the next nearest link. */
+static size_t orphan_gone(struct peer_net *net, const struct peer_share_orphan *o)
 {
     struct message_log *log = net->log;
-    int64_t now = net->broker->now_ms;
     size_t moved = 0;
-    if (!net->shares.assigned && !net->shares.reassigned) return; /* nothing ever given */
     for (uint64_t s = log->head_serial; s < message_log_end(log); s++) {
         const struct message_log_entry *e = message_log_at(log, s);
         struct share_note *n = e ? note_of(e->msg) : NULL;
+        bool any = false;
         for (size_t i = 0; n && i < n->count; i++) {
             struct share_assignment *a = &n->items[i];
-            if (a->state != SHARE_SENT || a->link != link ||
-                now - a->at_ms > PEER_SHARE_FAILOVER_MS)
-                continue;
+            if (a->state != SHARE_SENT || a->link != o->link) continue;
+            if (a->acked && o->down_ms - a->at_ms > PEER_SHARE_FAILOVER_MS) continue;
             a->state = SHARE_PENDING;
-            a->at_ms = now;
+            a->at_ms = net->broker->now_ms;
+            any = true;
             moved++;
         }
-        if (n) list_pending(net, e->msg);
+        if (any) list_pending(net, e->msg);
     }
-    if (moved)
-        log_notice("MQTT-ST: %zu shared-group message(s) given to a link that went down are "
-                   "given again.", moved);
+    return moved;
+}
+
+static void linger_drop(struct peer_shares *s, size_t i)
+{
+    free(s->lingering[i].key);
+    s->lingering[i] = s->lingering[--s->lingering_count];
+}
+
+/* The groups the link told linger: a message published while no link is up still waits for
+ * them (route_local). */
+static void linger(struct peer_net *net, const struct stp_broker_id *neighbour,
+                   const struct peer_share_table *told)
+{
+    struct peer_shares *s = &net->shares;
+    for (size_t i = 0; told && i < told->count; i++) {
+        if (s->lingering_count == s->lingering_cap) {
+            size_t cap = s->lingering_cap ? s->lingering_cap * 2 : 8;
+            struct peer_share_lingering *grown = realloc(s->lingering, cap * sizeof *grown);
+            if (!grown) break;
+            s->lingering = grown;
+            s->lingering_cap = cap;
+        }
+        char *key = malloc(told->items[i].len ? told->items[i].len : 1);
+        if (!key) break;
+        memcpy(key, told->items[i].key, told->items[i].len);
+        s->lingering[s->lingering_count++] = (struct peer_share_lingering){
+            .neighbour = *neighbour,
+            .key = key,
+            .len = told->items[i].len,
+            .until_ms = net->broker->now_ms + PEER_SHARE_ORPHAN_MS};
+    }
+}
+
+/* Those of neighbour (NULL: those expired) lingering no more. */
+static void linger_end(struct peer_net *net, const struct stp_broker_id *neighbour)
+{
+    struct peer_shares *s = &net->shares;
+    for (size_t i = s->lingering_count; i-- > 0;) {
+        const struct peer_share_lingering *l = &s->lingering[i];
+        if (neighbour ? stp_broker_id_equal(&l->neighbour, neighbour)
+                      : net->broker->now_ms >= l->until_ms)
+            linger_drop(s, i);
+    }
+}
+
+void peer_share_link_down(struct peer_net *net, stp_link_id link,
+                          const struct stp_broker_id *neighbour,
+                          const struct peer_share_table *told)
+{
+    struct peer_shares *s = &net->shares;
+    linger(net, neighbour, told);
+    if (!s->assigned && !s->reassigned) return; /* nothing ever given */
+    struct peer_share_orphan o = {
+        .neighbour = *neighbour, .link = link, .down_ms = net->broker->now_ms};
+    if (s->orphan_count == s->orphan_cap) {
+        size_t cap = s->orphan_cap ? s->orphan_cap * 2 : 4;
+        struct peer_share_orphan *grown = realloc(s->orphans, cap * sizeof *grown);
+        if (!grown) { /* not waited for: taken as gone at once */
+            log_error("Error: MQTT-ST: out of memory waiting for a neighbour to come back.");
+            orphan_gone(net, &o);
+            return;
+        }
+        s->orphans = grown;
+        s->orphan_cap = cap;
+    }
+    s->orphans[s->orphan_count++] = o;
+}
+
+/* The neighbour of a link that went down is back on `link`: the groups given to the old link
+ * that it did not acknowledge go to it again (it takes each mark once: nothing twice). */
+static size_t orphan_back(struct peer_net *net, const struct peer_share_orphan *o,
+                          struct peer_link *link)
+{
+    struct message_log *log = net->log;
+    size_t moved = 0;
+    for (uint64_t s = log->head_serial; s < message_log_end(log); s++) {
+        const struct message_log_entry *e = message_log_at(log, s);
+        struct share_note *n = e ? note_of(e->msg) : NULL;
+        bool send = false;
+        for (size_t i = 0; n && i < n->count; i++) {
+            struct share_assignment *a = &n->items[i];
+            if (a->state != SHARE_SENT || a->link != o->link || a->acked) continue;
+            a->link = link->stp_id;
+            a->wired = false;
+            a->at_ms = net->broker->now_ms;
+            send = true;
+            moved++;
+        }
+        /* now, ahead of the link's resync (which may have walked past it, or never walk a
+         * link that does not forward): the neighbour may see it before older messages */
+        if (send && !peer_dialer_send_message(link->out, e->msg, 0))
+            peer_share_refused(net, e->msg, link->stp_id);
+    }
+    return moved;
+}
+
+static void run_orphans(struct peer_net *net)
+{
+    struct peer_shares *s = &net->shares;
+    size_t kept = 0;
+    int64_t now = net->broker->now_ms;
+    for (size_t i = 0; i < s->orphan_count; i++) {
+        struct peer_share_orphan *o = &s->orphans[i];
+        char name[STP_BROKER_ID_STRLEN];
+        stp_broker_id_format(&o->neighbour, name, sizeof name);
+        struct peer_link *link = NULL;
+        HASH_FIND(hh, net->links, &o->neighbour, sizeof o->neighbour, link);
+        if (link && link->stp_id && link->out && link->out->state == DIAL_UP) {
+            size_t moved = orphan_back(net, o, link);
+            s->returned += moved;
+            if (moved)
+                log_notice("MQTT-ST: %s is back: %zu shared-group message(s) it had not "
+                           "acknowledged go to it again.", name, moved);
+            continue;
+        }
+        if (now - o->down_ms >= PEER_SHARE_ORPHAN_MS) {
+            size_t moved = orphan_gone(net, o);
+            if (moved)
+                log_notice("MQTT-ST: %s is gone: %zu shared-group message(s) given to it are "
+                           "given again.", name, moved);
+            continue;
+        }
+        s->orphans[kept++] = *o;
+    }
+    s->orphan_count = kept;
 }
 
 /* Messages whose group waits for a way: try again; given up after PEER_SHARE_PENDING_MS. */
@@ -650,11 +829,14 @@ int64_t peer_share_run(struct peer_net *net)
                 tell(net, link);
         }
     }
+    if (s->orphan_count) run_orphans(net);
+    if (s->lingering_count) linger_end(net, NULL);
     if (s->pending_count) run_pending(net);
     forget_taken(net, false);
     if (s->dirty) return s->next_ms;
     /* groups come and go on any loop without telling this one: look again each interval */
-    if (s->pending_count || net->links) return now + PEER_INTEREST_INTERVAL_MS;
+    if (s->pending_count || s->orphan_count || s->lingering_count || net->links)
+        return now + PEER_INTEREST_INTERVAL_MS;
     return TIMER_NONE;
 }
 
@@ -705,6 +887,7 @@ int peer_share_receive(struct peer_net *net, struct peer_accepted *acc,
     }
     table_free(&acc->shares);
     acc->shares = t;
+    if (acc->link) linger_end(net, &acc->link->id); /* it tells again */
     net->shares.dirty = true;
     net->sys_dirty = true;
     return 0;
@@ -717,6 +900,13 @@ void peer_share_free(struct peer_net *net)
     free(s->pending);
     s->pending = NULL;
     s->pending_count = s->pending_cap = 0;
+    free(s->orphans);
+    s->orphans = NULL;
+    s->orphan_count = s->orphan_cap = 0;
+    while (s->lingering_count) linger_drop(s, s->lingering_count - 1);
+    free(s->lingering);
+    s->lingering = NULL;
+    s->lingering_cap = 0;
     forget_taken(net, true);
     table_free(&s->local);
     match_result_free(&s->scratch);

@@ -213,6 +213,7 @@ void peer_sys_publish(void *ctx)
         uint64_t value;
     } shares[] = {{"shares/delivered", sh->here},     {"shares/assigned", sh->assigned},
                   {"shares/reassigned", sh->reassigned}, {"shares/unassigned", sh->unassigned},
+                  {"shares/returned", sh->returned},
                   {"shares/tables", sh->sent},         {"shares/bytes", sh->bytes_sent}};
     for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++)
         publish_u64(broker, shares[i].name, shares[i].value);

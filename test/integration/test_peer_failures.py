@@ -19,6 +19,7 @@ Each test builds its own cluster and takes a few seconds. The tests skip
 (peer_net.peer_support) while the binary refuses the `peer` directive.
 """
 
+import threading
 import time
 import uuid
 
@@ -158,6 +159,52 @@ def test_slower_root_link_moves_the_tree_without_loss_or_duplicate(cluster):
         c.check_spanning_tree(snap)
         c.oracle(snap)
         col.assert_exactly_once(sent, timeout=10, quiet=0.5)
+
+
+def test_connection_that_outlives_its_link_keeps_sending(cluster):
+    """A link is two connections and goes down when either fails; the other may live on.
+    Broker 0's connection to broker 1 (150 ms each way, so a full QoS 2 window and a queue
+    behind it) outlives three resets of broker 1's connection to broker 0. Each time the
+    logged messages it held are dropped (the link's resync sends them again) and what stays
+    queued (the link's own packets) must go on: it once stalled there for good, the resync
+    summary never left and no message crossed again."""
+    c = cluster(2, [(0, 1)], capabilities=[200, 100], extra_lines=["max_queued_messages 0"])
+    c.wait_tree(timeout=15)
+    c.set_delay(0, 1, 150, both=False)  # only broker 0's connection (through P_01)
+    topic = unique("outlives")
+    payloads = [("o-%d" % n).encode() for n in range(8000)]
+    with Collector([c.brokers[1]], topic, qos=2) as col:
+        pub = c.client(0, version=5)
+        infos = []
+        done = threading.Event()
+
+        def publish():
+            try:
+                for n, p in enumerate(payloads):
+                    infos.append(pub.publish(topic, p, qos=1, wait=False))
+                    if n % 500 == 499:
+                        time.sleep(0.05)  # spread over the resets
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=publish, daemon=True)
+        thread.start()
+        try:
+            for k in range(3):
+                goal = 1500 * (k + 1)
+                wait_until(lambda: len(col.payloads(0)) >= goal, timeout=60, interval=0.02,
+                           what="broker 1's subscriber receiving %d" % goal)
+                c.proxy(1, 0).cut("reset")  # broker 1's connection to broker 0 only
+                wait_until(lambda: c.stp(0, fresh=True).get("peers/%s/state" %
+                                                            c.identity(1)) != "up",
+                           timeout=15, interval=0.05, what="the link going down")
+                c.proxy(1, 0).heal()
+        finally:
+            thread.join(timeout=120)
+        assert done.is_set()
+        for info in infos:
+            info.wait_for_publish(30)
+        col.assert_exactly_once(payloads, timeout=60, quiet=0.5)
 
 
 # ---------------------------------------------------------------- partition and heal
