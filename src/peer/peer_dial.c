@@ -428,7 +428,7 @@ static int handle_pingresp(struct peer_dialer *d)
  * then the shared groups given to this link (7.9), then the message's own (user properties in
  * their order), then the remaining expiry, so that it keeps counting down across hops. */
 static int build_props(struct broker *broker, const struct peer_dialer *d,
-                       struct message *msg, uint8_t flags)
+                       struct message *msg, uint8_t flags, uint16_t packet_id)
 {
     struct abuf *props = &broker->scratch_props;
     char origin[160];
@@ -444,7 +444,7 @@ static int build_props(struct broker *broker, const struct peer_dialer *d,
                                          strlen(PEER_BRIDGE_PROPERTY), bridge, strlen(bridge)))
         return -1;
     if (!(flags & PEER_SEND_RETAINED_SYNC) && d->link &&
-        peer_share_add_marks(msg, d->link->stp_id, props)) /* groups given to this link */
+        peer_share_add_marks(msg, d->link->stp_id, packet_id, props)) /* its groups */
         return -1;
     if (msg->props_len && abuf_append(props, msg->props, msg->props_len)) return -1;
     if (msg->expiry_at_ms && mqtt_property_add_u32(props, MQTT_PROP_MESSAGE_EXPIRY_INTERVAL,
@@ -470,7 +470,8 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
     struct peer_dialer *d = owner;
     struct connection *conn = d->conn;
     struct message *msg = delivery->msg;
-    if (build_props(broker, d, msg, delivery->owner_flags)) return OUTFLOW_FAILED;
+    if (build_props(broker, d, msg, delivery->owner_flags, delivery->packet_id))
+        return OUTFLOW_FAILED;
     struct mqtt_publish_out out = {
         .version = MQTT_V5,
         .qos = 2,
@@ -497,6 +498,7 @@ static enum outflow_send flow_send_publish(struct broker *broker, void *owner,
             d->too_large_warned_ms = broker->now_ms;
         }
         d->net->counters.dropped++;
+        if (d->link && d->link->stp_id) peer_share_unsendable(d->net, msg, d->link->stp_id);
         /* a QoS 1/2 number not sent is told skipped, as interest does: the neighbour keeps
          * no gap (it would report it lost), and a resync that offers it again does too */
         if (d->link && msg->qos > 0 && msg->origin.stamped &&
@@ -590,9 +592,9 @@ static int handle_ack(struct peer_dialer *d, uint8_t type, const uint8_t *body, 
          * elsewhere */
         struct delivery *delivery = outflow_find(&d->flow, ack.packet_id);
         if (delivery && delivery->msg && ack.reason < 0x80)
-            peer_share_acknowledged(delivery->msg, d->link->stp_id);
+            peer_share_acknowledged(delivery->msg, d->link->stp_id, ack.packet_id);
         else if (delivery && delivery->msg)
-            peer_share_refused(d->net, delivery->msg, d->link->stp_id);
+            peer_share_refused(d->net, delivery->msg, d->link->stp_id, ack.packet_id);
     }
     switch (outflow_acknowledge(broker, &d->flow, &link_ops, d, type, ack.packet_id, ack.reason)) {
     case OUTFLOW_ACK_FREED:

@@ -273,7 +273,7 @@ static bool flood(void *ctx, struct message *msg)
         bool assigned = peer_share_assigned_to(msg, link->stp_id);
         if (assigned || peer_interest_link_wants(link, msg)) {
             if (!peer_dialer_send_message(link->out, msg, 0) && assigned)
-                peer_share_refused(net, msg, link->stp_id);
+                peer_share_refused(net, msg, link->stp_id, 0);
             continue;
         }
         net->counters.skipped++;

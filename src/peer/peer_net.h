@@ -507,15 +507,22 @@ bool peer_share_assigned_to(const struct message *msg, stp_link_id link);
  * (a resync walk sends it even when the neighbour has the message). */
 bool peer_share_unsent_to(const struct message *msg, stp_link_id link);
 /* Append the link's marks on msg (mqtt-st-share user properties) to props, noting them as
- * sent. 0 or -1. */
-int peer_share_add_marks(struct message *msg, stp_link_id link, struct abuf *props);
-/* The neighbour on link acknowledged msg (PUBREC): it took the groups marked for it. */
-void peer_share_acknowledged(struct message *msg, stp_link_id link);
+ * sent in the copy with packet_id. 0 or -1. */
+int peer_share_add_marks(struct message *msg, stp_link_id link, uint16_t packet_id,
+                         struct abuf *props);
+/* The neighbour on link acknowledged the copy of msg with packet_id (PUBREC 0x00): it took
+ * the groups that copy carried. */
+void peer_share_acknowledged(struct message *msg, stp_link_id link, uint16_t packet_id);
+/* msg is too large for link: the groups given to it are not delivered (counted, warned). */
+void peer_share_unsendable(struct peer_net *net, struct message *msg, stp_link_id link);
 /* Whether every one of marks on a copy of origin's message was taken here before. */
 bool peer_share_marks_taken(struct peer_net *net, const struct message_origin *origin,
                             const struct wire_bytes *marks, size_t count);
-/* msg could not be queued on link: its groups there wait for a way. */
-void peer_share_refused(struct peer_net *net, struct message *msg, stp_link_id link);
+/* The groups of msg on link wait for a way again: those the copy with packet_id carried
+ * (refused by the neighbour, PUBREC 0x83), or with 0 those not sent yet (it could not be
+ * queued). Acknowledged ones stay. */
+void peer_share_refused(struct peer_net *net, struct message *msg, stp_link_id link,
+                        uint16_t packet_id);
 /* The link went down: what it was given waits for its neighbour (peer_share_orphan); the
  * groups it told (told: NULL when none) linger. */
 void peer_share_link_down(struct peer_net *net, stp_link_id link,

@@ -53,8 +53,9 @@ struct share_assignment {
     char *key;
     uint16_t len;
     uint8_t state;
-    bool wired;       /* SHARE_SENT: its mark went on the link */
-    bool acked;       /* SHARE_SENT: the neighbour acknowledged the marked copy (PUBREC) */
+    bool wired;         /* SHARE_SENT: its mark went on the link... */
+    uint16_t packet_id; /* ...in the copy with this packet id */
+    bool acked;         /* SHARE_SENT: the neighbour acknowledged that copy (PUBREC 0x00) */
     stp_link_id link; /* SHARE_SENT */
     int64_t at_ms;    /* when it was given (SHARE_SENT) or began to wait (SHARE_PENDING) */
 };
@@ -155,7 +156,8 @@ bool peer_share_unsent_to(const struct message *msg, stp_link_id link)
     return false;
 }
 
-int peer_share_add_marks(struct message *msg, stp_link_id link, struct abuf *props)
+int peer_share_add_marks(struct message *msg, stp_link_id link, uint16_t packet_id,
+                         struct abuf *props)
 {
     struct share_note *n = note_of(msg);
     for (size_t i = 0; n && link && i < n->count; i++) {
@@ -165,16 +167,38 @@ int peer_share_add_marks(struct message *msg, stp_link_id link, struct abuf *pro
                                    strlen(PEER_SHARE_PROPERTY), a->key, a->len))
             return -1;
         a->wired = true;
+        a->packet_id = packet_id;
     }
     return 0;
 }
 
-void peer_share_acknowledged(struct message *msg, stp_link_id link)
+/* The assignments that the copy of msg with packet_id carried on link (0: those whose mark
+ * has not gone out), not acknowledged yet. */
+static bool carried(const struct share_assignment *a, stp_link_id link, uint16_t packet_id)
+{
+    if (a->state != SHARE_SENT || a->link != link || a->acked) return false;
+    return packet_id ? a->wired && a->packet_id == packet_id : !a->wired;
+}
+
+void peer_share_acknowledged(struct message *msg, stp_link_id link, uint16_t packet_id)
 {
     struct share_note *n = note_of(msg);
-    for (size_t i = 0; n && link && i < n->count; i++)
-        if (n->items[i].state == SHARE_SENT && n->items[i].link == link && n->items[i].wired)
-            n->items[i].acked = true;
+    for (size_t i = 0; n && link && packet_id && i < n->count; i++)
+        if (carried(&n->items[i], link, packet_id)) n->items[i].acked = true;
+}
+
+void peer_share_unsendable(struct peer_net *net, struct message *msg, stp_link_id link)
+{
+    struct share_note *n = note_of(msg);
+    for (size_t i = 0; n && link && i < n->count; i++) {
+        struct share_assignment *a = &n->items[i];
+        if (a->state != SHARE_SENT || a->link != link) continue;
+        a->state = SHARE_DONE;
+        net->shares.unassigned++;
+        log_warning("Warning: MQTT-ST: a message on %s for shared group %.*s is too large for "
+                    "the link it was given to; not delivered to the group.", msg->topic,
+                    (int)a->len, a->key);
+    }
 }
 
 /* ---- what this broker was given ----------------------------------------------------------- */
@@ -454,12 +478,13 @@ void peer_share_route(struct peer_net *net, struct message *msg, bool flooding)
         route_local(net, msg, flooding);
 }
 
-void peer_share_refused(struct peer_net *net, struct message *msg, stp_link_id link)
+void peer_share_refused(struct peer_net *net, struct message *msg, stp_link_id link,
+                        uint16_t packet_id)
 {
     struct share_note *n = note_of(msg);
     for (size_t i = 0; n && i < n->count; i++) {
         struct share_assignment *a = &n->items[i];
-        if (a->state != SHARE_SENT || a->link != link) continue;
+        if (!carried(a, link, packet_id)) continue;
         a->state = SHARE_PENDING;
         a->at_ms = net->broker->now_ms;
     }
@@ -580,7 +605,7 @@ static size_t orphan_back(struct peer_net *net, const struct peer_share_orphan *
         /* now, ahead of the link's resync (which may have walked past it, or never walk a
          * link that does not forward): the neighbour may see it before older messages */
         if (send && !peer_dialer_send_message(link->out, e->msg, 0))
-            peer_share_refused(net, e->msg, link->stp_id);
+            peer_share_refused(net, e->msg, link->stp_id, 0);
     }
     return moved;
 }
@@ -593,20 +618,19 @@ static void run_orphans(struct peer_net *net)
     for (size_t i = 0; i < s->orphan_count; i++) {
         struct peer_share_orphan *o = &s->orphans[i];
         char name[STP_BROKER_ID_STRLEN];
-        stp_broker_id_format(&o->neighbour, name, sizeof name);
         struct peer_link *link = NULL;
         HASH_FIND(hh, net->links, &o->neighbour, sizeof o->neighbour, link);
         if (link && link->stp_id && link->out && link->out->state == DIAL_UP) {
             size_t moved = orphan_back(net, o, link);
             s->returned += moved;
-            if (moved)
+            if (moved && stp_broker_id_format(&o->neighbour, name, sizeof name))
                 log_notice("MQTT-ST: %s is back: %zu shared-group message(s) it had not "
                            "acknowledged go to it again.", name, moved);
             continue;
         }
         if (now - o->down_ms >= PEER_SHARE_ORPHAN_MS) {
             size_t moved = orphan_gone(net, o);
-            if (moved)
+            if (moved && stp_broker_id_format(&o->neighbour, name, sizeof name))
                 log_notice("MQTT-ST: %s is gone: %zu shared-group message(s) given to it are "
                            "given again.", name, moved);
             continue;
