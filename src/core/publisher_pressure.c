@@ -151,6 +151,8 @@ static bool hold_sticks(struct message_publisher *p, uint32_t high)
     return false;
 }
 
+void (*publisher_pressure_before_hold)(struct message_publisher *p);
+
 bool publisher_must_wait(struct broker *broker, struct message_publisher *p, bool owes_acks)
 {
     uint32_t high = high_mark(broker);
@@ -158,6 +160,7 @@ bool publisher_must_wait(struct broker *broker, struct message_publisher *p, boo
     bool held = atomic_load_explicit(&p->held, memory_order_relaxed);
     bool wait = high && !owes_acks && (waiting >= high || (held && waiting > high / 2));
     if (wait && !held) {
+        if (publisher_pressure_before_hold) publisher_pressure_before_hold(p);
         if (!hold_sticks(p, high)) return false;
         broker->stats.publishers_held++;
         broker->stats.publisher_holds++;

@@ -68,6 +68,10 @@ void publisher_pressure_check_flow(struct broker *broker, struct outflow *flow);
 
 /* Must p's next PUBLISH wait? owes_acks: deliveries are in flight to the same client. */
 bool publisher_must_wait(struct broker *broker, struct message_publisher *p, bool owes_acks);
+/* Unit tests only (NULL in the broker): run by publisher_must_wait between its read of p's
+ * count and the hold it then starts, the moment where another loop's discharge must not be
+ * lost (test_outflow.c runs that discharge there). */
+extern void (*publisher_pressure_before_hold)(struct message_publisher *p);
 /* The client behind p is closed: p stays for its messages only. */
 void publisher_gone(struct broker *broker, struct message_publisher *p);
 /* The client behind p was given a delivery in flight (it owes an acknowledgement now): a hold

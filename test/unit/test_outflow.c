@@ -7,7 +7,8 @@
  * of large windows (acknowledged in random order, and with one message lingering while the
  * ids wrap around), and the back-pressure on publishers (src/core/publisher_pressure.c):
  * which deliveries are charged to their publisher, when it must wait, the release list, an
- * offline destination and a subscriber cut loose.
+ * offline destination, a subscriber cut loose, and a discharge on another loop at the moment
+ * a hold starts (it must not be lost).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -516,41 +517,96 @@ static void publisher_charged_for_what_waits(void **state)
     free(conn);
 }
 
+/* A second loop ("other") with a publisher of its own, whose two QoS 1 messages went to f's
+ * flow with a window of 1: one in flight, one queued (charged on f's loop). */
+struct other_loop {
+    struct broker broker;
+    struct connection *conn;
+    struct message_publisher *p;
+};
+
+static void other_loop_with_a_charged_publisher(struct fixture *f, struct other_loop *o)
+{
+    o->broker = (struct broker){.config = &f->config, .shared = &f->shared, .now_ms = 1000};
+    assert_int_equal(event_loop_init(&o->broker.loop), 0);
+    assert_int_equal(mailbox_init(&o->broker.mailbox, &o->broker.loop, &o->broker), 0);
+    publisher_pressure_init_loop(&o->broker);
+    o->conn = calloc(1, sizeof *o->conn); /* not held: resuming does nothing */
+    assert_non_null(o->conn);
+    o->p = message_publisher_new(o->conn, &o->broker);
+    assert_non_null(o->p);
+    publisher_pressure_flow_online(&f->broker, &f->flow, true);
+    f->dest.limits.window = 1;
+    assert_int_equal(offer_from(f, o->p, 1), OUTFLOW_IN_FLIGHT);
+    assert_int_equal(offer_from(f, o->p, 1), OUTFLOW_QUEUED);
+}
+
+static void other_loop_free(struct other_loop *o)
+{
+    publisher_gone(&o->broker, o->p);
+    free(o->conn);
+    mailbox_free(&o->broker.mailbox);
+    event_loop_free(&o->broker.loop);
+}
+
 /* The publisher's connection is on another loop than the subscriber's flow: the discharge
  * (on the subscriber's loop) lists it on its own loop's stack and wakes that loop's mailbox;
  * the publisher's loop lets it go at its next publishers_release. */
 static void publisher_on_another_loop_is_let_go_there(void **state)
 {
     struct fixture *f = *state;
-    struct broker other = {.config = &f->config, .shared = &f->shared, .now_ms = 1000};
-    assert_int_equal(event_loop_init(&other.loop), 0);
-    assert_int_equal(mailbox_init(&other.mailbox, &other.loop, &other), 0);
-    publisher_pressure_init_loop(&other);
-    struct connection *conn = calloc(1, sizeof *conn); /* not held: resuming does nothing */
-    assert_non_null(conn);
-    struct message_publisher *p = message_publisher_new(conn, &other);
-    assert_non_null(p);
-    publisher_pressure_flow_online(&f->broker, &f->flow, true);
-    f->dest.limits.window = 1;
-    assert_int_equal(offer_from(f, p, 1), OUTFLOW_IN_FLIGHT);
-    assert_int_equal(offer_from(f, p, 1), OUTFLOW_QUEUED); /* charged on f's loop */
-    assert_true(publisher_must_wait(&other, p, false));    /* held on its own */
+    struct other_loop o;
+    other_loop_with_a_charged_publisher(f, &o);
+    struct broker *other = &o.broker;
+    struct message_publisher *p = o.p;
+    assert_true(publisher_must_wait(other, p, false)); /* held on its own */
     assert_int_equal(ack(f, MQTT_PUBACK, 1, 0), OUTFLOW_ACK_FREED);
     pump(f);
     assert_int_equal(p->waiting, 0);
     assert_null(f->broker.released_publishers); /* not on the subscriber's loop */
-    assert_ptr_equal(atomic_load(&other.released_elsewhere), p);
+    assert_ptr_equal(atomic_load(&other->released_elsewhere), p);
     int64_t now;
-    assert_int_equal(event_loop_run_once(&other.loop, 1000, &now), 1); /* the wake */
-    publishers_release(&other);
-    assert_null(atomic_load(&other.released_elsewhere));
+    assert_int_equal(event_loop_run_once(&other->loop, 1000, &now), 1); /* the wake */
+    publishers_release(other);
+    assert_null(atomic_load(&other->released_elsewhere));
     assert_false(atomic_load(&p->listed));
-    assert_false(publisher_must_wait(&other, p, false));
-    assert_int_equal(other.stats.publishers_held, 0);
-    publisher_gone(&other, p);
-    free(conn);
-    mailbox_free(&other.mailbox);
-    event_loop_free(&other.loop);
+    assert_false(publisher_must_wait(other, p, false));
+    assert_int_equal(other->stats.publishers_held, 0);
+    other_loop_free(&o);
+}
+
+/* The race a hold must not lose (publisher_pressure.c, hold_sticks): the publisher's loop has
+ * read its count (1, the mark) and decided to hold it, and before the hold is set the
+ * subscriber's loop takes the charge back and finds it not held. Run at exactly that moment
+ * (the test hook): the publisher is then either not held, or listed to be let go; a hold with
+ * nothing left to release it would stop the publisher for good. */
+static struct fixture *discharge_fixture;
+
+static void discharge_between_read_and_hold(struct message_publisher *p)
+{
+    struct fixture *f = discharge_fixture;
+    assert_int_equal(atomic_load(&p->waiting), 1);
+    assert_int_equal(ack(f, MQTT_PUBACK, 1, 0), OUTFLOW_ACK_FREED);
+    pump(f); /* the queued one goes out: its charge is taken back */
+    assert_int_equal(atomic_load(&p->waiting), 0);
+}
+
+static void a_discharge_between_the_read_and_the_hold_is_not_lost(void **state)
+{
+    struct fixture *f = *state;
+    struct other_loop o;
+    other_loop_with_a_charged_publisher(f, &o);
+    discharge_fixture = f;
+    publisher_pressure_before_hold = discharge_between_read_and_hold;
+    bool waits = publisher_must_wait(&o.broker, o.p, false);
+    publisher_pressure_before_hold = NULL;
+    bool listed = atomic_load(&o.broker.released_elsewhere) == o.p;
+    assert_true(!waits || listed);
+    assert_false(waits); /* as built: the hold sees the lower count and does not start */
+    assert_false(atomic_load(&o.p->held));
+    assert_int_equal(o.broker.stats.publishers_held, 0);
+    assert_int_equal(o.broker.stats.publisher_holds, 0);
+    other_loop_free(&o);
 }
 
 /* A publisher with one message in flight on a connected destination whose window is 1 and
@@ -636,6 +692,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(publisher_charged_for_what_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(publisher_on_another_loop_is_let_go_there, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_discharge_between_the_read_and_the_hold_is_not_lost,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(offline_destination_charges_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(subscriber_far_behind_is_cut_loose, setup, teardown),
     };
