@@ -96,13 +96,15 @@ uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms)
     return (uint32_t)((left + 999) / 1000);
 }
 
-struct message_source *message_source_new(const char *client_id, const char *username)
+struct message_source *message_source_new(const char *client_id, const char *username,
+                                          int32_t listener_port)
 {
     size_t id_len = strlen(client_id);
     struct message_source *source = malloc(sizeof *source + id_len + 1);
     if (!source) return NULL;
     memcpy(source->client_id, client_id, id_len + 1);
     source->username = NULL;
+    source->listener_port = listener_port;
     if (username && !(source->username = strdup(username))) {
         free(source);
         return NULL;

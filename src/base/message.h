@@ -24,6 +24,10 @@
 /* Who published a retained message or a will (check_retain_source, retain_source.h). */
 struct message_source {
     char *username; /* NULL: anonymous */
+    /* The port of the listener it published on, whose rules judge it under
+     * per_listener_settings (as Mosquitto keeps the source's listener); -1: not known (then
+     * the subscriber's listener's rules do). A unix socket listener's port is 0. */
+    int32_t listener_port;
     char client_id[];
 };
 
@@ -156,8 +160,10 @@ void message_restart_expiry(struct message *msg, int64_t now_ms);
 /* Seconds left before expiry, rounded up (at least 1), for the outgoing expiry property. */
 uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms);
 
-/* A copy of client_id and username (NULL: anonymous); NULL when out of memory. */
-struct message_source *message_source_new(const char *client_id, const char *username);
+/* A copy of client_id and username (NULL: anonymous), published on the listener of
+ * listener_port (-1: not known); NULL when out of memory. */
+struct message_source *message_source_new(const char *client_id, const char *username,
+                                          int32_t listener_port);
 void message_source_free(struct message_source *source);
 
 #endif

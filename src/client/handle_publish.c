@@ -88,7 +88,8 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         if (client->publisher) msg->publisher = message_publisher_ref(client->publisher);
     }
     if (p->retain && client->session->acl && broker->config->check_retain_source &&
-        !(msg->source = message_source_new(client->session->client_id, client->username))) {
+        !(msg->source = message_source_new(client->session->client_id, client->username,
+                                            handler_listener_port(conn)))) {
         message_unref(msg);
         return -1;
     }

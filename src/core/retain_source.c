@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "config.h"
 #include "message.h"
 
 void retain_source_cache_free(struct retain_source_cache *cache)
@@ -15,6 +16,26 @@ void retain_source_cache_free(struct retain_source_cache *cache)
     acl_client_free(cache->acl);
     cache->acl = NULL;
     cache->source = NULL;
+    cache->rules = NULL;
+}
+
+/* The rules of the listener source published on, under per_listener_settings: the first
+ * configured listener with its port (a unix socket's: the first unix socket listener). NULL
+ * when per_listener_settings is off or no such listener is configured now. */
+static const struct acl_rules *source_listener_rules(const struct arbor_config *config,
+                                                     const struct message_source *source,
+                                                     bool *found)
+{
+    *found = false;
+    if (!config || !config->per_listener_settings || source->listener_port < 0) return NULL;
+    for (size_t i = 0; i < config->listener_count; i++) {
+        const struct arbor_listener *l = &config->listeners[i];
+        if (l->port != (uint16_t)source->listener_port) continue;
+        if (source->listener_port == 0 && !l->unix_socket) continue;
+        *found = true;
+        return l->security.acl;
+    }
+    return NULL;
 }
 
 static bool same_publisher(const struct message_source *a, const struct message_source *b)
@@ -24,16 +45,21 @@ static bool same_publisher(const struct message_source *a, const struct message_
     return strcmp(a->username, b->username) == 0;
 }
 
-bool retain_source_may_send(const struct message *msg, const struct acl_rules *rules,
-                            struct retain_source_cache *cache)
+bool retain_source_may_send(const struct message *msg, const struct arbor_config *config,
+                            const struct acl_rules *fallback, struct retain_source_cache *cache)
 {
     const struct message_source *source = msg->source;
-    if (!source || !rules) return true;
-    if (!cache->source || !same_publisher(cache->source, source)) {
+    if (!source) return true;
+    bool found;
+    const struct acl_rules *rules = source_listener_rules(config, source, &found);
+    if (!found) rules = fallback;
+    if (!rules) return true;
+    if (!cache->source || cache->rules != rules || !same_publisher(cache->source, source)) {
         retain_source_cache_free(cache);
         cache->acl = acl_client_compile(rules, source->client_id, source->username);
         if (!cache->acl) return false;
         cache->source = source;
+        cache->rules = rules;
     }
     return acl_client_allows(cache->acl, msg->topic, msg->topic_len, ACL_WRITE);
 }

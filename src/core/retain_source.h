@@ -14,6 +14,7 @@
 
 struct acl_rules;
 struct acl_client;
+struct arbor_config;
 struct message;
 
 /* The compiled list of the last source asked about, kept while one subscription's retained
@@ -21,14 +22,18 @@ struct message;
  * with retain_source_cache_free before the rules can change. */
 struct retain_source_cache {
     const struct message_source *source;
+    const struct acl_rules *rules; /* what source was compiled against */
     struct acl_client *acl;
 };
 void retain_source_cache_free(struct retain_source_cache *cache);
 
-/* May msg be sent from the retained store under rules? True when it has no recorded source
- * (published by the broker or a peer broker) or no rules apply; otherwise whether its source
- * may write to its topic. Out of memory answers false (the message is not sent). */
-bool retain_source_may_send(const struct message *msg, const struct acl_rules *rules,
-                            struct retain_source_cache *cache);
+/* May msg be sent from the retained store? True when it has no recorded source (published by
+ * the broker or a peer broker) or no rules apply to that source; otherwise whether the source
+ * may write to its topic. The rules are those of the listener the source published on when
+ * per_listener_settings is on and that listener (by port) is still configured, as Mosquitto
+ * judges the source; else fallback (the subscriber's: its listener's, or the global ones).
+ * Out of memory answers false (the message is not sent). */
+bool retain_source_may_send(const struct message *msg, const struct arbor_config *config,
+                            const struct acl_rules *fallback, struct retain_source_cache *cache);
 
 #endif

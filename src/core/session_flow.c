@@ -298,7 +298,9 @@ struct snapshot_builder {
     uint32_t dropped; /* matches beyond the limit */
     bool failed;
     const struct acl_client *acl; /* the subscriber's acl_file rules, NULL: none */
-    const struct acl_rules *source_rules; /* check_retain_source: the rules for publishers */
+    bool check_source;                    /* check_retain_source */
+    const struct arbor_config *config;    /* its listeners' rules judge a source under */
+    const struct acl_rules *source_rules; /* per_listener_settings; else these do */
     struct retain_source_cache source_cache;
 };
 
@@ -307,7 +309,9 @@ static void collect_retained(struct message *msg, void *ctx)
     struct snapshot_builder *b = ctx;
     if (b->failed) return;
     if (b->acl && !acl_client_allows(b->acl, msg->topic, msg->topic_len, ACL_READ)) return;
-    if (!retain_source_may_send(msg, b->source_rules, &b->source_cache)) return;
+    if (b->check_source &&
+        !retain_source_may_send(msg, b->config, b->source_rules, &b->source_cache))
+        return;
     if (b->count == b->limit) {
         b->dropped++;
         return;
@@ -355,7 +359,11 @@ int session_add_retained(struct broker *broker, struct session *session, const c
     uint32_t limit = retained_pending_limit(broker);
     uint32_t room = session->retained_pending < limit ? limit - session->retained_pending : 0;
     struct snapshot_builder b = {.limit = room, .acl = session->acl};
-    if (broker->config->check_retain_source) b.source_rules = session_acl_rules(broker, session);
+    if (broker->config->check_retain_source) {
+        b.check_source = true;
+        b.config = broker->config;
+        b.source_rules = session_acl_rules(broker, session);
+    }
     retain_for_each_match(broker->shared->retained, filter, filter_len, collect_retained, &b);
     retain_source_cache_free(&b.source_cache);
     if (b.dropped) {

@@ -167,6 +167,7 @@ static void describe_message(const struct broker *broker, int64_t wall_now,
         m->source_client_id_len = strlen(msg->source->client_id);
         m->source_username = msg->source->username;
         m->source_username_len = msg->source->username ? strlen(msg->source->username) : 0;
+        m->source_listener_port = msg->source->listener_port;
     }
     if (msg->origin.stamped) {
         m->stamped = true;
@@ -525,7 +526,8 @@ static struct message *build_message(struct restore *r, const struct persist_mes
         char *id = strndup(m->source_client_id, m->source_client_id_len);
         char *user =
             m->source_username ? strndup(m->source_username, m->source_username_len) : NULL;
-        if (id && (user || !m->source_username)) msg->source = message_source_new(id, user);
+        if (id && (user || !m->source_username))
+            msg->source = message_source_new(id, user, m->source_listener_port);
         free(id);
         free(user);
         if (!msg->source) {

@@ -100,6 +100,7 @@ enum message_flags {
     MSG_SOURCE_USER = 1 << 4,
     MSG_STAMPED = 1 << 5,
     MSG_LOCAL_ONLY = 1 << 6,
+    MSG_SOURCE_PORT = 1 << 7, /* the source's listener port follows its user name */
 };
 
 static int put_message(struct abuf *out, const struct persist_message *m)
@@ -108,6 +109,7 @@ static int put_message(struct abuf *out, const struct persist_message *m)
     if (m->retain) flags |= MSG_RETAIN;
     if (m->source_client_id) flags |= MSG_SOURCE;
     if (m->source_client_id && m->source_username) flags |= MSG_SOURCE_USER;
+    if (m->source_client_id && m->source_listener_port >= 0) flags |= MSG_SOURCE_PORT;
     if (m->stamped) flags |= MSG_STAMPED;
     if (m->local_only) flags |= MSG_LOCAL_ONLY;
     int rc = abuf_append_u8(out, flags);
@@ -118,6 +120,7 @@ static int put_message(struct abuf *out, const struct persist_message *m)
     rc |= put_bytes32(out, m->props, m->props_len);
     if (flags & MSG_SOURCE) rc |= put_bytes16(out, m->source_client_id, m->source_client_id_len);
     if (flags & MSG_SOURCE_USER) rc |= put_bytes16(out, m->source_username, m->source_username_len);
+    if (flags & MSG_SOURCE_PORT) rc |= abuf_append_u16(out, (uint16_t)m->source_listener_port);
     if (flags & MSG_STAMPED) {
         const struct message_origin *o = &m->origin;
         rc |= abuf_append(out, o->broker.addr, sizeof o->broker.addr);
@@ -321,6 +324,9 @@ static void get_message(struct reader *r, struct persist_message *m)
         m->source_client_id = (const char *)get_bytes(r, 2, &m->source_client_id_len);
     if ((flags & MSG_SOURCE) && (flags & MSG_SOURCE_USER))
         m->source_username = (const char *)get_bytes(r, 2, &m->source_username_len);
+    m->source_listener_port = -1;
+    if ((flags & MSG_SOURCE) && (flags & MSG_SOURCE_PORT))
+        m->source_listener_port = (int32_t)get_uint(r, 2);
     m->stamped = flags & MSG_STAMPED;
     m->local_only = flags & MSG_LOCAL_ONLY;
     if (m->stamped) {

@@ -55,6 +55,7 @@ struct persist_message {
     size_t source_client_id_len;
     const char *source_username; /* NULL: anonymous */
     size_t source_username_len;
+    int32_t source_listener_port; /* -1: not known (records written before it was kept) */
     /* MQTT-ST stamp (retained messages keep theirs, see persist.c) */
     bool stamped;
     bool local_only;

@@ -8,6 +8,7 @@ section, no matching rule means denied, per_listener_settings, SIGHUP reload and
 errors. Without a password_file a username is taken as given (allow_anonymous true), in both
 brokers."""
 
+import os
 import signal
 import time
 
@@ -262,6 +263,44 @@ def test_check_retain_source(broker, raw, tmp_path, check):
     checks = check == "true" or (check is None and not IS_MOSQUITTO)
     expected = [] if checks else ["r/will", "r/x"]
     assert sorted(received(s, expect=len(expected))) == expected
+
+
+def retained_from_an_acl_listener(broker, raw, tmp_path, *lines):
+    """A broker with per_listener_settings and check_retain_source (and lines): its first
+    listener has no acl_file, a second one has an acl_file letting anyone write r/#, on which
+    a client published a retained r/x. Returns the broker and the acl file."""
+    acl = tmp_path / "acl"
+    acl.write_text("topic readwrite r/#\n")
+    os.chmod(str(acl), 0o644)
+    port2 = free_port()
+    b = broker(*lines, "per_listener_settings true", "check_retain_source true",
+               "allow_anonymous true", "listener %d 127.0.0.1" % port2, "allow_anonymous true",
+               "acl_file %s" % acl, defaults=False)
+
+    class Second:
+        host, port = b.host, port2
+    pub = raw(Second, MQTT311)
+    pub.connect("pub")
+    pub.publish("r/x", b"v", qos=1, retain=True)
+    pub.disconnect()
+    return b, acl
+
+
+def test_check_retain_source_judges_the_publisher_by_its_own_listener(broker, raw, tmp_path):
+    # per_listener_settings: a retained message's source is judged by the rules of the
+    # listener it published on (Mosquitto keeps the source's listener), not by those of the
+    # subscriber's listener, which here has no acl_file at all.
+    b, acl = retained_from_an_acl_listener(broker, raw, tmp_path)
+    s = client(raw, b, "s0")  # the first listener: no acl_file
+    s.subscribe("r/#", 1)
+    assert received(s, expect=1) == ["r/x"]
+    acl.write_text("topic read r/#\n")  # the publisher may no longer write r/x
+    b.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "Reload" in b.log_text(), what="reload")
+    time.sleep(0.3)
+    s = client(raw, b, "s1")
+    s.subscribe("r/#", 1)
+    assert received(s) == []
 
 
 def test_reload_applies_new_rules(broker, raw, tmp_path):

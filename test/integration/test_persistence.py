@@ -16,6 +16,7 @@ import pytest
 
 import mqttproto as mp
 from helpers import free_port, wait_until
+from test_acl import retained_from_an_acl_listener
 from mqttproto import MQTT31, MQTT311, MQTT5
 
 pytestmark = pytest.mark.arbor_only
@@ -717,3 +718,23 @@ def test_retained_source_survives_for_check_retain_source(broker, raw, tmp_path)
     s = connect(b, raw, "s", MQTT311, clean=True, username="bob")
     s.subscribe("r/#", 1)
     s.expect_no_packet(0.4)  # its publisher may no longer write r/x
+
+
+@pytest.mark.parametrize("mode", ["snapshot", "durable"])
+def test_retained_source_keeps_its_listener_for_check_retain_source(broker, raw, tmp_path,
+                                                                      mode):
+    """per_listener_settings: the source's listener is saved with it, so after a restart the
+    publisher is still judged by its own listener's rules, not by the subscriber's (whose
+    listener has no acl_file here)."""
+    b, acl = retained_from_an_acl_listener(broker, raw, tmp_path, "persistence true",
+                                           "persistence_mode %s" % mode)
+    b.restart()
+    s = connect(b, raw, "s0", MQTT311, clean=True)  # the first listener: no acl_file
+    s.subscribe("r/#", 1)
+    assert [m.topic for m in s.drain_publishes(expect=1)] == ["r/x"]  # kept, still allowed
+    s.disconnect()
+    acl.write_text("topic read r/#\n")  # the publisher may no longer write r/x
+    b.restart()
+    s = connect(b, raw, "s1", MQTT311, clean=True)
+    s.subscribe("r/#", 1)
+    s.expect_no_packet(0.4)

@@ -250,8 +250,9 @@ static void test_source_copies_and_is_freed_with_the_message(void **state)
     (void)state;
     char id[] = "client-1";
     char user[] = "alice";
-    struct message_source *source = message_source_new(id, user);
+    struct message_source *source = message_source_new(id, user, 1883);
     assert_non_null(source);
+    assert_int_equal(source->listener_port, 1883);
     memset(id, 0, sizeof id);
     memset(user, 0, sizeof user);
     assert_string_equal(source->client_id, "client-1");
@@ -267,7 +268,7 @@ static void test_source_copies_and_is_freed_with_the_message(void **state)
 static void test_anonymous_source(void **state)
 {
     (void)state;
-    struct message_source *source = message_source_new("c", NULL);
+    struct message_source *source = message_source_new("c", NULL, -1);
     assert_non_null(source);
     assert_null(source->username);
     assert_string_equal(source->client_id, "c");
