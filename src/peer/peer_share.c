@@ -32,6 +32,7 @@
  * Everything here runs on loop 0 (the links' loop), but peer_share_owns (any loop).
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -491,10 +492,13 @@ void peer_share_refused(struct peer_net *net, struct message *msg, stp_link_id l
     list_pending(net, msg);
 }
 
-/* The neighbour is taken as gone: what it did not acknowledge, and what it acknowledged
- * within PEER_SHARE_FAILOVER_MS before the link went down (its member may not have had it),
- * is given again: to a member here or the next nearest link. */
-static size_t orphan_gone(struct peer_net *net, const struct peer_share_orphan *o)
+/* The neighbour of a link that went down is back on `back`, or (back NULL) taken as gone.
+ * Back: the groups given to the old link that it did not acknowledge go to it again (it
+ * takes each mark once: nothing twice). Gone: those, and the ones it acknowledged within
+ * PEER_SHARE_FAILOVER_MS before the link went down (its member may not have had them), are
+ * given again: to a member here or the next nearest link. Returns how many. */
+static size_t orphan_resolve(struct peer_net *net, const struct peer_share_orphan *o,
+                             struct peer_link *back)
 {
     struct message_log *log = net->log;
     size_t moved = 0;
@@ -505,13 +509,24 @@ static size_t orphan_gone(struct peer_net *net, const struct peer_share_orphan *
         for (size_t i = 0; n && i < n->count; i++) {
             struct share_assignment *a = &n->items[i];
             if (a->state != SHARE_SENT || a->link != o->link) continue;
-            if (a->acked && o->down_ms - a->at_ms > PEER_SHARE_FAILOVER_MS) continue;
-            a->state = SHARE_PENDING;
+            if (a->acked && (back || o->down_ms - a->at_ms > PEER_SHARE_FAILOVER_MS)) continue;
             a->at_ms = net->broker->now_ms;
+            if (back) {
+                a->link = back->stp_id;
+                a->wired = false;
+            } else {
+                a->state = SHARE_PENDING;
+            }
             any = true;
             moved++;
         }
-        if (any) list_pending(net, e->msg);
+        if (!any) continue;
+        if (!back)
+            list_pending(net, e->msg);
+        /* back: now, ahead of the link's resync (which may have walked past it, or never walk
+         * a link that does not forward): the neighbour may see it before older messages */
+        else if (!peer_dialer_send_message(back->out, e->msg, 0))
+            peer_share_refused(net, e->msg, back->stp_id, 0);
     }
     return moved;
 }
@@ -573,41 +588,13 @@ void peer_share_link_down(struct peer_net *net, stp_link_id link,
         struct peer_share_orphan *grown = realloc(s->orphans, cap * sizeof *grown);
         if (!grown) { /* not waited for: taken as gone at once */
             log_error("Error: MQTT-ST: out of memory waiting for a neighbour to come back.");
-            orphan_gone(net, &o);
+            orphan_resolve(net, &o, NULL);
             return;
         }
         s->orphans = grown;
         s->orphan_cap = cap;
     }
     s->orphans[s->orphan_count++] = o;
-}
-
-/* The neighbour of a link that went down is back on `link`: the groups given to the old link
- * that it did not acknowledge go to it again (it takes each mark once: nothing twice). */
-static size_t orphan_back(struct peer_net *net, const struct peer_share_orphan *o,
-                          struct peer_link *link)
-{
-    struct message_log *log = net->log;
-    size_t moved = 0;
-    for (uint64_t s = log->head_serial; s < message_log_end(log); s++) {
-        const struct message_log_entry *e = message_log_at(log, s);
-        struct share_note *n = e ? note_of(e->msg) : NULL;
-        bool send = false;
-        for (size_t i = 0; n && i < n->count; i++) {
-            struct share_assignment *a = &n->items[i];
-            if (a->state != SHARE_SENT || a->link != o->link || a->acked) continue;
-            a->link = link->stp_id;
-            a->wired = false;
-            a->at_ms = net->broker->now_ms;
-            send = true;
-            moved++;
-        }
-        /* now, ahead of the link's resync (which may have walked past it, or never walk a
-         * link that does not forward): the neighbour may see it before older messages */
-        if (send && !peer_dialer_send_message(link->out, e->msg, 0))
-            peer_share_refused(net, e->msg, link->stp_id, 0);
-    }
-    return moved;
 }
 
 static void run_orphans(struct peer_net *net)
@@ -621,7 +608,7 @@ static void run_orphans(struct peer_net *net)
         struct peer_link *link = NULL;
         HASH_FIND(hh, net->links, &o->neighbour, sizeof o->neighbour, link);
         if (link && link->stp_id && link->out && link->out->state == DIAL_UP) {
-            size_t moved = orphan_back(net, o, link);
+            size_t moved = orphan_resolve(net, o, link);
             s->returned += moved;
             if (moved && stp_broker_id_format(&o->neighbour, name, sizeof name))
                 log_notice("MQTT-ST: %s is back: %zu shared-group message(s) it had not "
@@ -629,7 +616,7 @@ static void run_orphans(struct peer_net *net)
             continue;
         }
         if (now - o->down_ms >= PEER_SHARE_ORPHAN_MS) {
-            size_t moved = orphan_gone(net, o);
+            size_t moved = orphan_resolve(net, o, NULL);
             if (moved && stp_broker_id_format(&o->neighbour, name, sizeof name))
                 log_notice("MQTT-ST: %s is gone: %zu shared-group message(s) given to it are "
                            "given again.", name, moved);
@@ -644,7 +631,8 @@ static void run_orphans(struct peer_net *net)
 static void run_pending(struct peer_net *net)
 {
     struct peer_shares *s = &net->shares;
-    size_t kept = 0;
+    size_t kept = 0, given_up = 0;
+    char first[160] = ""; /* the first given up, named in the warning */
     int64_t now = net->broker->now_ms;
     for (size_t m = 0; m < s->pending_count; m++) {
         struct message *msg = s->pending[m];
@@ -666,8 +654,9 @@ static void run_pending(struct peer_net *net)
             if (now - a->at_ms > PEER_SHARE_PENDING_MS) {
                 a->state = SHARE_DONE;
                 s->unassigned++;
-                log_warning("Warning: MQTT-ST: no member of shared group %.*s could be reached "
-                            "for a message on %s.", (int)a->len, a->key, msg->topic);
+                if (!given_up++)
+                    snprintf(first, sizeof first, "shared group %.*s, a message on %s",
+                             (int)a->len, a->key, msg->topic);
                 continue;
             }
             waiting = true;
@@ -680,6 +669,14 @@ static void run_pending(struct peer_net *net)
         }
     }
     s->pending_count = kept;
+    /* one line per round (at most ten a second), however many were given up */
+    if (given_up == 1)
+        log_warning("Warning: MQTT-ST: no member could be reached within %d s (%s); given up.",
+                    PEER_SHARE_PENDING_MS / 1000, first);
+    else if (given_up)
+        log_warning("Warning: MQTT-ST: no member could be reached within %d s for %zu "
+                    "shared-group deliveries (the first: %s); given up.",
+                    PEER_SHARE_PENDING_MS / 1000, given_up, first);
 }
 
 /* ---- the tables told and heard ------------------------------------------------------------ */

@@ -11,6 +11,7 @@ messages go to broker 1 (the lowest identity: ports are handed out in index orde
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -314,6 +315,31 @@ def test_killed_members_broker_hands_its_share_to_the_others(cluster):
         len(dead), len(survivors), reassigned, len(overlap)))
     assert len(overlap) <= reassigned
     assert sorted(survivors)[-1] == total - 1
+
+
+def test_a_group_no_member_can_reach_is_given_up_with_one_warning_per_round(cluster):
+    """The only member's broker is killed: QoS 1 messages published then wait for the group
+    (the downed link's table lingers, its neighbour is waited for), and when no way opens
+    within 30 s they are given up: counted in shares/unassigned, and warned about in one line
+    per round for all of them, not a line each."""
+    c = cluster(2, [(0, 1)], extra_lines=LINES)
+    c.wait_tree(timeout=30)
+    Member(c, 1)
+    member_id = c.brokers[1].identity
+    wait_until(lambda: c.stp(0, fresh=True).get("peers/%s/shares" % member_id) == "0 g/jobs/#",
+               timeout=30, interval=0.2, what="broker 0 hearing broker 1's group")
+    c.kill(1)
+    total = 40
+    wait_published(publish_numbered(c.client(0), 0, total))
+    # lingering table and the wait for the neighbour (10 s), then the wait for a way (30 s)
+    wait_counter(c, 0, "shares/unassigned", total, timeout=90)
+    lines = [line for line in c.brokers[0].log_text().splitlines()
+             if "no member could be reached" in line]
+    counts = [int(m.group(1)) if m else 1
+              for m in (re.search(r"for (\d+) shared-group deliveries", line) for line in lines)]
+    assert sum(counts) == total, lines
+    assert 1 <= len(lines) <= 5, lines
+    assert "g/jobs/#" in lines[0] and "jobs/n" in lines[0], lines
 
 
 def test_link_flaps_lose_nothing_and_copy_nothing(cluster):
