@@ -105,6 +105,7 @@ struct message_source *message_source_new(const char *client_id, const char *use
     memcpy(source->client_id, client_id, id_len + 1);
     source->username = NULL;
     source->listener_port = listener_port;
+    source->listener_index = -1;
     if (username && !(source->username = strdup(username))) {
         free(source);
         return NULL;

@@ -24,10 +24,13 @@
 /* Who published a retained message or a will (check_retain_source, retain_source.h). */
 struct message_source {
     char *username; /* NULL: anonymous */
-    /* The port of the listener it published on, whose rules judge it under
-     * per_listener_settings (as Mosquitto keeps the source's listener); -1: not known (then
-     * the subscriber's listener's rules do). A unix socket listener's port is 0. */
+    /* The listener it published on, whose rules judge it under per_listener_settings (as
+     * Mosquitto keeps the source's listener): its port (a unix socket's: 0; -1: not known,
+     * then the subscriber's listener's rules do) and, while the broker runs, its place in
+     * the config's listeners (-1: not known, as after a restore; then the first listener
+     * with that port). */
     int32_t listener_port;
+    int32_t listener_index;
     char client_id[];
 };
 
@@ -161,7 +164,8 @@ void message_restart_expiry(struct message *msg, int64_t now_ms);
 uint32_t message_remaining_expiry(const struct message *msg, int64_t now_ms);
 
 /* A copy of client_id and username (NULL: anonymous), published on the listener of
- * listener_port (-1: not known); NULL when out of memory. */
+ * listener_port (-1: not known); listener_index -1 until message_source_at_listener says.
+ * NULL when out of memory. */
 struct message_source *message_source_new(const char *client_id, const char *username,
                                           int32_t listener_port);
 void message_source_free(struct message_source *source);

@@ -549,8 +549,7 @@ static int admit_client(struct connection *conn, const struct mqtt_connect *c,
         struct client *client = client_of(conn);
         if (rc == 0 && client->will && client->will->retain && sec->acl &&
             broker->config->check_retain_source &&
-            !(client->will->source =
-                  message_source_new(*client_id, client->username, handler_listener_port(conn))))
+            !(client->will->source = handler_message_source(conn, *client_id, client->username)))
             rc = -1;
         if (rc != 0) return refuse(conn, c->version, MQTT_RC_SERVER_UNAVAILABLE, "out of memory");
     }

@@ -20,6 +20,19 @@
 #include "route.h"
 
 /* Resolve or record a topic alias. On success p->topic names the topic to use. */
+struct message_source *handler_message_source(const struct connection *conn,
+                                              const char *client_id, const char *username)
+{
+    const struct listener *l = conn->listener;
+    struct message_source *source =
+        message_source_new(client_id, username, l ? (int32_t)l->port : -1);
+    const struct arbor_config *config = conn->broker->config;
+    if (source && l && l->config && l->config >= config->listeners &&
+        l->config < config->listeners + config->listener_count)
+        source->listener_index = (int32_t)(l->config - config->listeners);
+    return source;
+}
+
 static int resolve_topic_alias(struct connection *conn, struct mqtt_publish *p)
 {
     struct client *client = client_of(conn);
@@ -88,8 +101,8 @@ static long publish_message(struct connection *conn, const struct mqtt_publish *
         if (client->publisher) msg->publisher = message_publisher_ref(client->publisher);
     }
     if (p->retain && client->session->acl && broker->config->check_retain_source &&
-        !(msg->source = message_source_new(client->session->client_id, client->username,
-                                            handler_listener_port(conn)))) {
+        !(msg->source =
+              handler_message_source(conn, client->session->client_id, client->username))) {
         message_unref(msg);
         return -1;
     }

@@ -24,12 +24,10 @@ int handle_pingreq(struct connection *conn, const uint8_t *body, size_t len);
 int handle_disconnect(struct connection *conn, const uint8_t *body, size_t len);
 int handle_auth(struct connection *conn, const uint8_t *body, size_t len);
 
-/* The port of the listener conn came in on (0: a unix socket), recorded with a retained
- * message's or will's source (message.h); -1 when it has none. */
-static inline int32_t handler_listener_port(const struct connection *conn)
-{
-    return conn->listener ? (int32_t)conn->listener->port : -1;
-}
+/* A retained message's or will's source (message.h) for the client on conn, with the
+ * listener it came in on; NULL when out of memory. */
+struct message_source *handler_message_source(const struct connection *conn,
+                                              const char *client_id, const char *username);
 
 /* After a reload: close (as Mosquitto: no DISCONNECT, no will) every client
  * whose user name and password the new settings no longer accept (handle_connect.c). */

@@ -19,21 +19,32 @@ void retain_source_cache_free(struct retain_source_cache *cache)
     cache->rules = NULL;
 }
 
-/* The rules of the listener source published on, under per_listener_settings: the first
- * configured listener with its port (a unix socket's: the first unix socket listener). NULL
- * when per_listener_settings is off or no such listener is configured now. */
+static bool listener_is(const struct arbor_listener *l, const struct message_source *source)
+{
+    return l->port == (uint16_t)source->listener_port && (l->port != 0 || l->unix_socket);
+}
+
+/* The rules of the listener source published on, under per_listener_settings: the one it
+ * was published on while the broker runs (its place in the listeners, when that listener
+ * still has its port), else the first configured listener with its port (a unix socket's:
+ * the first unix socket listener), as after a restore. NULL when per_listener_settings is
+ * off or no such listener is configured now. */
 static const struct acl_rules *source_listener_rules(const struct arbor_config *config,
                                                      const struct message_source *source,
                                                      bool *found)
 {
     *found = false;
     if (!config || !config->per_listener_settings || source->listener_port < 0) return NULL;
-    for (size_t i = 0; i < config->listener_count; i++) {
-        const struct arbor_listener *l = &config->listeners[i];
-        if (l->port != (uint16_t)source->listener_port) continue;
-        if (source->listener_port == 0 && !l->unix_socket) continue;
+    int32_t at = source->listener_index;
+    if (at >= 0 && (size_t)at < config->listener_count &&
+        listener_is(&config->listeners[at], source)) {
         *found = true;
-        return l->security.acl;
+        return config->listeners[at].security.acl;
+    }
+    for (size_t i = 0; i < config->listener_count; i++) {
+        if (!listener_is(&config->listeners[i], source)) continue;
+        *found = true;
+        return config->listeners[i].security.acl;
     }
     return NULL;
 }

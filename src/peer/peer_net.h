@@ -310,6 +310,10 @@ struct peer_shares {
     size_t lingering_count, lingering_cap;
     struct match_result scratch; /* route_deliver_shares's */
     uint64_t here, assigned, reassigned, unassigned, sent, bytes_sent, returned;
+    /* given up since the last warning (one a second at most): how many, and the first */
+    size_t warn_count;
+    int64_t warn_next_ms;
+    char warn_first[160];
 };
 struct peer_share_lingering {
     struct stp_broker_id neighbour;

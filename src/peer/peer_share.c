@@ -631,8 +631,7 @@ static void run_orphans(struct peer_net *net)
 static void run_pending(struct peer_net *net)
 {
     struct peer_shares *s = &net->shares;
-    size_t kept = 0, given_up = 0;
-    char first[160] = ""; /* the first given up, named in the warning */
+    size_t kept = 0;
     int64_t now = net->broker->now_ms;
     for (size_t m = 0; m < s->pending_count; m++) {
         struct message *msg = s->pending[m];
@@ -654,9 +653,10 @@ static void run_pending(struct peer_net *net)
             if (now - a->at_ms > PEER_SHARE_PENDING_MS) {
                 a->state = SHARE_DONE;
                 s->unassigned++;
-                if (!given_up++)
-                    snprintf(first, sizeof first, "shared group %.*s, a message on %s",
-                             (int)a->len, a->key, msg->topic);
+                if (!s->warn_count++)
+                    snprintf(s->warn_first, sizeof s->warn_first,
+                             "shared group %.*s, a message on %s", (int)a->len, a->key,
+                             msg->topic);
                 continue;
             }
             waiting = true;
@@ -669,14 +669,25 @@ static void run_pending(struct peer_net *net)
         }
     }
     s->pending_count = kept;
-    /* one line per round (at most ten a second), however many were given up */
-    if (given_up == 1)
+}
+
+/* Messages given up (run_pending) are warned about in one line a second at most, however
+ * many there were: an outage with thousands waiting would otherwise flood the log. */
+#define PEER_SHARE_WARN_MS 1000
+
+static void warn_given_up(struct peer_net *net, int64_t now)
+{
+    struct peer_shares *s = &net->shares;
+    if (!s->warn_count || now < s->warn_next_ms) return;
+    if (s->warn_count == 1)
         log_warning("Warning: MQTT-ST: no member could be reached within %d s (%s); given up.",
-                    PEER_SHARE_PENDING_MS / 1000, first);
-    else if (given_up)
+                    PEER_SHARE_PENDING_MS / 1000, s->warn_first);
+    else
         log_warning("Warning: MQTT-ST: no member could be reached within %d s for %zu "
                     "shared-group deliveries (the first: %s); given up.",
-                    PEER_SHARE_PENDING_MS / 1000, given_up, first);
+                    PEER_SHARE_PENDING_MS / 1000, s->warn_count, s->warn_first);
+    s->warn_count = 0;
+    s->warn_next_ms = now + PEER_SHARE_WARN_MS;
 }
 
 /* ---- the tables told and heard ------------------------------------------------------------ */
@@ -853,10 +864,12 @@ int64_t peer_share_run(struct peer_net *net)
     if (s->orphan_count) run_orphans(net);
     if (s->lingering_count) linger_end(net, NULL);
     if (s->pending_count) run_pending(net);
+    warn_given_up(net, now);
     forget_taken(net, false);
     if (s->dirty) return s->next_ms;
     /* groups come and go on any loop without telling this one: look again each interval */
-    if (s->pending_count || s->orphan_count || s->lingering_count || net->links)
+    if (s->pending_count || s->orphan_count || s->lingering_count || s->warn_count ||
+        net->links)
         return now + PEER_INTEREST_INTERVAL_MS;
     return TIMER_NONE;
 }

@@ -101,6 +101,7 @@ enum message_flags {
     MSG_STAMPED = 1 << 5,
     MSG_LOCAL_ONLY = 1 << 6,
     MSG_SOURCE_PORT = 1 << 7, /* the source's listener port follows its user name */
+    /* the byte is full: a further flag needs a new PERSIST_RECORD_LAYOUT */
 };
 
 static int put_message(struct abuf *out, const struct persist_message *m)
