@@ -517,7 +517,8 @@ int peer_share_add_marks(struct message *msg, stp_link_id link, uint16_t packet_
 /* The neighbour on link acknowledged the copy of msg with packet_id (PUBREC 0x00): it took
  * the groups that copy carried. */
 void peer_share_acknowledged(struct message *msg, stp_link_id link, uint16_t packet_id);
-/* msg is too large for link: the groups given to it are not delivered (counted, warned). */
+/* msg is too large for link: the groups given to it are not delivered (counted in
+ * shares/unassigned; the dialer's own warning about the size is the log line). */
 void peer_share_unsendable(struct peer_net *net, struct message *msg, stp_link_id link);
 /* Whether every one of marks on a copy of origin's message was taken here before. */
 bool peer_share_marks_taken(struct peer_net *net, const struct message_origin *origin,

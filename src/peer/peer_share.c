@@ -54,9 +54,10 @@ struct share_assignment {
     char *key;
     uint16_t len;
     uint8_t state;
-    bool wired;         /* SHARE_SENT: its mark went on the link... */
-    uint16_t packet_id; /* ...in the copy with this packet id */
-    bool acked;         /* SHARE_SENT: the neighbour acknowledged that copy (PUBREC 0x00) */
+    /* SHARE_SENT: the packet id of the copy its mark went out in on the link; 0: not sent
+     * yet (a peer PUBLISH is QoS 2, its packet id never 0) */
+    uint16_t packet_id;
+    bool acked; /* SHARE_SENT: the neighbour acknowledged that copy (PUBREC 0x00) */
     stp_link_id link; /* SHARE_SENT */
     int64_t at_ms;    /* when it was given (SHARE_SENT) or began to wait (SHARE_PENDING) */
 };
@@ -112,7 +113,8 @@ static struct share_assignment *note_add(struct message *msg, const char *key, s
     memcpy(a->key, key, len);
     a->len = (uint16_t)len;
     a->state = state;
-    a->wired = a->acked = false;
+    a->packet_id = 0;
+    a->acked = false;
     a->link = 0;
     a->at_ms = 0;
     n->count++;
@@ -152,7 +154,7 @@ bool peer_share_unsent_to(const struct message *msg, stp_link_id link)
 {
     const struct share_note *n = note_of(msg);
     for (size_t i = 0; n && link && i < n->count; i++)
-        if (n->items[i].state == SHARE_SENT && n->items[i].link == link && !n->items[i].wired)
+        if (n->items[i].state == SHARE_SENT && n->items[i].link == link && !n->items[i].packet_id)
             return true;
     return false;
 }
@@ -167,7 +169,6 @@ int peer_share_add_marks(struct message *msg, stp_link_id link, uint16_t packet_
         if (mqtt_property_add_pair(props, MQTT_PROP_USER_PROPERTY, PEER_SHARE_PROPERTY,
                                    strlen(PEER_SHARE_PROPERTY), a->key, a->len))
             return -1;
-        a->wired = true;
         a->packet_id = packet_id;
     }
     return 0;
@@ -178,7 +179,7 @@ int peer_share_add_marks(struct message *msg, stp_link_id link, uint16_t packet_
 static bool carried(const struct share_assignment *a, stp_link_id link, uint16_t packet_id)
 {
     if (a->state != SHARE_SENT || a->link != link || a->acked) return false;
-    return packet_id ? a->wired && a->packet_id == packet_id : !a->wired;
+    return a->packet_id == packet_id;
 }
 
 void peer_share_acknowledged(struct message *msg, stp_link_id link, uint16_t packet_id)
@@ -194,11 +195,8 @@ void peer_share_unsendable(struct peer_net *net, struct message *msg, stp_link_i
     for (size_t i = 0; n && link && i < n->count; i++) {
         struct share_assignment *a = &n->items[i];
         if (a->state != SHARE_SENT || a->link != link) continue;
-        a->state = SHARE_DONE;
+        a->state = SHARE_DONE; /* the dialer warns about the size, once a minute */
         net->shares.unassigned++;
-        log_warning("Warning: MQTT-ST: a message on %s for shared group %.*s is too large for "
-                    "the link it was given to; not delivered to the group.", msg->topic,
-                    (int)a->len, a->key);
     }
 }
 
@@ -367,7 +365,8 @@ static void give(struct peer_net *net, struct message *msg, struct share_assignm
     }
     bool again = a->state == SHARE_PENDING;
     a->state = SHARE_SENT;
-    a->wired = a->acked = false;
+    a->packet_id = 0;
+    a->acked = false;
     a->link = link->stp_id;
     a->at_ms = now;
     if (!flooding && !peer_dialer_send_message(link->out, msg, 0)) {
@@ -513,7 +512,7 @@ static size_t orphan_resolve(struct peer_net *net, const struct peer_share_orpha
             a->at_ms = net->broker->now_ms;
             if (back) {
                 a->link = back->stp_id;
-                a->wired = false;
+                a->packet_id = 0;
             } else {
                 a->state = SHARE_PENDING;
             }
